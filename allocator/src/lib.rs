@@ -1,0 +1,1 @@
+//! myriad-alloc: placeholder, built by the allocator issue.

@@ -1,0 +1,1 @@
+//! myriad: a thread-based MPI runtime.
