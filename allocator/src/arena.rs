@@ -278,34 +278,47 @@ impl Arena {
         Some(self.bins[above.trailing_zeros() as usize] as usize)
     }
 
-    /// Allocates `n` pages aligned to `align_pages` pages (a power of two) as a large block;
-    /// returns the first page.
-    pub(crate) fn alloc_large(&mut self, n: usize, align_pages: usize) -> Option<usize> {
-        self.alloc_span(n, align_pages, LARGE)
+    /// The free span an allocation of `n` pages aligned to `align_pages` would use, and
+    /// whether the pages it would hand out are all dirty (reusable without a page fault), and
+    /// the span's length.
+    pub(crate) fn candidate(&self, n: usize, align_pages: usize) -> Option<(usize, bool, usize)> {
+        let padded = n + align_pages.max(1) - 1;
+        if n == 0 || padded > self.free_pages {
+            return None;
+        }
+        let start = self.find(padded)?;
+        let (_, _, len) = self.state(start);
+        Some((
+            start,
+            align_pages <= 1 && self.count_dirty(start, n) == n,
+            len,
+        ))
     }
 
-    /// Allocates `n` pages for a slab, and points every page's entry at the first page.
-    pub(crate) fn alloc_slab(&mut self, n: usize) -> Option<usize> {
-        let start = self.alloc_span(n, 1, SLAB)?;
+    /// Allocates `n` pages aligned to `align_pages` pages (a power of two) as a large block
+    /// from the free span at `span` (found by [`Arena::candidate`]); returns the first page.
+    pub(crate) fn alloc_large(&mut self, span: usize, n: usize, align_pages: usize) -> usize {
+        self.alloc_span(span, n, align_pages, LARGE)
+    }
+
+    /// Allocates `n` pages for a slab from the free span at `span` (found by
+    /// [`Arena::candidate`]), and points every page's entry at the first page.
+    pub(crate) fn alloc_slab(&mut self, span: usize, n: usize) -> usize {
+        let start = self.alloc_span(span, n, 1, SLAB);
         for page in start..start + n {
             // SAFETY: entries of this arena, under the node lock; no block of the slab exists
             // yet, so no `dealloc` reads them concurrently.
             unsafe { (*self.entry(page)).start = start as u32 };
         }
-        Some(start)
+        start
     }
 
-    fn alloc_span(&mut self, n: usize, align_pages: usize, state: u32) -> Option<usize> {
-        if n == 0 || n > self.free_pages {
-            return None;
-        }
+    fn alloc_span(&mut self, span: usize, n: usize, align_pages: usize, state: u32) -> usize {
         if align_pages <= 1 {
-            let start = self.find(n)?;
-            return Some(self.take(start, n, state));
+            return self.take(span, n, state);
         }
         let padded = n + align_pages - 1;
-        let start = self.find(padded)?;
-        let start = self.take(start, padded, state);
+        let start = self.take(span, padded, state);
         let aligned = start.next_multiple_of(align_pages);
         let head = aligned - start;
         let tail = padded - head - n;
@@ -324,7 +337,7 @@ impl Arena {
         if tail > 0 {
             self.free(aligned + n, tail);
         }
-        Some(aligned)
+        aligned
     }
 
     /// Frees the span of `n` pages at `start` (a large block or a slab), marking it dirty and
@@ -460,6 +473,11 @@ fn for_each_word(start: usize, n: usize, mut f: impl FnMut(usize, u64)) {
 mod tests {
     use super::*;
 
+    fn large(a: &mut Arena, n: usize, align: usize) -> Option<usize> {
+        let (span, _, _) = a.candidate(n, align)?;
+        Some(a.alloc_large(span, n, align))
+    }
+
     #[test]
     fn bins_are_monotonic_and_fit_the_mask() {
         let mut last = 0;
@@ -481,15 +499,16 @@ mod tests {
         let arena = Arena::create(0).expect("map an arena");
         // SAFETY: a fresh arena owned by this test only.
         let a = unsafe { &mut *arena.as_ptr() };
-        let x = a.alloc_large(10, 1).unwrap();
-        let y = a.alloc_large(20, 1).unwrap();
-        let z = a.alloc_large(5, 1).unwrap();
+        let x = large(a, 10, 1).unwrap();
+        let y = large(a, 20, 1).unwrap();
+        let z = large(a, 5, 1).unwrap();
         assert_eq!((x, y, z), (FIRST_PAGE, FIRST_PAGE + 10, FIRST_PAGE + 30));
         assert_eq!(a.free_pages, USABLE_PAGES - 35);
         a.free(y, 20);
         assert_eq!(a.dirty_pages, 20);
         // Reuse of the dirty hole: same place, dirty count drops.
-        assert_eq!(a.alloc_large(15, 1), Some(y));
+        assert_eq!(a.candidate(15, 1), Some((y, true, 20)));
+        assert_eq!(large(a, 15, 1), Some(y));
         assert_eq!(a.dirty_pages, 5);
         a.free(y, 15);
         a.free(x, 10);
@@ -509,14 +528,15 @@ mod tests {
         let arena = Arena::create(0).expect("map an arena");
         // SAFETY: a fresh arena owned by this test only.
         let a = unsafe { &mut *arena.as_ptr() };
-        let _pad = a.alloc_large(3, 1).unwrap();
-        let p = a.alloc_large(4, 16).unwrap();
+        let _pad = large(a, 3, 1).unwrap();
+        let p = large(a, 4, 16).unwrap();
         assert_eq!(p % 16, 0);
         assert!(a.grow(p, 4, 40));
         a.shrink(p, 40, 2);
         assert_eq!(a.state(p), (LARGE, p, 2));
         assert_eq!(a.free_pages, USABLE_PAGES - 5);
-        let s = a.alloc_slab(16).unwrap();
+        let (span, _, _) = a.candidate(16, 1).unwrap();
+        let s = a.alloc_slab(span, 16);
         let slab = Arena::slab_at(a.base(), s);
         assert_eq!(Arena::slab_page(slab), s);
         assert_eq!(

@@ -7,8 +7,22 @@
 
 use core::ffi::CStr;
 
-/// Default of `MYRIAD_ALLOC_KEEP`: freed memory kept resident for reuse, whole process.
-pub(crate) const DEFAULT_KEEP: usize = 256 << 20;
+/// Upper bound of the default of `MYRIAD_ALLOC_KEEP` (the default is the smaller of this and
+/// an eighth of physical memory).
+pub(crate) const DEFAULT_KEEP_MAX: usize = 1 << 30;
+
+/// The default of `MYRIAD_ALLOC_KEEP`: min(1 GiB, physical memory / 8).
+fn default_keep() -> usize {
+    // SAFETY: sysconf has no preconditions and does not allocate.
+    let pages = unsafe { libc::sysconf(libc::_SC_PHYS_PAGES) };
+    if pages <= 0 {
+        return DEFAULT_KEEP_MAX;
+    }
+    (pages as usize)
+        .saturating_mul(crate::os::PAGE)
+        .checked_div(8)
+        .map_or(DEFAULT_KEEP_MAX, |eighth| eighth.min(DEFAULT_KEEP_MAX))
+}
 
 /// The allocator's knobs, fixed at initialisation.
 #[derive(Debug, Clone, Copy)]
@@ -19,26 +33,33 @@ pub(crate) struct Config {
     /// `MYRIAD_ALLOC_BIND`: whether pools bind their mappings to their node (default: when
     /// there is more than one node).
     pub(crate) bind: Option<bool>,
+    /// `MYRIAD_ALLOC_HUGEPAGES`: whether arenas and huge blocks ask for transparent huge pages
+    /// (`madvise(MADV_HUGEPAGE)`); off by default.
+    pub(crate) hugepages: bool,
 }
 
 impl Config {
     /// The defaults, before the environment is read.
     pub(crate) const DEFAULT: Config = Config {
-        keep: DEFAULT_KEEP,
+        keep: DEFAULT_KEEP_MAX,
         bind: None,
+        hugepages: false,
     };
 
     /// Reads the configuration from the environment.
     pub(crate) fn from_env() -> Config {
         let keep = env(c"MYRIAD_ALLOC_KEEP")
             .and_then(parse_size)
-            .unwrap_or(DEFAULT_KEEP);
-        let bind = env(c"MYRIAD_ALLOC_BIND").and_then(|v| match v {
-            b"0" | b"no" | b"false" | b"off" => Some(false),
-            b"1" | b"yes" | b"true" | b"on" => Some(true),
-            _ => None,
-        });
-        Config { keep, bind }
+            .unwrap_or_else(default_keep);
+        let bind = env(c"MYRIAD_ALLOC_BIND").and_then(parse_bool);
+        let hugepages = env(c"MYRIAD_ALLOC_HUGEPAGES")
+            .and_then(parse_bool)
+            .unwrap_or(false);
+        Config {
+            keep,
+            bind,
+            hugepages,
+        }
     }
 }
 
@@ -77,6 +98,14 @@ pub(crate) fn parse_size(text: &[u8]) -> Option<usize> {
     value.checked_mul(1usize << shift)
 }
 
+fn parse_bool(text: &[u8]) -> Option<bool> {
+    match trim(text) {
+        b"0" | b"no" | b"false" | b"off" => Some(false),
+        b"1" | b"yes" | b"true" | b"on" => Some(true),
+        _ => None,
+    }
+}
+
 fn trim(mut text: &[u8]) -> &[u8] {
     while let [b' ' | b'\t' | b'\n', rest @ ..] = text {
         text = rest;
@@ -101,5 +130,14 @@ mod tests {
         assert_eq!(parse_size(b"12X"), None);
         assert_eq!(parse_size(b""), None);
         assert_eq!(parse_size(b"99999999999999999999999"), None);
+    }
+
+    #[test]
+    fn default_keep_is_bounded() {
+        let k = default_keep();
+        assert!(k > 0 && k <= DEFAULT_KEEP_MAX);
+        assert_eq!(parse_bool(b"on"), Some(true));
+        assert_eq!(parse_bool(b"0"), Some(false));
+        assert_eq!(parse_bool(b"maybe"), None);
     }
 }

@@ -45,7 +45,7 @@ impl Global {
             let bind = config.bind.unwrap_or(nodes > 1);
             let keep = config.keep / nodes;
             for (id, pool) in self.pools.iter().enumerate().take(nodes) {
-                pool.configure(id, bind, keep);
+                pool.configure(id, bind, config.hugepages, keep);
             }
             // SAFETY: inside `call_once`: no reader before completion, no other writer.
             unsafe {

@@ -30,6 +30,7 @@ const HUGE_CACHE: usize = 8;
 pub(crate) struct NodeCounters {
     pub(crate) mapped: AtomicU64,
     pub(crate) large_in_use: AtomicU64,
+    pub(crate) large_peak: AtomicU64,
     pub(crate) slab_bytes: AtomicU64,
     pub(crate) kept: AtomicU64,
     pub(crate) arenas: AtomicU64,
@@ -45,6 +46,7 @@ impl NodeCounters {
         NodeCounters {
             mapped: AtomicU64::new(0),
             large_in_use: AtomicU64::new(0),
+            large_peak: AtomicU64::new(0),
             slab_bytes: AtomicU64::new(0),
             kept: AtomicU64::new(0),
             arenas: AtomicU64::new(0),
@@ -68,6 +70,7 @@ fn sub(c: &AtomicU64, v: usize) {
 struct NodeState {
     id: usize,
     bind: bool,
+    hugepages: bool,
     keep_bytes: usize,
     arenas: *mut Arena,
     dirty_pages: usize,
@@ -104,6 +107,7 @@ impl NodePool {
             state: Mutex::new(NodeState {
                 id: 0,
                 bind: false,
+                hugepages: false,
                 keep_bytes: 0,
                 arenas: ptr::null_mut(),
                 dirty_pages: 0,
@@ -115,11 +119,13 @@ impl NodePool {
         }
     }
 
-    /// Sets the pool's node id, binding policy and share of `MYRIAD_ALLOC_KEEP`.
-    pub(crate) fn configure(&self, id: usize, bind: bool, keep_bytes: usize) {
+    /// Sets the pool's node id, binding and huge-page policies and share of
+    /// `MYRIAD_ALLOC_KEEP`.
+    pub(crate) fn configure(&self, id: usize, bind: bool, hugepages: bool, keep_bytes: usize) {
         let mut s = self.lock();
         s.id = id;
         s.bind = bind;
+        s.hugepages = hugepages;
         s.keep_bytes = keep_bytes;
     }
 
@@ -148,34 +154,54 @@ impl NodePool {
         align_pages: usize,
         slab: bool,
     ) -> Option<(*mut Arena, usize)> {
-        let take = |a: &mut Arena| {
-            if slab {
-                a.alloc_slab(n)
-            } else {
-                a.alloc_large(n, align_pages)
+        let take = |span: usize| {
+            move |a: &mut Arena| {
+                if slab {
+                    a.alloc_slab(span, n)
+                } else {
+                    a.alloc_large(span, n, align_pages)
+                }
             }
         };
+        // Best fit over all arenas, preferring spans whose pages are all dirty (no page fault):
+        // ranked by (not all dirty, span length), ties to the oldest arena.
+        let mut best: Option<(bool, usize, *mut Arena, usize)> = None;
+        let mut last: *mut Arena = ptr::null_mut();
         let mut a = s.arenas;
         while !a.is_null() {
             // SAFETY: arenas of the list are live; we hold the lock.
-            if unsafe { (*a).free_pages } >= n {
-                if let Some(page) = self.on_arena(s, a, take) {
-                    return Some((a, page));
+            if let Some((span, dirty, len)) = unsafe { (*a).candidate(n, align_pages) } {
+                if best.is_none_or(|(bd, bl, _, _)| (!dirty, len) < (bd, bl)) {
+                    best = Some((!dirty, len, a, span));
                 }
             }
+            last = a;
             // SAFETY: as above.
             a = unsafe { (*a).next };
+        }
+        if let Some((_, _, a, span)) = best {
+            let page = self.on_arena(s, a, take(span));
+            return Some((a, page));
         }
         let arena = Arena::create(s.id)?.as_ptr();
         if s.bind && !os::bind(arena.cast(), ARENA_SIZE, s.id) {
             add(&self.counters.bind_failures, 1);
         }
-        // SAFETY: the arena is fresh and ours.
-        unsafe { (*arena).next = s.arenas };
-        s.arenas = arena;
+        if s.hugepages {
+            // SAFETY: the whole arena is our fresh mapping.
+            unsafe { os::advise_hugepages(arena.cast(), ARENA_SIZE) };
+        }
+        // Append: older arenas, with more dirty pages, are searched first.
+        // SAFETY: `last` is the live tail of the list (or the list is empty).
+        match unsafe { last.as_mut() } {
+            Some(tail) => tail.next = arena,
+            None => s.arenas = arena,
+        }
         add(&self.counters.mapped, ARENA_SIZE);
         add(&self.counters.arenas, 1);
-        let page = self.on_arena(s, arena, take)?;
+        // SAFETY: the arena is fresh and ours.
+        let (span, _, _) = unsafe { (*arena).candidate(n, align_pages) }?;
+        let page = self.on_arena(s, arena, take(span));
         Some((arena, page))
     }
 
@@ -193,8 +219,13 @@ impl NodePool {
             return ptr::null_mut();
         };
         self.publish_kept(&s);
+        let now = self
+            .counters
+            .large_in_use
+            .fetch_add((pages * PAGE) as u64, Ordering::Relaxed)
+            + (pages * PAGE) as u64;
+        self.counters.large_peak.fetch_max(now, Ordering::Relaxed);
         drop(s);
-        add(&self.counters.large_in_use, pages * PAGE);
         add(&self.counters.large_allocs, 1);
         // SAFETY: `a` is a live arena.
         unsafe { (*a).page_ptr(page) }
@@ -351,6 +382,10 @@ impl NodePool {
         let s = self.lock();
         if s.bind && !os::bind(p.as_ptr(), bytes, s.id) {
             add(&self.counters.bind_failures, 1);
+        }
+        if s.hugepages {
+            // SAFETY: the whole range is our fresh mapping.
+            unsafe { os::advise_hugepages(p.as_ptr(), bytes) };
         }
         p.as_ptr()
     }

@@ -121,6 +121,16 @@ pub(crate) unsafe fn purge(ptr: *mut u8, len: usize) {
     unsafe { libc::madvise(ptr.cast(), len, libc::MADV_DONTNEED) };
 }
 
+/// Asks for transparent huge pages on `[ptr, ptr + len)` (`MADV_HUGEPAGE`); a hint only.
+///
+/// # Safety
+/// The range must be page-aligned and inside a mapping made by [`map`].
+pub(crate) unsafe fn advise_hugepages(ptr: *mut u8, len: usize) {
+    count(&COUNTERS.madvise);
+    // SAFETY: the caller guarantees the range is ours; the advice does not change contents.
+    unsafe { libc::madvise(ptr.cast(), len, libc::MADV_HUGEPAGE) };
+}
+
 /// Resizes the mapping `[ptr, ptr + old_len)` to `new_len` bytes, moving it if needed
 /// (no copy: the kernel moves page-table entries). Returns `None` on failure, in which case the
 /// old mapping is untouched.

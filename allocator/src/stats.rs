@@ -20,7 +20,7 @@ pub struct OsCalls {
     pub mmap: u64,
     /// `munmap` calls (alignment trimming, idle arenas, evicted huge blocks).
     pub munmap: u64,
-    /// `madvise(MADV_DONTNEED)` calls (purges beyond `MYRIAD_ALLOC_KEEP`).
+    /// `madvise` calls: purges beyond `MYRIAD_ALLOC_KEEP` (`MADV_DONTNEED`), and huge-page advice when `MYRIAD_ALLOC_HUGEPAGES` is on.
     pub madvise: u64,
     /// `mbind` calls (binding pools to their node).
     pub mbind: u64,
@@ -37,6 +37,8 @@ pub struct NodeStats {
     pub mapped: u64,
     /// Bytes of large blocks (page runs) in use.
     pub large_in_use: u64,
+    /// Highest `large_in_use` so far.
+    pub large_peak: u64,
     /// Bytes of pages held by small-object slabs.
     pub slab_bytes: u64,
     /// Freed bytes kept resident for reuse (dirty free pages and cached huge mappings).
@@ -111,6 +113,7 @@ pub fn stats() -> Stats {
         *n = NodeStats {
             mapped: l(&c.mapped),
             large_in_use: l(&c.large_in_use),
+            large_peak: l(&c.large_peak),
             slab_bytes: l(&c.slab_bytes),
             kept: l(&c.kept),
             arenas: l(&c.arenas),
@@ -190,7 +193,7 @@ impl fmt::Display for Stats {
             let n = self.node(i);
             writeln!(
                 f,
-                "  node {i}{}: arenas {}, mapped {}, large {}, slabs {}, kept {}, purged {}, \
+                "  node {i}{}: arenas {}, mapped {}, large {} (peak {}), slabs {}, kept {}, purged {}, \
                  large allocs {}, slabs new/adopted {}/{}, bind failures {}",
                 if self.synthetic_topology {
                     " (synthetic)"
@@ -200,6 +203,7 @@ impl fmt::Display for Stats {
                 n.arenas,
                 Mib(n.mapped),
                 Mib(n.large_in_use),
+                Mib(n.large_peak),
                 Mib(n.slab_bytes),
                 Mib(n.kept),
                 Mib(n.purged),
