@@ -1,1 +1,111 @@
-//! myriad: a thread-based MPI runtime.
+//! # myriad: a thread-based MPI runtime
+//!
+//! Every MPI rank is a coroutine, scheduled M:N on a few kernel threads (one
+//! per processing unit, bound to it), so one process holds thousands to
+//! millions of ranks. A rank that waits parks and costs no CPU; ranks of one
+//! process exchange messages with a single copy. The API mirrors rsmpi (the
+//! `mpi` crate): an rsmpi program ports by renaming the dependency
+//! (`mpi = { package = "myriad" }`) and changing its entry point.
+//!
+//! ```
+//! use myriad::traits::*;
+//!
+//! let results = myriad::run(4, |universe| {
+//!     let world = universe.world();
+//!     let (rank, size) = (world.rank(), world.size());
+//!     // Pass a token around the ring.
+//!     let next = world.process_at_rank((rank + 1) % size);
+//!     let prev = world.process_at_rank((rank + size - 1) % size);
+//!     if rank == 0 {
+//!         next.send(&1u64);
+//!         let (token, _) = prev.receive::<u64>();
+//!         token
+//!     } else {
+//!         let (token, _) = prev.receive::<u64>();
+//!         next.send(&(token + 1));
+//!         token
+//!     }
+//! })
+//! .expect("job failed");
+//! assert_eq!(results, vec![4, 1, 2, 3]);
+//! ```
+//!
+//! ## Entry points
+//!
+//! * [`run`]`(n, |universe| ...)`: runs a job from ordinary code (also inside
+//!   a plain `#[test]`; several jobs may run at once) and returns the ranks'
+//!   results, or the [`Error`] that ended the job.
+//! * [`Runtime`]: the same with settings (ranks, workers, stack size,
+//!   binding); `Runtime::from_env()` also reads `--ranks N`.
+//! * [`launch`]`(rank_main)`: for ported rsmpi programs, whose per-rank code
+//!   calls [`initialize`] itself.
+//!
+//! ## Failures
+//!
+//! A rank that panics ends the job: [`run`] returns [`Error::Panic`] naming
+//! the rank and its message. When every rank waits and nothing can wake them,
+//! the job fails with [`Error::Deadlock`], listing what each rank waits for
+//! and where. Invalid ranks, tags and buffers are errors that name the
+//! values. Operations that rsmpi makes infallible panic with these errors;
+//! the `try_*` variants return them.
+//!
+//! ## One caveat of thread-based MPI
+//!
+//! Ranks share the process: a plain `static` (or `std::thread_local!`,
+//! shared by the ranks of one worker) is shared by ranks, where separate MPI
+//! processes would each have their own copy.
+
+pub mod collective;
+mod coll;
+mod comm;
+pub mod datatype;
+pub mod environment;
+mod error;
+mod p2p;
+pub mod point_to_point;
+pub mod request;
+mod runtime;
+mod sched;
+mod sync;
+pub mod topology;
+
+pub use environment::{
+    initialize, initialize_with_threading, time, time_resolution, Threading, Universe,
+};
+pub use error::Error;
+pub use runtime::{launch, run, Runtime, StackGuard};
+pub use sched::{sleep, yield_now};
+
+/// A rank in a communicator (MPI's `int`, as in rsmpi).
+pub type Rank = i32;
+/// A message tag.
+pub type Tag = i32;
+/// A count of elements.
+pub type Count = i32;
+/// A byte displacement.
+pub type Address = isize;
+
+/// Matches messages from any source (`MPI_ANY_SOURCE`).
+pub const ANY_SOURCE: Rank = -1;
+/// Matches messages with any tag (`MPI_ANY_TAG`).
+pub const ANY_TAG: Tag = -1;
+/// The largest valid tag (`MPI_TAG_UB`).
+pub const TAG_UB: Tag = i32::MAX;
+/// `MPI_UNDEFINED`.
+pub const UNDEFINED: i32 = -32766;
+
+/// The traits needed to call MPI methods: `use myriad::traits::*;`.
+pub mod traits {
+    pub use crate::collective::CommunicatorCollectives;
+    pub use crate::comm::Communicator;
+    pub use crate::datatype::{
+        AsDatatype, Buffer, BufferMut, Collection, Datatype, Equivalence, Pointer, PointerMut,
+    };
+    pub use crate::point_to_point::{Destination, MatchedReceiveVec, Source};
+}
+
+#[doc(hidden)]
+pub mod __private {
+    pub use crate::comm::{AsCore, CommCore};
+    pub use crate::datatype::cached_type_map;
+}

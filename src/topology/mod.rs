@@ -101,6 +101,11 @@ pub use bind::{allowed_cpus, bind_current_thread, current_cpu};
 pub use placement::{place_workers, RankAssignment, RankOrder, WorkerPlacement};
 pub use report::binding_report;
 
+// rsmpi keeps its communicator types in `mpi::topology`; ported programs
+// import them from here.
+pub use crate::comm::{AnyProcess, Communicator, Process, SimpleCommunicator};
+pub use crate::Rank;
+
 /// One processing unit (hardware thread) of the [`Topology`].
 ///
 /// `core`, `numa` and `package` are logical ids: dense, starting at 0, in topology order (see

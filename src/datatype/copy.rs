@@ -1,0 +1,208 @@
+//! The copy engine: moves message data between typed memory, once.
+//!
+//! Every in-process message goes through one of three functions: [`copy`]
+//! (sender's memory straight into the receiver's: posted receives and
+//! rendezvous), [`pack`] (into an eager buffer) and [`unpack`] (out of it).
+//! Contiguous layouts take one `memcpy`; others are walked run by run, so
+//! padding bytes are never read or written.
+
+use std::ptr;
+
+use super::{Segment, TypeHandle, TypeMap};
+
+/// `count` elements of a datatype at `base`.
+#[derive(Debug, Clone)]
+pub(crate) struct Layout {
+    pub(crate) base: *const u8,
+    pub(crate) count: usize,
+    pub(crate) ty: TypeHandle,
+}
+
+impl Layout {
+    /// Bytes of data (no padding).
+    #[inline]
+    pub(crate) fn bytes(&self) -> usize {
+        self.count * self.ty.map().size()
+    }
+}
+
+/// Walks the data runs of a layout.
+struct Cursor<'a> {
+    base: *const u8,
+    map: &'a TypeMap,
+    count: usize,
+    elem: usize,
+    seg: usize,
+    used: usize,
+}
+
+impl<'a> Cursor<'a> {
+    fn new(layout: &'a Layout) -> Self {
+        Cursor {
+            base: layout.base,
+            map: layout.ty.map(),
+            count: layout.count,
+            elem: 0,
+            seg: 0,
+            used: 0,
+        }
+    }
+
+    /// The next run of at most `max` bytes.
+    fn next(&mut self, max: usize) -> Option<(*const u8, usize)> {
+        let segments: &[Segment] = self.map.segments();
+        if self.elem >= self.count || segments.is_empty() {
+            return None;
+        }
+        let seg = segments[self.seg];
+        let len = (seg.len - self.used).min(max);
+        // Pointer arithmetic only; the caller dereferences.
+        let at = self
+            .base
+            .wrapping_add(self.elem * self.map.extent() + seg.offset + self.used);
+        self.used += len;
+        if self.used == seg.len {
+            self.used = 0;
+            self.seg += 1;
+            if self.seg == segments.len() {
+                self.seg = 0;
+                self.elem += 1;
+            }
+        }
+        Some((at, len))
+    }
+}
+
+/// Copies the data of `src` into `dst`, as much as fits; returns the bytes
+/// copied.
+///
+/// # Safety
+///
+/// `src` must be valid for reads and `dst` for writes of their layouts, and
+/// the two must not overlap.
+pub(crate) unsafe fn copy(src: &Layout, dst: &Layout) -> usize {
+    let total = src.bytes().min(dst.bytes());
+    let dst_base = dst.base as *mut u8;
+    if src.ty.map().is_contiguous() && dst.ty.map().is_contiguous() {
+        // SAFETY: both layouts are `total` contiguous bytes at least (the
+        // caller's contract), and do not overlap.
+        unsafe { ptr::copy_nonoverlapping(src.base, dst_base, total) };
+        return total;
+    }
+    let mut from = Cursor::new(src);
+    let mut to = Cursor::new(dst);
+    let mut done = 0;
+    while done < total {
+        let Some((d, dlen)) = to.next(total - done) else {
+            break;
+        };
+        let mut filled = 0;
+        while filled < dlen {
+            let Some((s, slen)) = from.next(dlen - filled) else {
+                return done + filled;
+            };
+            // SAFETY: both runs lie inside their layouts (cursor invariant).
+            unsafe { ptr::copy_nonoverlapping(s, (d as *mut u8).add(filled), slen) };
+            filled += slen;
+        }
+        done += dlen;
+    }
+    done
+}
+
+/// Packs the data of `src` into `out`, which must hold `src.bytes()` bytes.
+///
+/// # Safety
+///
+/// `src` must be valid for reads of its layout and `out` for writes of
+/// `src.bytes()` bytes.
+pub(crate) unsafe fn pack(src: &Layout, out: *mut u8) {
+    let total = src.bytes();
+    if src.ty.map().is_contiguous() {
+        // SAFETY: the caller's contract.
+        unsafe { ptr::copy_nonoverlapping(src.base, out, total) };
+        return;
+    }
+    let mut from = Cursor::new(src);
+    let mut done = 0;
+    while let Some((s, len)) = from.next(usize::MAX) {
+        // SAFETY: the run lies inside `src`; `out` holds all runs.
+        unsafe { ptr::copy_nonoverlapping(s, out.add(done), len) };
+        done += len;
+    }
+}
+
+/// Unpacks `len` packed bytes into `dst`, as much as fits; returns the bytes
+/// written.
+///
+/// # Safety
+///
+/// `bytes` must be valid for reads of `len` bytes and `dst` for writes of its
+/// layout.
+pub(crate) unsafe fn unpack(bytes: *const u8, len: usize, dst: &Layout) -> usize {
+    let total = len.min(dst.bytes());
+    if dst.ty.map().is_contiguous() {
+        // SAFETY: the caller's contract.
+        unsafe { ptr::copy_nonoverlapping(bytes, dst.base as *mut u8, total) };
+        return total;
+    }
+    let mut to = Cursor::new(dst);
+    let mut done = 0;
+    while done < total {
+        let Some((d, dlen)) = to.next(total - done) else {
+            break;
+        };
+        // SAFETY: the run lies inside `dst`; `bytes` holds `total`.
+        unsafe { ptr::copy_nonoverlapping(bytes.add(done), d as *mut u8, dlen) };
+        done += dlen;
+    }
+    done
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::datatype::{Datatype, Equivalence};
+
+    fn layout<T: Equivalence>(v: &[T]) -> Layout {
+        Layout {
+            base: v.as_ptr() as *const u8,
+            count: v.len(),
+            ty: T::equivalent_datatype().handle(),
+        }
+    }
+
+    #[test]
+    fn copies_between_padded_and_packed_layouts() {
+        let src: Vec<(u8, u32)> = vec![(1, 10), (2, 20), (3, 30)];
+        let mut packed = vec![0u8; 15];
+        // SAFETY: `packed` holds the 15 data bytes of three (u8, u32).
+        unsafe { pack(&layout(&src), packed.as_mut_ptr()) };
+        let mut dst: Vec<(u8, u32)> = vec![(0, 0); 3];
+        let dl = layout(&dst);
+        // SAFETY: `dst` holds three elements.
+        let n = unsafe { unpack(packed.as_ptr(), packed.len(), &dl) };
+        assert_eq!(n, 15);
+        assert_eq!(dst, src);
+        dst.iter_mut().for_each(|v| *v = (0, 0));
+        // SAFETY: disjoint vectors of the same layout.
+        let n = unsafe { copy(&layout(&src), &layout(&dst)) };
+        assert_eq!(n, 15);
+        assert_eq!(dst, src);
+    }
+
+    #[test]
+    fn copy_stops_at_the_smaller_side() {
+        let src = [1u32, 2, 3, 4];
+        let mut dst = [0u32; 2];
+        let dl = Layout {
+            base: dst.as_mut_ptr() as *const u8,
+            count: 2,
+            ty: u32::equivalent_datatype().handle(),
+        };
+        // SAFETY: disjoint arrays, lengths as described.
+        let n = unsafe { copy(&layout(&src), &dl) };
+        assert_eq!(n, 8);
+        assert_eq!(dst, [1, 2]);
+    }
+}

@@ -1,0 +1,165 @@
+//! The environment of a rank: its [`Universe`], initialisation, thread levels
+//! and timers, shaped like rsmpi's `mpi::environment`.
+
+use std::sync::{Arc, OnceLock};
+use std::time::Instant;
+
+use crate::comm::{CommCore, SimpleCommunicator};
+use crate::error::{raise, Error};
+use crate::runtime::job::Job;
+use crate::sched;
+
+/// A rank's handle on the MPI environment (rsmpi's `Universe`). Every rank
+/// has its own; dropping it is `MPI_Finalize` for that rank (nothing to do in
+/// one process).
+#[derive(Debug)]
+pub struct Universe {
+    job: Arc<Job>,
+    rank: u32,
+    buffer_size: usize,
+}
+
+impl Universe {
+    pub(crate) fn new(job: Arc<Job>, rank: u32) -> Universe {
+        Universe {
+            job,
+            rank,
+            buffer_size: 0,
+        }
+    }
+
+    /// The world communicator: every rank of the job.
+    pub fn world(&self) -> SimpleCommunicator {
+        let world = Arc::clone(&self.job.comms.world);
+        SimpleCommunicator::from_core(CommCore::new(
+            Arc::clone(&self.job),
+            world,
+            self.rank as i32,
+        ))
+    }
+
+    /// `MPI_UNIVERSE_SIZE`: the number of ranks of the job.
+    pub fn size(&self) -> Option<usize> {
+        Some(self.job.size as usize)
+    }
+
+    /// `MPI_APPNUM`: myriad runs one application per job.
+    pub fn appnum(&self) -> Option<isize> {
+        Some(0)
+    }
+
+    /// Size of the buffered-send buffer. Buffered sends in myriad need no
+    /// attached buffer (they copy to the heap); the value is only recorded.
+    pub fn buffer_size(&self) -> usize {
+        self.buffer_size
+    }
+
+    /// Records a buffered-send buffer size (see [`buffer_size`](Self::buffer_size)).
+    pub fn set_buffer_size(&mut self, size: usize) {
+        self.buffer_size = size;
+    }
+
+    /// Detaches the buffered-send buffer (a no-op, see
+    /// [`buffer_size`](Self::buffer_size)).
+    pub fn detach_buffer(&mut self) {
+        self.buffer_size = 0;
+    }
+}
+
+/// MPI's thread-support levels (`MPI_THREAD_*`), ordered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Threading {
+    /// Only the rank itself calls MPI, and it has no other threads.
+    Single,
+    /// The rank may have threads, but only the rank itself calls MPI.
+    Funneled,
+    /// Any thread of the rank may call MPI, one at a time.
+    Serialized,
+    /// Any thread of the rank may call MPI at any time.
+    Multiple,
+}
+
+/// The thread level myriad provides: calls from the rank's own coroutine.
+/// OS threads that a rank spawns cannot call MPI yet.
+const PROVIDED: Threading = Threading::Funneled;
+
+/// Initialises MPI for the calling rank and returns its [`Universe`]; `None`
+/// if the rank already initialised (rsmpi's `initialize`). Equivalent to
+/// `initialize_with_threading(Threading::Single)`.
+///
+/// # Panics
+///
+/// Outside of any rank: start ranks with [`crate::run`], [`crate::launch`]
+/// or [`crate::Runtime`].
+#[track_caller]
+pub fn initialize() -> Option<Universe> {
+    initialize_with_threading(Threading::Single).map(|(universe, _)| universe)
+}
+
+/// Initialises MPI for the calling rank asking for thread level `threading`;
+/// returns the universe and the level actually provided (never above what was
+/// asked), or `None` if already initialised.
+#[track_caller]
+pub fn initialize_with_threading(threading: Threading) -> Option<(Universe, Threading)> {
+    let Some(ctx) = sched::rank::current() else {
+        raise(Error::Comm {
+            message: "myriad::initialize() was called outside of any rank: start the ranks \
+                      with myriad::run(n, |universe| ...), myriad::launch(rank_main) or \
+                      Runtime::run, and call initialize() inside rank_main"
+                .into(),
+        });
+    };
+    if ctx.initialized.replace(true) {
+        return None;
+    }
+    // SAFETY: the job outlives the running rank.
+    let job = unsafe { Job::arc_from_ptr(ctx.job) };
+    Some((Universe::new(job, ctx.rank), threading.min(PROVIDED)))
+}
+
+/// The thread level of the calling rank (`MPI_Query_thread`).
+pub fn threading_support() -> Threading {
+    PROVIDED
+}
+
+/// Whether the calling rank has initialised MPI.
+pub fn is_initialized() -> bool {
+    sched::rank::current().is_some_and(|ctx| ctx.initialized.get())
+}
+
+fn epoch() -> Instant {
+    static EPOCH: OnceLock<Instant> = OnceLock::new();
+    *EPOCH.get_or_init(Instant::now)
+}
+
+/// Seconds since an arbitrary moment of this process (`MPI_Wtime`).
+pub fn time() -> f64 {
+    epoch().elapsed().as_secs_f64()
+}
+
+/// Resolution of [`time`] in seconds (`MPI_Wtick`).
+pub fn time_resolution() -> f64 {
+    1e-9
+}
+
+/// The MPI standard version the API follows: 3.1.
+pub fn version() -> (i32, i32) {
+    (3, 1)
+}
+
+/// A description of this library.
+pub fn library_version() -> Result<String, Error> {
+    Ok(format!("myriad {}", env!("CARGO_PKG_VERSION")))
+}
+
+/// The host name (`MPI_Get_processor_name`).
+pub fn processor_name() -> Result<String, Error> {
+    let mut buf = [0u8; 256];
+    // SAFETY: gethostname writes at most `buf.len()` bytes into `buf`.
+    let ret = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) };
+    if ret != 0 {
+        return Ok("localhost".to_string());
+    }
+    let len = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
+    Ok(String::from_utf8_lossy(&buf[..len]).into_owned())
+}

@@ -1,0 +1,220 @@
+//! The matching engine: one mailbox per receiving rank.
+//!
+//! ## Matching rules (MPI 3.1 §3.5)
+//!
+//! A mailbox holds two FIFO queues, both scanned front to back:
+//!
+//! * **posted** receives that found no message when they were posted, each
+//!   with a [`MatchSpec`] (communicator context, source or `ANY_SOURCE`, tag
+//!   or `ANY_TAG`);
+//! * **unexpected** messages that found no posted receive when they arrived.
+//!
+//! An arriving message takes the *first* posted receive that matches it; a new
+//! receive takes the *first* unexpected message it matches. Invariant: no
+//! unexpected message matches any posted receive (each side checked the other
+//! queue under the same lock before queueing itself). With per-pair FIFO
+//! order of arrival (a rank's sends to one destination are issued in program
+//! order and each takes the lock), this gives MPI's non-overtaking rule per
+//! (source, communicator), whatever the protocol of each message.
+//!
+//! Only the owner rank receives from its mailbox, so the owner is the only
+//! rank that can wait for *any* new message (probe): `probing` tells a sender
+//! to wake it.
+//!
+//! The engine does not care where a sender lives: a transport delivering a
+//! message from another process queues it here like a local sender does.
+
+use std::collections::VecDeque;
+use std::sync::{Mutex, MutexGuard};
+
+use super::completion::Completion;
+use super::eager::EagerBuf;
+use crate::datatype::copy::Layout;
+use crate::datatype::TypeHandle;
+use crate::{Rank, Tag, ANY_SOURCE, ANY_TAG};
+
+/// Who sent a message, where, with which tag.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Envelope {
+    pub(crate) context: u32,
+    pub(crate) source: Rank,
+    pub(crate) tag: Tag,
+}
+
+/// What a receive accepts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct MatchSpec {
+    pub(crate) context: u32,
+    pub(crate) source: Rank,
+    pub(crate) tag: Tag,
+}
+
+impl MatchSpec {
+    #[inline]
+    pub(crate) fn matches(&self, env: &Envelope) -> bool {
+        self.context == env.context
+            && (self.source == ANY_SOURCE || self.source == env.source)
+            && (self.tag == ANY_TAG || self.tag == env.tag)
+    }
+}
+
+/// A receive waiting for its message.
+#[derive(Debug)]
+pub(crate) struct Posted {
+    pub(crate) spec: MatchSpec,
+    pub(crate) dst: Layout,
+    pub(crate) completion: *const Completion,
+}
+
+/// A message waiting for its receive.
+#[derive(Debug)]
+pub(crate) struct Unexpected {
+    pub(crate) env: Envelope,
+    pub(crate) payload: Payload,
+}
+
+/// Where an unexpected message's data is.
+#[derive(Debug)]
+pub(crate) enum Payload {
+    /// Packed into an eager buffer; the send has completed.
+    Eager {
+        buf: EagerBuf,
+        ty: TypeHandle,
+        count: usize,
+    },
+    /// Still in the sender's buffer; the sender waits on `completion`.
+    Rendezvous {
+        src: Layout,
+        completion: *const Completion,
+    },
+}
+
+impl Unexpected {
+    /// Bytes of data in the message.
+    pub(crate) fn bytes(&self) -> usize {
+        match &self.payload {
+            Payload::Eager { buf, .. } => buf.len(),
+            Payload::Rendezvous { src, .. } => src.bytes(),
+        }
+    }
+}
+
+// SAFETY: the raw pointers in queue entries point to buffers and completions
+// kept alive by their owners until the entry is claimed or withdrawn
+// (`p2p` module docs); entries move between threads only under the mailbox
+// lock.
+unsafe impl Send for Posted {}
+// SAFETY: as above.
+unsafe impl Send for Unexpected {}
+
+/// The two queues of one rank.
+#[derive(Debug, Default)]
+pub(crate) struct Queues {
+    pub(crate) posted: VecDeque<Posted>,
+    pub(crate) unexpected: VecDeque<Unexpected>,
+    /// The owner waits for any new message.
+    pub(crate) probing: bool,
+}
+
+impl Queues {
+    /// Claims the first posted receive matching `env`.
+    #[inline]
+    pub(crate) fn take_posted(&mut self, env: &Envelope) -> Option<Posted> {
+        let i = self.posted.iter().position(|p| p.spec.matches(env))?;
+        self.posted.remove(i)
+    }
+
+    /// Claims the first unexpected message matching `spec`.
+    #[inline]
+    pub(crate) fn take_unexpected(&mut self, spec: &MatchSpec) -> Option<Unexpected> {
+        let i = self.unexpected.iter().position(|u| spec.matches(&u.env))?;
+        self.unexpected.remove(i)
+    }
+
+    /// The first unexpected message matching `spec`, left in place.
+    pub(crate) fn peek_unexpected(&self, spec: &MatchSpec) -> Option<&Unexpected> {
+        self.unexpected.iter().find(|u| spec.matches(&u.env))
+    }
+
+    /// Withdraws the posted receive completing `completion`.
+    pub(crate) fn withdraw_posted(&mut self, completion: *const Completion) -> bool {
+        match self.posted.iter().position(|p| p.completion == completion) {
+            Some(i) => {
+                self.posted.remove(i);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Withdraws the rendezvous message completing `completion`.
+    pub(crate) fn withdraw_rendezvous(&mut self, completion: *const Completion) -> bool {
+        let found = self.unexpected.iter().position(|u| {
+            matches!(u.payload, Payload::Rendezvous { completion: c, .. } if c == completion)
+        });
+        match found {
+            Some(i) => {
+                self.unexpected.remove(i);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Takes the probing flag: `true` if the owner must be woken.
+    #[inline]
+    pub(crate) fn take_probing(&mut self) -> bool {
+        std::mem::take(&mut self.probing)
+    }
+}
+
+/// The mailbox of one rank.
+#[derive(Debug, Default)]
+pub(crate) struct Mailbox {
+    queues: Mutex<Queues>,
+}
+
+impl Mailbox {
+    #[inline]
+    pub(crate) fn lock(&self) -> MutexGuard<'_, Queues> {
+        // A panic while holding the lock cannot leave the queues
+        // inconsistent (every update is a single push or remove).
+        self.queues.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env(source: Rank, tag: Tag) -> Envelope {
+        Envelope {
+            context: 0,
+            source,
+            tag,
+        }
+    }
+
+    #[test]
+    fn wildcards_and_contexts() {
+        let any = MatchSpec {
+            context: 0,
+            source: ANY_SOURCE,
+            tag: ANY_TAG,
+        };
+        assert!(any.matches(&env(3, 7)));
+        let exact = MatchSpec {
+            context: 0,
+            source: 3,
+            tag: 7,
+        };
+        assert!(exact.matches(&env(3, 7)));
+        assert!(!exact.matches(&env(3, 8)));
+        assert!(!exact.matches(&env(2, 7)));
+        let other = Envelope {
+            context: 1,
+            ..env(3, 7)
+        };
+        assert!(!any.matches(&other));
+    }
+}

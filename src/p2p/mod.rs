@@ -1,0 +1,626 @@
+//! Point-to-point messaging inside one process: protocols on top of the
+//! matching engine ([`mailbox`]).
+//!
+//! ## One copy per message
+//!
+//! * **Receive already posted**: the sender copies straight into the
+//!   receive buffer and completes the receive (one copy).
+//! * **No receive yet, small message** (≤ the eager limit, or a buffered
+//!   send): the sender packs the data into an eager buffer from the job's pool
+//!   and is done; the receiver unpacks it later (two copies, but the sender
+//!   never waits, as MPI's standard mode allows).
+//! * **No receive yet, large message** (or a synchronous send): the sender
+//!   queues a descriptor of its own buffer and waits; the receiver copies
+//!   straight out of it and completes the send (rendezvous, one copy).
+//!
+//! ## Who owns what
+//!
+//! A queued descriptor (posted receive or rendezvous send) points into the
+//! memory of a waiting rank: its buffer and its [`Completion`]. The waiting
+//! rank keeps both alive until the completion is done, or until it withdraws
+//! the descriptor from the mailbox under the lock (cancel, or unwinding during
+//! an abort). A descriptor is *claimed* by removing it from the queue under
+//! the same lock; the claimer then copies and completes without parking, so a
+//! waiter that cannot find its descriptor only has to wait for `DONE`.
+//! Matched probes are the one exception (they hold a rendezvous message
+//! between the probe and the receive) and mark it `HELD`.
+//!
+//! The engine never asks where the peer runs: a remote transport will queue
+//! the same [`mailbox::Unexpected`] entries and complete the same
+//! [`Completion`]s.
+
+pub(crate) mod completion;
+pub(crate) mod eager;
+pub(crate) mod mailbox;
+mod status;
+
+use std::panic::Location;
+
+use completion::{Completion, Fault, Outcome};
+use eager::EagerPool;
+use mailbox::{Envelope, MatchSpec, Mailbox, Payload, Posted, Unexpected};
+pub use status::Status;
+
+use crate::comm::CommCore;
+use crate::datatype::copy::{self, Layout};
+use crate::datatype::signature_mismatch;
+use crate::error::Error;
+use crate::runtime::job::Job;
+use crate::sched::{self, RankCtx, WaitInfo, WaitOp};
+use crate::{Rank, Tag, ANY_SOURCE, ANY_TAG, TAG_UB};
+
+/// Point-to-point state of a job.
+#[derive(Debug)]
+pub(crate) struct Shared {
+    pub(crate) mailboxes: Box<[Mailbox]>,
+    pub(crate) eager: EagerPool,
+    pub(crate) eager_limit: usize,
+}
+
+impl Shared {
+    pub(crate) fn new(ranks: usize, eager_limit: usize) -> Shared {
+        Shared {
+            mailboxes: (0..ranks).map(|_| Mailbox::default()).collect(),
+            eager: EagerPool::new(),
+            eager_limit: eager_limit.min(EagerPool::MAX_CLASS),
+        }
+    }
+}
+
+/// The MPI send modes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum SendMode {
+    /// `MPI_Send`: eager when small, rendezvous when large.
+    Standard,
+    /// `MPI_Ssend`: completes only once matched.
+    Synchronous,
+    /// `MPI_Bsend`: always copies, never waits.
+    Buffered,
+}
+
+/// How an operation started.
+#[derive(Debug)]
+pub(crate) enum Started {
+    /// Already complete (eager send, or message already there).
+    Done(Outcome),
+    /// A descriptor is queued; wait for the completion.
+    Pending,
+}
+
+/// Checks a destination rank and a send tag.
+pub(crate) fn check_send(comm: &CommCore, op: &'static str, dest: Rank, tag: Tag) -> Result<(), Error> {
+    if dest < 0 || dest >= comm.size() {
+        return Err(Error::Rank {
+            op,
+            rank: dest,
+            size: comm.size(),
+        });
+    }
+    if !(0..=TAG_UB).contains(&tag) {
+        return Err(Error::Tag { op, tag });
+    }
+    Ok(())
+}
+
+/// Checks a source rank (or `ANY_SOURCE`) and a receive tag (or `ANY_TAG`).
+pub(crate) fn check_receive(
+    comm: &CommCore,
+    op: &'static str,
+    source: Rank,
+    tag: Tag,
+) -> Result<(), Error> {
+    if source != ANY_SOURCE && (source < 0 || source >= comm.size()) {
+        return Err(Error::Rank {
+            op,
+            rank: source,
+            size: comm.size(),
+        });
+    }
+    if tag != ANY_TAG && !(0..=TAG_UB).contains(&tag) {
+        return Err(Error::Tag { op, tag });
+    }
+    Ok(())
+}
+
+/// Starts a send of `src` to `dest`. If it returns `Pending`, `completion`
+/// (owned by the caller, waking the caller's rank) is referenced by a queued
+/// descriptor and must stay alive, with `src`, until it is done or withdrawn.
+pub(crate) fn start_send(
+    comm: &CommCore,
+    dest: Rank,
+    tag: Tag,
+    src: &Layout,
+    mode: SendMode,
+    completion: &Completion,
+) -> Started {
+    let job = comm.job();
+    let env = Envelope {
+        context: comm.p2p_context(),
+        source: comm.rank(),
+        tag,
+    };
+    let dest_world = comm.world_rank(dest);
+    let mailbox = &job.p2p.mailboxes[dest_world as usize];
+    let mut queues = mailbox.lock();
+    if let Some(posted) = queues.take_posted(&env) {
+        drop(queues);
+        let bytes = src.bytes();
+        deliver(job, &env, src, posted);
+        return Started::Done(Outcome {
+            bytes,
+            ..Outcome::default()
+        });
+    }
+    let bytes = src.bytes();
+    let eager = match mode {
+        SendMode::Buffered => true,
+        SendMode::Standard => bytes <= job.p2p.eager_limit,
+        SendMode::Synchronous => false,
+    };
+    let payload = if eager {
+        let buf = job.p2p.eager.take(bytes, |out| {
+            // SAFETY: `src` is valid for reads (the caller's buffer) and the
+            // pool hands out `bytes` writable bytes.
+            unsafe { copy::pack(src, out) }
+        });
+        Payload::Eager {
+            buf,
+            ty: src.ty.clone(),
+            count: src.count,
+        }
+    } else {
+        Payload::Rendezvous {
+            src: src.clone(),
+            completion,
+        }
+    };
+    queues.unexpected.push_back(Unexpected { env, payload });
+    let wake = queues.take_probing();
+    drop(queues);
+    if wake {
+        sched::unpark(job, dest_world);
+    }
+    if eager {
+        Started::Done(Outcome {
+            bytes,
+            ..Outcome::default()
+        })
+    } else {
+        Started::Pending
+    }
+}
+
+/// Copies a message into a claimed posted receive and completes it.
+fn deliver(job: &Job, env: &Envelope, src: &Layout, posted: Posted) {
+    let outcome = transfer(env, src, &posted.dst);
+    // SAFETY: the receiver keeps its completion alive until it is done; we
+    // claimed the descriptor, so we are its only completer. Read the waiter
+    // before completing: the receiver may return right after.
+    let waiter = unsafe { (*posted.completion).waiter() };
+    // SAFETY: as above.
+    unsafe { (*posted.completion).complete(outcome) };
+    sched::unpark(job, waiter);
+}
+
+/// Checks signatures and sizes and copies `src` into `dst`.
+fn transfer(env: &Envelope, src: &Layout, dst: &Layout) -> Outcome {
+    let bytes = src.bytes();
+    let mut outcome = Outcome {
+        source: env.source,
+        tag: env.tag,
+        bytes,
+        ..Outcome::default()
+    };
+    if let Some(fault) = type_fault(src, dst) {
+        outcome.fault = Some(fault);
+        return outcome;
+    }
+    // SAFETY: both buffers are kept alive by their (waiting) owners, see the
+    // module docs; they belong to different operations so do not overlap.
+    unsafe { copy::copy(src, dst) };
+    let capacity = dst.bytes();
+    if bytes > capacity {
+        outcome.fault = Some(Fault::Truncated { buffer: capacity });
+    }
+    outcome
+}
+
+fn type_fault(src: &Layout, dst: &Layout) -> Option<Fault> {
+    if src.count == 0 {
+        return None;
+    }
+    signature_mismatch(src.ty.map(), src.count, dst.ty.map()).map(|(index, sent, expected)| {
+        Fault::Type {
+            index,
+            sent: sent.name(),
+            expected: expected.name(),
+        }
+    })
+}
+
+/// Receives a claimed unexpected message into `dst`.
+pub(crate) fn consume(job: &Job, msg: Unexpected, dst: &Layout) -> Outcome {
+    match msg.payload {
+        Payload::Eager { buf, ty, count } => {
+            let src = Layout {
+                base: buf.as_ptr(),
+                count,
+                ty,
+            };
+            let mut outcome = Outcome {
+                source: msg.env.source,
+                tag: msg.env.tag,
+                bytes: buf.len(),
+                ..Outcome::default()
+            };
+            if let Some(fault) = type_fault(&src, dst) {
+                outcome.fault = Some(fault);
+            } else {
+                // SAFETY: the eager buffer holds `buf.len()` packed bytes; `dst`
+                // is the caller's live receive buffer.
+                unsafe { copy::unpack(buf.as_ptr(), buf.len(), dst) };
+                if buf.len() > dst.bytes() {
+                    outcome.fault = Some(Fault::Truncated {
+                        buffer: dst.bytes(),
+                    });
+                }
+            }
+            job.p2p.eager.give(buf);
+            outcome
+        }
+        Payload::Rendezvous { src, completion } => {
+            let outcome = transfer(&msg.env, &src, dst);
+            // SAFETY: the sender waits on its completion until done; we
+            // claimed its descriptor. Read the waiter first (see `deliver`).
+            let waiter = unsafe { (*completion).waiter() };
+            let sent = Outcome {
+                bytes: src.bytes(),
+                ..Outcome::default()
+            };
+            // SAFETY: as above.
+            unsafe { (*completion).complete(sent) };
+            sched::unpark(job, waiter);
+            outcome
+        }
+    }
+}
+
+/// Starts a receive into `dst`. If it returns `Pending`, `completion` and
+/// `dst` must stay alive until the completion is done or withdrawn.
+pub(crate) fn start_receive(
+    comm: &CommCore,
+    source: Rank,
+    tag: Tag,
+    dst: &Layout,
+    completion: &Completion,
+) -> Started {
+    let job = comm.job();
+    let spec = MatchSpec {
+        context: comm.p2p_context(),
+        source,
+        tag,
+    };
+    let mailbox = &job.p2p.mailboxes[comm.world() as usize];
+    let mut queues = mailbox.lock();
+    if let Some(msg) = queues.take_unexpected(&spec) {
+        drop(queues);
+        return Started::Done(consume(job, msg, dst));
+    }
+    queues.posted.push_back(Posted {
+        spec,
+        dst: dst.clone(),
+        completion,
+    });
+    Started::Pending
+}
+
+/// Turns a receive outcome into a status or the error it carries.
+pub(crate) fn receive_result(comm: &CommCore, outcome: Outcome) -> Result<Status, Error> {
+    if outcome.cancelled {
+        return Ok(Status::cancelled());
+    }
+    match outcome.fault {
+        None => Ok(Status::new(outcome.source, outcome.tag, outcome.bytes)),
+        Some(Fault::Truncated { buffer }) => Err(Error::Truncate {
+            rank: comm.rank(),
+            source: outcome.source,
+            tag: outcome.tag,
+            message_bytes: outcome.bytes,
+            buffer_bytes: buffer,
+        }),
+        Some(Fault::Type {
+            index,
+            sent,
+            expected,
+        }) => Err(Error::Type {
+            message: format!(
+                "type mismatch: rank {} received a message from rank {} (tag {}) whose \
+                 type signature differs from the receive buffer's at base value {index} \
+                 (sent {sent}, expected {expected}); nothing was copied",
+                comm.rank(),
+                outcome.source,
+                outcome.tag
+            ),
+        }),
+    }
+}
+
+/// Which queue a pending descriptor sits in.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Queued {
+    /// A posted receive in the mailbox of this world rank.
+    Receive(u32),
+    /// A rendezvous send in the mailbox of this world rank.
+    Send(u32),
+}
+
+/// Withdraws a pending descriptor; `true` if it was still queued (then
+/// nobody will complete it).
+pub(crate) fn withdraw(job: &Job, queued: Queued, completion: &Completion) -> bool {
+    match queued {
+        Queued::Receive(owner) => job.p2p.mailboxes[owner as usize]
+            .lock()
+            .withdraw_posted(completion),
+        Queued::Send(dest) => job.p2p.mailboxes[dest as usize]
+            .lock()
+            .withdraw_rendezvous(completion),
+    }
+}
+
+/// Keeps a blocking operation's descriptor from outliving the operation:
+/// if the rank unwinds while waiting (job abort), the guard withdraws it, or
+/// waits for the claimer that is copying right now.
+pub(crate) struct PendingGuard<'a> {
+    job: &'a Job,
+    queued: Queued,
+    completion: &'a Completion,
+}
+
+impl<'a> PendingGuard<'a> {
+    pub(crate) fn new(job: &'a Job, queued: Queued, completion: &'a Completion) -> Self {
+        PendingGuard {
+            job,
+            queued,
+            completion,
+        }
+    }
+
+    /// Waits for completion (parking the rank) and returns the outcome.
+    pub(crate) fn wait(self, ctx: &RankCtx, info: &WaitInfo) -> Result<Outcome, Error> {
+        sched::wait_until(ctx, info, || self.completion.is_done())?;
+        let outcome = self.completion.outcome();
+        std::mem::forget(self);
+        Ok(outcome)
+    }
+}
+
+impl Drop for PendingGuard<'_> {
+    fn drop(&mut self) {
+        settle(self.job, self.queued, self.completion);
+    }
+}
+
+/// Makes sure no descriptor refers to `completion` any more: withdraws it or
+/// waits until its claimer completed it (or, during an abort, until nobody
+/// can touch it).
+pub(crate) fn settle(job: &Job, queued: Queued, completion: &Completion) {
+    if completion.is_done() || withdraw(job, queued, completion) {
+        return;
+    }
+    // Claimed: the claimer copies and completes without parking, except for
+    // a matched probe holding the message, which runs no more once the job
+    // aborts.
+    while !completion.is_done() {
+        if completion.is_held() && job.sched.is_aborting() {
+            return;
+        }
+        std::thread::yield_now();
+    }
+}
+
+/// Blocking send.
+pub(crate) fn send(
+    comm: &CommCore,
+    dest: Rank,
+    tag: Tag,
+    src: &Layout,
+    mode: SendMode,
+    site: &'static Location<'static>,
+) -> Result<(), Error> {
+    let op = match mode {
+        SendMode::Synchronous => "synchronous_send",
+        SendMode::Buffered => "buffered_send",
+        SendMode::Standard => "send",
+    };
+    let ctx = comm.caller()?;
+    check_send(comm, op, dest, tag)?;
+    let completion = Completion::new(comm.world());
+    match start_send(comm, dest, tag, src, mode, &completion) {
+        Started::Done(_) => Ok(()),
+        Started::Pending => {
+            let job = comm.job();
+            let guard = PendingGuard::new(job, Queued::Send(comm.world_rank(dest)), &completion);
+            let info = WaitInfo {
+                op: if mode == SendMode::Synchronous {
+                    WaitOp::SynchronousSend
+                } else {
+                    WaitOp::Send
+                },
+                peer: dest,
+                tag,
+                comm: comm.p2p_context(),
+                site,
+            };
+            guard.wait(ctx, &info)?;
+            Ok(())
+        }
+    }
+}
+
+/// Blocking receive.
+pub(crate) fn receive(
+    comm: &CommCore,
+    source: Rank,
+    tag: Tag,
+    dst: &Layout,
+    site: &'static Location<'static>,
+) -> Result<Status, Error> {
+    let ctx = comm.caller()?;
+    check_receive(comm, "receive", source, tag)?;
+    let completion = Completion::new(comm.world());
+    let outcome = match start_receive(comm, source, tag, dst, &completion) {
+        Started::Done(outcome) => outcome,
+        Started::Pending => {
+            let job = comm.job();
+            let guard = PendingGuard::new(job, Queued::Receive(comm.world()), &completion);
+            let info = WaitInfo {
+                op: WaitOp::Receive,
+                peer: source,
+                tag,
+                comm: comm.p2p_context(),
+                site,
+            };
+            guard.wait(ctx, &info)?
+        }
+    };
+    receive_result(comm, outcome)
+}
+
+fn probe_status(msg: &Unexpected) -> Status {
+    Status::new(msg.env.source, msg.env.tag, msg.bytes())
+}
+
+/// Probe: the status of the first matching message, waiting for one if
+/// `blocking`; `None` if not blocking and there is none (after yielding, so
+/// that polling loops let other ranks run).
+pub(crate) fn probe(
+    comm: &CommCore,
+    source: Rank,
+    tag: Tag,
+    blocking: bool,
+    site: &'static Location<'static>,
+) -> Result<Option<Status>, Error> {
+    let ctx = comm.caller()?;
+    check_receive(comm, "probe", source, tag)?;
+    let spec = MatchSpec {
+        context: comm.p2p_context(),
+        source,
+        tag,
+    };
+    let job = comm.job();
+    let mailbox = &job.p2p.mailboxes[comm.world() as usize];
+    let info = WaitInfo {
+        op: WaitOp::Probe,
+        peer: source,
+        tag,
+        comm: comm.p2p_context(),
+        site,
+    };
+    loop {
+        let mut queues = mailbox.lock();
+        if let Some(msg) = queues.peek_unexpected(&spec) {
+            return Ok(Some(probe_status(msg)));
+        }
+        if !blocking {
+            drop(queues);
+            sched::yield_now();
+            return Ok(None);
+        }
+        queues.probing = true;
+        drop(queues);
+        sched::park_once(ctx, &info)?;
+    }
+}
+
+/// A message removed from the queue by a matched probe.
+#[derive(Debug)]
+pub(crate) struct Matched {
+    msg: Unexpected,
+}
+
+impl Matched {
+    pub(crate) fn status(&self) -> Status {
+        probe_status(&self.msg)
+    }
+}
+
+/// Matched probe: removes the first matching message from the queue.
+pub(crate) fn matched_probe(
+    comm: &CommCore,
+    source: Rank,
+    tag: Tag,
+    blocking: bool,
+    site: &'static Location<'static>,
+) -> Result<Option<Matched>, Error> {
+    let ctx = comm.caller()?;
+    check_receive(comm, "matched_probe", source, tag)?;
+    let spec = MatchSpec {
+        context: comm.p2p_context(),
+        source,
+        tag,
+    };
+    let job = comm.job();
+    let mailbox = &job.p2p.mailboxes[comm.world() as usize];
+    let info = WaitInfo {
+        op: WaitOp::Probe,
+        peer: source,
+        tag,
+        comm: comm.p2p_context(),
+        site,
+    };
+    loop {
+        let mut queues = mailbox.lock();
+        if let Some(msg) = queues.take_unexpected(&spec) {
+            drop(queues);
+            if let Payload::Rendezvous { completion, .. } = &msg.payload {
+                // SAFETY: the sender keeps its completion alive until done.
+                unsafe { (**completion).hold() };
+            }
+            return Ok(Some(Matched { msg }));
+        }
+        if !blocking {
+            drop(queues);
+            sched::yield_now();
+            return Ok(None);
+        }
+        queues.probing = true;
+        drop(queues);
+        sched::park_once(ctx, &info)?;
+    }
+}
+
+/// Receives a matched message into `dst`.
+pub(crate) fn receive_matched(
+    comm: &CommCore,
+    matched: Matched,
+    dst: &Layout,
+) -> Result<Status, Error> {
+    comm.caller()?;
+    let outcome = consume(comm.job(), matched.msg, dst);
+    receive_result(comm, outcome)
+}
+
+/// Gives up a matched message without receiving it (a dropped `Message`):
+/// a rendezvous sender is released with a cancelled status so it does not
+/// wait forever; during an abort nothing is touched.
+pub(crate) fn drop_matched(job: &Job, matched: Matched) {
+    match matched.msg.payload {
+        Payload::Eager { buf, .. } => job.p2p.eager.give(buf),
+        Payload::Rendezvous { completion, .. } => {
+            if job.sched.is_aborting() {
+                return;
+            }
+            // SAFETY: the sender waits on its completion; read the waiter
+            // before completing.
+            let waiter = unsafe { (*completion).waiter() };
+            // SAFETY: we hold the claimed message.
+            unsafe {
+                (*completion).complete(Outcome {
+                    cancelled: true,
+                    ..Outcome::default()
+                })
+            };
+            sched::unpark(job, waiter);
+        }
+    }
+}

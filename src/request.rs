@@ -1,0 +1,523 @@
+//! Requests of immediate (non-blocking) operations, shaped like rsmpi's
+//! `mpi::request`.
+//!
+//! An immediate operation borrows its buffer for a lifetime `'a` and returns a
+//! [`Request`] registered with a [`Scope`] that lasts no longer than `'a`.
+//! The request must be completed ([`Request::wait`], [`Request::test`],
+//! [`wait_any`]) or wrapped in a [`WaitGuard`] / [`CancelGuard`]; dropping an
+//! unfinished request panics, after making sure no other rank can still touch
+//! its buffer. A [`LocalScope`] that ends with requests still registered
+//! (they were leaked with `mem::forget`) aborts the process, as in rsmpi: the
+//! buffers they borrow are about to go away while a peer may still write into
+//! them.
+//!
+//! Testing a request that is not complete yields to the scheduler, so polling
+//! loops (`while let Err(r) = req.test() { ... }`) let the peer rank run.
+
+use std::cell::Cell;
+use std::fmt;
+use std::marker::PhantomData;
+use std::mem::ManuallyDrop;
+use std::panic::Location;
+use std::ptr;
+
+use crate::comm::CommCore;
+use crate::error::{raise, Error};
+use crate::p2p::completion::{Completion, Outcome};
+use crate::p2p::{self, Queued, Status};
+use crate::sched::{self, WaitInfo, WaitOp};
+use crate::{Rank, Tag};
+
+/// The state of an immediate operation (internal).
+pub(crate) enum Op {
+    /// Completed when it started.
+    Done(Result<Status, Error>),
+    /// A descriptor is queued in a mailbox.
+    Pending(Box<PendingOp>),
+}
+
+/// A queued immediate operation and the completion its peer will signal.
+pub(crate) struct PendingOp {
+    pub(crate) comm: CommCore,
+    pub(crate) queued: Queued,
+    pub(crate) completion: Completion,
+    pub(crate) kind: Kind,
+}
+
+/// What the pending operation is.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Kind {
+    Send { dest: Rank, tag: Tag },
+    Receive { source: Rank, tag: Tag },
+}
+
+impl PendingOp {
+    pub(crate) fn new(comm: &CommCore, queued: Queued, kind: Kind) -> Box<PendingOp> {
+        Box::new(PendingOp {
+            comm: comm.clone(),
+            queued,
+            completion: Completion::new(comm.world()),
+            kind,
+        })
+    }
+
+    fn result(&self) -> Result<Status, Error> {
+        let outcome = self.completion.outcome();
+        match self.kind {
+            Kind::Receive { .. } => p2p::receive_result(&self.comm, outcome),
+            Kind::Send { dest, tag } => Ok(send_status(dest, tag, outcome)),
+        }
+    }
+
+    fn wait_info(&self, site: &'static Location<'static>) -> WaitInfo {
+        let (peer, tag) = match self.kind {
+            Kind::Send { dest, tag } => (dest, tag),
+            Kind::Receive { source, tag } => (source, tag),
+        };
+        WaitInfo {
+            op: WaitOp::Wait,
+            peer,
+            tag,
+            comm: self.comm.p2p_context(),
+            site,
+        }
+    }
+
+    /// Withdraws the descriptor if it is still queued and completes it as
+    /// cancelled; `true` if it did.
+    fn cancel(&self) -> bool {
+        if self.completion.is_done() {
+            return false;
+        }
+        if p2p::withdraw(self.comm.job(), self.queued, &self.completion) {
+            // SAFETY: the descriptor was withdrawn under the mailbox lock, so
+            // nobody else can complete it.
+            unsafe {
+                self.completion.complete(Outcome {
+                    cancelled: true,
+                    ..Outcome::default()
+                })
+            };
+            true
+        } else {
+            false
+        }
+    }
+
+    /// Makes sure no peer refers to this operation any more.
+    fn settle(&self) {
+        if self.completion.is_done() {
+            return;
+        }
+        if !std::thread::panicking() {
+            if let Ok(ctx) = self.comm.caller() {
+                if p2p::withdraw(self.comm.job(), self.queued, &self.completion) {
+                    return;
+                }
+                let info = self.wait_info(Location::caller());
+                if sched::wait_until(ctx, &info, || self.completion.is_done()).is_ok() {
+                    return;
+                }
+            }
+        }
+        p2p::settle(self.comm.job(), self.queued, &self.completion);
+    }
+}
+
+pub(crate) fn send_status(dest: Rank, tag: Tag, outcome: Outcome) -> Status {
+    if outcome.cancelled {
+        Status::cancelled()
+    } else {
+        Status::new(dest, tag, outcome.bytes)
+    }
+}
+
+impl Op {
+    fn is_complete(&self) -> bool {
+        match self {
+            Op::Done(_) => true,
+            Op::Pending(p) => p.completion.is_done(),
+        }
+    }
+
+    fn wait(self, site: &'static Location<'static>) -> Result<Status, Error> {
+        match self {
+            Op::Done(result) => result,
+            Op::Pending(p) => {
+                let ctx = p.comm.caller()?;
+                let info = p.wait_info(site);
+                if let Err(err) = sched::wait_until(ctx, &info, || p.completion.is_done()) {
+                    p.settle();
+                    return Err(err);
+                }
+                p.result()
+            }
+        }
+    }
+}
+
+/// A request for an immediate operation whose buffer, of type `D`, is
+/// borrowed for `'a` (rsmpi's `Request`).
+///
+/// # Panics
+///
+/// Dropping a request that was not completed panics (after withdrawing or
+/// finishing the operation, so the buffer is safe).
+#[must_use = "a request must be completed with wait, test or a guard"]
+pub struct Request<'a, D: ?Sized, S: Scope<'a> = StaticScope> {
+    op: ManuallyDrop<Op>,
+    data: *const D,
+    scope: S,
+    phantom: PhantomData<Cell<&'a ()>>,
+}
+
+impl<'a, D: ?Sized, S: Scope<'a>> fmt::Debug for Request<'a, D, S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Request")
+            .field("complete", &self.op.is_complete())
+            .finish()
+    }
+}
+
+impl<'a, D: ?Sized, S: Scope<'a>> Request<'a, D, S> {
+    /// Registers a new request with `scope`.
+    pub(crate) fn new(op: Op, data: *const D, scope: S) -> Self {
+        scope.register();
+        Request {
+            op: ManuallyDrop::new(op),
+            data,
+            scope,
+            phantom: PhantomData,
+        }
+    }
+
+    /// Takes the request apart without running its destructor.
+    fn into_parts(self) -> (Op, *const D, S) {
+        let mut this = ManuallyDrop::new(self);
+        // SAFETY: `this` is never used again and its destructor never runs,
+        // so each field is moved out exactly once.
+        let op = unsafe { ManuallyDrop::take(&mut this.op) };
+        // SAFETY: as above.
+        let scope = unsafe { ptr::read(&this.scope) };
+        // SAFETY: the request leaves its scope as its operation is finished
+        // by the caller (wait) or was already.
+        unsafe { scope.unregister() };
+        (op, this.data, scope)
+    }
+
+    /// Whether the operation has completed (no yield, no status).
+    pub fn is_complete(&self) -> bool {
+        self.op.is_complete()
+    }
+
+    /// Waits for the operation to finish and returns its status.
+    ///
+    /// # Panics
+    ///
+    /// If the operation failed (truncation, type mismatch), with the error.
+    #[track_caller]
+    pub fn wait(self) -> Status {
+        let site = Location::caller();
+        let (op, _, _) = self.into_parts();
+        op.wait(site).unwrap_or_else(|err| raise(err))
+    }
+
+    /// Like [`wait`](Self::wait), returning errors (a myriad extension).
+    #[track_caller]
+    pub fn try_wait(self) -> Result<Status, Error> {
+        let site = Location::caller();
+        let (op, _, _) = self.into_parts();
+        op.wait(site)
+    }
+
+    /// Waits for the operation to finish, ignoring the status.
+    #[track_caller]
+    pub fn wait_without_status(self) {
+        let _ = self.wait();
+    }
+
+    /// Waits for the operation to finish and returns the buffer.
+    #[track_caller]
+    pub fn wait_for_data(self) -> &'a D {
+        let site = Location::caller();
+        let (op, data, _) = self.into_parts();
+        op.wait(site).unwrap_or_else(|err| raise(err));
+        // SAFETY: `data` came from a `&'a D` or `&'a mut D`; the operation
+        // is over, so nothing else accesses it any more.
+        unsafe { &*data }
+    }
+
+    /// The status if the operation has finished, else the request back
+    /// (after yielding to the other ranks of this worker).
+    #[track_caller]
+    pub fn test(self) -> Result<Status, Self> {
+        if !self.op.is_complete() {
+            sched::yield_now();
+            if !self.op.is_complete() {
+                return Err(self);
+            }
+        }
+        Ok(self.wait())
+    }
+
+    /// Like [`test`](Self::test), also returning the buffer.
+    #[track_caller]
+    pub fn test_with_data(self) -> Result<(Status, &'a D), Self> {
+        if !self.op.is_complete() {
+            sched::yield_now();
+            if !self.op.is_complete() {
+                return Err(self);
+            }
+        }
+        let data = self.data;
+        let status = self.wait();
+        // SAFETY: as in `wait_for_data`.
+        Ok((status, unsafe { &*data }))
+    }
+
+    /// Asks for the operation to be cancelled (`MPI_Cancel`). A receive not
+    /// yet matched, or a send still waiting for its receive, is cancelled:
+    /// its status then says [`Status::is_cancelled`]. An operation already
+    /// matched completes normally. Complete the request afterwards as usual.
+    pub fn cancel(&self) {
+        if let Op::Pending(p) = &*self.op {
+            p.cancel();
+        }
+    }
+
+    /// Moves the request to a shorter scope.
+    pub fn shrink_scope_to<'b, S2>(self, scope: S2) -> Request<'b, D, S2>
+    where
+        'a: 'b,
+        S2: Scope<'b>,
+    {
+        let (op, data, _) = self.into_parts();
+        Request::new(op, data, scope)
+    }
+}
+
+impl<'a, D: ?Sized, S: Scope<'a>> Drop for Request<'a, D, S> {
+    fn drop(&mut self) {
+        // SAFETY: the destructor runs once and the op is not used after.
+        let op = unsafe { ManuallyDrop::take(&mut self.op) };
+        if let Op::Pending(p) = &op {
+            p.settle();
+        }
+        drop(op);
+        // SAFETY: the operation is over (settled above).
+        unsafe { self.scope.unregister() };
+        if !std::thread::panicking() {
+            panic!(
+                "a request was dropped without being completed: call wait or test, or \
+                 wrap it in a WaitGuard or CancelGuard"
+            );
+        }
+    }
+}
+
+/// Waits for one of `requests` to complete, removes it from the vector and
+/// returns its index and status; `None` if the vector is empty.
+#[track_caller]
+pub fn wait_any<'a, D: ?Sized, S: Scope<'a>>(
+    requests: &mut Vec<Request<'a, D, S>>,
+) -> Option<(usize, Status)> {
+    let site = Location::caller();
+    if requests.is_empty() {
+        return None;
+    }
+    loop {
+        if let Some(i) = requests.iter().position(|r| r.op.is_complete()) {
+            let request = requests.remove(i);
+            let (op, _, _) = request.into_parts();
+            let status = op.wait(site).unwrap_or_else(|err| raise(err));
+            return Some((i, status));
+        }
+        // Every request of this rank wakes it when it completes.
+        let comm = requests.iter().find_map(|r| match &*r.op {
+            Op::Pending(p) => Some(&p.comm),
+            Op::Done(_) => None,
+        })?;
+        let ctx = comm.caller().unwrap_or_else(|err| raise(err));
+        let info = WaitInfo {
+            op: WaitOp::WaitAny,
+            peer: WaitInfo::NO_PEER,
+            tag: WaitInfo::NO_TAG,
+            comm: u32::MAX,
+            site,
+        };
+        sched::park_once(ctx, &info).unwrap_or_else(|err| raise(err));
+    }
+}
+
+/// Waits for all of `requests` and returns their statuses in order (a myriad
+/// extension; `MPI_Waitall`).
+#[track_caller]
+pub fn wait_all<'a, D: ?Sized, S: Scope<'a>>(requests: Vec<Request<'a, D, S>>) -> Vec<Status> {
+    requests.into_iter().map(|r| r.wait()).collect()
+}
+
+/// Registration of requests (rsmpi's `Scope`). An implementation detail.
+///
+/// # Safety
+///
+/// Do not implement: `unregister` must only be called for requests that
+/// were registered and whose operations are over.
+pub unsafe trait Scope<'a> {
+    /// Registers a request.
+    fn register(&self);
+    /// Unregisters a request.
+    ///
+    /// # Safety
+    ///
+    /// The request's operation must be over.
+    unsafe fn unregister(&self);
+}
+
+/// The scope of requests whose buffers are `'static`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub struct StaticScope;
+
+// SAFETY: 'static buffers outlive any request.
+unsafe impl Scope<'static> for StaticScope {
+    fn register(&self) {}
+    unsafe fn unregister(&self) {}
+}
+
+/// A scope for requests with borrowed buffers; see [`scope`].
+#[derive(Debug)]
+pub struct LocalScope<'a> {
+    num_requests: Cell<usize>,
+    phantom: PhantomData<Cell<&'a ()>>,
+}
+
+impl Drop for LocalScope<'_> {
+    fn drop(&mut self) {
+        if self.num_requests.get() != 0 {
+            abort_on_unhandled_request();
+        }
+    }
+}
+
+#[cold]
+fn abort_on_unhandled_request() -> ! {
+    eprintln!(
+        "myriad: a request scope ended with requests still registered (leaked with \
+         mem::forget?); their buffers may still be written by other ranks, aborting"
+    );
+    std::process::abort();
+}
+
+// SAFETY: counts registrations; `LocalScope`'s destructor aborts if any
+// remain.
+unsafe impl<'a> Scope<'a> for &LocalScope<'a> {
+    fn register(&self) {
+        self.num_requests.set(self.num_requests.get() + 1);
+    }
+
+    unsafe fn unregister(&self) {
+        let n = self.num_requests.get();
+        debug_assert!(n > 0, "unregister without register");
+        self.num_requests.set(n.saturating_sub(1));
+    }
+}
+
+/// Runs `f` with a scope for requests whose buffers live outside the call.
+///
+/// ```
+/// use myriad::traits::*;
+///
+/// myriad::run(2, |universe| {
+///     let world = universe.world();
+///     let other = 1 - world.rank();
+///     let send = [world.rank(); 4];
+///     let mut recv = [0i32; 4];
+///     myriad::request::scope(|scope| {
+///         let r = world.process_at_rank(other).immediate_receive_into(scope, &mut recv);
+///         let s = world.process_at_rank(other).immediate_send(scope, &send);
+///         s.wait();
+///         r.wait();
+///     });
+///     assert_eq!(recv, [other; 4]);
+/// })
+/// .unwrap();
+/// ```
+pub fn scope<'a, F, R>(f: F) -> R
+where
+    F: FnOnce(&LocalScope<'a>) -> R,
+{
+    f(&LocalScope {
+        num_requests: Cell::new(0),
+        phantom: PhantomData,
+    })
+}
+
+/// Waits for its request when dropped (rsmpi's `WaitGuard`).
+#[derive(Debug)]
+pub struct WaitGuard<'a, D: ?Sized, S: Scope<'a> = StaticScope>(Option<Request<'a, D, S>>);
+
+impl<'a, D: ?Sized, S: Scope<'a>> Drop for WaitGuard<'a, D, S> {
+    fn drop(&mut self) {
+        if let Some(request) = self.0.take() {
+            if std::thread::panicking() {
+                // Settle without raising a second panic.
+                let (op, _, _) = request.into_parts();
+                if let Op::Pending(p) = &op {
+                    p.settle();
+                }
+            } else {
+                request.wait();
+            }
+        }
+    }
+}
+
+impl<'a, D: ?Sized, S: Scope<'a>> From<Request<'a, D, S>> for WaitGuard<'a, D, S> {
+    fn from(request: Request<'a, D, S>) -> Self {
+        WaitGuard(Some(request))
+    }
+}
+
+impl<'a, D: ?Sized, S: Scope<'a>> From<WaitGuard<'a, D, S>> for Request<'a, D, S> {
+    fn from(mut guard: WaitGuard<'a, D, S>) -> Self {
+        guard.0.take().expect("a WaitGuard always holds its request")
+    }
+}
+
+impl<'a, D: ?Sized, S: Scope<'a>> WaitGuard<'a, D, S> {
+    fn cancel(&self) {
+        if let Some(request) = &self.0 {
+            request.cancel();
+        }
+    }
+}
+
+/// Cancels its request, then waits for it, when dropped (rsmpi's
+/// `CancelGuard`).
+#[derive(Debug)]
+pub struct CancelGuard<'a, D: ?Sized, S: Scope<'a> = StaticScope>(Option<WaitGuard<'a, D, S>>);
+
+impl<'a, D: ?Sized, S: Scope<'a>> Drop for CancelGuard<'a, D, S> {
+    fn drop(&mut self) {
+        if let Some(guard) = self.0.take() {
+            guard.cancel();
+        }
+    }
+}
+
+impl<'a, D: ?Sized, S: Scope<'a>> From<Request<'a, D, S>> for CancelGuard<'a, D, S> {
+    fn from(request: Request<'a, D, S>) -> Self {
+        CancelGuard(Some(WaitGuard::from(request)))
+    }
+}
+
+impl<'a, D: ?Sized, S: Scope<'a>> From<WaitGuard<'a, D, S>> for CancelGuard<'a, D, S> {
+    fn from(guard: WaitGuard<'a, D, S>) -> Self {
+        CancelGuard(Some(guard))
+    }
+}
+
+impl<'a, D: ?Sized, S: Scope<'a>> From<CancelGuard<'a, D, S>> for WaitGuard<'a, D, S> {
+    fn from(mut guard: CancelGuard<'a, D, S>) -> Self {
+        guard.0.take().expect("a CancelGuard always holds its request")
+    }
+}

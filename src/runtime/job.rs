@@ -1,0 +1,198 @@
+//! A job: the ranks of one `run`, their workers and everything they share.
+//!
+//! `run_job` is the whole life of a job:
+//!
+//! 1. discover the topology and place one worker per processing unit;
+//! 2. map a stack pool (checking the mapping budget when guard pages split
+//!    mappings) and give each worker its block of unstarted ranks;
+//! 3. run the workers on scoped threads until every rank finished or the job
+//!    failed (the workers unwind what is left, see `sched::worker`);
+//! 4. return the ranks' results, or the error that ended the job.
+
+use std::cell::UnsafeCell;
+use std::sync::{Arc, Barrier};
+
+use crossbeam_deque::Worker as Deque;
+
+use super::config::Config;
+use crate::comm;
+use crate::environment::Universe;
+use crate::error::Error;
+use crate::p2p;
+use crate::sched::stack::StackPool;
+use crate::sched::worker::{self, WorkerArgs, WorkerShared};
+use crate::sched::{self};
+use crate::topology::{self, Level, RankAssignment, RankOrder, Topology};
+
+/// Everything the ranks of one job share.
+#[derive(Debug)]
+pub(crate) struct Job {
+    pub(crate) size: u32,
+    pub(crate) sched: sched::Shared,
+    pub(crate) p2p: p2p::Shared,
+    pub(crate) comms: comm::Registry,
+}
+
+impl Job {
+    /// Recovers a new `Arc` to a job from the pointer a rank context holds.
+    ///
+    /// # Safety
+    ///
+    /// `ptr` must come from `Arc::as_ptr` of a job that is still alive
+    /// (true for the job of any running rank: `run_job` holds an `Arc`).
+    pub(crate) unsafe fn arc_from_ptr(ptr: *const Job) -> Arc<Job> {
+        // SAFETY: the caller guarantees a live `Arc<Job>` owns `ptr`; we add
+        // the reference we are about to create.
+        unsafe {
+            Arc::increment_strong_count(ptr);
+            Arc::from_raw(ptr)
+        }
+    }
+
+    /// The name of a communicator by context id, for reports.
+    pub(crate) fn comm_name(&self, context: u32) -> String {
+        self.comms.name(context)
+    }
+}
+
+/// One result slot per rank, each written once by its rank.
+struct Results<T> {
+    slots: Box<[UnsafeCell<Option<T>>]>,
+}
+
+// SAFETY: each slot is written by exactly one rank (its own) and read only
+// after all workers are joined; `T: Send` lets values cross threads.
+unsafe impl<T: Send> Sync for Results<T> {}
+
+impl<T> Results<T> {
+    fn new(n: usize) -> Self {
+        Results {
+            slots: (0..n).map(|_| UnsafeCell::new(None)).collect(),
+        }
+    }
+
+    /// # Safety
+    ///
+    /// Only rank `rank` calls this, once.
+    unsafe fn set(&self, rank: u32, value: T) {
+        // SAFETY: the caller is the slot's only writer.
+        unsafe { *self.slots[rank as usize].get() = Some(value) };
+    }
+
+    fn into_vec(self) -> Vec<T> {
+        self.slots
+            .into_vec()
+            .into_iter()
+            .map(|slot| slot.into_inner().expect("every rank returned"))
+            .collect()
+    }
+}
+
+/// Runs `f` on `config.ranks` ranks and returns their results in rank order.
+pub(crate) fn run_job<T, F>(config: &Config, f: F) -> Result<Vec<T>, Error>
+where
+    T: Send,
+    F: Fn(Universe) -> T + Sync,
+{
+    super::panic_hook::install();
+    let ranks = config.ranks;
+    let topo = Topology::detect().map_err(|e| Error::config(e.to_string()))?;
+    let placements = topology::place_workers(&topo, config.workers, Level::Core)
+        .map_err(|e| Error::config(e.to_string()))?;
+    let binds = config.bind && topo.binds_for_real();
+    let workers = placements.len();
+
+    let pool = StackPool::new(config.stack_size, ranks, config.guard).map_err(|e| {
+        Error::Resources {
+            message: format!("could not set up rank stacks: {e}"),
+        }
+    })?;
+    pool.check_map_budget(ranks)
+        .map_err(|message| Error::Resources { message })?;
+
+    let assignment = RankAssignment::new(ranks, workers, RankOrder::Block);
+    let deques: Vec<Deque<u32>> = (0..workers).map(|_| Deque::new_fifo()).collect();
+    for (w, deque) in deques.iter().enumerate() {
+        for rank in assignment.ranks_of(w) {
+            deque.push(rank as u32);
+        }
+    }
+    let shared: Box<[WorkerShared]> = deques
+        .iter()
+        .map(|d| WorkerShared::new(d.stealer()))
+        .collect();
+    let job = Arc::new(Job {
+        size: ranks as u32,
+        sched: sched::Shared::new(ranks, shared),
+        p2p: p2p::Shared::new(ranks, config.eager_limit),
+        comms: comm::Registry::new(ranks as u32),
+    });
+    if config.report_bindings {
+        eprintln!("[myriad] {topo}; stack guards: {:?}", pool.mode());
+        eprint!(
+            "{}",
+            topology::binding_report(&placements, &assignment.counts(), binds)
+        );
+    }
+
+    let results = Results::new(ranks);
+    let body = |rank: u32| {
+        let universe = Universe::new(Arc::clone(&job), rank);
+        if let Some(ctx) = sched::rank::current() {
+            ctx.initialized.set(true);
+        }
+        let value = f(universe);
+        // SAFETY: the body runs once per rank, on that rank.
+        unsafe { results.set(rank, value) };
+    };
+    let exit = Barrier::new(workers);
+    std::thread::scope(|scope| {
+        for (index, deque) in deques.into_iter().enumerate() {
+            let args = WorkerArgs {
+                job: &job,
+                index,
+                deque,
+                body: &body,
+                pool: &pool,
+                bind_to: binds.then_some(placements[index].pu.os_index),
+                exit: &exit,
+            };
+            let thread = std::thread::Builder::new()
+                .name(format!("myriad-w{index}"))
+                .spawn_scoped(scope, move || worker::run(args));
+            if let Err(err) = thread {
+                // The workers already started wait for all at their exit
+                // barrier: stand in for the missing ones.
+                job.sched.fail(Error::Resources {
+                    message: format!("could not start worker thread {index}: {err}"),
+                });
+                for _ in index..workers {
+                    let exit = &exit;
+                    scope.spawn(move || {
+                        exit.wait();
+                    });
+                }
+                break;
+            }
+        }
+    });
+    if config.report_bindings {
+        let hosted: Vec<String> = job
+            .sched
+            .workers
+            .iter()
+            .enumerate()
+            .map(|(i, w)| {
+                format!(
+                    "worker {i}: {}",
+                    w.hosted.load(std::sync::atomic::Ordering::Relaxed)
+                )
+            })
+            .collect();
+        eprintln!("[myriad] ranks run per worker: {}", hosted.join(", "));
+    }
+    if let Some(error) = job.sched.take_failure() {
+        return Err(error);
+    }
+    Ok(results.into_vec())
+}

@@ -1,0 +1,192 @@
+//! The M:N scheduler: ranks are coroutines, workers are kernel threads.
+//!
+//! * [`rank`]: a rank's shared slot and the running rank's context;
+//! * [`park`]: how a rank waits without losing a wake-up;
+//! * [`idle`]: how a worker with nothing to do sleeps and is woken;
+//! * [`worker`]: the worker loop (run queue, inbox, stealing unstarted ranks,
+//!   timers, teardown);
+//! * [`stack`] and [`guard`]: rank stacks and what happens on overflow;
+//! * [`deadlock`]: the report when every rank waits forever.
+//!
+//! A rank runs on one worker from its first resume to its end (it is
+//! *pinned*): its stack may hold values that are not `Send`. Ranks that have
+//! not started are just numbers in crossbeam deques, stolen by idle workers.
+//! A rank that waits parks and is requeued only when woken; a worker with
+//! nothing to run spins briefly, then sleeps until work arrives.
+
+pub(crate) mod deadlock;
+pub(crate) mod guard;
+pub(crate) mod idle;
+pub(crate) mod park;
+pub(crate) mod rank;
+pub(crate) mod stack;
+pub(crate) mod worker;
+
+use std::panic::Location;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+pub(crate) use rank::{RankCtx, RankSlot, WaitInfo, WaitOp};
+
+use crate::error::Error;
+use crate::runtime::job::Job;
+use rank::Suspend;
+
+/// Scheduler state of one job, shared by its workers.
+#[derive(Debug)]
+pub(crate) struct Shared {
+    pub(crate) ranks: Box<[RankSlot]>,
+    pub(crate) workers: Box<[worker::WorkerShared]>,
+    pub(crate) sleep: idle::Sleep,
+    /// Ranks not started yet.
+    pub(crate) unstarted: AtomicUsize,
+    /// Ranks not finished yet.
+    pub(crate) live: AtomicUsize,
+    /// Pending `sleep` timers.
+    pub(crate) timers: AtomicUsize,
+    /// Threads outside the scheduler that may complete operations
+    /// (transports, OS threads of `Threading::Multiple` ranks).
+    pub(crate) external: AtomicUsize,
+    aborting: AtomicBool,
+    failure: Mutex<Option<Error>>,
+}
+
+impl Shared {
+    pub(crate) fn new(ranks: usize, workers: Box<[worker::WorkerShared]>) -> Shared {
+        let count = workers.len();
+        Shared {
+            ranks: (0..ranks).map(|_| RankSlot::new()).collect(),
+            workers,
+            sleep: idle::Sleep::new(count),
+            unstarted: AtomicUsize::new(ranks),
+            live: AtomicUsize::new(ranks),
+            timers: AtomicUsize::new(0),
+            external: AtomicUsize::new(0),
+            aborting: AtomicBool::new(false),
+            failure: Mutex::new(None),
+        }
+    }
+
+    /// Whether the job is being torn down.
+    #[inline]
+    pub(crate) fn is_aborting(&self) -> bool {
+        self.aborting.load(Ordering::Acquire)
+    }
+
+    /// Ends the job with `error` (the first error wins) and wakes every
+    /// worker so that it stops.
+    pub(crate) fn fail(&self, error: Error) {
+        {
+            let mut failure = self.failure.lock().unwrap_or_else(|e| e.into_inner());
+            if failure.is_none() {
+                *failure = Some(error);
+            }
+        }
+        self.aborting.store(true, Ordering::SeqCst);
+        self.wake_all();
+    }
+
+    /// The error that ended the job, if any.
+    pub(crate) fn take_failure(&self) -> Option<Error> {
+        self.failure
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take()
+    }
+
+    /// Wakes every sleeping worker (job finished or aborting).
+    pub(crate) fn wake_all(&self) {
+        for (i, worker) in self.workers.iter().enumerate() {
+            if self.sleep.claim(i) {
+                worker.unpark();
+            }
+        }
+    }
+}
+
+/// Parks the calling rank once: returns after it was woken, or at once if a
+/// wake-up was pending. Callers loop, re-checking their condition.
+pub(crate) fn park_once(ctx: &RankCtx, info: &WaitInfo) -> Result<(), Error> {
+    let job = ctx.job();
+    if job.sched.is_aborting() {
+        return aborted(ctx);
+    }
+    let slot = &job.sched.ranks[ctx.rank as usize];
+    slot.set_wait(info);
+    if slot.park.try_park() {
+        ctx.suspend(Suspend::Parked);
+        slot.park.resumed();
+        if job.sched.is_aborting() {
+            return aborted(ctx);
+        }
+    }
+    Ok(())
+}
+
+/// Parks the calling rank until `done()` holds.
+#[inline]
+pub(crate) fn wait_until(
+    ctx: &RankCtx,
+    info: &WaitInfo,
+    mut done: impl FnMut() -> bool,
+) -> Result<(), Error> {
+    while !done() {
+        park_once(ctx, info)?;
+    }
+    Ok(())
+}
+
+/// The job is aborting: a rank that is unwinding gets an error (its
+/// destructors must not block); any other rank is handed to its worker for
+/// good, which unwinds it once every worker has stopped.
+#[cold]
+fn aborted(ctx: &RankCtx) -> Result<(), Error> {
+    if std::thread::panicking() {
+        return Err(Error::Aborted);
+    }
+    loop {
+        ctx.suspend(Suspend::Parked);
+    }
+}
+
+/// Wakes `rank` (a world rank of `job`) after making its condition true.
+#[inline]
+pub(crate) fn unpark(job: &Job, rank: u32) {
+    let slot = &job.sched.ranks[rank as usize];
+    if slot.park.unpark() {
+        worker::schedule(job, slot.home());
+    }
+}
+
+/// Lets the other ranks of this worker run, then continues.
+///
+/// Inside a rank this moves the rank to the back of its worker's run queue;
+/// outside any rank it yields the thread. Use it in polling loops: a rank
+/// that spins without calling MPI would keep its worker to itself. (MPI calls
+/// that answer "not yet", such as `Request::test`, already yield.)
+pub fn yield_now() {
+    match rank::current() {
+        Some(ctx) => ctx.suspend(Suspend::Yielded),
+        None => std::thread::yield_now(),
+    }
+}
+
+/// Puts the calling rank to sleep for `duration` without blocking its
+/// worker (other ranks run meanwhile). Outside any rank it sleeps the thread.
+///
+/// `std::thread::sleep` inside a rank would stop every rank of its worker.
+#[track_caller]
+pub fn sleep(duration: Duration) {
+    let site = Location::caller();
+    let Some(ctx) = rank::current() else {
+        std::thread::sleep(duration);
+        return;
+    };
+    let deadline = Instant::now() + duration;
+    let job = ctx.job();
+    worker::add_timer(job, ctx.rank, deadline);
+    let info = WaitInfo::simple(WaitOp::Sleep, site);
+    // An abort while sleeping never returns here.
+    let _ = wait_until(ctx, &info, || Instant::now() >= deadline);
+}

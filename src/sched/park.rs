@@ -1,0 +1,108 @@
+//! The per-rank park state: how a rank waits without losing a wake-up.
+//!
+//! A rank that must wait for a condition (a request completing, a barrier
+//! opening) runs
+//!
+//! ```text
+//! loop {
+//!     if condition() { break }
+//!     if state.try_park() { suspend to the worker; state.resumed() }
+//! }
+//! ```
+//!
+//! and whoever makes the condition true publishes it first and then calls
+//! [`ParkState::unpark`]; when that returns `true` the caller must put the rank
+//! back on its worker's run queue (exactly one caller gets `true` per park).
+//!
+//! ## States
+//!
+//! | state      | meaning                                                    |
+//! |------------|------------------------------------------------------------|
+//! | `RUNNING`  | the rank runs (or is queued to run) and has no pending wake |
+//! | `PARKED`   | the rank suspended itself; only an unpark requeues it       |
+//! | `NOTIFIED` | a wake arrived; the next `try_park` returns at once         |
+//!
+//! ## Why no wake-up is lost
+//!
+//! * `unpark` is a `swap(NOTIFIED)`. If it reads `PARKED`, the rank is
+//!   suspended (or about to suspend: the worker that owns it is busy running it
+//!   and only pops its queue after the switch) and this caller, alone, requeues
+//!   it. Otherwise the rank is running and will see `NOTIFIED` in `try_park`.
+//! * `try_park` is a `compare_exchange(RUNNING -> PARKED)`: it fails exactly
+//!   when a notification is pending, and the rank then re-checks its condition.
+//! * Leaving `NOTIFIED` is always a read-modify-write (`swap(RUNNING)`), never a
+//!   plain store: an RMW reads the latest value, so it synchronises with the
+//!   release of the *last* unparker, whose condition write is then visible to
+//!   the re-check. A plain store would allow the store-buffering outcome in
+//!   which the re-check misses the condition and the following `try_park`
+//!   succeeds, losing the wake-up (the loom model in `loom-tests` covers it).
+//!
+//! A rank is pinned to one worker, so no other thread ever resumes it: the
+//! requeue by the unparker cannot race with the rank still running.
+
+use crate::sync::{AtomicU8, Ordering};
+
+const RUNNING: u8 = 0;
+const PARKED: u8 = 1;
+const NOTIFIED: u8 = 2;
+
+/// The park/unpark state of one rank.
+#[derive(Debug)]
+pub(crate) struct ParkState {
+    state: AtomicU8,
+}
+
+impl ParkState {
+    /// A running rank with no pending notification.
+    #[cfg(not(loom))]
+    pub(crate) const fn new() -> Self {
+        ParkState {
+            state: AtomicU8::new(RUNNING),
+        }
+    }
+
+    /// A running rank with no pending notification.
+    #[cfg(loom)]
+    pub(crate) fn new() -> Self {
+        ParkState {
+            state: AtomicU8::new(RUNNING),
+        }
+    }
+
+    /// Called by the rank before suspending. Returns `true` if the rank is now
+    /// parked and must suspend; `false` if a notification was pending (it is
+    /// consumed and the rank must re-check its condition).
+    #[inline]
+    pub(crate) fn try_park(&self) -> bool {
+        match self
+            .state
+            .compare_exchange(RUNNING, PARKED, Ordering::AcqRel, Ordering::Acquire)
+        {
+            Ok(_) => true,
+            Err(_) => {
+                // NOTIFIED: consume it with an RMW (see the module docs).
+                self.state.swap(RUNNING, Ordering::AcqRel);
+                false
+            }
+        }
+    }
+
+    /// Called by the rank when it resumes after a suspend that `try_park`
+    /// allowed: the unparker left the state `NOTIFIED`.
+    #[inline]
+    pub(crate) fn resumed(&self) {
+        self.state.swap(RUNNING, Ordering::AcqRel);
+    }
+
+    /// Called by any thread after it made the rank's condition true. Returns
+    /// `true` if the rank was parked: the caller must then requeue it.
+    #[inline]
+    pub(crate) fn unpark(&self) -> bool {
+        self.state.swap(NOTIFIED, Ordering::AcqRel) == PARKED
+    }
+
+    /// Whether the rank is parked right now (deadlock reports only).
+    pub(crate) fn is_parked(&self) -> bool {
+        self.state.load(Ordering::Acquire) == PARKED
+    }
+}

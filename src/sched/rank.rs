@@ -1,0 +1,269 @@
+//! A rank as the scheduler sees it: the shared slot every thread may touch
+//! ([`RankSlot`]) and the context of the rank that runs right now
+//! ([`RankCtx`]).
+//!
+//! The slot is the only per-rank state that exists for a rank that has not
+//! started: a million slots must stay small. The context lives on the rank's
+//! own stack and is reachable through a thread-local pointer that the worker
+//! swaps at every switch; it is how the MPI layer knows which rank is calling.
+
+use std::cell::Cell;
+use std::panic::Location;
+use std::ptr;
+use std::sync::atomic::{AtomicI32, AtomicPtr, AtomicU32, AtomicU64, AtomicU8, Ordering};
+
+use corosensei::Yielder;
+
+use super::park::ParkState;
+use crate::runtime::job::Job;
+use crate::{Rank, Tag};
+
+/// What a suspended rank tells its worker.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Suspend {
+    /// The rank parked: do not requeue it until it is unparked.
+    Parked,
+    /// The rank yielded: requeue it at the back of the run queue.
+    Yielded,
+}
+
+/// Lifecycle of a rank.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub(crate) enum Life {
+    NotStarted = 0,
+    Running = 1,
+    Finished = 2,
+}
+
+/// What a parked rank waits for, for deadlock reports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub(crate) enum WaitOp {
+    None = 0,
+    Receive,
+    Send,
+    SynchronousSend,
+    Probe,
+    Wait,
+    WaitAny,
+    WaitAll,
+    Barrier,
+    Collective,
+    Sleep,
+    Other,
+}
+
+impl WaitOp {
+    fn from_u8(v: u8) -> WaitOp {
+        use WaitOp::*;
+        [
+            None,
+            Receive,
+            Send,
+            SynchronousSend,
+            Probe,
+            Wait,
+            WaitAny,
+            WaitAll,
+            Barrier,
+            Collective,
+            Sleep,
+            Other,
+        ]
+        .get(v as usize)
+        .copied()
+        .unwrap_or(Other)
+    }
+
+    pub(crate) fn describe(self) -> &'static str {
+        match self {
+            WaitOp::None => "running",
+            WaitOp::Receive => "receive",
+            WaitOp::Send => "send (waiting for a matching receive)",
+            WaitOp::SynchronousSend => "synchronous send",
+            WaitOp::Probe => "probe",
+            WaitOp::Wait => "wait on a request",
+            WaitOp::WaitAny => "wait_any",
+            WaitOp::WaitAll => "wait_all",
+            WaitOp::Barrier => "barrier",
+            WaitOp::Collective => "collective",
+            WaitOp::Sleep => "sleep",
+            WaitOp::Other => "wait",
+        }
+    }
+}
+
+/// Describes what a rank is about to wait for.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct WaitInfo {
+    pub(crate) op: WaitOp,
+    /// Peer rank in `comm`, `ANY_SOURCE`, or `-2` for none.
+    pub(crate) peer: Rank,
+    /// Tag, `ANY_TAG`, or `i32::MIN` for none.
+    pub(crate) tag: Tag,
+    /// Context id of the communicator (`u32::MAX`: none).
+    pub(crate) comm: u32,
+    pub(crate) site: &'static Location<'static>,
+}
+
+impl WaitInfo {
+    pub(crate) const NO_PEER: Rank = -2;
+    pub(crate) const NO_TAG: Tag = i32::MIN;
+
+    /// A wait with no peer, tag or communicator.
+    pub(crate) fn simple(op: WaitOp, site: &'static Location<'static>) -> WaitInfo {
+        WaitInfo {
+            op,
+            peer: Self::NO_PEER,
+            tag: Self::NO_TAG,
+            comm: u32::MAX,
+            site,
+        }
+    }
+}
+
+/// Per-rank state shared by all threads of the job.
+#[derive(Debug)]
+pub(crate) struct RankSlot {
+    pub(crate) park: ParkState,
+    /// `worker << 32 | task index` once started.
+    home: AtomicU64,
+    life: AtomicU8,
+    wait_op: AtomicU8,
+    wait_peer: AtomicI32,
+    wait_tag: AtomicI32,
+    wait_comm: AtomicU32,
+    wait_site: AtomicPtr<Location<'static>>,
+}
+
+impl RankSlot {
+    pub(crate) fn new() -> RankSlot {
+        RankSlot {
+            park: ParkState::new(),
+            home: AtomicU64::new(u64::MAX),
+            life: AtomicU8::new(Life::NotStarted as u8),
+            wait_op: AtomicU8::new(WaitOp::None as u8),
+            wait_peer: AtomicI32::new(0),
+            wait_tag: AtomicI32::new(0),
+            wait_comm: AtomicU32::new(0),
+            wait_site: AtomicPtr::new(ptr::null_mut()),
+        }
+    }
+
+    /// Records where the rank lives; called by its worker before its first
+    /// resume, so before anyone can see it parked.
+    pub(crate) fn set_home(&self, worker: usize, task: usize) {
+        self.home
+            .store(((worker as u64) << 32) | task as u64, Ordering::Release);
+        self.life.store(Life::Running as u8, Ordering::Release);
+    }
+
+    /// `(worker, task index)` of a started rank.
+    #[inline]
+    pub(crate) fn home(&self) -> (usize, usize) {
+        let home = self.home.load(Ordering::Acquire);
+        debug_assert_ne!(home, u64::MAX, "unpark of a rank that never started");
+        ((home >> 32) as usize, (home & 0xffff_ffff) as usize)
+    }
+
+    pub(crate) fn set_finished(&self) {
+        self.life.store(Life::Finished as u8, Ordering::Release);
+    }
+
+    pub(crate) fn life(&self) -> Life {
+        match self.life.load(Ordering::Acquire) {
+            0 => Life::NotStarted,
+            1 => Life::Running,
+            _ => Life::Finished,
+        }
+    }
+
+    /// Records what the rank waits for (read only by deadlock reports, when
+    /// every rank is parked; relaxed stores are enough since the park CAS
+    /// that follows publishes them).
+    #[inline]
+    pub(crate) fn set_wait(&self, info: &WaitInfo) {
+        self.wait_op.store(info.op as u8, Ordering::Relaxed);
+        self.wait_peer.store(info.peer, Ordering::Relaxed);
+        self.wait_tag.store(info.tag, Ordering::Relaxed);
+        self.wait_comm.store(info.comm, Ordering::Relaxed);
+        self.wait_site.store(
+            info.site as *const Location<'static> as *mut Location<'static>,
+            Ordering::Relaxed,
+        );
+    }
+
+    pub(crate) fn wait(&self) -> Option<WaitInfo> {
+        let site = self.wait_site.load(Ordering::Acquire);
+        if site.is_null() {
+            return None;
+        }
+        Some(WaitInfo {
+            op: WaitOp::from_u8(self.wait_op.load(Ordering::Relaxed)),
+            peer: self.wait_peer.load(Ordering::Relaxed),
+            tag: self.wait_tag.load(Ordering::Relaxed),
+            comm: self.wait_comm.load(Ordering::Relaxed),
+            // SAFETY: only `&'static Location` values are stored.
+            site: unsafe { &*site },
+        })
+    }
+}
+
+/// The context of the rank running on this thread; lives on the rank's stack.
+pub(crate) struct RankCtx {
+    pub(crate) job: *const Job,
+    pub(crate) rank: u32,
+    pub(crate) yielder: *const Yielder<(), Suspend>,
+    /// `initialize()` was called (or the universe was handed to the body).
+    pub(crate) initialized: Cell<bool>,
+}
+
+impl std::fmt::Debug for RankCtx {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RankCtx").field("rank", &self.rank).finish()
+    }
+}
+
+impl RankCtx {
+    /// The job this rank belongs to.
+    #[inline]
+    pub(crate) fn job(&self) -> &Job {
+        // SAFETY: the job outlives every rank context (workers, which own
+        // the ranks, are joined before the job's last `Arc` can drop in
+        // `run`).
+        unsafe { &*self.job }
+    }
+
+    /// Suspends the rank, returning control to its worker.
+    #[inline]
+    pub(crate) fn suspend(&self, why: Suspend) {
+        // SAFETY: the yielder belongs to the coroutine running this rank,
+        // which is the code calling us (contexts are only reachable while
+        // their rank runs).
+        let yielder = unsafe { &*self.yielder };
+        yielder.suspend(why);
+    }
+}
+
+thread_local! {
+    static CURRENT: Cell<*const RankCtx> = const { Cell::new(ptr::null()) };
+}
+
+/// The context of the rank running on this thread, if any.
+#[inline]
+pub(crate) fn current() -> Option<&'static RankCtx> {
+    let ctx = CURRENT.with(|c| c.get());
+    // SAFETY: the pointer is set by the worker (or the rank itself) to a
+    // context that lives on the running rank's stack, and cleared when the
+    // rank suspends or ends; a rank never runs on another thread, so the
+    // reference cannot outlive the rank while the rank uses it. The 'static
+    // is a lie confined to this crate: callers never store it.
+    unsafe { ctx.as_ref() }
+}
+
+/// Sets the current rank context, returning the previous one.
+#[inline]
+pub(crate) fn set_current(ctx: *const RankCtx) -> *const RankCtx {
+    CURRENT.with(|c| c.replace(ctx))
+}

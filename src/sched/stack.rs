@@ -1,0 +1,321 @@
+//! The stack pool: rank stacks carved out of large lazily committed mappings,
+//! each with a guard page below it.
+//!
+//! A rank's stack costs only the pages it touches: the pool maps chunks of
+//! slots with `MAP_NORESERVE` and never writes to them itself. Each slot is
+//! `[guard page][stack ...]`, growing down towards the guard.
+//!
+//! Guard pages are installed with `madvise(MADV_GUARD_INSTALL)` (Linux ≥ 6.13),
+//! which marks the page in the page tables without splitting the mapping: a
+//! million guarded stacks fit in a few hundred mappings. On older kernels the
+//! pool falls back to `mprotect(PROT_NONE)`, which splits the mapping (two
+//! memory mappings per stack), so [`StackPool::check_map_budget`] refuses, with
+//! an error that says how to raise `vm.max_map_count`, a job that cannot fit.
+//!
+//! Stacks of finished ranks are kept for the next rank started on the same
+//! worker (their pages stay warm); all memory is unmapped when the pool drops,
+//! after every coroutine of the job has been dropped.
+
+use std::io;
+use std::sync::Mutex;
+
+use corosensei::stack::{Stack, StackPointer};
+
+use super::guard;
+
+/// `MADV_GUARD_INSTALL` (Linux 6.13); the libc crate has no constant for it.
+const MADV_GUARD_INSTALL: libc::c_int = 102;
+
+/// How guard pages are installed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum GuardMode {
+    /// Page-table guard markers: no mapping split.
+    Madvise,
+    /// `mprotect(PROT_NONE)`: two mappings per stack.
+    Mprotect,
+}
+
+/// The system page size.
+pub(crate) fn page_size() -> usize {
+    // SAFETY: sysconf has no preconditions.
+    let size = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    if size <= 0 {
+        4096
+    } else {
+        size as usize
+    }
+}
+
+/// A pool of guarded stacks of one size.
+#[derive(Debug)]
+pub(crate) struct StackPool {
+    page: usize,
+    slot_size: usize,
+    chunk_slots: usize,
+    mode: GuardMode,
+    chunks: Mutex<Chunks>,
+}
+
+#[derive(Debug, Default)]
+struct Chunks {
+    /// `(address, length, registration)` of every mapping.
+    maps: Vec<(usize, usize, guard::Registration)>,
+    /// Slots of the newest chunk not handed out yet.
+    next: usize,
+    end: usize,
+    /// Slots handed back by workers that exited while the job still ran.
+    free: Vec<usize>,
+}
+
+/// One guarded stack slot of a [`StackPool`].
+#[derive(Debug)]
+pub(crate) struct PooledStack {
+    /// Lowest address of the slot (the guard page).
+    slot: usize,
+    size: usize,
+}
+
+// SAFETY: [1] `limit` is the low end of the slot and includes the guard page
+// installed before the slot is handed out, so an overflow faults instead of
+// writing into the slot below; [2] the usable part is `size - page` ≥ 4 KiB
+// (`StackPool::new` rounds the stack size up to at least one page + guard);
+// [3] both ends are page aligned, hence `STACK_ALIGNMENT` (16) aligned; [4] the
+// memory stays mapped until the pool drops, after every coroutine using one of
+// its stacks has been dropped (the job joins its workers first).
+unsafe impl Stack for PooledStack {
+    fn base(&self) -> StackPointer {
+        StackPointer::new(self.slot + self.size).expect("stack slot address is not null")
+    }
+
+    fn limit(&self) -> StackPointer {
+        StackPointer::new(self.slot).expect("stack slot address is not null")
+    }
+}
+
+impl StackPool {
+    /// A pool for stacks of at least `stack_size` usable bytes, expecting
+    /// about `expected` live stacks (sizes the chunks), with guard pages
+    /// installed as `mode` says (`None`: detect).
+    pub(crate) fn new(
+        stack_size: usize,
+        expected: usize,
+        mode: Option<GuardMode>,
+    ) -> io::Result<StackPool> {
+        let page = page_size();
+        let usable = stack_size.max(corosensei::stack::MIN_STACK_SIZE).div_ceil(page) * page;
+        let slot_size = usable + page;
+        // Chunks of at most 1 GiB of address space and at most 4096 slots: few
+        // mappings for a million ranks, little waste for small jobs.
+        let chunk_slots = expected.clamp(1, 4096).min(((1usize << 30) / slot_size).max(1));
+        let mode = match mode {
+            Some(mode) => mode,
+            None => detect_mode(page),
+        };
+        guard::install_handler();
+        Ok(StackPool {
+            page,
+            slot_size,
+            chunk_slots,
+            mode,
+            chunks: Mutex::new(Chunks::default()),
+        })
+    }
+
+    /// The guard mode in use.
+    pub(crate) fn mode(&self) -> GuardMode {
+        self.mode
+    }
+
+    /// Usable bytes per stack.
+    pub(crate) fn stack_size(&self) -> usize {
+        self.slot_size - self.page
+    }
+
+    /// With `mprotect` guards every stack splits its mapping: check that
+    /// `stacks` more stacks fit under `vm.max_map_count`.
+    pub(crate) fn check_map_budget(&self, stacks: usize) -> Result<(), String> {
+        if self.mode == GuardMode::Madvise {
+            return Ok(());
+        }
+        let limit = read_max_map_count().unwrap_or(65530);
+        let used = count_maps().unwrap_or(0);
+        // Two mappings per stack, plus one per chunk and headroom for the
+        // program's own mappings (threads, buffers).
+        let needed = 2 * stacks + stacks / self.chunk_slots + 1024;
+        if used + needed > limit {
+            return Err(format!(
+                "{stacks} guarded rank stacks need about {needed} memory mappings with \
+                 mprotect guard pages (this kernel has no MADV_GUARD_INSTALL), but \
+                 vm.max_map_count is {limit} and {used} are in use; raise the limit with \
+                 `sudo sysctl -w vm.max_map_count={}`, run fewer ranks, or use Linux 6.13 or newer",
+                (used + needed).next_power_of_two()
+            ));
+        }
+        Ok(())
+    }
+
+    /// Hands out a stack slot with its guard page installed.
+    pub(crate) fn allocate(&self) -> io::Result<PooledStack> {
+        let mut chunks = self.chunks.lock().unwrap_or_else(|e| e.into_inner());
+        let slot = if let Some(slot) = chunks.free.pop() {
+            slot
+        } else {
+            if chunks.next == chunks.end {
+                self.map_chunk(&mut chunks)?;
+            }
+            let slot = chunks.next;
+            chunks.next += self.slot_size;
+            drop(chunks);
+            self.install_guard(slot)?;
+            slot
+        };
+        Ok(PooledStack {
+            slot,
+            size: self.slot_size,
+        })
+    }
+
+    /// Gives a stack back to the pool (a worker exiting with spare stacks).
+    pub(crate) fn release(&self, stack: PooledStack) {
+        let mut chunks = self.chunks.lock().unwrap_or_else(|e| e.into_inner());
+        chunks.free.push(stack.slot);
+    }
+
+    fn map_chunk(&self, chunks: &mut Chunks) -> io::Result<()> {
+        let len = self.chunk_slots * self.slot_size;
+        // SAFETY: an anonymous private mapping at an address of the kernel's
+        // choosing; no existing memory is affected.
+        let addr = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+                -1,
+                0,
+            )
+        };
+        if addr == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        // Transparent huge pages would turn a 4 KiB stack into 2 MiB of RSS.
+        // SAFETY: advice on a mapping we own; failure is harmless.
+        unsafe { libc::madvise(addr, len, libc::MADV_NOHUGEPAGE) };
+        let addr = addr as usize;
+        let registration = guard::register(addr, len, self.slot_size, self.page);
+        chunks.maps.push((addr, len, registration));
+        chunks.next = addr;
+        chunks.end = addr + len;
+        Ok(())
+    }
+
+    fn install_guard(&self, slot: usize) -> io::Result<()> {
+        install_guard(slot, self.page, self.mode)
+    }
+}
+
+fn install_guard(slot: usize, page: usize, mode: GuardMode) -> io::Result<()> {
+    let ret = match mode {
+        // SAFETY: `slot` is the page-aligned start of a slot inside a mapping
+        // owned by the pool and not handed out yet: nothing lives there.
+        GuardMode::Madvise => unsafe {
+            libc::madvise(slot as *mut libc::c_void, page, MADV_GUARD_INSTALL)
+        },
+        // SAFETY: as above.
+        GuardMode::Mprotect => unsafe {
+            libc::mprotect(slot as *mut libc::c_void, page, libc::PROT_NONE)
+        },
+    };
+    if ret != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+impl Drop for StackPool {
+    fn drop(&mut self) {
+        let chunks = self.chunks.get_mut().unwrap_or_else(|e| e.into_inner());
+        for (addr, len, registration) in chunks.maps.drain(..) {
+            guard::unregister(registration);
+            // SAFETY: the mapping was created by `map_chunk`; every coroutine
+            // that used one of its stacks has been dropped (see the `Stack`
+            // impl), so nothing refers to this memory any more.
+            unsafe { libc::munmap(addr as *mut libc::c_void, len) };
+        }
+    }
+}
+
+/// Whether this kernel supports `MADV_GUARD_INSTALL`, probed on a scratch
+/// mapping.
+fn detect_mode(page: usize) -> GuardMode {
+    static MODE: std::sync::OnceLock<GuardMode> = std::sync::OnceLock::new();
+    *MODE.get_or_init(|| {
+        // SAFETY: a scratch anonymous mapping, unmapped below.
+        let addr = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                2 * page,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+                -1,
+                0,
+            )
+        };
+        if addr == libc::MAP_FAILED {
+            return GuardMode::Mprotect;
+        }
+        // SAFETY: advice on the scratch mapping.
+        let ok = unsafe { libc::madvise(addr, page, MADV_GUARD_INSTALL) } == 0;
+        // SAFETY: unmapping the scratch mapping created above.
+        unsafe { libc::munmap(addr, 2 * page) };
+        if ok {
+            GuardMode::Madvise
+        } else {
+            GuardMode::Mprotect
+        }
+    })
+}
+
+fn read_max_map_count() -> Option<usize> {
+    std::fs::read_to_string("/proc/sys/vm/max_map_count")
+        .ok()?
+        .trim()
+        .parse()
+        .ok()
+}
+
+fn count_maps() -> Option<usize> {
+    Some(std::fs::read_to_string("/proc/self/maps").ok()?.lines().count())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slots_are_distinct_and_guarded() {
+        let pool = StackPool::new(16 * 1024, 8, None).unwrap();
+        let a = pool.allocate().unwrap();
+        let b = pool.allocate().unwrap();
+        assert_ne!(a.slot, b.slot);
+        assert_eq!(a.base().get() - a.limit().get(), pool.slot_size);
+        // The usable part is writable from top to just above the guard.
+        let top = a.base().get();
+        // SAFETY: inside the usable part of slot `a`, owned by this test.
+        unsafe {
+            std::ptr::write_bytes((a.slot + pool.page) as *mut u8, 0xAB, top - a.slot - pool.page)
+        };
+        pool.release(a);
+        let c = pool.allocate().unwrap();
+        assert_ne!(c.slot, b.slot);
+    }
+
+    #[test]
+    fn mprotect_budget_error_names_the_sysctl() {
+        let pool = StackPool::new(16 * 1024, 8, Some(GuardMode::Mprotect)).unwrap();
+        let err = pool.check_map_budget(10_000_000).unwrap_err();
+        assert!(err.contains("vm.max_map_count"), "{err}");
+        assert!(err.contains("sysctl -w"), "{err}");
+        assert!(pool.check_map_budget(10).is_ok());
+    }
+}

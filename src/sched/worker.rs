@@ -1,0 +1,470 @@
+//! The worker loop: one kernel thread that runs ranks.
+//!
+//! A worker owns the coroutines of the ranks it started and runs, in order
+//! of preference:
+//!
+//! 1. ranks in its local run queue (woken by ranks of the same worker);
+//! 2. ranks woken from other threads, handed over through its inbox;
+//! 3. ranks whose `sleep` timer expired;
+//! 4. a rank that has not started yet: from its own deque, else stolen from
+//!    another worker's (crossbeam-deque);
+//!
+//! and otherwise spins briefly, then announces sleep and parks (`idle`).
+//!
+//! ## Ending a job
+//!
+//! A job ends when its last rank finishes or when it fails (a rank panics, a
+//! deadlock is found). On failure every worker stops resuming ranks, then all
+//! workers meet at a barrier (so no rank code runs any more, and no rank is
+//! half-way through copying into another rank's buffer), and only then each
+//! worker drops its suspended coroutines, which unwinds their stacks. The
+//! barrier is what makes the unwinding safe: destructors run while no other
+//! rank can touch the memory they free.
+
+use std::cell::{Cell, RefCell};
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, VecDeque};
+use std::panic::{self, AssertUnwindSafe};
+use std::ptr;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Barrier, Mutex, OnceLock};
+use std::thread::Thread;
+use std::time::Instant;
+
+use corosensei::{Coroutine, CoroutineResult, Yielder};
+use crossbeam_deque::{Steal, Stealer, Worker as Deque};
+use crossbeam_utils::Backoff;
+
+use super::guard::{self, AltStack};
+use super::rank::{self, RankCtx, Suspend};
+use super::stack::{PooledStack, StackPool};
+use super::deadlock;
+use crate::error::Error;
+use crate::runtime::job::Job;
+
+/// What a rank runs: the job's body, called with the world rank.
+pub(crate) type Body<'a> = dyn Fn(u32) + Sync + 'a;
+
+/// The part of a worker other threads touch.
+#[derive(Debug)]
+pub(crate) struct WorkerShared {
+    inbox: Mutex<Vec<u32>>,
+    pending: AtomicUsize,
+    stealer: Stealer<u32>,
+    thread: OnceLock<Thread>,
+    /// Ranks this worker started.
+    pub(crate) hosted: AtomicUsize,
+}
+
+impl WorkerShared {
+    pub(crate) fn new(stealer: Stealer<u32>) -> WorkerShared {
+        WorkerShared {
+            inbox: Mutex::new(Vec::new()),
+            pending: AtomicUsize::new(0),
+            stealer,
+            thread: OnceLock::new(),
+            hosted: AtomicUsize::new(0),
+        }
+    }
+
+    pub(crate) fn unpark(&self) {
+        if let Some(thread) = self.thread.get() {
+            thread.unpark();
+        }
+    }
+}
+
+/// The part of a worker only its own thread (and the ranks it runs) touch.
+struct WorkerLocal {
+    job: *const Job,
+    index: usize,
+    ready: RefCell<VecDeque<u32>>,
+    timers: RefCell<BinaryHeap<Reverse<(Instant, u32)>>>,
+}
+
+thread_local! {
+    static WORKER: Cell<*const WorkerLocal> = const { Cell::new(ptr::null()) };
+}
+
+/// Requeues a woken rank living at `(worker, task)` of `job`.
+#[inline]
+pub(crate) fn schedule(job: &Job, (worker, task): (usize, usize)) {
+    let local = WORKER.with(|w| w.get());
+    // SAFETY: the pointer is set by `run` for the life of the worker loop on
+    // this thread and cleared before the `WorkerLocal` is dropped.
+    if let Some(local) = unsafe { local.as_ref() } {
+        if ptr::eq(local.job, job) && local.index == worker {
+            local.ready.borrow_mut().push_back(task as u32);
+            return;
+        }
+    }
+    let shared = &job.sched.workers[worker];
+    shared
+        .inbox
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .push(task as u32);
+    shared.pending.fetch_add(1, Ordering::SeqCst);
+    if job.sched.sleep.claim(worker) {
+        shared.unpark();
+    }
+}
+
+/// Arms a timer that wakes `rank`, which must be running on this thread.
+pub(crate) fn add_timer(job: &Job, rank: u32, deadline: Instant) {
+    let local = WORKER.with(|w| w.get());
+    // SAFETY: as in `schedule`; a running rank is always on a worker thread.
+    let local = unsafe { local.as_ref() }.expect("a rank runs on a worker thread");
+    debug_assert!(ptr::eq(local.job, job));
+    job.sched.timers.fetch_add(1, Ordering::SeqCst);
+    local.timers.borrow_mut().push(Reverse((deadline, rank)));
+}
+
+type RankCoroutine = Coroutine<(), Suspend, (), PooledStack>;
+
+struct Task {
+    co: RankCoroutine,
+    rank: u32,
+    ctx: *const RankCtx,
+}
+
+/// Everything a worker thread needs.
+pub(crate) struct WorkerArgs<'a> {
+    pub(crate) job: &'a Arc<Job>,
+    pub(crate) index: usize,
+    pub(crate) deque: Deque<u32>,
+    pub(crate) body: &'a Body<'a>,
+    pub(crate) pool: &'a StackPool,
+    pub(crate) bind_to: Option<usize>,
+    pub(crate) exit: &'a Barrier,
+}
+
+thread_local! {
+    /// The last panic of a rank on this thread, recorded by the panic hook.
+    static LAST_PANIC: RefCell<Option<String>> = const { RefCell::new(None) };
+}
+
+/// Records the panic message of the running rank (called by the hook).
+pub(crate) fn record_panic(message: String) {
+    LAST_PANIC.with(|p| *p.borrow_mut() = Some(message));
+}
+
+/// Runs a worker until its job ends.
+pub(crate) fn run(args: WorkerArgs<'_>) {
+    let WorkerArgs {
+        job,
+        index,
+        deque,
+        body,
+        pool,
+        bind_to,
+        exit,
+    } = args;
+    let _altstack = AltStack::ensure();
+    if let Some(cpu) = bind_to {
+        if let Err(err) = crate::topology::bind_current_thread(cpu) {
+            eprintln!("myriad: worker {index} could not bind to PU {cpu}: {err}; running unbound");
+        }
+    }
+    let _ = job.sched.workers[index].thread.set(std::thread::current());
+    let local = WorkerLocal {
+        job: Arc::as_ptr(job),
+        index,
+        ready: RefCell::new(VecDeque::new()),
+        timers: RefCell::new(BinaryHeap::new()),
+    };
+    WORKER.with(|w| w.set(&local));
+    let mut worker = Worker {
+        job,
+        local: &local,
+        deque,
+        body,
+        pool,
+        tasks: Vec::new(),
+        free: Vec::new(),
+        stacks: Vec::new(),
+    };
+    worker.run_loop();
+    // Every worker stops resuming ranks before anyone unwinds one.
+    exit.wait();
+    worker.teardown();
+    WORKER.with(|w| w.set(ptr::null()));
+}
+
+struct Worker<'a> {
+    job: &'a Arc<Job>,
+    local: &'a WorkerLocal,
+    deque: Deque<u32>,
+    body: &'a Body<'a>,
+    pool: &'a StackPool,
+    tasks: Vec<Option<Task>>,
+    free: Vec<u32>,
+    stacks: Vec<PooledStack>,
+}
+
+impl Worker<'_> {
+    fn run_loop(&mut self) {
+        let job = &**self.job;
+        let shared = &job.sched.workers[self.local.index];
+        let backoff = Backoff::new();
+        loop {
+            if job.sched.is_aborting() {
+                return;
+            }
+            let next = self.local.ready.borrow_mut().pop_front();
+            if let Some(task) = next {
+                self.resume(task);
+                backoff.reset();
+                continue;
+            }
+            if shared.pending.load(Ordering::SeqCst) > 0 {
+                self.drain_inbox();
+                continue;
+            }
+            if self.fire_timers() {
+                continue;
+            }
+            if let Some(rank) = self.find_unstarted() {
+                self.start(rank);
+                backoff.reset();
+                continue;
+            }
+            if job.sched.live.load(Ordering::SeqCst) == 0 {
+                return;
+            }
+            if !backoff.is_completed() {
+                backoff.snooze();
+                continue;
+            }
+            self.sleep();
+            backoff.reset();
+        }
+    }
+
+    fn drain_inbox(&mut self) {
+        let shared = &self.job.sched.workers[self.local.index];
+        let woken = std::mem::take(&mut *shared.inbox.lock().unwrap_or_else(|e| e.into_inner()));
+        shared.pending.fetch_sub(woken.len(), Ordering::SeqCst);
+        self.local.ready.borrow_mut().extend(woken);
+    }
+
+    /// Wakes the ranks whose timers expired; `true` if any did.
+    fn fire_timers(&mut self) -> bool {
+        let mut fired = false;
+        let now = Instant::now();
+        loop {
+            let due = {
+                let mut timers = self.local.timers.borrow_mut();
+                match timers.peek() {
+                    Some(Reverse((deadline, _))) if *deadline <= now => timers.pop(),
+                    _ => None,
+                }
+            };
+            let Some(Reverse((_, rank))) = due else {
+                return fired;
+            };
+            fired = true;
+            let job = &**self.job;
+            super::unpark(job, rank);
+            job.sched.timers.fetch_sub(1, Ordering::SeqCst);
+        }
+    }
+
+    fn next_timer(&self) -> Option<Instant> {
+        self.local.timers.borrow().peek().map(|Reverse((d, _))| *d)
+    }
+
+    fn find_unstarted(&mut self) -> Option<u32> {
+        let job = &**self.job;
+        if job.sched.unstarted.load(Ordering::Acquire) == 0 {
+            return None;
+        }
+        let rank = self.deque.pop().or_else(|| {
+            let workers = &job.sched.workers;
+            let n = workers.len();
+            loop {
+                let mut retry = false;
+                for k in 1..n {
+                    let victim = &workers[(self.local.index + k) % n];
+                    match victim.stealer.steal_batch_and_pop(&self.deque) {
+                        Steal::Success(rank) => return Some(rank),
+                        Steal::Retry => retry = true,
+                        Steal::Empty => {}
+                    }
+                }
+                if !retry {
+                    return None;
+                }
+            }
+        })?;
+        job.sched.unstarted.fetch_sub(1, Ordering::AcqRel);
+        Some(rank)
+    }
+
+    /// Starts `rank` on this worker: from now on it lives here.
+    fn start(&mut self, rank: u32) {
+        let job = &**self.job;
+        let stack = match self.stacks.pop() {
+            Some(stack) => stack,
+            None => match self.pool.allocate() {
+                Ok(stack) => stack,
+                Err(err) => {
+                    job.sched.fail(Error::Resources {
+                        message: format!(
+                            "could not map a stack for rank {rank} ({} bytes): {err}",
+                            self.pool.stack_size()
+                        ),
+                    });
+                    return;
+                }
+            },
+        };
+        let index = match self.free.pop() {
+            Some(index) => index,
+            None => {
+                self.tasks.push(None);
+                (self.tasks.len() - 1) as u32
+            }
+        };
+        job.sched.ranks[rank as usize].set_home(self.local.index, index as usize);
+        job.sched.workers[self.local.index]
+            .hosted
+            .fetch_add(1, Ordering::Relaxed);
+        let body = self.body;
+        let job_ptr = Arc::as_ptr(self.job);
+        let entry = move |yielder: &Yielder<(), Suspend>, ()| {
+            let ctx = RankCtx {
+                job: job_ptr,
+                rank,
+                yielder,
+                initialized: Cell::new(false),
+            };
+            rank::set_current(&ctx);
+            body(rank);
+        };
+        // SAFETY: the coroutine borrows `body` and the job, which outlive
+        // every coroutine: the worker drops all of them (teardown) before
+        // returning, and `run_job` keeps both alive until the workers are
+        // joined. The stack comes from the pool, which outlives the workers.
+        let co = unsafe { Coroutine::with_stack_unchecked(stack, entry) };
+        self.tasks[index as usize] = Some(Task {
+            co,
+            rank,
+            ctx: ptr::null(),
+        });
+        self.resume(index);
+    }
+
+    fn resume(&mut self, index: u32) {
+        let Some(mut task) = self.tasks[index as usize].take() else {
+            return; // a stale wake-up of a finished rank
+        };
+        let previous = rank::set_current(task.ctx);
+        guard::set_running_rank(Some(task.rank));
+        let result = panic::catch_unwind(AssertUnwindSafe(|| task.co.resume(())));
+        task.ctx = rank::set_current(previous);
+        guard::set_running_rank(None);
+        match result {
+            Ok(CoroutineResult::Yield(Suspend::Parked)) => {
+                self.tasks[index as usize] = Some(task);
+            }
+            Ok(CoroutineResult::Yield(Suspend::Yielded)) => {
+                self.tasks[index as usize] = Some(task);
+                self.local.ready.borrow_mut().push_back(index);
+            }
+            Ok(CoroutineResult::Return(())) => self.finish(index, task),
+            Err(payload) => {
+                let message = LAST_PANIC
+                    .with(|p| p.borrow_mut().take())
+                    .unwrap_or_else(|| payload_message(&*payload));
+                self.job.sched.fail(Error::Panic {
+                    rank: task.rank as i32,
+                    message,
+                });
+                self.finish(index, task);
+            }
+        }
+    }
+
+    fn finish(&mut self, index: u32, task: Task) {
+        let job = &**self.job;
+        let slot = &job.sched.ranks[task.rank as usize];
+        slot.set_finished();
+        slot.park.resumed();
+        self.stacks.push(task.co.into_stack());
+        self.free.push(index);
+        if job.sched.live.fetch_sub(1, Ordering::SeqCst) == 1 {
+            job.sched.wake_all();
+        }
+    }
+
+    fn has_work(&self) -> bool {
+        let job = &**self.job;
+        job.sched.is_aborting()
+            || !self.local.ready.borrow().is_empty()
+            || job.sched.workers[self.local.index]
+                .pending
+                .load(Ordering::SeqCst)
+                > 0
+            || self.next_timer().is_some_and(|d| d <= Instant::now())
+            || job.sched.unstarted.load(Ordering::SeqCst) > 0
+            || job.sched.live.load(Ordering::SeqCst) == 0
+    }
+
+    fn sleep(&mut self) {
+        let job = &**self.job;
+        let sleep = &job.sched.sleep;
+        let announcement = sleep.announce(self.local.index);
+        if self.has_work() {
+            sleep.cancel(announcement);
+            return;
+        }
+        if announcement.sleepers == sleep.workers()
+            && job.sched.timers.load(Ordering::SeqCst) == 0
+            && job.sched.external.load(Ordering::SeqCst) == 0
+        {
+            if let Some(report) = deadlock::check(job) {
+                sleep.cancel(announcement);
+                job.sched.fail(Error::Deadlock { report });
+                return;
+            }
+        }
+        match self.next_timer() {
+            Some(deadline) => {
+                let now = Instant::now();
+                if deadline > now {
+                    std::thread::park_timeout(deadline - now);
+                }
+            }
+            None => std::thread::park(),
+        }
+        sleep.cancel(announcement);
+    }
+
+    /// Drops the coroutines of ranks that did not finish (the job failed),
+    /// unwinding their stacks with their own context installed.
+    fn teardown(&mut self) {
+        for task in self.tasks.drain(..).flatten() {
+            let previous = rank::set_current(task.ctx);
+            guard::set_running_rank(Some(task.rank));
+            let Task { co, .. } = task;
+            let _ = panic::catch_unwind(AssertUnwindSafe(move || drop(co)));
+            rank::set_current(previous);
+            guard::set_running_rank(None);
+        }
+        for stack in self.stacks.drain(..) {
+            self.pool.release(stack);
+        }
+    }
+}
+
+/// The message of a panic payload.
+pub(crate) fn payload_message(payload: &(dyn std::any::Any + Send)) -> String {
+    if let Some(s) = payload.downcast_ref::<&str>() {
+        (*s).to_string()
+    } else if let Some(s) = payload.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "a panic with a non-string payload".to_string()
+    }
+}
