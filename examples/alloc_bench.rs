@@ -192,8 +192,10 @@ fn thp_faults() -> u64 {
     std::fs::read_to_string("/proc/vmstat")
         .ok()
         .and_then(|s| {
-            s.lines()
-                .find_map(|l| l.strip_prefix("thp_fault_alloc ").map(|v| v.trim().parse().ok()))
+            s.lines().find_map(|l| {
+                l.strip_prefix("thp_fault_alloc ")
+                    .map(|v| v.trim().parse().ok())
+            })
         })
         .flatten()
         .unwrap_or(0)
@@ -247,7 +249,10 @@ fn run(allocator: &str, threads: usize, iters: usize) -> Row {
         .expect("run the benchmark child");
     let stdout = String::from_utf8_lossy(&out.stdout);
     eprint!("{}", String::from_utf8_lossy(&out.stderr));
-    assert!(out.status.success(), "{allocator} x{threads} failed: {stdout}");
+    assert!(
+        out.status.success(),
+        "{allocator} x{threads} failed: {stdout}"
+    );
     let line = stdout
         .lines()
         .find(|l| l.starts_with("RESULT "))
@@ -342,7 +347,13 @@ fn main() {
         let Some((_, _, g)) = results.iter().find(|(ga, gt, _)| ga == "glibc" && gt == t) else {
             continue;
         };
-        let ratio = |x: f64, y: f64| if y > 0.0 { format!("{:.2}", x / y) } else { "-".into() };
+        let ratio = |x: f64, y: f64| {
+            if y > 0.0 {
+                format!("{:.2}", x / y)
+            } else {
+                "-".into()
+            }
+        };
         println!(
             "{:<9} {:>7} {:>8} {:>8} {:>8} {:>10} {:>12}",
             a,
