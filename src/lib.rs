@@ -75,6 +75,10 @@ pub use environment::{
 pub use error::Error;
 pub use runtime::{launch, run, Runtime, StackGuard};
 pub use sched::{sleep, yield_now};
+/// `#[derive(Equivalence)]` for structs whose fields are all `Equivalence`.
+pub use myriad_macros::Equivalence;
+/// `#[myriad::main]`: the entry point of a ported rsmpi program.
+pub use myriad_macros::main;
 
 /// A rank in a communicator (MPI's `int`, as in rsmpi).
 pub type Rank = i32;
@@ -102,6 +106,7 @@ pub mod traits {
         AsDatatype, Buffer, BufferMut, Collection, Datatype, Equivalence, Pointer, PointerMut,
     };
     pub use crate::point_to_point::{Destination, MatchedReceiveVec, Source};
+    pub use myriad_macros::Equivalence;
 }
 
 #[doc(hidden)]
