@@ -36,11 +36,14 @@
 //! ## Configuration
 //! | variable | default | meaning |
 //! |---|---|---|
-//! | `MYRIAD_ALLOC_KEEP` | `256M` | freed memory kept resident for reuse, whole process (split evenly between nodes); beyond it freed pages go back to the kernel (`madvise(MADV_DONTNEED)`). Suffixes K, M, G, T. `0` returns everything at once. |
+//! | `MYRIAD_ALLOC_KEEP` | min(1 GiB, physical memory / 8) | freed memory kept resident for reuse, whole process (split evenly between nodes); beyond it freed pages go back to the kernel (`madvise(MADV_DONTNEED)`). Suffixes K, M, G, T. `0` returns everything at once. |
 //! | `MYRIAD_ALLOC_NODES` | machine (sysfs) | synthetic topology: a node count `N` (CPU `c` on node `c % N`) or CPU lists per node separated by `;`, e.g. `0;1` |
 //! | `MYRIAD_ALLOC_BIND` | on when more than one node | `0`/`1`: bind each node pool's memory to its node with `mbind(MPOL_PREFERRED)` |
+//! | `MYRIAD_ALLOC_HUGEPAGES` | off | `1`: ask for transparent huge pages on arenas and huge blocks (`madvise(MADV_HUGEPAGE)`); far fewer faults, coarser memory granularity |
 //!
 //! The environment is read once, at the first allocation, with `getenv` (no allocation).
+//! The crate's `README.md` has the design notes, what was verified on which hardware, and the
+//! benchmark.
 //!
 //! ## Guarantees
 //! - Out of memory returns null; nothing inside the allocator aborts or panics.

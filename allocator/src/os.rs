@@ -1,7 +1,7 @@
 //! The OS memory source: the only module that calls `mmap`, `munmap`, `madvise` and `mbind`.
 //!
 //! Everything here is a thin, allocation-free wrapper over one system call, plus a counter per
-//! call kind so that [`crate::stats`] can report how often the allocator went to the kernel.
+//! call kind so that [`crate::stats()`] can report how often the allocator went to the kernel.
 
 use core::ptr::{self, NonNull};
 
