@@ -5,7 +5,7 @@
 //! ```text
 //! #[automatically_derived]
 //! unsafe impl<G> ::myriad::datatype::Equivalence for S<G>
-//! where T1: Equivalence + 'static, T2: Equivalence + 'static, ...
+//! where T1: Equivalence + 'static, ... // the field types that name a parameter in G
 //! {
 //!     type Out = ::myriad::datatype::SystemDatatype;
 //!     fn equivalent_datatype() -> Self::Out {
@@ -23,21 +23,28 @@
 //!
 //! Why the `unsafe impl` is sound: `Equivalence` promises that the type map
 //! describes `Self` exactly, that any data matching its signature is a valid
-//! `Self`, and that values may be copied to another thread. The where-clause
-//! makes the compiler check that every field type is `Equivalence` (so each
-//! field's own map keeps those promises for the field), and the offsets and
-//! the size come from the compiler (`offset_of!`, `size_of`), never from the
-//! macro's own idea of the layout: whatever the `repr`, the map covers exactly
-//! the fields' data, and padding stays out of every segment. A struct whose
-//! fields are all valid for any matching data is itself valid for any matching
-//! data, and is `Send`-safe when they are. Enums and unions are rejected: their
-//! valid bit patterns depend on a discriminant or on which field is live, which
-//! no type signature can express.
+//! `Self`, and that values may be copied to another thread. The impl only
+//! compiles when every field type is `Equivalence` (so each field's own map
+//! keeps those promises for the field): the body names
+//! `<Ti as Equivalence>` for every field, and field types that mention the
+//! struct's generic parameters are also bounded in the where-clause (needed
+//! for the body to type-check; for the other field types a where-clause bound
+//! would be a "trivial bound", reported at the `#[derive]` instead of at the
+//! field, so the body's use, spanned at the field type, is what checks them).
+//! The offsets and the size come from the compiler (`offset_of!`, `size_of`),
+//! never from the macro's own idea of the layout: whatever the `repr`, the map
+//! covers exactly the fields' data, and padding stays out of every segment. A
+//! struct whose fields are all valid for any matching data is itself valid for
+//! any matching data, and is `Send`-safe when they are. Enums and unions are
+//! rejected: their valid bit patterns depend on a discriminant or on which
+//! field is live, which no type signature can express.
 
-use proc_macro2::TokenStream;
-use quote::{quote, quote_spanned};
+use proc_macro2::{Group, Span, TokenStream, TokenTree};
+use quote::{quote, ToTokens};
 use syn::spanned::Spanned;
-use syn::{Attribute, Data, DeriveInput, Fields, Member, Path};
+use syn::{
+    Attribute, Data, DeriveInput, Fields, GenericParam, Generics, Ident, Member, Path, Type,
+};
 
 use crate::krate;
 
@@ -70,16 +77,13 @@ pub(crate) fn derive(input: DeriveInput) -> syn::Result<TokenStream> {
     let name = &input.ident;
     let mut generics = input.generics.clone();
     let is_generic = !generics.params.is_empty();
-    let bounds: Vec<TokenStream> = fields
-        .iter()
-        .map(|field| {
-            let ty = &field.ty;
-            quote_spanned!(ty.span()=> #ty: #krate::datatype::Equivalence + 'static)
-        })
-        .collect();
+    let params = GenericNames::of(&generics);
     let where_clause = generics.make_where_clause();
-    for bound in bounds {
-        where_clause.predicates.push(syn::parse2(bound)?);
+    for field in fields.iter().filter(|f| params.mentioned_in(&f.ty)) {
+        let ty = &field.ty;
+        where_clause.predicates.push(
+            syn::parse_quote_spanned!(ty.span()=> #ty: #krate::datatype::Equivalence + 'static),
+        );
     }
     let (impl_generics, ty_generics, where_clause) = generics.split_for_impl();
 
@@ -92,12 +96,16 @@ pub(crate) fn derive(input: DeriveInput) -> syn::Result<TokenStream> {
             }),
         };
         let ty = &field.ty;
+        // Spanned at the field type, so that a field type that is not
+        // `Equivalence` is reported there.
+        let field_map = respan(
+            quote!(<#ty as #krate::datatype::Equivalence>::equivalent_datatype()),
+            ty.span(),
+        );
         quote! {
             (
                 ::core::mem::offset_of!(Self, #member),
-                #krate::datatype::Datatype::type_map(
-                    &<#ty as #krate::datatype::Equivalence>::equivalent_datatype(),
-                ),
+                #krate::datatype::Datatype::type_map(&#field_map),
                 1usize,
             )
         }
@@ -122,9 +130,10 @@ pub(crate) fn derive(input: DeriveInput) -> syn::Result<TokenStream> {
     };
 
     Ok(quote! {
-        // SAFETY: every field type is `Equivalence` (the where-clause), and the
-        // map is built from the fields' maps at the offsets and size the
-        // compiler reports, so it describes `Self` exactly.
+        // SAFETY: every field type is `Equivalence` (the body names each
+        // field's impl; generic ones are in the where-clause), and the map is
+        // built from the fields' maps at the offsets and size the compiler
+        // reports, so it describes `Self` exactly.
         #[automatically_derived]
         unsafe impl #impl_generics #krate::datatype::Equivalence for #name #ty_generics
         #where_clause
@@ -175,5 +184,72 @@ fn reject_field_attrs(fields: &Fields) -> syn::Result<()> {
              `crate = \"path\"` goes on the struct",
         )),
         None => Ok(()),
+    }
+}
+
+/// `tokens` with every span (groups included) set to `span`.
+fn respan(tokens: TokenStream, span: Span) -> TokenStream {
+    tokens
+        .into_iter()
+        .map(|mut token| {
+            if let TokenTree::Group(group) = &token {
+                let mut inner = Group::new(group.delimiter(), respan(group.stream(), span));
+                inner.set_span(span);
+                token = TokenTree::Group(inner);
+            } else {
+                token.set_span(span);
+            }
+            token
+        })
+        .collect()
+}
+
+/// The names of a struct's generic parameters.
+struct GenericNames {
+    idents: Vec<Ident>,
+    lifetimes: Vec<Ident>,
+}
+
+impl GenericNames {
+    fn of(generics: &Generics) -> Self {
+        let mut names = GenericNames {
+            idents: Vec::new(),
+            lifetimes: Vec::new(),
+        };
+        for param in &generics.params {
+            match param {
+                GenericParam::Type(p) => names.idents.push(p.ident.clone()),
+                GenericParam::Const(p) => names.idents.push(p.ident.clone()),
+                GenericParam::Lifetime(p) => names.lifetimes.push(p.lifetime.ident.clone()),
+            }
+        }
+        names
+    }
+
+    /// Whether `ty` may name one of the parameters (an identifier or
+    /// lifetime with the same name anywhere in it; a false positive only adds
+    /// a where-clause bound that holds anyway).
+    fn mentioned_in(&self, ty: &Type) -> bool {
+        if self.idents.is_empty() && self.lifetimes.is_empty() {
+            return false;
+        }
+        self.mentioned_in_tokens(ty.to_token_stream())
+    }
+
+    fn mentioned_in_tokens(&self, tokens: TokenStream) -> bool {
+        let mut after_quote = false;
+        for token in tokens {
+            let hit = match &token {
+                TokenTree::Group(group) => self.mentioned_in_tokens(group.stream()),
+                TokenTree::Ident(ident) if after_quote => self.lifetimes.contains(ident),
+                TokenTree::Ident(ident) => self.idents.contains(ident),
+                TokenTree::Punct(_) | TokenTree::Literal(_) => false,
+            };
+            if hit {
+                return true;
+            }
+            after_quote = matches!(&token, TokenTree::Punct(p) if p.as_char() == '\'');
+        }
+        false
     }
 }

@@ -98,10 +98,12 @@ use proc_macro::TokenStream;
 /// ## Safety
 ///
 /// `Equivalence` is an `unsafe trait`, and the generated `unsafe impl` is
-/// sound because the compiler checks everything it relies on: a where-clause
-/// requires every field type to be `Equivalence` (so any data matching a
-/// field's signature is a valid value of that field, and may cross threads),
-/// and the offsets and size come from `core::mem::offset_of!` and
+/// sound because the compiler checks everything it relies on: the impl
+/// compiles only if every field type is `Equivalence` (so any data matching a
+/// field's signature is a valid value of that field, and may cross threads;
+/// field types that involve the struct's generic parameters are bounded in
+/// the impl's where-clause, the others are checked where the impl uses
+/// them), and the offsets and size come from `core::mem::offset_of!` and
 /// `core::mem::size_of`, so the map describes the real layout whatever the
 /// `repr`. Like a struct with public fields, a derived struct can then be
 /// built from any field values: do not derive it for a type whose other code
