@@ -77,6 +77,9 @@ pub(crate) struct Arena {
     pub(crate) node: usize,
     /// Next arena of the same node pool.
     pub(crate) next: *mut Arena,
+    /// Whether the arena holds slabs (else large blocks): long-lived slabs kept apart from
+    /// large blocks of varying sizes fragment the large blocks' space less.
+    pub(crate) for_slabs: bool,
     /// Free pages (dirty or not).
     pub(crate) free_pages: usize,
     /// Free pages marked dirty.
@@ -108,6 +111,7 @@ impl Arena {
                 base: base.as_ptr(),
                 node,
                 next: ptr::null_mut(),
+                for_slabs: false,
                 free_pages: 0,
                 dirty_pages: 0,
                 bin_mask: 0,

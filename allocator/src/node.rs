@@ -163,14 +163,16 @@ impl NodePool {
                 }
             }
         };
-        // Best fit over all arenas, preferring spans whose pages are all dirty (no page fault):
-        // ranked by (not all dirty, span length), ties to the oldest arena.
+        // Best fit over the arenas of the right kind (slabs or large blocks), preferring spans
+        // whose pages are all dirty (no page fault): ranked by (not all dirty, span length),
+        // ties to the oldest arena.
         let mut best: Option<(bool, usize, *mut Arena, usize)> = None;
         let mut last: *mut Arena = ptr::null_mut();
         let mut a = s.arenas;
         while !a.is_null() {
             // SAFETY: arenas of the list are live; we hold the lock.
-            if let Some((span, dirty, len)) = unsafe { (*a).candidate(n, align_pages) } {
+            let found = unsafe { ((*a).for_slabs == slab).then(|| (*a).candidate(n, align_pages)) };
+            if let Some(Some((span, dirty, len))) = found {
                 if best.is_none_or(|(bd, bl, _, _)| (!dirty, len) < (bd, bl)) {
                     best = Some((!dirty, len, a, span));
                 }
@@ -184,6 +186,8 @@ impl NodePool {
             return Some((a, page));
         }
         let arena = Arena::create(s.id)?.as_ptr();
+        // SAFETY: the arena is fresh and ours.
+        unsafe { (*arena).for_slabs = slab };
         if s.bind && !os::bind(arena.cast(), ARENA_SIZE, s.id) {
             add(&self.counters.bind_failures, 1);
         }
