@@ -283,26 +283,37 @@ impl NodePool {
     /// blocks, else a fresh one. Null when out of memory.
     pub(crate) fn alloc_slab(&self, class: usize, owner: usize) -> *mut Slab {
         let mut s = self.lock();
-        // Adopt orphans first: their pages are already faulted in.
+        // Adopt orphans first: their pages are already faulted in. Look at a bounded number;
+        // full ones go back to the list afterwards.
+        let mut full = SlabList::new(IN_ORPHANS);
+        let mut adopted = ptr::null_mut();
         // SAFETY: orphans are descriptors of live slabs, accessed under the node lock.
         unsafe {
-            loop {
+            for _ in 0..8 {
                 let slab = s.orphans[class].pop();
                 let Some(sl) = slab.as_ref() else { break };
                 sl.collect_remote();
                 if sl.used() == 0 {
                     self.release_slab_locked(&mut s, slab);
-                    continue;
-                }
-                if sl.has_free() {
+                } else if sl.has_free() {
                     sl.set_owner(owner);
                     add(&self.counters.slabs_adopted, 1);
-                    return slab;
+                    adopted = slab;
+                    break;
+                } else {
+                    full.push(slab);
                 }
-                // Full: put it back at the end of the search; stop to stay bounded.
-                s.orphans[class].push(slab);
-                break;
             }
+            loop {
+                let slab = full.pop();
+                if slab.is_null() {
+                    break;
+                }
+                s.orphans[class].push(slab);
+            }
+        }
+        if !adopted.is_null() {
+            return adopted;
         }
         let pages = slab_pages(class);
         let Some((a, page)) = self.alloc_span(&mut s, pages, 1, true) else {
