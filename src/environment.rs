@@ -122,6 +122,12 @@ pub fn threading_support() -> Threading {
     PROVIDED
 }
 
+/// Number of worker threads of the calling rank's job (0 outside any rank;
+/// a myriad extension).
+pub fn worker_count() -> usize {
+    sched::rank::current().map_or(0, |ctx| ctx.job().sched.workers.len())
+}
+
 /// Whether the calling rank has initialised MPI.
 pub fn is_initialized() -> bool {
     sched::rank::current().is_some_and(|ctx| ctx.initialized.get())

@@ -189,3 +189,20 @@ impl std::error::Error for Error {}
 pub(crate) fn raise(error: Error) -> ! {
     panic!("{error}")
 }
+
+/// `Result::unwrap` that panics with the error's message at the user's call
+/// site (closures break `#[track_caller]` chains; this does not).
+pub(crate) trait OrRaise<T> {
+    fn or_raise(self) -> T;
+}
+
+impl<T> OrRaise<T> for Result<T, Error> {
+    #[track_caller]
+    #[inline]
+    fn or_raise(self) -> T {
+        match self {
+            Ok(value) => value,
+            Err(error) => raise(error),
+        }
+    }
+}

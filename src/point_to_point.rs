@@ -14,7 +14,7 @@ use std::panic::Location;
 use crate::comm::{AnyProcess, AsCore, CommCore, Process};
 use crate::datatype::copy::Layout;
 use crate::datatype::{Buffer, BufferMut, Datatype, Equivalence};
-use crate::error::{raise, Error};
+use crate::error::{raise, Error, OrRaise};
 use crate::p2p::completion::Completion;
 use crate::p2p::{self, Matched, PendingGuard, Queued, SendMode, Started};
 use crate::request::{self, Kind, Op, PendingOp, Request, Scope};
@@ -304,7 +304,7 @@ pub trait Source: AsCore {
     #[track_caller]
     fn receive_with_tag<Msg: Equivalence>(&self, tag: Tag) -> (Msg, Status) {
         self.try_receive_with_tag(tag)
-            .unwrap_or_else(|err| raise(err))
+            .or_raise()
     }
 
     /// Like [`receive_with_tag`](Self::receive_with_tag), returning errors.
@@ -339,7 +339,7 @@ pub trait Source: AsCore {
     #[track_caller]
     fn receive_into_with_tag<Buf: BufferMut + ?Sized>(&self, buf: &mut Buf, tag: Tag) -> Status {
         self.try_receive_into_with_tag(buf, tag)
-            .unwrap_or_else(|err| raise(err))
+            .or_raise()
     }
 
     /// Like [`receive_into_with_tag`](Self::receive_into_with_tag),
@@ -377,7 +377,7 @@ pub trait Source: AsCore {
     #[track_caller]
     fn probe_with_tag(&self, tag: Tag) -> Status {
         p2p::probe(self.core(), self.source_rank(), tag, true, Location::caller())
-            .unwrap_or_else(|err| raise(err))
+            .or_raise()
             .expect("a blocking probe returns a status")
     }
 
@@ -392,7 +392,7 @@ pub trait Source: AsCore {
     #[track_caller]
     fn immediate_probe_with_tag(&self, tag: Tag) -> Option<Status> {
         p2p::probe(self.core(), self.source_rank(), tag, false, Location::caller())
-            .unwrap_or_else(|err| raise(err))
+            .or_raise()
     }
 
     /// Waits for a message with any tag and takes it off the queue: only the
@@ -407,7 +407,7 @@ pub trait Source: AsCore {
     fn matched_probe_with_tag(&self, tag: Tag) -> (Message, Status) {
         let core = self.core();
         let matched = p2p::matched_probe(core, self.source_rank(), tag, true, Location::caller())
-            .unwrap_or_else(|err| raise(err))
+            .or_raise()
             .expect("a blocking matched probe returns a message");
         Message::new(core, matched)
     }
@@ -423,7 +423,7 @@ pub trait Source: AsCore {
     fn immediate_matched_probe_with_tag(&self, tag: Tag) -> Option<(Message, Status)> {
         let core = self.core();
         p2p::matched_probe(core, self.source_rank(), tag, false, Location::caller())
-            .unwrap_or_else(|err| raise(err))
+            .or_raise()
             .map(|matched| Message::new(core, matched))
     }
 
@@ -547,7 +547,7 @@ impl Message {
         };
         let status = p2p::receive_matched(&core, matched, &layout)
             .and_then(|status| check_one::<Msg>(&core, &status, layout.bytes()).map(|_| status))
-            .unwrap_or_else(|err| raise(err));
+            .or_raise();
         // SAFETY: as in `Source::try_receive_with_tag`.
         (unsafe { value.assume_init() }, status)
     }
@@ -556,7 +556,7 @@ impl Message {
     #[track_caller]
     pub fn matched_receive_into<Buf: BufferMut + ?Sized>(self, buf: &mut Buf) -> Status {
         let (core, matched) = self.take();
-        p2p::receive_matched(&core, matched, &recv_layout(buf)).unwrap_or_else(|err| raise(err))
+        p2p::receive_matched(&core, matched, &recv_layout(buf)).or_raise()
     }
 
     /// Receives the message into `buf` as an immediate operation (the data
@@ -622,7 +622,7 @@ impl MatchedReceiveVec for (Message, Status) {
             count,
             ty: Msg::equivalent_datatype().handle(),
         };
-        let status = p2p::receive_matched(&core, matched, &layout).unwrap_or_else(|err| raise(err));
+        let status = p2p::receive_matched(&core, matched, &layout).or_raise();
         // SAFETY: the message filled the data bytes of `count` elements of
         // `Msg` (its length is `count * size` and its signature matched).
         unsafe { vec.set_len(count) };
@@ -651,7 +651,7 @@ where
     let site = Location::caller();
     let dst = recv_layout(buf);
     send_receive_layouts(&send_layout(msg), destination, sendtag, &dst, source, receivetag, site)
-        .unwrap_or_else(|err| raise(err))
+        .or_raise()
 }
 
 fn send_receive_layouts<D, S>(
@@ -743,7 +743,7 @@ where
     };
     let status = send_receive_layouts(&send_layout(msg), destination, sendtag, &dst, source, receivetag, site)
         .and_then(|status| check_one::<R>(source.core(), &status, dst.bytes()).map(|_| status))
-        .unwrap_or_else(|err| raise(err));
+        .or_raise();
     // SAFETY: as in `Source::try_receive_with_tag`.
     (unsafe { value.assume_init() }, status)
 }
@@ -788,7 +788,7 @@ where
         ty: packed_type(&dst),
     };
     send_receive_layouts(&src, destination, sendtag, &dst, source, receivetag, site)
-        .unwrap_or_else(|err| raise(err))
+        .or_raise()
 }
 
 /// The contiguous type with the same signature as `layout`'s.

@@ -22,7 +22,7 @@ use std::panic::Location;
 use std::ptr;
 
 use crate::comm::CommCore;
-use crate::error::{raise, Error};
+use crate::error::{Error, OrRaise};
 use crate::p2p::completion::{Completion, Outcome};
 use crate::p2p::{self, Queued, Status};
 use crate::sched::{self, WaitInfo, WaitOp};
@@ -219,7 +219,7 @@ impl<'a, D: ?Sized, S: Scope<'a>> Request<'a, D, S> {
     pub fn wait(self) -> Status {
         let site = Location::caller();
         let (op, _, _) = self.into_parts();
-        op.wait(site).unwrap_or_else(|err| raise(err))
+        op.wait(site).or_raise()
     }
 
     /// Like [`wait`](Self::wait), returning errors (a myriad extension).
@@ -241,7 +241,7 @@ impl<'a, D: ?Sized, S: Scope<'a>> Request<'a, D, S> {
     pub fn wait_for_data(self) -> &'a D {
         let site = Location::caller();
         let (op, data, _) = self.into_parts();
-        op.wait(site).unwrap_or_else(|err| raise(err));
+        op.wait(site).or_raise();
         // SAFETY: `data` came from a `&'a D` or `&'a mut D`; the operation
         // is over, so nothing else accesses it any more.
         unsafe { &*data }
@@ -329,7 +329,7 @@ pub fn wait_any<'a, D: ?Sized, S: Scope<'a>>(
         if let Some(i) = requests.iter().position(|r| r.op.is_complete()) {
             let request = requests.remove(i);
             let (op, _, _) = request.into_parts();
-            let status = op.wait(site).unwrap_or_else(|err| raise(err));
+            let status = op.wait(site).or_raise();
             return Some((i, status));
         }
         // Every request of this rank wakes it when it completes.
@@ -337,7 +337,7 @@ pub fn wait_any<'a, D: ?Sized, S: Scope<'a>>(
             Op::Pending(p) => Some(&p.comm),
             Op::Done(_) => None,
         })?;
-        let ctx = comm.caller().unwrap_or_else(|err| raise(err));
+        let ctx = comm.caller().or_raise();
         let info = WaitInfo {
             op: WaitOp::WaitAny,
             peer: WaitInfo::NO_PEER,
@@ -345,7 +345,7 @@ pub fn wait_any<'a, D: ?Sized, S: Scope<'a>>(
             comm: u32::MAX,
             site,
         };
-        sched::park_once(ctx, &info).unwrap_or_else(|err| raise(err));
+        sched::park_once(ctx, &info).or_raise();
     }
 }
 

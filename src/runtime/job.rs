@@ -145,6 +145,7 @@ where
         // SAFETY: the body runs once per rank, on that rank.
         unsafe { results.set(rank, value) };
     };
+    let start = Barrier::new(workers);
     let exit = Barrier::new(workers);
     std::thread::scope(|scope| {
         for (index, deque) in deques.into_iter().enumerate() {
@@ -155,6 +156,7 @@ where
                 body: &body,
                 pool: &pool,
                 bind_to: binds.then_some(placements[index].pu.os_index),
+                start: &start,
                 exit: &exit,
             };
             let thread = std::thread::Builder::new()
@@ -167,8 +169,9 @@ where
                     message: format!("could not start worker thread {index}: {err}"),
                 });
                 for _ in index..workers {
-                    let exit = &exit;
+                    let (start, exit) = (&start, &exit);
                     scope.spawn(move || {
+                        start.wait();
                         exit.wait();
                     });
                 }

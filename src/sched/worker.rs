@@ -33,7 +33,6 @@ use std::time::Instant;
 
 use corosensei::{Coroutine, CoroutineResult, Yielder};
 use crossbeam_deque::{Steal, Stealer, Worker as Deque};
-use crossbeam_utils::Backoff;
 
 use super::guard::{self, AltStack};
 use super::rank::{self, RankCtx, Suspend};
@@ -80,6 +79,8 @@ struct WorkerLocal {
     index: usize,
     ready: RefCell<VecDeque<u32>>,
     timers: RefCell<BinaryHeap<Reverse<(Instant, u32)>>>,
+    /// A rank yielded since the last look at unstarted ranks.
+    yielded: Cell<bool>,
 }
 
 thread_local! {
@@ -120,6 +121,9 @@ pub(crate) fn add_timer(job: &Job, rank: u32, deadline: Instant) {
     local.timers.borrow_mut().push(Reverse((deadline, rank)));
 }
 
+/// How long an idle worker polls before it sleeps.
+const SPIN: std::time::Duration = std::time::Duration::from_micros(50);
+
 type RankCoroutine = Coroutine<(), Suspend, (), PooledStack>;
 
 struct Task {
@@ -136,6 +140,9 @@ pub(crate) struct WorkerArgs<'a> {
     pub(crate) body: &'a Body<'a>,
     pub(crate) pool: &'a StackPool,
     pub(crate) bind_to: Option<usize>,
+    /// Every worker is up before any starts a rank (so no worker steals
+    /// the ranks of one that is still starting).
+    pub(crate) start: &'a Barrier,
     pub(crate) exit: &'a Barrier,
 }
 
@@ -158,6 +165,7 @@ pub(crate) fn run(args: WorkerArgs<'_>) {
         body,
         pool,
         bind_to,
+        start,
         exit,
     } = args;
     let _altstack = AltStack::ensure();
@@ -172,8 +180,10 @@ pub(crate) fn run(args: WorkerArgs<'_>) {
         index,
         ready: RefCell::new(VecDeque::new()),
         timers: RefCell::new(BinaryHeap::new()),
+        yielded: Cell::new(false),
     };
     WORKER.with(|w| w.set(&local));
+    start.wait();
     let mut worker = Worker {
         job,
         local: &local,
@@ -206,38 +216,42 @@ impl Worker<'_> {
     fn run_loop(&mut self) {
         let job = &**self.job;
         let shared = &job.sched.workers[self.local.index];
-        let backoff = Backoff::new();
         loop {
             if job.sched.is_aborting() {
                 return;
             }
+            // Remote wake-ups and timers first: ranks that keep yielding
+            // must not starve them.
+            if shared.pending.load(Ordering::Relaxed) > 0 {
+                self.drain_inbox();
+            }
+            if !self.local.timers.borrow().is_empty() {
+                self.fire_timers();
+            }
+            // After a yield, give a rank that has not started a chance: the
+            // yielding rank may be waiting for it.
+            if self.local.yielded.replace(false) {
+                if let Some(rank) = self.find_unstarted() {
+                    self.start(rank);
+                    continue;
+                }
+            }
             let next = self.local.ready.borrow_mut().pop_front();
             if let Some(task) = next {
                 self.resume(task);
-                backoff.reset();
-                continue;
-            }
-            if shared.pending.load(Ordering::SeqCst) > 0 {
-                self.drain_inbox();
-                continue;
-            }
-            if self.fire_timers() {
                 continue;
             }
             if let Some(rank) = self.find_unstarted() {
                 self.start(rank);
-                backoff.reset();
                 continue;
             }
             if job.sched.live.load(Ordering::SeqCst) == 0 {
                 return;
             }
-            if !backoff.is_completed() {
-                backoff.snooze();
+            if self.spin() {
                 continue;
             }
             self.sleep();
-            backoff.reset();
         }
     }
 
@@ -286,6 +300,11 @@ impl Worker<'_> {
                 let mut retry = false;
                 for k in 1..n {
                     let victim = &workers[(self.local.index + k) % n];
+                    // Leave a worker its last unstarted rank: it will start
+                    // it itself, and small jobs keep their placement.
+                    if victim.stealer.len() < 2 {
+                        continue;
+                    }
                     match victim.stealer.steal_batch_and_pop(&self.deque) {
                         Steal::Success(rank) => return Some(rank),
                         Steal::Retry => retry = true,
@@ -371,6 +390,7 @@ impl Worker<'_> {
             Ok(CoroutineResult::Yield(Suspend::Yielded)) => {
                 self.tasks[index as usize] = Some(task);
                 self.local.ready.borrow_mut().push_back(index);
+                self.local.yielded.set(true);
             }
             Ok(CoroutineResult::Return(())) => self.finish(index, task),
             Err(payload) => {
@@ -407,8 +427,38 @@ impl Worker<'_> {
                 .load(Ordering::SeqCst)
                 > 0
             || self.next_timer().is_some_and(|d| d <= Instant::now())
-            || job.sched.unstarted.load(Ordering::SeqCst) > 0
+            || !self.deque.is_empty()
+            || self.stealable()
             || job.sched.live.load(Ordering::SeqCst) == 0
+    }
+
+    /// Polls for work for a little while before sleeping: waking a sleeping
+    /// thread costs tens of microseconds on a VM, a message from another
+    /// worker usually arrives sooner. Returns `true` if work appeared.
+    fn spin(&self) -> bool {
+        let deadline = Instant::now() + SPIN;
+        loop {
+            // One pause per look: PAUSE costs ~60 cycles on recent AMD cores.
+            std::hint::spin_loop();
+            if self.has_work() {
+                return true;
+            }
+            if Instant::now() >= deadline {
+                return false;
+            }
+        }
+    }
+
+    /// Whether another worker has unstarted ranks to spare.
+    fn stealable(&self) -> bool {
+        let job = &**self.job;
+        job.sched.unstarted.load(Ordering::SeqCst) > 0
+            && job
+                .sched
+                .workers
+                .iter()
+                .enumerate()
+                .any(|(i, w)| i != self.local.index && w.stealer.len() > 1)
     }
 
     fn sleep(&mut self) {

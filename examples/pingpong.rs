@@ -1,0 +1,110 @@
+//! Ping-pong between two ranks: latency and bandwidth from 1 B to 16 MiB
+//! (×16 steps, as in seed 003's table), then the Hockney fit T(m) = α + β·m.
+//!
+//! ```text
+//! cargo run --release --example pingpong -- [--workers 1|2] [--iters N]
+//! ```
+//!
+//! Prints `bytes latency_us MB/s` rows (one-way time, half a round trip),
+//! the fitted α (µs) and β (µs per MiB), and a plain `memcpy` of 16 MiB for
+//! comparison (a message inside one process is copied once).
+
+use std::time::Instant;
+
+use myriad::traits::*;
+
+fn arg(name: &str) -> Option<String> {
+    let args: Vec<String> = std::env::args().collect();
+    args.iter()
+        .position(|a| a == name)
+        .and_then(|i| args.get(i + 1).cloned())
+        .or_else(|| {
+            args.iter()
+                .find_map(|a| a.strip_prefix(&format!("{name}=")).map(str::to_string))
+        })
+}
+
+fn main() {
+    let workers: usize = arg("--workers").map_or(1, |v| v.parse().expect("--workers N"));
+    let scale: f64 = arg("--iters").map_or(1.0, |v| v.parse().expect("--iters N"));
+    let sizes: Vec<usize> = (0..7).map(|i| 1usize << (4 * i)).collect(); // 1 B .. 16 MiB
+    let rows = myriad::Runtime::builder()
+        .ranks(2)
+        .workers(workers)
+        .run(|universe| {
+            let world = universe.world();
+            let rank = world.rank();
+            let peer = world.process_at_rank(1 - rank);
+            let mut rows = Vec::new();
+            for &bytes in &sizes {
+                let mut buf = vec![rank as u8; bytes];
+                // Fewer round trips for large messages.
+                let iters = ((200_000.0 * scale) as usize / (1 + bytes / 1024)).clamp(20, 2_000_000);
+                let warmup = (iters / 10).max(5);
+                let mut elapsed = 0.0;
+                for phase in 0..2 {
+                    let n = if phase == 0 { warmup } else { iters };
+                    world.barrier();
+                    let start = Instant::now();
+                    for _ in 0..n {
+                        if rank == 0 {
+                            peer.send(&buf[..]);
+                            peer.receive_into(&mut buf[..]);
+                        } else {
+                            peer.receive_into(&mut buf[..]);
+                            peer.send(&buf[..]);
+                        }
+                    }
+                    elapsed = start.elapsed().as_secs_f64();
+                }
+                let one_way = elapsed / iters as f64 / 2.0;
+                rows.push((bytes, one_way));
+            }
+            rows
+        })
+        .expect("ping-pong failed");
+    let rows = &rows[0];
+    println!("# ping-pong, 2 ranks, {workers} worker(s)");
+    println!("# bytes  latency_us  MB/s");
+    for &(bytes, t) in rows {
+        println!("{bytes:>9}  {:>10.4}  {:>10.1}", t * 1e6, bytes as f64 / t / 1e6);
+    }
+    // Least-squares fit of T(m) = α + β·m.
+    let n = rows.len() as f64;
+    let (sx, sy) = rows
+        .iter()
+        .fold((0.0, 0.0), |(sx, sy), &(m, t)| (sx + m as f64, sy + t));
+    let (mx, my) = (sx / n, sy / n);
+    let (sxy, sxx) = rows.iter().fold((0.0, 0.0), |(sxy, sxx), &(m, t)| {
+        let dx = m as f64 - mx;
+        (sxy + dx * (t - my), sxx + dx * dx)
+    });
+    let beta = sxy / sxx;
+    let alpha = my - beta * mx;
+    // The small-message latency is a better α than the intercept of a fit
+    // dominated by the 16 MiB point.
+    println!(
+        "# fit: alpha_us={:.4} beta_us_per_MiB={:.2} (bandwidth {:.0} MB/s); 1-byte latency {:.4} us",
+        alpha * 1e6,
+        beta * 1e6 * (1 << 20) as f64,
+        1.0 / beta / 1e6,
+        rows[0].1 * 1e6
+    );
+    // A plain memcpy of the largest size, for comparison.
+    let big = *sizes.last().unwrap();
+    let src = vec![1u8; big];
+    let mut dst = vec![0u8; big];
+    let reps = 20;
+    let start = Instant::now();
+    for _ in 0..reps {
+        dst.copy_from_slice(std::hint::black_box(&src));
+        std::hint::black_box(&mut dst);
+    }
+    let t = start.elapsed().as_secs_f64() / reps as f64;
+    let pp = rows.last().unwrap().1;
+    println!(
+        "# memcpy {big} B: {:.1} MB/s; ping-pong reaches {:.0}% of it",
+        big as f64 / t / 1e6,
+        100.0 * t / pp
+    );
+}
