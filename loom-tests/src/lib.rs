@@ -1,7 +1,37 @@
 //! loom models of the concurrency primitives of myriad and myriad-alloc.
 //!
-//! The models live in `tests/`; they only build with `RUSTFLAGS="--cfg loom"`:
+//! The models only build with `RUSTFLAGS="--cfg loom"` (use a separate
+//! target directory: the flag rebuilds every dependency):
 //!
 //! ```text
-//! RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom cargo test -p loom-tests --release
+//! RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target-loom cargo test -p loom-tests --release
 //! ```
+//!
+//! myriad's protocol modules depend on nothing but `crate::sync`, so they are
+//! compiled here, by path, against loom's atomics and cells: the model tests
+//! the very code the runtime runs. (loom cannot model a stackful context
+//! switch, so a rank's suspension is modelled as a blocked loom thread.)
+//! myriad-alloc's remote-free list is modelled in `tests/alloc_remote_free.rs`.
+
+#[cfg(loom)]
+#[allow(dead_code, unreachable_pub)]
+#[path = "../../src/sync.rs"]
+mod sync;
+
+#[cfg(loom)]
+#[allow(dead_code)]
+#[path = "../../src/sched/park.rs"]
+mod park;
+
+#[cfg(loom)]
+#[allow(dead_code)]
+#[path = "../../src/sched/idle.rs"]
+mod idle;
+
+#[cfg(loom)]
+#[allow(dead_code)]
+#[path = "../../src/p2p/completion.rs"]
+mod completion;
+
+#[cfg(all(loom, test))]
+mod models;

@@ -8,21 +8,25 @@
 //! the sleeper count, exactly once.
 //!
 //! ```text
-//! worker                              waker
-//! ------                              -----
-//! sleeping[w] = true        (SeqCst)  publish work             (SeqCst)
-//! sleepers += 1                       if sleeping[w].swap(false) (SeqCst) {
-//! look for work             (SeqCst)      sleepers -= 1
-//! if found: cancel()                      unpark(thread w)
-//! else: park the thread               }
+//! worker                                   waker
+//! ------                                   -----
+//! sleepers += 1                            publish work
+//! sleeping[w].swap(true)         (AcqRel)  if sleeping[w].swap(false) (AcqRel) {
+//! look for work                                sleepers -= 1
+//! if found: cancel()                           unpark(thread w)
+//! else: park the thread                    }
 //! ```
 //!
-//! Both sides store then load with `SeqCst`, so in the single total order
-//! either the waker's claim comes after the announcement (it wakes the
-//! worker) or the waker's publication comes before the worker's last look
-//! (the worker sees the work): the classic Dekker argument, modelled with loom
-//! in `loom-tests`. `std::thread::park` keeps a token, so an unpark that
-//! arrives between the last look and the park is not lost either.
+//! Both sides touch `sleeping[w]` with read-modify-writes, so they are
+//! ordered in its modification order. If the waker's swap comes after the
+//! announcement, it reads `true` and wakes the worker. If it comes before, the
+//! announcement reads the value the waker wrote, so the waker's release
+//! synchronises with the worker's acquire: the work published before the
+//! claim is visible to the worker's last look. (A plain store and load would
+//! need `SeqCst` on both sides, the Dekker pattern, which loom cannot check;
+//! the RMW form is checked in `loom-tests`.) `std::thread::park` keeps a
+//! token, so an unpark that arrives between the last look and the park is not
+//! lost either.
 //!
 //! When `sleepers` reaches the number of workers, every worker has looked for
 //! work after announcing and nobody running is left to create more: the job
@@ -63,8 +67,10 @@ impl Sleep {
     /// Step 1 of going to sleep. The caller must look for work again after
     /// this and then call [`Sleep::cancel`] or park its thread.
     pub(crate) fn announce(&self, worker: usize) -> Announcement {
-        self.sleeping[worker].store(true, Ordering::SeqCst);
+        // Count first: a waker decrements only after it claimed the flag,
+        // so the count never goes below zero.
         let sleepers = self.sleepers.fetch_add(1, Ordering::SeqCst) + 1;
+        self.sleeping[worker].swap(true, Ordering::AcqRel);
         Announcement { worker, sleepers }
     }
 
@@ -78,11 +84,8 @@ impl Sleep {
     /// if the worker had announced sleep: the caller must then unpark its
     /// thread.
     pub(crate) fn claim(&self, worker: usize) -> bool {
-        // A cheap load first: most pushes go to awake workers.
-        if !self.sleeping[worker].load(Ordering::SeqCst) {
-            return false;
-        }
-        if self.sleeping[worker].swap(false, Ordering::SeqCst) {
+        // Always an RMW, never a cheaper load: see the module docs.
+        if self.sleeping[worker].swap(false, Ordering::AcqRel) {
             self.sleepers.fetch_sub(1, Ordering::SeqCst);
             true
         } else {

@@ -1,0 +1,161 @@
+//! The models. A rank's suspension is a blocked loom thread: `try_park`
+//! returning `true` is followed by `thread::park()`, and an unparker that
+//! gets `true` from `unpark` "requeues" the rank with `Thread::unpark`. If a
+//! wake-up were lost, every thread would block and loom would report the
+//! deadlock.
+//!
+//! The parked party is always a spawned thread joined by the model's main
+//! thread, never the main thread itself: a leftover unpark token on a thread
+//! that later calls `join` confuses loom's join.
+
+use loom::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use loom::sync::Arc;
+use loom::thread;
+
+use crate::completion::{Completion, Outcome};
+use crate::idle::Sleep;
+use crate::park::ParkState;
+
+/// Parks the calling "rank" until `done()`: the runtime's `wait_until`.
+/// Returns how many times it really parked.
+fn wait_until(state: &ParkState, mut done: impl FnMut() -> bool) -> usize {
+    let mut parks = 0;
+    while !done() {
+        if state.try_park() {
+            parks += 1;
+            // Suspended until a waker requeues us.
+            thread::park();
+            state.resumed();
+        }
+    }
+    parks
+}
+
+/// Makes the rank's condition true, then wakes it as the runtime does.
+fn wake(state: &ParkState, requeues: &AtomicUsize, rank: &thread::Thread) {
+    if state.unpark() {
+        requeues.fetch_add(1, Ordering::SeqCst);
+        rank.unpark();
+    }
+}
+
+#[test]
+fn park_loses_no_wake_up_with_two_wakers() {
+    loom::model(|| {
+        let state = Arc::new(ParkState::new());
+        let flags = Arc::new([AtomicBool::new(false), AtomicBool::new(false)]);
+        let requeues = Arc::new(AtomicUsize::new(0));
+        let rank = {
+            let (state, flags) = (state.clone(), flags.clone());
+            thread::spawn(move || {
+                wait_until(&state, || {
+                    flags[0].load(Ordering::Acquire) && flags[1].load(Ordering::Acquire)
+                })
+            })
+        };
+        let rank_thread = rank.thread().clone();
+        let other = {
+            let (state, flags, requeues, rank_thread) =
+                (state.clone(), flags.clone(), requeues.clone(), rank_thread.clone());
+            thread::spawn(move || {
+                flags[1].store(true, Ordering::Release);
+                wake(&state, &requeues, &rank_thread);
+            })
+        };
+        flags[0].store(true, Ordering::Release);
+        wake(&state, &requeues, &rank_thread);
+        other.join().unwrap();
+        let parks = rank.join().unwrap();
+        // Every real park was matched by exactly one requeue.
+        assert_eq!(parks, requeues.load(Ordering::SeqCst));
+    });
+}
+
+#[test]
+fn completion_publishes_its_outcome_to_the_parked_owner() {
+    loom::model(|| {
+        let completion = Arc::new(Completion::new(7));
+        let state = Arc::new(ParkState::new());
+        let requeues = Arc::new(AtomicUsize::new(0));
+        let owner = {
+            let (completion, state) = (completion.clone(), state.clone());
+            thread::spawn(move || {
+                wait_until(&state, || completion.is_done());
+                let outcome = completion.outcome();
+                (outcome.source, outcome.tag, outcome.bytes)
+            })
+        };
+        // The completer: read the waiter first, the owner may be gone after.
+        assert_eq!(completion.waiter(), 7);
+        // SAFETY: this thread is the only completer.
+        unsafe {
+            completion.complete(Outcome {
+                source: 3,
+                tag: 5,
+                bytes: 40,
+                ..Outcome::default()
+            })
+        };
+        wake(&state, &requeues, owner.thread());
+        assert_eq!(owner.join().unwrap(), (3, 5, 40));
+    });
+}
+
+#[test]
+fn idle_workers_see_work_published_before_they_sleep() {
+    loom::model(|| {
+        let sleep = Arc::new(Sleep::new(2));
+        let pending = Arc::new(AtomicUsize::new(0));
+        let worker = {
+            let (sleep, pending) = (sleep.clone(), pending.clone());
+            thread::spawn(move || loop {
+                // Worker 0: look, announce, look again, then park.
+                if pending.load(Ordering::SeqCst) > 0 {
+                    break;
+                }
+                let announcement = sleep.announce(0);
+                if pending.load(Ordering::SeqCst) > 0 {
+                    sleep.cancel(announcement);
+                    break;
+                }
+                thread::park();
+                sleep.cancel(announcement);
+            })
+        };
+        // The waker: publish, then claim the announcement.
+        pending.fetch_add(1, Ordering::SeqCst);
+        if sleep.claim(0) {
+            worker.thread().unpark();
+        }
+        worker.join().unwrap();
+    });
+}
+
+#[test]
+fn sleeper_counts_never_underflow_and_reach_every_worker() {
+    loom::model(|| {
+        let sleep = Arc::new(Sleep::new(2));
+        let other = {
+            let sleep = sleep.clone();
+            thread::spawn(move || {
+                let a = sleep.announce(1);
+                let n = a.sleepers;
+                sleep.cancel(a);
+                n
+            })
+        };
+        // A waker claiming worker 1 at any moment.
+        let claimer = {
+            let sleep = sleep.clone();
+            thread::spawn(move || {
+                sleep.claim(1);
+            })
+        };
+        let a = sleep.announce(0);
+        let mine = a.sleepers;
+        sleep.cancel(a);
+        let theirs = other.join().unwrap();
+        claimer.join().unwrap();
+        assert!((1..=2).contains(&mine) && (1..=2).contains(&theirs), "{mine} {theirs}");
+    });
+}
