@@ -16,6 +16,9 @@
 //!     [--allocators glibc,jemalloc,mimalloc,myriad] [--iters 32768] [--repeat 1]
 //! ```
 //!
+//! `--fast-path ALLOCATOR N SIZE` instead runs N alloc+free pairs of SIZE bytes through one
+//! allocator called directly, for counting instructions with `valgrind --tool=callgrind`.
+//!
 //! Output: one row per run (`allocator threads wall_s user_s sys_s minflt peak_rss_mib`), then
 //! the ratios against glibc. With `--repeat N` each pair runs N times and the row is the median
 //! of the wall times (with that run's other figures).
@@ -274,10 +277,44 @@ fn list<T: std::str::FromStr>(text: &str) -> Vec<T> {
         .collect()
 }
 
+/// `n` alloc+free pairs of `size` bytes through `a` called directly (not through the global
+/// allocator), for instruction counting: run twice under `valgrind --tool=callgrind` with two
+/// values of `n`; the difference of the totals divided by the difference of `n` is the cost of
+/// one pair, without start-up.
+#[inline(never)]
+fn fast_path_pairs<A: GlobalAlloc>(a: &A, n: usize, size: usize) {
+    let layout = Layout::from_size_align(size, 8).expect("layout");
+    for _ in 0..n {
+        // SAFETY: non-zero layout; the block is freed once with it.
+        unsafe {
+            let p = a.alloc(std::hint::black_box(layout));
+            std::hint::black_box(p).write(1);
+            a.dealloc(p, layout);
+        }
+    }
+}
+
+fn fast_path(allocator: &str, n: usize, size: usize) {
+    match allocator {
+        "myriad" => fast_path_pairs(&MyriadAlloc, n, size),
+        "mimalloc" => fast_path_pairs(&MiMalloc, n, size),
+        "jemalloc" => fast_path_pairs(&Jemalloc, n, size),
+        _ => fast_path_pairs(&System, n, size),
+    }
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     if args.first().map(String::as_str) == Some("--child") {
         child(args[1].parse().unwrap(), args[2].parse().unwrap());
+        return;
+    }
+    if args.first().map(String::as_str) == Some("--fast-path") {
+        fast_path(
+            &args[1],
+            args[2].parse().expect("--fast-path ALLOCATOR N SIZE"),
+            args[3].parse().expect("--fast-path ALLOCATOR N SIZE"),
+        );
         return;
     }
     let mut threads = vec![1usize, 2, 8, 64];

@@ -103,7 +103,9 @@ impl ThreadCache {
 
     #[inline(always)]
     fn alloc(&mut self, class: usize) -> *mut u8 {
-        let slab = self.classes[class].current;
+        debug_assert!(class < CLASSES);
+        // SAFETY: size classes are below CLASSES by construction (`size_class`).
+        let slab = unsafe { self.classes.get_unchecked(class) }.current;
         // SAFETY: the current slab is owned by this cache.
         if let Some(slab) = unsafe { slab.as_ref() } {
             let p = slab.pop(CLASS_SIZE[class]);
@@ -195,10 +197,14 @@ impl ThreadCache {
     /// # Safety
     /// `ptr` must be a live block of class `class` in `slab`.
     #[inline(always)]
-    unsafe fn free(&mut self, ptr: NonNull<u8>, slab: *mut Slab, class: usize) {
-        self.count((CLASS_SIZE[class] as u64).wrapping_neg());
+    unsafe fn free(&mut self, ptr: NonNull<u8>, slab: *mut Slab) {
         // SAFETY: the caller guarantees `slab` is the live slab of `ptr`.
         let sl = unsafe { &*slab };
+        let class = sl.class();
+        debug_assert!(class < CLASSES);
+        // SAFETY: a slab's class is a size-class index, below CLASSES (`Slab::init`).
+        let size = unsafe { *CLASS_SIZE.get_unchecked(class) };
+        self.count((size as u64).wrapping_neg());
         if sl.is_owned_by(self.id()) {
             // SAFETY: we own the slab and the block is live.
             let used = unsafe { sl.push_local(ptr) };
@@ -451,26 +457,28 @@ fn alloc_cold(l: &Local, class: usize) -> *mut u8 {
     cache.alloc(class)
 }
 
-/// Frees a block of `class`.
+/// Frees a small block (its class is read from its slab).
 ///
 /// # Safety
-/// `ptr` must be a live small block of class `class` from this allocator.
+/// `ptr` must be a live small block from this allocator.
 #[inline(always)]
-pub(crate) unsafe fn free(ptr: NonNull<u8>, class: usize) {
+pub(crate) unsafe fn free(ptr: NonNull<u8>) {
     // SAFETY: the caller guarantees `ptr` is a live small block.
     let slab = unsafe { Arena::slab_of_block(ptr.as_ptr()) };
     // SAFETY: as in `alloc`.
     let l = unsafe { &*local() };
     if l.state.get() == LIVE {
         // SAFETY: as in `alloc`; the block is live and in `slab`.
-        unsafe { (*l.cache.get()).free(ptr, slab, class) };
+        unsafe { (*l.cache.get()).free(ptr, slab) };
     } else {
-        free_cold(ptr, slab, class);
+        free_cold(ptr, slab);
     }
 }
 
 #[cold]
-fn free_cold(ptr: NonNull<u8>, slab: *mut Slab, class: usize) {
+fn free_cold(ptr: NonNull<u8>, slab: *mut Slab) {
+    // SAFETY: the slab is live (it holds the live block `ptr`); its class is immutable.
+    let class = unsafe { (*slab).class() };
     RETIRED_SMALL.fetch_sub(CLASS_SIZE[class] as u64, Ordering::Relaxed);
     // SAFETY: the block is live (caller of `free`); a remote push is valid whoever owns it.
     unsafe { (*slab).remote.push(ptr.cast()) };

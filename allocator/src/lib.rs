@@ -102,7 +102,7 @@ mod alloc_impl {
     use crate::global::Global;
     use crate::node::node_of_arena;
     use crate::os::{self, PAGE};
-    use crate::size_class::class_for;
+    use crate::size_class::{class_for, class_of, SMALL_MAX};
     use crate::stats::HUGE_IN_USE;
     use crate::sync::Ordering;
 
@@ -183,30 +183,57 @@ mod alloc_impl {
         unsafe { Global::get().current_pool().free_huge(ptr, bytes) }
     }
 
+    #[cold]
+    #[inline(never)]
+    fn alloc_slow(layout: Layout) -> *mut u8 {
+        match kind(layout.size(), layout.align()) {
+            Kind::Small(class) => cache::alloc(class),
+            Kind::Large(pages) => alloc_large(pages, layout.align()),
+            Kind::Huge(bytes) => alloc_huge(bytes, layout.align()),
+        }
+    }
+
+    /// # Safety
+    /// `p` must be a live block allocated with `layout`.
+    #[inline(never)]
+    unsafe fn dealloc_slow(p: NonNull<u8>, layout: Layout) {
+        match kind(layout.size(), layout.align()) {
+            // SAFETY: the caller guarantees `p` came from `alloc` with `layout`.
+            Kind::Small(_) => unsafe { cache::free(p) },
+            // SAFETY: as above.
+            Kind::Large(pages) => unsafe { free_large(p.as_ptr(), pages) },
+            // SAFETY: as above.
+            Kind::Huge(bytes) => unsafe { free_huge(p.as_ptr(), bytes) },
+        }
+    }
+
     // SAFETY: blocks are distinct live regions of at least the layout's size, aligned to its
     // alignment (size classes are multiples of the alignment, page runs and mappings are
     // aligned explicitly); `dealloc`/`realloc` recompute the same `Kind` from the same layout.
     unsafe impl GlobalAlloc for MyriadAlloc {
         #[inline]
         unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-            match kind(layout.size(), layout.align()) {
-                Kind::Small(class) => cache::alloc(class),
-                Kind::Large(pages) => alloc_large(pages, layout.align()),
-                Kind::Huge(bytes) => alloc_huge(bytes, layout.align()),
+            // Fast path: small sizes with ordinary alignment; everything else (including the
+            // thread cache's own slow path) is an out-of-line call, so this part needs no
+            // stack frame.
+            if layout.size() <= SMALL_MAX && layout.align() <= 16 {
+                return cache::alloc(class_of(layout.size()));
             }
+            alloc_slow(layout)
         }
 
         #[inline]
         unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
             let Some(p) = NonNull::new(ptr) else { return };
-            match kind(layout.size(), layout.align()) {
-                // SAFETY: the caller guarantees `ptr` came from `alloc` with `layout`.
-                Kind::Small(class) => unsafe { cache::free(p, class) },
-                // SAFETY: as above.
-                Kind::Large(pages) => unsafe { free_large(ptr, pages) },
-                // SAFETY: as above.
-                Kind::Huge(bytes) => unsafe { free_huge(ptr, bytes) },
+            // Fast path: the common small layouts need no class computation (the slab knows
+            // its class).
+            if layout.size() <= SMALL_MAX && layout.align() <= 16 {
+                // SAFETY: the caller guarantees `ptr` came from `alloc` with `layout`, which
+                // is a small block for these sizes and alignments.
+                return unsafe { cache::free(p) };
             }
+            // SAFETY: forwarded from the caller.
+            unsafe { dealloc_slow(p, layout) }
         }
 
         unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {

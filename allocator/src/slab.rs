@@ -9,7 +9,9 @@
 //!   holding the node lock changes it from 0, so a thread that reads its own id is the owner;
 //!   any other reader just pushes to `remote`, which is correct whoever owns the slab.
 //! - Every other field (behind `Cell`) is touched only by the current owner, or under the node
-//!   lock while the slab is an orphan.
+//!   lock while the slab is an orphan; except `class` and `pages`, which are written once when
+//!   the slab is created (before any of its blocks exists) and only read afterwards, by any
+//!   thread freeing one of its blocks.
 //! - `used` counts blocks handed out and not yet seen back by the owner (locally freed or
 //!   collected from `remote`). When it reaches 0 no block can still be pending in a remote free
 //!   (that block would be counted), so the slab may be released to its node pool.
