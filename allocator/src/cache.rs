@@ -355,6 +355,9 @@ static FALLBACK: Mutex<Fallback> = Mutex::new(Fallback(UnsafeCell::new(ThreadCac
 /// Small in-use bytes of caches that are gone, plus frees made without a cache.
 static RETIRED_SMALL: AtomicU64 = AtomicU64::new(0);
 
+/// Allocations served by the fallback cache (threads without a live cache).
+pub(crate) static FALLBACK_ALLOCS: AtomicU64 = AtomicU64::new(0);
+
 struct Registry {
     head: *mut ThreadCache,
 }
@@ -448,6 +451,7 @@ fn alloc_cold(l: &Local, class: usize) -> *mut u8 {
         // SAFETY: LIVE, only borrow (as in `alloc`).
         return unsafe { &mut *l.cache.get() }.alloc(class);
     }
+    FALLBACK_ALLOCS.fetch_add(1, Ordering::Relaxed);
     let guard = FALLBACK.lock().unwrap_or_else(|e| e.into_inner());
     // SAFETY: we hold the fallback mutex.
     let cache = unsafe { &mut *guard.0.get() };

@@ -85,6 +85,9 @@ pub struct Stats {
     pub synthetic_topology: bool,
     /// The `MYRIAD_ALLOC_KEEP` bound in force, in bytes.
     pub keep_limit: u64,
+    /// Small allocations served by the shared fallback cache: by threads whose cache is gone
+    /// (allocation inside thread-local destructors) or not started yet.
+    pub fallback_allocs: u64,
     per_node: [NodeStats; MAX_NODES],
 }
 
@@ -150,6 +153,7 @@ pub fn stats() -> Stats {
         nodes,
         synthetic_topology: g.topology().is_synthetic(),
         keep_limit: g.config().keep as u64,
+        fallback_allocs: cache::FALLBACK_ALLOCS.load(Ordering::Relaxed),
         per_node,
     }
 }
@@ -181,13 +185,15 @@ impl fmt::Display for Stats {
         )?;
         writeln!(
             f,
-            "  os calls: mmap {}, munmap {}, madvise {}, mremap {}, mbind {} ({} refused)",
+            "  os calls: mmap {}, munmap {}, madvise {}, mremap {}, mbind {} ({} refused); \
+             fallback allocs {}",
             self.os.mmap,
             self.os.munmap,
             self.os.madvise,
             self.os.mremap,
             self.os.mbind,
             self.os.mbind_failed,
+            self.fallback_allocs,
         )?;
         for i in 0..self.nodes {
             let n = self.node(i);

@@ -104,6 +104,7 @@ thread_local! {
 
 #[test]
 fn allocation_inside_thread_local_destructors_works() {
+    let before = myriad_alloc::stats().fallback_allocs;
     for _ in 0..8 {
         thread::spawn(|| {
             // Register the late destructor before the allocator's first use in this thread.
@@ -115,4 +116,6 @@ fn allocation_inside_thread_local_destructors_works() {
         .join()
         .unwrap();
     }
+    // The late destructors ran after the allocator's guard, so they used the fallback cache.
+    assert!(myriad_alloc::stats().fallback_allocs >= before + 8 * 1000);
 }
