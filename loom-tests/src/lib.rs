@@ -15,7 +15,7 @@
 
 #[cfg(loom)]
 #[allow(dead_code, unreachable_pub)]
-#[path = "../../src/sync.rs"]
+#[path = "../../src/sync/mod.rs"]
 mod sync;
 
 #[cfg(loom)]

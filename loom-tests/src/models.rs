@@ -159,3 +159,26 @@ fn sleeper_counts_never_underflow_and_reach_every_worker() {
         assert!((1..=2).contains(&mine) && (1..=2).contains(&theirs), "{mine} {theirs}");
     });
 }
+
+#[test]
+fn spin_lock_excludes_and_publishes() {
+    use crate::sync::spin::SpinLock;
+    loom::model(|| {
+        let lock = Arc::new(SpinLock::new(0usize));
+        let others: Vec<_> = (0..2)
+            .map(|_| {
+                let lock = lock.clone();
+                thread::spawn(move || {
+                    // loom's cell tracking fails the model if two threads
+                    // ever access the value at the same time.
+                    *lock.lock() += 1;
+                })
+            })
+            .collect();
+        *lock.lock() += 1;
+        for t in others {
+            t.join().unwrap();
+        }
+        assert_eq!(*lock.lock(), 3);
+    });
+}

@@ -165,7 +165,16 @@ unsafe impl<T: Equivalence> Buffer for Vec<T> {}
 // SAFETY: the vector's initialised elements.
 unsafe impl<T: Equivalence> BufferMut for Vec<T> {}
 
+#[inline]
 fn count_of(len: usize) -> Count {
+    if len <= Count::MAX as usize {
+        return len as Count;
+    }
+    count_overflow(len)
+}
+
+#[cold]
+fn count_overflow(len: usize) -> Count {
     Count::try_from(len).unwrap_or_else(|_| {
         crate::error::raise(crate::Error::Count {
             message: format!(

@@ -80,15 +80,26 @@ impl<'a> Cursor<'a> {
 ///
 /// `src` must be valid for reads and `dst` for writes of their layouts, and
 /// the two must not overlap.
+#[inline]
 pub(crate) unsafe fn copy(src: &Layout, dst: &Layout) -> usize {
     let total = src.bytes().min(dst.bytes());
-    let dst_base = dst.base as *mut u8;
     if src.ty.map().is_contiguous() && dst.ty.map().is_contiguous() {
         // SAFETY: both layouts are `total` contiguous bytes at least (the
         // caller's contract), and do not overlap.
-        unsafe { ptr::copy_nonoverlapping(src.base, dst_base, total) };
+        unsafe { ptr::copy_nonoverlapping(src.base, dst.base as *mut u8, total) };
         return total;
     }
+    // SAFETY: the caller's contract.
+    unsafe { copy_runs(src, dst, total) }
+}
+
+/// The general case of [`copy`]: walk both layouts run by run.
+///
+/// # Safety
+///
+/// As [`copy`]; `total` is at most both layouts' sizes.
+#[cold]
+unsafe fn copy_runs(src: &Layout, dst: &Layout, total: usize) -> usize {
     let mut from = Cursor::new(src);
     let mut to = Cursor::new(dst);
     let mut done = 0;

@@ -270,12 +270,26 @@ fn push_run(signature: &mut Vec<Run>, kind: BaseKind, count: usize) {
 /// receive type's sequence over the same number of base values (the receive
 /// count only bounds the length, which truncation checks separately).
 /// Returns the first mismatch as `(index of base value, sent kind, expected kind)`.
+#[inline]
 pub(crate) fn signature_mismatch(
     send: &TypeMap,
     send_count: usize,
     recv: &TypeMap,
 ) -> Option<(usize, BaseKind, BaseKind)> {
-    if std::ptr::eq(send, recv) || send.signature == recv.signature {
+    // The common case: the same type on both sides.
+    if std::ptr::eq(send, recv) {
+        return None;
+    }
+    signature_mismatch_slow(send, send_count, recv)
+}
+
+#[cold]
+fn signature_mismatch_slow(
+    send: &TypeMap,
+    send_count: usize,
+    recv: &TypeMap,
+) -> Option<(usize, BaseKind, BaseKind)> {
+    if send.signature == recv.signature {
         return None;
     }
     if let (Some(a), Some(b)) = (send.uniform_kind(), recv.uniform_kind()) {

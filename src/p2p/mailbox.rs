@@ -25,12 +25,12 @@
 //! message from another process queues it here like a local sender does.
 
 use std::collections::VecDeque;
-use std::sync::{Mutex, MutexGuard};
 
 use super::completion::Completion;
 use super::eager::EagerBuf;
 use crate::datatype::copy::Layout;
 use crate::datatype::TypeHandle;
+use crate::sync::spin::{SpinGuard, SpinLock};
 use crate::{Rank, Tag, ANY_SOURCE, ANY_TAG};
 
 /// Who sent a message, where, with which tag.
@@ -121,14 +121,14 @@ impl Queues {
     #[inline]
     pub(crate) fn take_posted(&mut self, env: &Envelope) -> Option<Posted> {
         let i = self.posted.iter().position(|p| p.spec.matches(env))?;
-        self.posted.remove(i)
+        remove_at(&mut self.posted, i)
     }
 
     /// Claims the first unexpected message matching `spec`.
     #[inline]
     pub(crate) fn take_unexpected(&mut self, spec: &MatchSpec) -> Option<Unexpected> {
         let i = self.unexpected.iter().position(|u| spec.matches(&u.env))?;
-        self.unexpected.remove(i)
+        remove_at(&mut self.unexpected, i)
     }
 
     /// The first unexpected message matching `spec`, left in place.
@@ -168,18 +168,29 @@ impl Queues {
     }
 }
 
+/// Removes element `i`; the first element (the common case: matching is
+/// mostly in order) without shifting anything.
+#[inline]
+fn remove_at<T>(queue: &mut VecDeque<T>, i: usize) -> Option<T> {
+    if i == 0 {
+        queue.pop_front()
+    } else {
+        queue.remove(i)
+    }
+}
+
 /// The mailbox of one rank.
 #[derive(Debug, Default)]
 pub(crate) struct Mailbox {
-    queues: Mutex<Queues>,
+    queues: SpinLock<Queues>,
 }
 
 impl Mailbox {
+    /// Locks the queues. Critical sections are a scan, a push or a pop:
+    /// never a park and never a copy of message data.
     #[inline]
-    pub(crate) fn lock(&self) -> MutexGuard<'_, Queues> {
-        // A panic while holding the lock cannot leave the queues
-        // inconsistent (every update is a single push or remove).
-        self.queues.lock().unwrap_or_else(|e| e.into_inner())
+    pub(crate) fn lock(&self) -> SpinGuard<'_, Queues> {
+        self.queues.lock()
     }
 }
 

@@ -15,7 +15,6 @@
 //! are never freed (they are recycled), so the handler can walk it while
 //! another thread registers or unregisters a chunk.
 
-use std::cell::Cell;
 use std::ptr;
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicUsize, Ordering};
 use std::sync::OnceLock;
@@ -37,19 +36,6 @@ static REGIONS: AtomicPtr<Region> = AtomicPtr::new(ptr::null_mut());
 /// Proof that a chunk is registered; give it back with [`unregister`].
 #[derive(Debug)]
 pub(crate) struct Registration(&'static Region);
-
-thread_local! {
-    /// The rank running on this thread, for the overflow message (`u32::MAX`:
-    /// none). A const-initialised `Cell` without destructor: reading it in a
-    /// signal handler is a plain thread-local load.
-    static RUNNING_RANK: Cell<u32> = const { Cell::new(u32::MAX) };
-}
-
-/// Records which rank this worker thread is about to run (or `None`).
-#[inline]
-pub(crate) fn set_running_rank(rank: Option<u32>) {
-    RUNNING_RANK.with(|r| r.set(rank.unwrap_or(u32::MAX)));
-}
 
 /// Registers a chunk of `len` bytes at `start` made of slots of `slot` bytes
 /// whose lowest `page` bytes are guard pages.
@@ -193,7 +179,10 @@ fn reset_default(sig: libc::c_int) {
 }
 
 fn report_overflow(stack_size: usize) {
-    let rank = RUNNING_RANK.with(|r| r.get());
+    // The running rank's context: a const-initialised thread-local pointer
+    // to a struct at the top of the rank's stack, far from the guard page
+    // that was hit; reading it is a plain load.
+    let rank = super::rank::current().map_or(u32::MAX, |ctx| ctx.rank);
     let mut buf = [0u8; 256];
     let mut len = 0;
     let mut put = |bytes: &[u8]| {

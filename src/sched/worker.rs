@@ -34,7 +34,7 @@ use std::time::Instant;
 use corosensei::{Coroutine, CoroutineResult, Yielder};
 use crossbeam_deque::{Steal, Stealer, Worker as Deque};
 
-use super::guard::{self, AltStack};
+use super::guard::AltStack;
 use super::rank::{self, RankCtx, Suspend};
 use super::stack::{PooledStack, StackPool};
 use super::deadlock;
@@ -375,38 +375,36 @@ impl Worker<'_> {
     }
 
     fn resume(&mut self, index: u32) {
-        let Some(mut task) = self.tasks[index as usize].take() else {
+        let Some(task) = self.tasks[index as usize].as_mut() else {
             return; // a stale wake-up of a finished rank
         };
-        let previous = rank::set_current(task.ctx);
-        guard::set_running_rank(Some(task.rank));
+        // The rank's context pointer is what `rank::current`, the panic
+        // hook and the overflow handler read while it runs.
+        rank::set_current(task.ctx);
         let result = panic::catch_unwind(AssertUnwindSafe(|| task.co.resume(())));
-        task.ctx = rank::set_current(previous);
-        guard::set_running_rank(None);
+        task.ctx = rank::set_current(ptr::null());
         match result {
-            Ok(CoroutineResult::Yield(Suspend::Parked)) => {
-                self.tasks[index as usize] = Some(task);
-            }
+            Ok(CoroutineResult::Yield(Suspend::Parked)) => {}
             Ok(CoroutineResult::Yield(Suspend::Yielded)) => {
-                self.tasks[index as usize] = Some(task);
                 self.local.ready.borrow_mut().push_back(index);
                 self.local.yielded.set(true);
             }
-            Ok(CoroutineResult::Return(())) => self.finish(index, task),
+            Ok(CoroutineResult::Return(())) => self.finish(index),
             Err(payload) => {
                 let message = LAST_PANIC
                     .with(|p| p.borrow_mut().take())
                     .unwrap_or_else(|| payload_message(&*payload));
-                self.job.sched.fail(Error::Panic {
-                    rank: task.rank as i32,
-                    message,
-                });
-                self.finish(index, task);
+                let rank = task.rank as i32;
+                self.job.sched.fail(Error::Panic { rank, message });
+                self.finish(index);
             }
         }
     }
 
-    fn finish(&mut self, index: u32, task: Task) {
+    fn finish(&mut self, index: u32) {
+        let task = self.tasks[index as usize]
+            .take()
+            .expect("a finished rank has a task");
         let job = &**self.job;
         let slot = &job.sched.ranks[task.rank as usize];
         slot.set_finished();
@@ -495,12 +493,10 @@ impl Worker<'_> {
     /// unwinding their stacks with their own context installed.
     fn teardown(&mut self) {
         for task in self.tasks.drain(..).flatten() {
-            let previous = rank::set_current(task.ctx);
-            guard::set_running_rank(Some(task.rank));
+            rank::set_current(task.ctx);
             let Task { co, .. } = task;
             let _ = panic::catch_unwind(AssertUnwindSafe(move || drop(co)));
-            rank::set_current(previous);
-            guard::set_running_rank(None);
+            rank::set_current(ptr::null());
         }
         for stack in self.stacks.drain(..) {
             self.pool.release(stack);

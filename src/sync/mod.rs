@@ -2,9 +2,11 @@
 //! lock-free protocols use comes from here, so that `--cfg loom` swaps them all
 //! at once (the pattern of tokio's `loom/` and crossbeam's `primitive`).
 //!
-//! The protocol modules (`sched::park`, `sched::idle`, `p2p::completion`) depend
-//! on nothing but this module, which is what lets `loom-tests` compile them on
-//! their own with loom's types.
+//! The protocol modules (`sched::park`, `sched::idle`, `p2p::completion`,
+//! [`spin`]) depend on nothing but this module, which is what lets
+//! `loom-tests` compile them on their own with loom's types.
+
+pub(crate) mod spin;
 
 #[cfg(not(loom))]
 pub(crate) use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering};

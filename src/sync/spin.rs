@@ -1,0 +1,115 @@
+//! A small spin lock for critical sections of a few dozen instructions.
+//!
+//! The mailbox queues are locked for a push, a pop or a short scan, never
+//! across a park or a copy of message data. For sections that short a
+//! `std::sync::Mutex` costs more than the work: its unlock is a
+//! read-modify-write (to find sleepers) and its guard checks for poisoning.
+//! This lock is a `swap` to take and a plain `Release` store to give back.
+//!
+//! A waiter spins on a plain load (no cache-line ping-pong) and, if the holder
+//! is slow (its thread was preempted), yields its thread after a while
+//! instead of burning the core. Code holding the lock must never park or
+//! suspend its rank: the holder would then wait for a rank that cannot run.
+
+use std::ops::{Deref, DerefMut};
+
+use super::{spin_loop, AtomicBool, Ordering, UnsafeCell};
+
+/// Spins before yielding the thread.
+const SPINS: u32 = 64;
+
+/// A mutual-exclusion lock that spins.
+#[derive(Debug)]
+pub(crate) struct SpinLock<T> {
+    locked: AtomicBool,
+    value: UnsafeCell<T>,
+}
+
+// SAFETY: the lock gives one thread at a time access to `value`, which may
+// move between threads (`T: Send`).
+unsafe impl<T: Send> Sync for SpinLock<T> {}
+// SAFETY: as above.
+unsafe impl<T: Send> Send for SpinLock<T> {}
+
+impl<T: Default> Default for SpinLock<T> {
+    fn default() -> Self {
+        SpinLock::new(T::default())
+    }
+}
+
+impl<T> SpinLock<T> {
+    /// An unlocked lock holding `value`.
+    pub(crate) fn new(value: T) -> Self {
+        SpinLock {
+            locked: AtomicBool::new(false),
+            value: UnsafeCell::new(value),
+        }
+    }
+
+    /// Takes the lock, spinning (then yielding) while another thread has it.
+    #[inline]
+    pub(crate) fn lock(&self) -> SpinGuard<'_, T> {
+        if self.locked.swap(true, Ordering::Acquire) {
+            self.lock_slow();
+        }
+        SpinGuard { lock: self }
+    }
+
+    #[cold]
+    fn lock_slow(&self) {
+        let mut spins = 0;
+        loop {
+            // Wait on a plain load: no cache-line transfer while it is held.
+            while self.locked.load(Ordering::Relaxed) {
+                if spins < SPINS {
+                    spins += 1;
+                    spin_loop();
+                } else {
+                    yield_thread();
+                }
+            }
+            if !self.locked.swap(true, Ordering::Acquire) {
+                return;
+            }
+        }
+    }
+}
+
+fn yield_thread() {
+    #[cfg(not(loom))]
+    std::thread::yield_now();
+    #[cfg(loom)]
+    loom::thread::yield_now();
+}
+
+/// Access to the value of a held [`SpinLock`]; unlocks when dropped.
+#[derive(Debug)]
+pub(crate) struct SpinGuard<'a, T> {
+    lock: &'a SpinLock<T>,
+}
+
+impl<T> Deref for SpinGuard<'_, T> {
+    type Target = T;
+
+    #[inline]
+    fn deref(&self) -> &T {
+        // SAFETY: the guard proves the lock is held by this thread, so no
+        // other reference to the value exists.
+        self.lock.value.with(|v| unsafe { &*v })
+    }
+}
+
+impl<T> DerefMut for SpinGuard<'_, T> {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut T {
+        // SAFETY: as in `deref`; `&mut self` makes this the only access.
+        self.lock.value.with_mut(|v| unsafe { &mut *v })
+    }
+}
+
+impl<T> Drop for SpinGuard<'_, T> {
+    #[inline]
+    fn drop(&mut self) {
+        self.lock.locked.store(false, Ordering::Release);
+    }
+}
