@@ -34,7 +34,7 @@ use crate::global::Global;
 use crate::node::node_of_arena;
 use crate::size_class::{CLASSES, CLASS_SIZE};
 use crate::slab::{Slab, SlabList, IN_FULL, IN_NONE, IN_PARTIAL};
-use crate::sync::{AtomicU64, Ordering};
+use crate::sync::{lock, AtomicU64, Ordering};
 
 const UNINIT: u8 = 0;
 const STARTING: u8 = 1;
@@ -370,7 +370,7 @@ static REGISTRY: Mutex<Registry> = Mutex::new(Registry {
 });
 
 fn register(cache: &mut ThreadCache) {
-    let mut r = REGISTRY.lock().unwrap_or_else(|e| e.into_inner());
+    let mut r = lock(&REGISTRY);
     cache.registered = true;
     cache.reg_prev = ptr::null_mut();
     cache.reg_next = r.head;
@@ -385,7 +385,7 @@ fn unregister(cache: &mut ThreadCache) {
     if !cache.registered {
         return;
     }
-    let mut r = REGISTRY.lock().unwrap_or_else(|e| e.into_inner());
+    let mut r = lock(&REGISTRY);
     // SAFETY: neighbours are live members; we hold the lock.
     unsafe {
         if let Some(prev) = cache.reg_prev.as_mut() {
@@ -404,7 +404,7 @@ fn unregister(cache: &mut ThreadCache) {
 
 /// Bytes of small blocks in use, summed over all caches.
 pub(crate) fn small_in_use() -> u64 {
-    let r = REGISTRY.lock().unwrap_or_else(|e| e.into_inner());
+    let r = lock(&REGISTRY);
     let mut total = RETIRED_SMALL.load(Ordering::Relaxed);
     let mut c = r.head;
     // SAFETY: members are live while registered; we hold the lock.
@@ -452,7 +452,7 @@ fn alloc_cold(l: &Local, class: usize) -> *mut u8 {
         return unsafe { &mut *l.cache.get() }.alloc(class);
     }
     FALLBACK_ALLOCS.fetch_add(1, Ordering::Relaxed);
-    let guard = FALLBACK.lock().unwrap_or_else(|e| e.into_inner());
+    let guard = lock(&FALLBACK);
     // SAFETY: we hold the fallback mutex.
     let cache = unsafe { &mut *guard.0.get() };
     if !cache.registered {

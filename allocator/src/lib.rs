@@ -213,6 +213,7 @@ mod alloc_impl {
     unsafe impl GlobalAlloc for MyriadAlloc {
         #[inline]
         unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+            crate::sync::assert_unlocked();
             // Fast path: small sizes with ordinary alignment; everything else (including the
             // thread cache's own slow path) is an out-of-line call, so this part needs no
             // stack frame.
@@ -224,6 +225,7 @@ mod alloc_impl {
 
         #[inline]
         unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+            crate::sync::assert_unlocked();
             let Some(p) = NonNull::new(ptr) else { return };
             // Fast path: the common small layouts need no class computation (the slab knows
             // its class).
@@ -237,6 +239,7 @@ mod alloc_impl {
         }
 
         unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+            crate::sync::assert_unlocked();
             let align = layout.align();
             match (kind(layout.size(), align), kind(new_size, align)) {
                 (Kind::Small(a), Kind::Small(b)) if a == b => return ptr,

@@ -15,13 +15,13 @@
 //! one), and releases orphaned slabs whose blocks have all come back.
 
 use core::ptr;
-use std::sync::{Mutex, MutexGuard};
+use std::sync::Mutex;
 
 use crate::arena::{Arena, ARENA_SIZE};
 use crate::os::{self, PAGE};
 use crate::size_class::{slab_pages, CLASSES};
 use crate::slab::{Slab, SlabList, IN_ORPHANS};
-use crate::sync::{AtomicU64, Ordering};
+use crate::sync::{lock, AtomicU64, Locked, Ordering};
 
 const HUGE_CACHE: usize = 8;
 
@@ -129,9 +129,8 @@ impl NodePool {
         s.keep_bytes = keep_bytes;
     }
 
-    fn lock(&self) -> MutexGuard<'_, NodeState> {
-        // Nothing panics under the lock; recover the guard if something ever did.
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    fn lock(&self) -> Locked<'_, NodeState> {
+        lock(&self.state)
     }
 
     /// Runs `f` on arena `a`, keeping the node's dirty total in step.
