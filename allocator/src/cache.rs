@@ -34,7 +34,7 @@ use crate::global::Global;
 use crate::node::node_of_arena;
 use crate::size_class::{CLASSES, CLASS_SIZE};
 use crate::slab::{Slab, SlabList, IN_FULL, IN_NONE, IN_PARTIAL};
-use crate::sync::{lock, AtomicU64, Ordering};
+use crate::sync::{lock, AtomicU64, Locked, Ordering};
 
 const UNINIT: u8 = 0;
 const STARTING: u8 = 1;
@@ -368,6 +368,45 @@ unsafe impl Send for Registry {}
 static REGISTRY: Mutex<Registry> = Mutex::new(Registry {
     head: ptr::null_mut(),
 });
+
+/// The fallback and registry locks held across `fork()` (see [`crate::global`]).
+struct ForkGuards {
+    fallback: UnsafeCell<Option<Locked<'static, Fallback>>>,
+    registry: UnsafeCell<Option<Locked<'static, Registry>>>,
+}
+
+// SAFETY: touched only by the forking thread inside the `pthread_atfork` handlers, which run
+// one at a time.
+unsafe impl Sync for ForkGuards {}
+
+static FORK_GUARDS: ForkGuards = ForkGuards {
+    fallback: UnsafeCell::new(None),
+    registry: UnsafeCell::new(None),
+};
+
+/// `pthread_atfork` prepare, first step: the fallback cache's lock (taken before node locks
+/// elsewhere too).
+pub(crate) fn fork_lock_fallback() {
+    let guard = lock(&FALLBACK);
+    // SAFETY: see `ForkGuards`.
+    unsafe { *FORK_GUARDS.fallback.get() = Some(guard) };
+}
+
+/// `pthread_atfork` prepare, last step: the registry lock.
+pub(crate) fn fork_lock_registry() {
+    let guard = lock(&REGISTRY);
+    // SAFETY: see `ForkGuards`.
+    unsafe { *FORK_GUARDS.registry.get() = Some(guard) };
+}
+
+/// `pthread_atfork` parent and child: releases both locks.
+pub(crate) fn fork_unlock() {
+    // SAFETY: see `ForkGuards`; dropping the guards unlocks.
+    unsafe {
+        drop((*FORK_GUARDS.registry.get()).take());
+        drop((*FORK_GUARDS.fallback.get()).take());
+    }
+}
 
 fn register(cache: &mut ThreadCache) {
     let mut r = lock(&REGISTRY);

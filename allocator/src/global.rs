@@ -1,5 +1,14 @@
 //! The process-wide state: configuration, topology and the node pools, initialised once on
 //! first use (possibly before `main`) without allocating.
+//!
+//! ## fork()
+//! A child process has only the thread that called `fork()`; a lock held by any other thread
+//! at that moment would stay locked in the child forever. So `pthread_atfork` handlers take
+//! every allocator lock before the fork, in the one order used everywhere (the fallback
+//! cache, then the node pools in index order, then the cache registry; node locks are never
+//! nested with each other), and release them in the parent and in the child afterwards. The
+//! child can then allocate freely; blocks of slabs owned by threads that do not exist in the
+//! child are simply never reused there.
 
 use core::cell::UnsafeCell;
 use std::sync::Once;
@@ -52,6 +61,10 @@ impl Global {
                 *self.topology.get() = topology;
                 *self.config.get() = config;
             }
+            // SAFETY: registers plain functions that only take and release our locks.
+            unsafe {
+                libc::pthread_atfork(Some(fork_prepare), Some(fork_release), Some(fork_release))
+            };
         });
     }
 
@@ -78,4 +91,21 @@ impl Global {
     pub(crate) fn current_pool(&self) -> &NodePool {
         self.pool(self.topology().current_node())
     }
+}
+
+/// `pthread_atfork` prepare handler: takes every allocator lock (see the module docs).
+extern "C" fn fork_prepare() {
+    crate::cache::fork_lock_fallback();
+    for pool in GLOBAL.pools.iter() {
+        pool.fork_lock();
+    }
+    crate::cache::fork_lock_registry();
+}
+
+/// `pthread_atfork` parent and child handler: releases the locks taken by `fork_prepare`.
+extern "C" fn fork_release() {
+    for pool in GLOBAL.pools.iter() {
+        pool.fork_unlock();
+    }
+    crate::cache::fork_unlock();
 }

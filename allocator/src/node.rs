@@ -87,8 +87,14 @@ unsafe impl Send for NodeState {}
 #[derive(Debug)]
 pub(crate) struct NodePool {
     state: Mutex<NodeState>,
+    /// The lock held across `fork()` (see [`crate::global`]).
+    fork_guard: core::cell::UnsafeCell<Option<Locked<'static, NodeState>>>,
     pub(crate) counters: NodeCounters,
 }
+
+// SAFETY: `state` is a mutex and `counters` are atomics; `fork_guard` is touched only by the
+// thread calling `fork()`, inside the `pthread_atfork` handlers, which run one at a time.
+unsafe impl Sync for NodePool {}
 
 impl core::fmt::Debug for NodeState {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
@@ -115,8 +121,23 @@ impl NodePool {
                 huge_bytes: 0,
                 orphans: [const { SlabList::new(IN_ORPHANS) }; CLASSES],
             }),
+            fork_guard: core::cell::UnsafeCell::new(None),
             counters: NodeCounters::new(),
         }
+    }
+
+    /// Takes the pool's lock and keeps it until [`NodePool::fork_unlock`] (`pthread_atfork`
+    /// prepare handler).
+    pub(crate) fn fork_lock(&'static self) {
+        let guard = self.lock();
+        // SAFETY: only the forking thread, in the atfork handlers, touches `fork_guard`.
+        unsafe { *self.fork_guard.get() = Some(guard) };
+    }
+
+    /// Releases the lock taken by [`NodePool::fork_lock`] (parent and child handlers).
+    pub(crate) fn fork_unlock(&self) {
+        // SAFETY: as in `fork_lock`; dropping the guard unlocks.
+        drop(unsafe { (*self.fork_guard.get()).take() });
     }
 
     /// Sets the pool's node id, binding and huge-page policies and share of
