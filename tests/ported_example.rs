@@ -64,7 +64,12 @@ fn ported_program_runs_on_three_ranks() {
     // `--ranks` on the command line wins over MYRIAD_RANKS.
     let out = run(&path, &["--ranks", "2", "--number", "7"]);
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "status {}\n{stdout}", out.status);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "status {}\n{stdout}\n{stderr}",
+        out.status
+    );
     let mut lines: Vec<&str> = stdout.lines().collect();
     lines.sort_unstable();
     assert_eq!(
