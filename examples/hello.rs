@@ -42,7 +42,10 @@ fn main() {
             world.barrier();
             if rank == 0 {
                 rss_at_barrier.store(rss_bytes(), Ordering::Relaxed);
-                workers.store(myriad::environment::worker_count() as u64, Ordering::Relaxed);
+                workers.store(
+                    myriad::environment::worker_count() as u64,
+                    Ordering::Relaxed,
+                );
             }
             rank
         })
@@ -56,7 +59,9 @@ fn main() {
         ranks.iter().enumerate().all(|(i, &r)| r as usize == i),
         "every rank answered once, in order"
     );
-    let per_rank = rss_at_barrier.load(Ordering::Relaxed).saturating_sub(rss_before) as f64
+    let per_rank = rss_at_barrier
+        .load(Ordering::Relaxed)
+        .saturating_sub(rss_before) as f64
         / n as f64
         / 1024.0;
     println!(

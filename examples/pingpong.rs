@@ -39,7 +39,8 @@ fn main() {
             for &bytes in &sizes {
                 let mut buf = vec![rank as u8; bytes];
                 // Fewer round trips for large messages.
-                let iters = ((200_000.0 * scale) as usize / (1 + bytes / 1024)).clamp(20, 2_000_000);
+                let iters =
+                    ((200_000.0 * scale) as usize / (1 + bytes / 1024)).clamp(20, 2_000_000);
                 let warmup = (iters / 10).max(5);
                 let mut elapsed = 0.0;
                 for phase in 0..2 {
@@ -67,7 +68,11 @@ fn main() {
     println!("# ping-pong, 2 ranks, {workers} worker(s)");
     println!("# bytes  latency_us  MB/s");
     for &(bytes, t) in rows {
-        println!("{bytes:>9}  {:>10.4}  {:>10.1}", t * 1e6, bytes as f64 / t / 1e6);
+        println!(
+            "{bytes:>9}  {:>10.4}  {:>10.1}",
+            t * 1e6,
+            bytes as f64 / t / 1e6
+        );
     }
     // Least-squares fit of T(m) = α + β·m.
     let n = rows.len() as f64;

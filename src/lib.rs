@@ -55,8 +55,8 @@
 //! shared by the ranks of one worker) is shared by ranks, where separate MPI
 //! processes would each have their own copy.
 
-pub mod collective;
 mod coll;
+pub mod collective;
 mod comm;
 pub mod datatype;
 pub mod environment;
@@ -73,12 +73,12 @@ pub use environment::{
     initialize, initialize_with_threading, time, time_resolution, Threading, Universe,
 };
 pub use error::Error;
-pub use runtime::{launch, run, Runtime, StackGuard};
-pub use sched::{sleep, yield_now};
-/// `#[derive(Equivalence)]` for structs whose fields are all `Equivalence`.
-pub use myriad_macros::Equivalence;
 /// `#[myriad::main]`: the entry point of a ported rsmpi program.
 pub use myriad_macros::main;
+/// `#[derive(Equivalence)]` for structs whose fields are all `Equivalence`.
+pub use myriad_macros::Equivalence;
+pub use runtime::{launch, run, Runtime, StackGuard};
+pub use sched::{sleep, yield_now};
 
 /// A rank in a communicator (MPI's `int`, as in rsmpi).
 pub type Rank = i32;

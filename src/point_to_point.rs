@@ -104,8 +104,7 @@ pub trait Destination: AsCore {
         let site = Location::caller();
         let layout = send_layout(buf);
         let dest = self.destination_rank();
-        if let Err(err) = p2p::send(self.core(), dest, tag, &layout, SendMode::Synchronous, site)
-        {
+        if let Err(err) = p2p::send(self.core(), dest, tag, &layout, SendMode::Synchronous, site) {
             raise(err)
         }
     }
@@ -216,7 +215,11 @@ pub trait Destination: AsCore {
     ///
     /// As [`ready_send`](Self::ready_send).
     #[track_caller]
-    unsafe fn immediate_ready_send<'a, Sc, Buf>(&self, scope: Sc, buf: &'a Buf) -> Request<'a, Buf, Sc>
+    unsafe fn immediate_ready_send<'a, Sc, Buf>(
+        &self,
+        scope: Sc,
+        buf: &'a Buf,
+    ) -> Request<'a, Buf, Sc>
     where
         Buf: 'a + Buffer + ?Sized,
         Sc: Scope<'a>,
@@ -303,8 +306,7 @@ pub trait Source: AsCore {
     /// Receives one value with `tag`.
     #[track_caller]
     fn receive_with_tag<Msg: Equivalence>(&self, tag: Tag) -> (Msg, Status) {
-        self.try_receive_with_tag(tag)
-            .or_raise()
+        self.try_receive_with_tag(tag).or_raise()
     }
 
     /// Like [`receive_with_tag`](Self::receive_with_tag), returning errors.
@@ -338,8 +340,7 @@ pub trait Source: AsCore {
     /// Receives into `buf` with `tag`.
     #[track_caller]
     fn receive_into_with_tag<Buf: BufferMut + ?Sized>(&self, buf: &mut Buf, tag: Tag) -> Status {
-        self.try_receive_into_with_tag(buf, tag)
-            .or_raise()
+        self.try_receive_into_with_tag(buf, tag).or_raise()
     }
 
     /// Like [`receive_into_with_tag`](Self::receive_into_with_tag),
@@ -351,7 +352,13 @@ pub trait Source: AsCore {
         tag: Tag,
     ) -> Result<Status, Error> {
         let layout = recv_layout(buf);
-        p2p::receive(self.core(), self.source_rank(), tag, &layout, Location::caller())
+        p2p::receive(
+            self.core(),
+            self.source_rank(),
+            tag,
+            &layout,
+            Location::caller(),
+        )
     }
 
     /// Receives a message of any length into a new `Vec`, with any tag.
@@ -376,9 +383,15 @@ pub trait Source: AsCore {
     /// Probe for a message with `tag`.
     #[track_caller]
     fn probe_with_tag(&self, tag: Tag) -> Status {
-        p2p::probe(self.core(), self.source_rank(), tag, true, Location::caller())
-            .or_raise()
-            .expect("a blocking probe returns a status")
+        p2p::probe(
+            self.core(),
+            self.source_rank(),
+            tag,
+            true,
+            Location::caller(),
+        )
+        .or_raise()
+        .expect("a blocking probe returns a status")
     }
 
     /// The status of a waiting message with any tag, if there is one
@@ -391,8 +404,14 @@ pub trait Source: AsCore {
     /// Immediate probe with `tag`.
     #[track_caller]
     fn immediate_probe_with_tag(&self, tag: Tag) -> Option<Status> {
-        p2p::probe(self.core(), self.source_rank(), tag, false, Location::caller())
-            .or_raise()
+        p2p::probe(
+            self.core(),
+            self.source_rank(),
+            tag,
+            false,
+            Location::caller(),
+        )
+        .or_raise()
     }
 
     /// Waits for a message with any tag and takes it off the queue: only the
@@ -429,7 +448,11 @@ pub trait Source: AsCore {
 
     /// Starts a receive into `buf` with any tag (`MPI_Irecv`).
     #[track_caller]
-    fn immediate_receive_into<'a, Sc, Buf>(&self, scope: Sc, buf: &'a mut Buf) -> Request<'a, Buf, Sc>
+    fn immediate_receive_into<'a, Sc, Buf>(
+        &self,
+        scope: Sc,
+        buf: &'a mut Buf,
+    ) -> Request<'a, Buf, Sc>
     where
         Buf: 'a + BufferMut + ?Sized,
         Sc: Scope<'a>,
@@ -601,7 +624,7 @@ impl MatchedReceiveVec for (Message, Status) {
         let (message, status) = self;
         let (core, matched) = message.take();
         let size = Msg::equivalent_datatype().type_map().size();
-        let count = if size == 0 { 0 } else { status.bytes() / size };
+        let count = status.bytes().checked_div(size).unwrap_or(0);
         if size != 0 && status.bytes() % size != 0 {
             p2p::drop_matched(core.job(), matched);
             raise(Error::Count {
@@ -650,8 +673,16 @@ where
 {
     let site = Location::caller();
     let dst = recv_layout(buf);
-    send_receive_layouts(&send_layout(msg), destination, sendtag, &dst, source, receivetag, site)
-        .or_raise()
+    send_receive_layouts(
+        &send_layout(msg),
+        destination,
+        sendtag,
+        &dst,
+        source,
+        receivetag,
+        site,
+    )
+    .or_raise()
 }
 
 fn send_receive_layouts<D, S>(
@@ -741,9 +772,17 @@ where
         count: 1,
         ty: R::equivalent_datatype().handle(),
     };
-    let status = send_receive_layouts(&send_layout(msg), destination, sendtag, &dst, source, receivetag, site)
-        .and_then(|status| check_one::<R>(source.core(), &status, dst.bytes()).map(|_| status))
-        .or_raise();
+    let status = send_receive_layouts(
+        &send_layout(msg),
+        destination,
+        sendtag,
+        &dst,
+        source,
+        receivetag,
+        site,
+    )
+    .and_then(|status| check_one::<R>(source.core(), &status, dst.bytes()).map(|_| status))
+    .or_raise();
     // SAFETY: as in `Source::try_receive_with_tag`.
     (unsafe { value.assume_init() }, status)
 }
@@ -787,8 +826,7 @@ where
         count: dst.count,
         ty: packed_type(&dst),
     };
-    send_receive_layouts(&src, destination, sendtag, &dst, source, receivetag, site)
-        .or_raise()
+    send_receive_layouts(&src, destination, sendtag, &dst, source, receivetag, site).or_raise()
 }
 
 /// The contiguous type with the same signature as `layout`'s.

@@ -479,7 +479,10 @@ impl<'a, D: ?Sized, S: Scope<'a>> From<Request<'a, D, S>> for WaitGuard<'a, D, S
 
 impl<'a, D: ?Sized, S: Scope<'a>> From<WaitGuard<'a, D, S>> for Request<'a, D, S> {
     fn from(mut guard: WaitGuard<'a, D, S>) -> Self {
-        guard.0.take().expect("a WaitGuard always holds its request")
+        guard
+            .0
+            .take()
+            .expect("a WaitGuard always holds its request")
     }
 }
 
@@ -518,6 +521,9 @@ impl<'a, D: ?Sized, S: Scope<'a>> From<WaitGuard<'a, D, S>> for CancelGuard<'a, 
 
 impl<'a, D: ?Sized, S: Scope<'a>> From<CancelGuard<'a, D, S>> for WaitGuard<'a, D, S> {
     fn from(mut guard: CancelGuard<'a, D, S>) -> Self {
-        guard.0.take().expect("a CancelGuard always holds its request")
+        guard
+            .0
+            .take()
+            .expect("a CancelGuard always holds its request")
     }
 }

@@ -30,7 +30,10 @@ fn send_to_rank_size_or_minus_one_names_the_rank() {
                 && message.contains("0..4"),
             "{message}"
         );
-        assert!(message.contains("tests/failures.rs"), "call site: {message}");
+        assert!(
+            message.contains("tests/failures.rs"),
+            "call site: {message}"
+        );
     }
 }
 
@@ -98,7 +101,10 @@ fn receive_receive_deadlock_names_both_ranks_and_call_sites() {
         let expected = format!(
             "rank {rank}: receive from rank {peer}, tag 3, on communicator MPI_COMM_WORLD, at tests/failures.rs:{line}:"
         );
-        assert!(report.contains(&expected), "missing {expected:?} in:\n{report}");
+        assert!(
+            report.contains(&expected),
+            "missing {expected:?} in:\n{report}"
+        );
     }
 }
 
@@ -148,7 +154,12 @@ fn a_communicator_used_by_another_rank_is_an_error() {
         world.barrier();
         if world.rank() == 1 {
             let theirs = smuggled.lock().unwrap().take().unwrap();
-            return Some(theirs.process_at_rank(1).try_send_with_tag(&1u8, 0).unwrap_err());
+            return Some(
+                theirs
+                    .process_at_rank(1)
+                    .try_send_with_tag(&1u8, 0)
+                    .unwrap_err(),
+            );
         }
         None
     })
@@ -167,8 +178,13 @@ fn mpi_outside_a_rank_is_a_clear_error() {
         .unwrap_or_default();
     assert!(message.contains("outside of any rank"), "{message}");
     // A communicator taken out of its job cannot be used from a plain thread.
-    let world = myriad::run(1, |universe| universe.world()).unwrap().remove(0);
-    let err = world.process_at_rank(0).try_send_with_tag(&1u8, 0).unwrap_err();
+    let world = myriad::run(1, |universe| universe.world())
+        .unwrap()
+        .remove(0);
+    let err = world
+        .process_at_rank(0)
+        .try_send_with_tag(&1u8, 0)
+        .unwrap_err();
     assert!(err.to_string().contains("outside of any rank"), "{err}");
 }
 

@@ -41,7 +41,9 @@ fn tags_wildcards_and_status() {
 fn messages_between_a_pair_do_not_overtake() {
     // Mixed sizes: eager (small) and rendezvous (large) messages, sent with
     // immediate sends so that both protocols are in flight at once.
-    let sizes: Vec<usize> = (0..60).map(|i| [0, 1, 100, 5_000, 100_000][i % 5]).collect();
+    let sizes: Vec<usize> = (0..60)
+        .map(|i| [0, 1, 100, 5_000, 100_000][i % 5])
+        .collect();
     myriad::run(2, |universe| {
         let world = universe.world();
         if world.rank() == 0 {
@@ -55,9 +57,11 @@ fn messages_between_a_pair_do_not_overtake() {
                     .iter()
                     .enumerate()
                     .map(|(i, b)| {
-                        world
-                            .process_at_rank(1)
-                            .immediate_send_with_tag(scope, &b[..], (i % 3) as i32)
+                        world.process_at_rank(1).immediate_send_with_tag(
+                            scope,
+                            &b[..],
+                            (i % 3) as i32,
+                        )
                     })
                     .collect();
                 request::wait_all(requests);
@@ -122,7 +126,9 @@ fn buffered_and_eager_sends_do_not_wait() {
         let world = universe.world();
         if world.rank() == 0 {
             // 1 MiB buffered send: copied, returns at once.
-            world.process_at_rank(1).buffered_send(&vec![7u8; 1 << 20][..]);
+            world
+                .process_at_rank(1)
+                .buffered_send(&vec![7u8; 1 << 20][..]);
             world.process_at_rank(1).send(&5u32); // small: eager
             world.barrier();
         } else {
@@ -142,7 +148,9 @@ fn a_rank_that_returns_still_delivers_its_eager_sends() {
         let world = universe.world();
         if world.rank() == 0 {
             for i in 0..100u32 {
-                world.process_at_rank(1).send_with_tag(&[i; 16][..], (i % 5) as i32);
+                world
+                    .process_at_rank(1)
+                    .send_with_tag(&[i; 16][..], (i % 5) as i32);
             }
             // Returns now, with 100 unmatched messages queued.
         } else {
@@ -165,8 +173,12 @@ fn probe_matched_probe_and_receive_vec() {
     myriad::run(2, |universe| {
         let world = universe.world();
         if world.rank() == 0 {
-            world.process_at_rank(1).send_with_tag(&[1i16, 2, 3, 4, 5][..], 1);
-            world.process_at_rank(1).send_with_tag(&vec![9u64; 50_000][..], 2);
+            world
+                .process_at_rank(1)
+                .send_with_tag(&[1i16, 2, 3, 4, 5][..], 1);
+            world
+                .process_at_rank(1)
+                .send_with_tag(&vec![9u64; 50_000][..], 2);
             world.barrier();
         } else {
             let status = world.process_at_rank(0).probe_with_tag(1);
@@ -194,7 +206,7 @@ fn immediate_operations_wait_any_test_and_guards() {
         let world = universe.world();
         let rank = world.rank();
         if rank == 0 {
-            let mut bufs = vec![[0i32; 2]; 3];
+            let mut bufs = [[0i32; 2]; 3];
             request::scope(|scope| {
                 let mut requests: Vec<_> = bufs
                     .iter_mut()
@@ -218,13 +230,17 @@ fn immediate_operations_wait_any_test_and_guards() {
             // A receive that nobody will match, cancelled.
             let mut x = 0u8;
             request::scope(|scope| {
-                let r = world.process_at_rank(1).immediate_receive_into_with_tag(scope, &mut x, 99);
+                let r = world
+                    .process_at_rank(1)
+                    .immediate_receive_into_with_tag(scope, &mut x, 99);
                 r.cancel();
                 assert!(r.wait().is_cancelled());
             });
             request::scope(|scope| {
                 let _guard = CancelGuard::from(
-                    world.process_at_rank(2).immediate_receive_into_with_tag(scope, &mut x, 98),
+                    world
+                        .process_at_rank(2)
+                        .immediate_receive_into_with_tag(scope, &mut x, 98),
                 );
             });
         } else {
@@ -239,11 +255,11 @@ fn immediate_operations_wait_any_test_and_guards() {
                         Err(again) => r = again,
                     }
                 }
-                let _g = WaitGuard::from(world.process_at_rank(0).immediate_send_with_tag(
-                    scope,
-                    &data,
-                    55,
-                ));
+                let _g = WaitGuard::from(
+                    world
+                        .process_at_rank(0)
+                        .immediate_send_with_tag(scope, &data, 55),
+                );
             });
         }
         world.barrier();
@@ -270,7 +286,9 @@ fn send_receive_exchanges_without_deadlock() {
         let out = vec![rank as u64; 100_000];
         let mut input = vec![0u64; 100_000];
         p2p::send_receive_into(&out[..], &right, &mut input[..], &left);
-        assert!(input.iter().all(|&x| x == ((rank + size - 1) % size) as u64));
+        assert!(input
+            .iter()
+            .all(|&x| x == ((rank + size - 1) % size) as u64));
         let (x, _): (i32, _) = p2p::send_receive(&rank, &left, &right);
         assert_eq!(x, (rank + 1) % size);
         let mut buf = [rank; 3];
@@ -294,7 +312,7 @@ fn truncation_is_an_error_and_nothing_is_silently_cut() {
                 .process_at_rank(0)
                 .try_receive_into_with_tag(&mut small[..], ANY_TAG)
                 .unwrap_err();
-            let mut big = vec![0u32; 10];
+            let mut big = [0u32; 10];
             let err2 = world
                 .process_at_rank(0)
                 .try_receive_into_with_tag(&mut big[..], ANY_TAG)
@@ -330,7 +348,10 @@ fn truncation_is_an_error_and_nothing_is_silently_cut() {
     })
     .unwrap_err();
     let text = err.to_string();
-    assert!(text.contains("rank 1 panicked") && text.contains("truncated"), "{text}");
+    assert!(
+        text.contains("rank 1 panicked") && text.contains("truncated"),
+        "{text}"
+    );
 }
 
 #[test]
@@ -342,7 +363,10 @@ fn type_signatures_are_checked() {
             world.process_at_rank(1).send(&[3u16, 4]);
             None
         } else {
-            let err = world.process_at_rank(0).try_receive_with_tag::<u32>(ANY_TAG).unwrap_err();
+            let err = world
+                .process_at_rank(0)
+                .try_receive_with_tag::<u32>(ANY_TAG)
+                .unwrap_err();
             // Arrays and slices of the same base type interoperate.
             let (v, _) = world.process_at_rank(0).receive_vec::<u16>();
             assert_eq!(v, vec![3, 4]);
@@ -368,7 +392,10 @@ fn receive_of_one_value_checks_the_count() {
     .unwrap_err();
     let text = err.to_string();
     assert!(text.contains("expected one value of type u64"), "{text}");
-    assert!(text.contains("tests/p2p.rs"), "the user's call site: {text}");
+    assert!(
+        text.contains("tests/p2p.rs"),
+        "the user's call site: {text}"
+    );
 }
 
 #[test]
@@ -381,7 +408,11 @@ fn ten_thousand_ranks_send_to_random_peers_and_nothing_is_lost() {
         z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
         z ^= z >> 31;
         let p = (z % (N as u64 - 1)) as usize;
-        if p >= rank { p + 1 } else { p }
+        if p >= rank {
+            p + 1
+        } else {
+            p
+        }
     }
     fn payload(rank: usize) -> [u64; 4] {
         let r = rank as u64;
@@ -398,7 +429,9 @@ fn ten_thousand_ranks_send_to_random_peers_and_nothing_is_lost() {
     let sums = myriad::run(N, |universe| {
         let world = universe.world();
         let rank = world.rank() as usize;
-        world.process_at_rank(peer_of(rank) as i32).send(&payload(rank));
+        world
+            .process_at_rank(peer_of(rank) as i32)
+            .send(&payload(rank));
         let mut checksum = 0u64;
         for _ in 0..expected_in[rank] {
             let (msg, status) = world.any_process().receive::<[u64; 4]>();
@@ -428,7 +461,8 @@ fn jobs_run_concurrently_in_one_process() {
                     let world = universe.world();
                     world.barrier();
                     let next = world.process_at_rank((world.rank() + 1) % world.size());
-                    let prev = world.process_at_rank((world.rank() + world.size() - 1) % world.size());
+                    let prev =
+                        world.process_at_rank((world.rank() + world.size() - 1) % world.size());
                     p2p::send_receive::<i32, _, _, _>(&world.rank(), &next, &prev).0
                 })
                 .unwrap()
@@ -461,9 +495,21 @@ unsafe impl Equivalence for Particle {
             TypeMap::structure(
                 "Particle",
                 &[
-                    (std::mem::offset_of!(Particle, position), <[f64; 3]>::equivalent_datatype().type_map(), 1),
-                    (std::mem::offset_of!(Particle, id), u32::equivalent_datatype().type_map(), 1),
-                    (std::mem::offset_of!(Particle, alive), bool::equivalent_datatype().type_map(), 1),
+                    (
+                        std::mem::offset_of!(Particle, position),
+                        <[f64; 3]>::equivalent_datatype().type_map(),
+                        1,
+                    ),
+                    (
+                        std::mem::offset_of!(Particle, id),
+                        u32::equivalent_datatype().type_map(),
+                        1,
+                    ),
+                    (
+                        std::mem::offset_of!(Particle, alive),
+                        bool::equivalent_datatype().type_map(),
+                        1,
+                    ),
                 ],
                 std::mem::size_of::<Particle>(),
             )

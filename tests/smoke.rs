@@ -1,3 +1,5 @@
+//! Smoke tests: small whole jobs, end to end.
+
 use myriad::traits::*;
 
 #[test]

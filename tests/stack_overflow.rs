@@ -59,7 +59,12 @@ fn stack_overflow_is_caught_by_the_guard_page() {
     #[cfg(unix)]
     {
         use std::os::unix::process::ExitStatusExt;
-        assert_eq!(output.status.signal(), Some(libc_sigsegv()), "{:?}", output.status);
+        assert_eq!(
+            output.status.signal(),
+            Some(libc_sigsegv()),
+            "{:?}",
+            output.status
+        );
     }
 }
 

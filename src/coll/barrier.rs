@@ -34,7 +34,11 @@ impl Barrier {
     }
 
     /// Waits until every rank of `comm` has arrived.
-    pub(crate) fn wait(&self, comm: &CommCore, site: &'static Location<'static>) -> Result<(), Error> {
+    pub(crate) fn wait(
+        &self,
+        comm: &CommCore,
+        site: &'static Location<'static>,
+    ) -> Result<(), Error> {
         let ctx = comm.caller()?;
         let size = comm.size() as u32;
         let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());

@@ -24,8 +24,8 @@ use std::collections::HashMap;
 use std::sync::{Arc, OnceLock, RwLock};
 
 pub use buffer::{AsDatatype, Buffer, BufferMut, Collection, Pointer, PointerMut};
-pub use typemap::{BaseKind, Run, Segment, TypeMap};
 pub(crate) use typemap::signature_mismatch;
+pub use typemap::{BaseKind, Run, Segment, TypeMap};
 
 /// A type whose values can be sent and received as an MPI datatype.
 ///
@@ -205,7 +205,7 @@ pub fn cached_type_map<T: 'static>(build: impl FnOnce() -> TypeMap) -> &'static 
         return map;
     }
     let map: &'static TypeMap = Box::leak(Box::new(build()));
-    *registry
+    registry
         .write()
         .unwrap_or_else(|e| e.into_inner())
         .entry(id)

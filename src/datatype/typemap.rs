@@ -324,7 +324,11 @@ struct Stream<'a> {
 
 impl<'a> Stream<'a> {
     fn new(runs: &'a [Run]) -> Self {
-        Stream { runs, at: 0, used: 0 }
+        Stream {
+            runs,
+            at: 0,
+            used: 0,
+        }
     }
 
     fn peek(&self) -> (BaseKind, usize) {
@@ -344,8 +348,8 @@ impl<'a> Stream<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::datatype::Equivalence;
     use crate::datatype::Datatype;
+    use crate::datatype::Equivalence;
 
     fn map<T: Equivalence>() -> TypeMap {
         T::equivalent_datatype().type_map().clone()
@@ -375,13 +379,22 @@ mod tests {
         assert!(!s.is_contiguous());
         assert_eq!(
             s.segments(),
-            &[Segment { offset: 0, len: 1 }, Segment { offset: 4, len: 12 }]
+            &[
+                Segment { offset: 0, len: 1 },
+                Segment { offset: 4, len: 12 }
+            ]
         );
         assert_eq!(
             s.signature(),
             &[
-                Run { kind: BaseKind::U8, count: 1 },
-                Run { kind: BaseKind::U32, count: 3 }
+                Run {
+                    kind: BaseKind::U8,
+                    count: 1
+                },
+                Run {
+                    kind: BaseKind::U32,
+                    count: 3
+                }
             ]
         );
     }

@@ -20,8 +20,15 @@ const KEEP: usize = 1024;
 /// A message's packed bytes.
 #[derive(Debug)]
 pub(crate) enum EagerBuf {
-    Inline { len: u8, bytes: [u8; INLINE] },
-    Pooled { class: u8, len: usize, buf: Box<[u8]> },
+    Inline {
+        len: u8,
+        bytes: [u8; INLINE],
+    },
+    Pooled {
+        class: u8,
+        len: usize,
+        buf: Box<[u8]>,
+    },
     Heap(Box<[u8]>),
 }
 

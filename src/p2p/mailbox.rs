@@ -149,9 +149,9 @@ impl Queues {
 
     /// Withdraws the rendezvous message completing `completion`.
     pub(crate) fn withdraw_rendezvous(&mut self, completion: *const Completion) -> bool {
-        let found = self.unexpected.iter().position(|u| {
-            matches!(u.payload, Payload::Rendezvous { completion: c, .. } if c == completion)
-        });
+        let found = self.unexpected.iter().position(
+            |u| matches!(u.payload, Payload::Rendezvous { completion: c, .. } if c == completion),
+        );
         match found {
             Some(i) => {
                 self.unexpected.remove(i);

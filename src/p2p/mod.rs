@@ -38,7 +38,7 @@ use std::panic::Location;
 
 use completion::{Completion, Fault, Outcome};
 use eager::EagerPool;
-use mailbox::{Envelope, MatchSpec, Mailbox, Payload, Posted, Unexpected};
+use mailbox::{Envelope, Mailbox, MatchSpec, Payload, Posted, Unexpected};
 pub use status::Status;
 
 use crate::comm::CommCore;
@@ -88,7 +88,12 @@ pub(crate) enum Started {
 }
 
 /// Checks a destination rank and a send tag.
-pub(crate) fn check_send(comm: &CommCore, op: &'static str, dest: Rank, tag: Tag) -> Result<(), Error> {
+pub(crate) fn check_send(
+    comm: &CommCore,
+    op: &'static str,
+    dest: Rank,
+    tag: Tag,
+) -> Result<(), Error> {
     if dest < 0 || dest >= comm.size() {
         return Err(Error::Rank {
             op,

@@ -43,7 +43,10 @@ pub(crate) fn parse_count(knob: &str, value: &str) -> Result<usize, Error> {
 /// `65536`).
 pub(crate) fn parse_size(knob: &str, value: &str) -> Result<usize, Error> {
     let v = value.trim();
-    let (digits, unit) = match v.char_indices().find(|(_, c)| !c.is_ascii_digit() && *c != '_') {
+    let (digits, unit) = match v
+        .char_indices()
+        .find(|(_, c)| !c.is_ascii_digit() && *c != '_')
+    {
         Some((i, _)) => (&v[..i], v[i..].trim().to_ascii_lowercase()),
         None => (v, String::new()),
     };
@@ -102,7 +105,10 @@ impl Flags {
         let mut flags = Flags::default();
         let mut args = args.into_iter();
         while let Some(arg) = args.next() {
-            for (name, slot) in [("--ranks", &mut flags.ranks), ("--workers", &mut flags.workers)] {
+            for (name, slot) in [
+                ("--ranks", &mut flags.ranks),
+                ("--workers", &mut flags.workers),
+            ] {
                 if arg == name {
                     *slot = args.next();
                 } else if let Some(v) = arg.strip_prefix(name).and_then(|r| r.strip_prefix('=')) {
@@ -124,8 +130,13 @@ mod tests {
         assert_eq!(parse_size("S", "64K").unwrap(), 65536);
         assert_eq!(parse_size("S", "1m").unwrap(), 1 << 20);
         assert_eq!(parse_size("S", "2 GiB").unwrap(), 2 << 30);
-        let err = parse_size("MYRIAD_STACK_SIZE", "12Q").unwrap_err().to_string();
-        assert!(err.contains("MYRIAD_STACK_SIZE") && err.contains("unit"), "{err}");
+        let err = parse_size("MYRIAD_STACK_SIZE", "12Q")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("MYRIAD_STACK_SIZE") && err.contains("unit"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -102,11 +102,10 @@ where
     let binds = config.bind && topo.binds_for_real();
     let workers = placements.len();
 
-    let pool = StackPool::new(config.stack_size, ranks, config.guard).map_err(|e| {
-        Error::Resources {
+    let pool =
+        StackPool::new(config.stack_size, ranks, config.guard).map_err(|e| Error::Resources {
             message: format!("could not set up rank stacks: {e}"),
-        }
-    })?;
+        })?;
     pool.check_map_budget(ranks)
         .map_err(|message| Error::Resources { message })?;
 

@@ -141,7 +141,9 @@ impl Runtime {
             return Err(Error::config("a job needs at least one rank"));
         }
         if ranks > u32::MAX as usize / 2 {
-            return Err(Error::config(format!("{ranks} ranks is more than myriad supports")));
+            return Err(Error::config(format!(
+                "{ranks} ranks is more than myriad supports"
+            )));
         }
         let workers = match (self.workers, &self.flags.workers, var("MYRIAD_WORKERS")) {
             (Some(n), _, _) => n,

@@ -59,7 +59,7 @@ fn report(job: &Job, waiting: &[(u32, Option<WaitInfo>)]) -> String {
             entry.0 += 1;
         }
         let mut groups: Vec<_> = groups.into_iter().collect();
-        groups.sort_by(|a, b| b.1 .0.cmp(&a.1 .0));
+        groups.sort_by_key(|group| std::cmp::Reverse(group.1 .0));
         let _ = write!(out, "\n  ... and {} more:", waiting.len() - LISTED);
         for (what, (count, first)) in groups {
             let _ = write!(out, "\n  {count} ranks (first: rank {first}): {what}");

@@ -102,11 +102,16 @@ impl StackPool {
         mode: Option<GuardMode>,
     ) -> io::Result<StackPool> {
         let page = page_size();
-        let usable = stack_size.max(corosensei::stack::MIN_STACK_SIZE).div_ceil(page) * page;
+        let usable = stack_size
+            .max(corosensei::stack::MIN_STACK_SIZE)
+            .div_ceil(page)
+            * page;
         let slot_size = usable + page;
         // Chunks of at most 1 GiB of address space and at most 4096 slots: few
         // mappings for a million ranks, little waste for small jobs.
-        let chunk_slots = expected.clamp(1, 4096).min(((1usize << 30) / slot_size).max(1));
+        let chunk_slots = expected
+            .clamp(1, 4096)
+            .min(((1usize << 30) / slot_size).max(1));
         let mode = match mode {
             Some(mode) => mode,
             None => detect_mode(page),
@@ -285,7 +290,12 @@ fn read_max_map_count() -> Option<usize> {
 }
 
 fn count_maps() -> Option<usize> {
-    Some(std::fs::read_to_string("/proc/self/maps").ok()?.lines().count())
+    Some(
+        std::fs::read_to_string("/proc/self/maps")
+            .ok()?
+            .lines()
+            .count(),
+    )
 }
 
 #[cfg(test)]
@@ -303,7 +313,11 @@ mod tests {
         let top = a.base().get();
         // SAFETY: inside the usable part of slot `a`, owned by this test.
         unsafe {
-            std::ptr::write_bytes((a.slot + pool.page) as *mut u8, 0xAB, top - a.slot - pool.page)
+            std::ptr::write_bytes(
+                (a.slot + pool.page) as *mut u8,
+                0xAB,
+                top - a.slot - pool.page,
+            )
         };
         pool.release(a);
         let c = pool.allocate().unwrap();

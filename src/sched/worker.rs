@@ -34,10 +34,10 @@ use std::time::Instant;
 use corosensei::{Coroutine, CoroutineResult, Yielder};
 use crossbeam_deque::{Steal, Stealer, Worker as Deque};
 
+use super::deadlock;
 use super::guard::AltStack;
 use super::rank::{self, RankCtx, Suspend};
 use super::stack::{PooledStack, StackPool};
-use super::deadlock;
 use crate::error::Error;
 use crate::runtime::job::Job;
 

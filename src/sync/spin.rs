@@ -49,10 +49,13 @@ impl<T> SpinLock<T> {
     /// Takes the lock, spinning (then yielding) while another thread has it.
     #[inline]
     pub(crate) fn lock(&self) -> SpinGuard<'_, T> {
-        if self.locked.swap(true, Ordering::Acquire) {
-            self.lock_slow();
+        match self.try_lock() {
+            Some(guard) => guard,
+            None => {
+                self.lock_slow();
+                SpinGuard { lock: self }
+            }
         }
-        SpinGuard { lock: self }
     }
 
     #[cold]
@@ -68,9 +71,22 @@ impl<T> SpinLock<T> {
                     yield_thread();
                 }
             }
-            if !self.locked.swap(true, Ordering::Acquire) {
+            if let Some(guard) = self.try_lock() {
+                std::mem::forget(guard);
                 return;
             }
+        }
+    }
+
+    /// Takes the lock if it is free.
+    #[inline]
+    pub(crate) fn try_lock(&self) -> Option<SpinGuard<'_, T>> {
+        // Not `bool::then_some`: it would build (and drop, unlocking!) a
+        // guard even when the lock was not taken.
+        if self.locked.swap(true, Ordering::Acquire) {
+            None
+        } else {
+            Some(SpinGuard { lock: self })
         }
     }
 }
@@ -110,6 +126,14 @@ impl<T> DerefMut for SpinGuard<'_, T> {
 impl<T> Drop for SpinGuard<'_, T> {
     #[inline]
     fn drop(&mut self) {
+        // A release store. In C11 it cannot come between a holder's taking
+        // swap and a failed swap that read it (read-modify-writes are atomic
+        // in the total modification order), but loom 0.7 keeps that order
+        // partial and would let a later swap read the failed swap's `true`;
+        // its model therefore unlocks with a swap.
+        #[cfg(not(loom))]
         self.lock.locked.store(false, Ordering::Release);
+        #[cfg(loom)]
+        self.lock.locked.swap(false, Ordering::Release);
     }
 }
