@@ -79,6 +79,12 @@ pub enum Error {
         /// What is not supported.
         what: String,
     },
+    /// Ranks of a communicator called different collectives, or the same one
+    /// with different roots, sizes or algorithms.
+    Collective {
+        /// Both calls, with their ranks and call sites.
+        message: String,
+    },
     /// Every rank of the job waits and nothing can wake them.
     Deadlock {
         /// One line per waiting rank: operation, peer, tag, communicator and
@@ -120,6 +126,7 @@ impl Error {
             Error::Comm { .. } => "MPI_ERR_COMM",
             Error::Arg { .. } => "MPI_ERR_ARG",
             Error::Unsupported { .. } => "MPI_ERR_UNSUPPORTED_OPERATION",
+            Error::Collective { .. } => "MPI_ERR_OTHER (collective mismatch)",
             Error::Deadlock { .. } => "MPI_ERR_OTHER (deadlock)",
             Error::Panic { .. } => "MPI_ERR_OTHER (rank panicked)",
             Error::Resources { .. } => "MPI_ERR_NO_MEM",
@@ -170,7 +177,8 @@ impl fmt::Display for Error {
             Error::Count { message }
             | Error::Type { message }
             | Error::Comm { message }
-            | Error::Arg { message } => f.write_str(message),
+            | Error::Arg { message }
+            | Error::Collective { message } => f.write_str(message),
             Error::Unsupported { what } => write!(f, "not supported by myriad yet: {what}"),
             Error::Deadlock { report } => write!(f, "deadlock: {report}"),
             Error::Panic { rank, message } => write!(f, "rank {rank} panicked: {message}"),

@@ -100,10 +100,11 @@ pub const UNDEFINED: i32 = -32766;
 
 /// The traits needed to call MPI methods: `use myriad::traits::*;`.
 pub mod traits {
-    pub use crate::collective::CommunicatorCollectives;
+    pub use crate::collective::{CommunicatorCollectives, Operation, Root};
     pub use crate::comm::Communicator;
     pub use crate::datatype::{
-        AsDatatype, Buffer, BufferMut, Collection, Datatype, Equivalence, Pointer, PointerMut,
+        AsDatatype, Buffer, BufferMut, Collection, Datatype, Equivalence, Partitioned,
+        PartitionedBuffer, PartitionedBufferMut, Pointer, PointerMut,
     };
     pub use crate::point_to_point::{Destination, MatchedReceiveVec, Source};
     pub use myriad_macros::Equivalence;

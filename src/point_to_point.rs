@@ -24,19 +24,11 @@ use crate::{Rank, Tag, ANY_SOURCE, ANY_TAG};
 pub use crate::p2p::Status;
 
 fn send_layout<B: Buffer + ?Sized>(buf: &B) -> Layout {
-    Layout {
-        base: buf.pointer() as *const u8,
-        count: buf.count() as usize,
-        ty: buf.as_datatype().handle(),
-    }
+    Layout::of(buf)
 }
 
 fn recv_layout<B: BufferMut + ?Sized>(buf: &mut B) -> Layout {
-    Layout {
-        base: buf.pointer_mut() as *const u8,
-        count: buf.count() as usize,
-        ty: buf.as_datatype().handle(),
-    }
+    Layout::of_mut(buf)
 }
 
 /// Where messages go: a [`Process`] (rsmpi's `Destination`).
@@ -262,19 +254,19 @@ where
 {
     let core = dest.core();
     let rank = dest.destination_rank();
-    let started = core
+    let ctx = core
         .caller()
-        .and_then(|_| p2p::check_send(core, "immediate_send", rank, tag));
-    if let Err(err) = started {
-        raise(err)
-    }
+        .and_then(|ctx| p2p::check_send(core, "immediate_send", rank, tag).map(|_| ctx))
+        .or_raise();
     let layout = send_layout(buf);
     let pending = PendingOp::new(
         core,
+        ctx.slot,
         Queued::Send(core.world_rank(rank)),
         Kind::Send { dest: rank, tag },
     );
-    let op = match p2p::start_send(core, rank, tag, &layout, mode, &pending.completion) {
+    let context = core.p2p_context();
+    let op = match p2p::start_send(core, context, rank, tag, &layout, mode, &pending.completion) {
         Started::Done(outcome) => Op::Done(Ok(request::send_status(rank, tag, outcome))),
         Started::Pending => Op::Pending(pending),
     };
@@ -474,19 +466,22 @@ pub trait Source: AsCore {
     {
         let core = self.core();
         let source = self.source_rank();
-        let checked = core
+        let ctx = core
             .caller()
-            .and_then(|_| p2p::check_receive(core, "immediate_receive_into", source, tag));
-        if let Err(err) = checked {
-            raise(err)
-        }
+            .and_then(|ctx| {
+                p2p::check_receive(core, "immediate_receive_into", source, tag).map(|_| ctx)
+            })
+            .or_raise();
         let layout = recv_layout(buf);
         let pending = PendingOp::new(
             core,
+            ctx.slot,
             Queued::Receive(core.world()),
             Kind::Receive { source, tag },
         );
-        let op = match p2p::start_receive(core, source, tag, &layout, &pending.completion) {
+        let context = core.p2p_context();
+        let op = match p2p::start_receive(core, context, source, tag, &layout, &pending.completion)
+        {
             Started::Done(outcome) => Op::Done(p2p::receive_result(core, outcome)),
             Started::Pending => Op::Pending(pending),
         };
@@ -702,39 +697,41 @@ where
     let ctx = core.caller()?;
     let from = source.source_rank();
     p2p::check_receive(core, "send_receive", from, receivetag)?;
-    let completion = Completion::new(core.world());
-    let outcome = match p2p::start_receive(core, from, receivetag, dst, &completion) {
-        Started::Done(outcome) => {
-            p2p::send(
-                destination.core(),
-                destination.destination_rank(),
-                sendtag,
-                src,
-                SendMode::Standard,
-                site,
-            )?;
-            outcome
-        }
-        Started::Pending => {
-            let guard = PendingGuard::new(core.job(), Queued::Receive(core.world()), &completion);
-            p2p::send(
-                destination.core(),
-                destination.destination_rank(),
-                sendtag,
-                src,
-                SendMode::Standard,
-                site,
-            )?;
-            let info = WaitInfo {
-                op: WaitOp::Receive,
-                peer: from,
-                tag: receivetag,
-                comm: core.p2p_context(),
-                site,
-            };
-            guard.wait(ctx, &info)?
-        }
-    };
+    let completion = Completion::new(ctx.slot);
+    let outcome =
+        match p2p::start_receive(core, core.p2p_context(), from, receivetag, dst, &completion) {
+            Started::Done(outcome) => {
+                p2p::send(
+                    destination.core(),
+                    destination.destination_rank(),
+                    sendtag,
+                    src,
+                    SendMode::Standard,
+                    site,
+                )?;
+                outcome
+            }
+            Started::Pending => {
+                let guard =
+                    PendingGuard::new(core.job(), Queued::Receive(core.world()), &completion);
+                p2p::send(
+                    destination.core(),
+                    destination.destination_rank(),
+                    sendtag,
+                    src,
+                    SendMode::Standard,
+                    site,
+                )?;
+                let info = WaitInfo {
+                    op: WaitOp::Receive,
+                    peer: from,
+                    tag: receivetag,
+                    comm: core.p2p_context(),
+                    site,
+                };
+                guard.wait(ctx, &info)?
+            }
+        };
     p2p::receive_result(core, outcome)
 }
 

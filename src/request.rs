@@ -47,16 +47,26 @@ pub(crate) struct PendingOp {
 /// What the pending operation is.
 #[derive(Debug, Clone, Copy)]
 pub(crate) enum Kind {
-    Send { dest: Rank, tag: Tag },
-    Receive { source: Rank, tag: Tag },
+    Send {
+        dest: Rank,
+        tag: Tag,
+    },
+    Receive {
+        source: Rank,
+        tag: Tag,
+    },
+    /// An immediate collective, run by a task.
+    Collective,
 }
 
 impl PendingOp {
-    pub(crate) fn new(comm: &CommCore, queued: Queued, kind: Kind) -> Box<PendingOp> {
+    /// A pending operation of `comm` whose completion wakes slot `waiter`
+    /// (the calling rank's or task's).
+    pub(crate) fn new(comm: &CommCore, waiter: u32, queued: Queued, kind: Kind) -> Box<PendingOp> {
         Box::new(PendingOp {
             comm: comm.clone(),
             queued,
-            completion: Completion::new(comm.world()),
+            completion: Completion::new(waiter),
             kind,
         })
     }
@@ -66,16 +76,18 @@ impl PendingOp {
         match self.kind {
             Kind::Receive { .. } => p2p::receive_result(&self.comm, outcome),
             Kind::Send { dest, tag } => Ok(send_status(dest, tag, outcome)),
+            Kind::Collective => Ok(Status::new(self.comm.rank(), 0, 0)),
         }
     }
 
     fn wait_info(&self, site: &'static Location<'static>) -> WaitInfo {
-        let (peer, tag) = match self.kind {
-            Kind::Send { dest, tag } => (dest, tag),
-            Kind::Receive { source, tag } => (source, tag),
+        let (op, peer, tag) = match self.kind {
+            Kind::Send { dest, tag } => (WaitOp::Wait, dest, tag),
+            Kind::Receive { source, tag } => (WaitOp::Wait, source, tag),
+            Kind::Collective => (WaitOp::Wait, WaitInfo::NO_PEER, WaitInfo::NO_TAG),
         };
         WaitInfo {
-            op: WaitOp::Wait,
+            op,
             peer,
             tag,
             comm: self.comm.p2p_context(),

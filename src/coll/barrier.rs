@@ -1,71 +1,64 @@
-//! The shared-memory barrier: a counter and a list of parked ranks.
+//! Barrier algorithms.
 //!
-//! Ranks of a communicator that share the process do not need messages to
-//! synchronise: each arrival increments a counter under a lock and parks; the
-//! last one bumps the generation and wakes everyone. A rank leaves when the
-//! generation it arrived in is over, so a fast rank may enter the next
-//! barrier before slow ones have left this one.
+//! * `shm`: ranks meet in the call's round; the last to arrive wakes the
+//!   others. One lock-free count per rank and one wake-up each.
+//! * `dissemination`: ⌈log2 p⌉ steps; at step k rank r notifies
+//!   r + 2^k and waits for r − 2^k (zero-byte messages).
+//! * `linear`: everyone notifies rank 0, which then releases everyone.
 
-use std::panic::Location;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Mutex;
-
-use crate::comm::CommCore;
+use super::exchange::Exchange;
+use super::{Algorithm, Call};
+use crate::datatype::copy::Layout;
 use crate::error::Error;
-use crate::sched::{self, WaitInfo, WaitOp};
 
-/// Barrier state of one communicator.
-#[derive(Debug, Default)]
-pub(crate) struct Barrier {
-    state: Mutex<State>,
-    generation: AtomicU64,
-}
-
-#[derive(Debug, Default)]
-struct State {
-    arrived: u32,
-    /// World ranks parked in the current generation.
-    waiters: Vec<u32>,
-}
-
-impl Barrier {
-    pub(crate) fn new() -> Barrier {
-        Barrier::default()
+/// Runs a barrier call.
+pub(crate) fn barrier(call: &Call<'_>) -> Result<(), Error> {
+    let (rank, size) = (call.rank(), call.size());
+    if size == 1 {
+        return Ok(());
     }
-
-    /// Waits until every rank of `comm` has arrived.
-    pub(crate) fn wait(
-        &self,
-        comm: &CommCore,
-        site: &'static Location<'static>,
-    ) -> Result<(), Error> {
-        let ctx = comm.caller()?;
-        let size = comm.size() as u32;
-        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
-        let generation = self.generation.load(Ordering::Relaxed);
-        state.arrived += 1;
-        if state.arrived == size {
-            state.arrived = 0;
-            let waiters = std::mem::take(&mut state.waiters);
-            self.generation.store(generation + 1, Ordering::Release);
-            drop(state);
-            let job = comm.job();
-            for rank in waiters {
-                sched::unpark(job, rank);
+    let empty = Layout::empty();
+    match call.algorithm {
+        Algorithm::Dissemination => {
+            let mut step = 1;
+            while step < size {
+                let mut ex = Exchange::new(call);
+                ex.recv((rank - step).rem_euclid(size), &empty)?;
+                ex.send((rank + step) % size, &empty);
+                ex.wait()?;
+                step *= 2;
             }
-            return Ok(());
+            Ok(())
         }
-        state.waiters.push(comm.world());
-        drop(state);
-        let info = WaitInfo {
-            op: WaitOp::Barrier,
-            peer: WaitInfo::NO_PEER,
-            tag: WaitInfo::NO_TAG,
-            comm: comm.p2p_context() + 1,
-            site,
-        };
-        sched::wait_until(ctx, &info, || {
-            self.generation.load(Ordering::Acquire) != generation
-        })
+        Algorithm::Linear => {
+            let mut ex = Exchange::new(call);
+            if rank == 0 {
+                for r in 1..size {
+                    ex.recv(r, &empty)?;
+                }
+                ex.wait()?;
+                for r in 1..size {
+                    ex.send(r, &empty);
+                }
+            } else {
+                ex.send(0, &empty);
+                ex.recv(0, &empty)?;
+            }
+            ex.wait()
+        }
+        _ => shm(call),
     }
+}
+
+fn shm(call: &Call<'_>) -> Result<(), Error> {
+    let rounds = &call.comm.shared().coll.rounds;
+    let round = rounds.join(call, false);
+    let result = if round.arrive() {
+        round.wake_all(call);
+        Ok(())
+    } else {
+        round.wait(call, || round.all_arrived())
+    };
+    rounds.leave(call, round);
+    result
 }

@@ -1,8 +1,213 @@
-//! Collective operations.
+//! Collective operations: the machinery every collective shares.
 //!
-//! For now: the scheduler-managed barrier of communicators whose ranks share
-//! the process. The algorithms of the reference papers (binomial Gatherv,
-//! symmetric broadcast, ...), the selector and the mismatch checker come with
-//! the collectives issue.
+//! A collective call ([`begin`]) takes the communicator's next collective
+//! sequence number for the calling rank, checks its [`check::Signature`]
+//! against the other ranks' (the mismatch checker), and resolves the
+//! algorithm (explicit choice, then `MYRIAD_COLL_<COLLECTIVE>`, then the
+//! selector). Then one of two kinds of algorithm runs:
+//!
+//! * **message-based** ones (linear, binomial tree, symmetric broadcast,
+//!   binomial Gatherv with message chains, ring, recursive doubling,
+//!   pairwise exchange, ...) exchange point-to-point messages in the
+//!   communicator's collective context, tagged with the sequence number, so
+//!   they work on any communicator and, later, across processes
+//!   ([`exchange`]);
+//! * the **shared-memory** path, for ranks that share the process: ranks meet
+//!   in a [`round::Round`], publish their buffers' addresses, copy or reduce
+//!   straight between buffers, and park until the round is where they need
+//!   it.
+//!
+//! Immediate collectives run the same algorithms on a task
+//! (`sched::task`) with the sequence number taken at the call, so several
+//! may be outstanding on one communicator.
 
+pub(crate) mod allgather;
+pub(crate) mod alltoall;
 pub(crate) mod barrier;
+pub(crate) mod bcast;
+pub(crate) mod check;
+pub(crate) mod exchange;
+pub(crate) mod gather;
+pub(crate) mod op;
+pub(crate) mod reduce;
+pub(crate) mod round;
+pub(crate) mod scan;
+pub(crate) mod scatter;
+mod select;
+
+use std::panic::Location;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+pub(crate) use select::{env_defaults, Selection};
+pub use select::{Algorithm, Collective};
+
+use crate::comm::CommCore;
+use crate::error::Error;
+use crate::sched::{RankCtx, WaitInfo, WaitOp};
+use check::{Checker, Signature};
+
+/// The collective kinds, for signatures and algorithm selection.
+pub(crate) type Kind = Collective;
+
+/// Collective state of one communicator.
+#[derive(Debug)]
+pub(crate) struct State {
+    /// Next sequence number of each rank (only that rank touches its entry).
+    seq: Box<[AtomicU32]>,
+    pub(crate) checker: Checker,
+    pub(crate) rounds: round::Rounds,
+    pub(crate) selection: Selection,
+}
+
+impl State {
+    pub(crate) fn new(size: usize, check: bool, selection: Selection) -> State {
+        State {
+            seq: (0..size).map(|_| AtomicU32::new(0)).collect(),
+            checker: Checker::new(check),
+            rounds: round::Rounds::default(),
+            selection,
+        }
+    }
+}
+
+/// One rank's collective call in progress.
+#[derive(Debug)]
+pub(crate) struct Call<'a> {
+    pub(crate) comm: &'a CommCore,
+    pub(crate) ctx: &'a RankCtx,
+    pub(crate) seq: u32,
+    pub(crate) kind: Kind,
+    pub(crate) algorithm: Algorithm,
+    pub(crate) site: &'static Location<'static>,
+}
+
+impl Call<'_> {
+    /// The tag of this call's messages in the collective context.
+    pub(crate) fn tag(&self) -> i32 {
+        (self.seq & 0x7fff_ffff) as i32
+    }
+
+    /// The collective context of the communicator.
+    pub(crate) fn context(&self) -> u32 {
+        self.comm.p2p_context() + 1
+    }
+
+    pub(crate) fn rank(&self) -> i32 {
+        self.comm.rank()
+    }
+
+    pub(crate) fn size(&self) -> i32 {
+        self.comm.size()
+    }
+
+    pub(crate) fn wait_info(&self) -> WaitInfo {
+        WaitInfo {
+            op: WaitOp::Collective,
+            peer: WaitInfo::NO_PEER,
+            // For a collective the tag field names which one.
+            tag: Collective::ALL
+                .iter()
+                .position(|&c| c == self.kind)
+                .unwrap_or(0) as i32,
+            comm: self.context(),
+            site: self.site,
+        }
+    }
+}
+
+/// Starts collective call of kind `signature.kind` by the calling rank:
+/// sequence number, signature check, algorithm.
+pub(crate) fn begin<'a>(
+    comm: &'a CommCore,
+    mut signature: Signature,
+    requested: Algorithm,
+    site: &'static Location<'static>,
+) -> Result<Call<'a>, Error> {
+    let ctx = comm.caller()?;
+    begin_as(comm, ctx, &mut signature, requested, site)
+}
+
+/// [`begin`] for a known caller context.
+pub(crate) fn begin_as<'a>(
+    comm: &'a CommCore,
+    ctx: &'a RankCtx,
+    signature: &mut Signature,
+    requested: Algorithm,
+    site: &'static Location<'static>,
+) -> Result<Call<'a>, Error> {
+    let state = &comm.shared().coll;
+    let seq = state.seq[comm.rank() as usize].fetch_add(1, Ordering::Relaxed);
+    let algorithm = state.selection.resolve(
+        signature.kind,
+        requested,
+        comm.size() as usize,
+        signature.bytes,
+    )?;
+    signature.algorithm = Some(algorithm);
+    state
+        .checker
+        .check(seq, comm.size() as u32, comm.rank(), *signature, site)?;
+    Ok(Call {
+        comm,
+        ctx,
+        seq,
+        kind: signature.kind,
+        algorithm,
+        site,
+    })
+}
+
+/// Checks a root.
+pub(crate) fn check_root(comm: &CommCore, op: &'static str, root: i32) -> Result<(), Error> {
+    if root < 0 || root >= comm.size() {
+        return Err(Error::Root {
+            op,
+            root,
+            size: comm.size(),
+        });
+    }
+    Ok(())
+}
+
+/// Copies `src` (published by rank `from`) into `dst` for a shared-memory
+/// algorithm, checking type signatures and sizes like a receive does.
+///
+/// # Safety
+///
+/// Both layouts must be valid (their owners stay in the round until the
+/// copy is done) and must not overlap.
+pub(crate) unsafe fn copy_checked(
+    call: &Call<'_>,
+    from: i32,
+    src: &crate::datatype::copy::Layout,
+    dst: &crate::datatype::copy::Layout,
+) -> Result<(), Error> {
+    if src.count > 0 {
+        if let Some((index, sent, expected)) =
+            crate::datatype::signature_mismatch(src.ty.map(), src.count, dst.ty.map())
+        {
+            return Err(Error::Type {
+                message: format!(
+                    "{}: rank {} got data from rank {from} whose type signature differs from \
+                     its buffer's at base value {index} (sent {}, expected {})",
+                    call.kind,
+                    call.rank(),
+                    sent.name(),
+                    expected.name()
+                ),
+            });
+        }
+    }
+    if src.bytes() > dst.bytes() {
+        return Err(Error::Truncate {
+            rank: call.rank(),
+            source: from,
+            tag: call.tag(),
+            message_bytes: src.bytes(),
+            buffer_bytes: dst.bytes(),
+        });
+    }
+    // SAFETY: the caller's contract.
+    unsafe { crate::datatype::copy::copy(src, dst) };
+    Ok(())
+}

@@ -14,7 +14,7 @@ use std::fmt;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 
-use crate::coll::barrier::Barrier;
+use crate::coll;
 use crate::error::{raise, Error};
 use crate::runtime::job::Job;
 use crate::sched::{self, RankCtx};
@@ -54,7 +54,19 @@ pub(crate) struct CommShared {
     /// Context id of point-to-point traffic; collectives use `context + 1`.
     pub(crate) context: u32,
     pub(crate) group: Group,
-    pub(crate) barrier: Barrier,
+    /// Sequence numbers, checker, rounds, algorithm choices.
+    pub(crate) coll: coll::State,
+}
+
+impl CommShared {
+    pub(crate) fn new(context: u32, group: Group, check_collectives: bool) -> CommShared {
+        let size = group.size() as usize;
+        CommShared {
+            context,
+            group,
+            coll: coll::State::new(size, check_collectives, coll::Selection::from_env()),
+        }
+    }
 }
 
 /// Communicator bookkeeping of a job.
@@ -62,21 +74,21 @@ pub(crate) struct CommShared {
 pub(crate) struct Registry {
     next_context: AtomicU32,
     names: Mutex<HashMap<u32, String>>,
+    /// Whether new communicators check their collective calls.
+    #[allow(dead_code)]
+    pub(crate) check_collectives: bool,
     pub(crate) world: Arc<CommShared>,
 }
 
 impl Registry {
-    pub(crate) fn new(ranks: u32) -> Registry {
+    pub(crate) fn new(ranks: u32, check_collectives: bool) -> Registry {
         let mut names = HashMap::new();
         names.insert(0, "MPI_COMM_WORLD".to_string());
         Registry {
             next_context: AtomicU32::new(2),
             names: Mutex::new(names),
-            world: Arc::new(CommShared {
-                context: 0,
-                group: Group::World(ranks),
-                barrier: Barrier::new(),
-            }),
+            check_collectives,
+            world: Arc::new(CommShared::new(0, Group::World(ranks), check_collectives)),
         }
     }
 

@@ -19,6 +19,72 @@ pub(crate) struct Layout {
 }
 
 impl Layout {
+    /// The layout of a readable buffer.
+    pub(crate) fn of<B: super::Buffer + ?Sized>(buf: &B) -> Layout {
+        Layout {
+            base: buf.pointer() as *const u8,
+            count: buf.count() as usize,
+            ty: super::Datatype::handle(&buf.as_datatype()),
+        }
+    }
+
+    /// The layout of a writable buffer.
+    pub(crate) fn of_mut<B: super::BufferMut + ?Sized>(buf: &mut B) -> Layout {
+        Layout {
+            base: buf.pointer_mut() as *const u8,
+            count: buf.count() as usize,
+            ty: super::Datatype::handle(&buf.as_datatype()),
+        }
+    }
+
+    /// `count` elements of this layout's type from element `first` on.
+    pub(crate) fn slice(&self, first: usize, count: usize) -> Layout {
+        Layout {
+            base: self.base.wrapping_add(first * self.ty.map().extent()),
+            count,
+            ty: self.ty.clone(),
+        }
+    }
+
+    /// The same memory as raw bytes, if the type is contiguous (so it can be
+    /// cut at any byte).
+    pub(crate) fn as_bytes(&self) -> Option<Layout> {
+        use super::{Datatype, Equivalence};
+        self.ty.map().is_contiguous().then(|| Layout {
+            base: self.base,
+            count: self.bytes(),
+            ty: u8::equivalent_datatype().handle(),
+        })
+    }
+
+    /// A hash of the type signature of the data, equal for types with the
+    /// same sequence of base types per element (for collective checks).
+    pub(crate) fn signature_hash(&self) -> u64 {
+        use std::hash::{Hash, Hasher};
+        let map = self.ty.map();
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        match map.uniform_kind() {
+            Some(kind) => kind.hash(&mut h),
+            None => {
+                for run in map.signature() {
+                    run.kind.hash(&mut h);
+                    run.count.hash(&mut h);
+                }
+            }
+        }
+        h.finish()
+    }
+
+    /// An empty layout (zero-byte messages).
+    pub(crate) fn empty() -> Layout {
+        use super::{Datatype, Equivalence};
+        Layout {
+            base: std::ptr::NonNull::<u8>::dangling().as_ptr(),
+            count: 0,
+            ty: u8::equivalent_datatype().handle(),
+        }
+    }
+
     /// Bytes of data (no padding).
     #[inline]
     pub(crate) fn bytes(&self) -> usize {

@@ -17,6 +17,7 @@
 
 mod buffer;
 pub(crate) mod copy;
+mod partition;
 mod typemap;
 
 use std::any::TypeId;
@@ -24,6 +25,9 @@ use std::collections::HashMap;
 use std::sync::{Arc, OnceLock, RwLock};
 
 pub use buffer::{AsDatatype, Buffer, BufferMut, Collection, Pointer, PointerMut};
+pub use partition::{
+    Partition, PartitionMut, Partitioned, PartitionedBuffer, PartitionedBufferMut,
+};
 pub(crate) use typemap::signature_mismatch;
 pub use typemap::{BaseKind, Run, Segment, TypeMap};
 

@@ -17,9 +17,9 @@
 //! order and each takes the lock), this gives MPI's non-overtaking rule per
 //! (source, communicator), whatever the protocol of each message.
 //!
-//! Only the owner rank receives from its mailbox, so the owner is the only
-//! rank that can wait for *any* new message (probe): `probing` tells a sender
-//! to wake it.
+//! A probe waits for *any* new message: the slots of waiting probers (the
+//! rank, or a task acting for it) are listed in `probers`, and the next
+//! sender wakes them all to look again.
 //!
 //! The engine does not care where a sender lives: a transport delivering a
 //! message from another process queues it here like a local sender does.
@@ -112,8 +112,8 @@ unsafe impl Send for Unexpected {}
 pub(crate) struct Queues {
     pub(crate) posted: VecDeque<Posted>,
     pub(crate) unexpected: VecDeque<Unexpected>,
-    /// The owner waits for any new message.
-    pub(crate) probing: bool,
+    /// Slots of probes waiting for any new message.
+    pub(crate) probers: Vec<u32>,
 }
 
 impl Queues {
@@ -161,10 +161,17 @@ impl Queues {
         }
     }
 
-    /// Takes the probing flag: `true` if the owner must be woken.
+    /// Takes the waiting probers: they must be woken.
     #[inline]
-    pub(crate) fn take_probing(&mut self) -> bool {
-        std::mem::take(&mut self.probing)
+    pub(crate) fn take_probers(&mut self) -> Vec<u32> {
+        std::mem::take(&mut self.probers)
+    }
+
+    /// Registers a waiting prober.
+    pub(crate) fn add_prober(&mut self, slot: u32) {
+        if !self.probers.contains(&slot) {
+            self.probers.push(slot);
+        }
     }
 }
 

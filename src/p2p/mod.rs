@@ -127,11 +127,14 @@ pub(crate) fn check_receive(
     Ok(())
 }
 
-/// Starts a send of `src` to `dest`. If it returns `Pending`, `completion`
-/// (owned by the caller, waking the caller's rank) is referenced by a queued
-/// descriptor and must stay alive, with `src`, until it is done or withdrawn.
+/// Starts a send of `src` to `dest` in context `context` (the
+/// communicator's point-to-point context, or its collective one). If it
+/// returns `Pending`, `completion` (owned by the caller, waking the caller's
+/// slot) is referenced by a queued descriptor and must stay alive, with
+/// `src`, until it is done or withdrawn.
 pub(crate) fn start_send(
     comm: &CommCore,
+    context: u32,
     dest: Rank,
     tag: Tag,
     src: &Layout,
@@ -140,7 +143,7 @@ pub(crate) fn start_send(
 ) -> Started {
     let job = comm.job();
     let env = Envelope {
-        context: comm.p2p_context(),
+        context,
         source: comm.rank(),
         tag,
     };
@@ -180,10 +183,10 @@ pub(crate) fn start_send(
         }
     };
     queues.unexpected.push_back(Unexpected { env, payload });
-    let wake = queues.take_probing();
+    let probers = queues.take_probers();
     drop(queues);
-    if wake {
-        sched::unpark(job, dest_world);
+    for slot in probers {
+        sched::unpark(job, slot);
     }
     if eager {
         Started::Done(Outcome {
@@ -290,10 +293,12 @@ pub(crate) fn consume(job: &Job, msg: Unexpected, dst: &Layout) -> Outcome {
     }
 }
 
-/// Starts a receive into `dst`. If it returns `Pending`, `completion` and
-/// `dst` must stay alive until the completion is done or withdrawn.
+/// Starts a receive into `dst` in context `context`. If it returns
+/// `Pending`, `completion` and `dst` must stay alive until the completion is
+/// done or withdrawn.
 pub(crate) fn start_receive(
     comm: &CommCore,
+    context: u32,
     source: Rank,
     tag: Tag,
     dst: &Layout,
@@ -301,7 +306,7 @@ pub(crate) fn start_receive(
 ) -> Started {
     let job = comm.job();
     let spec = MatchSpec {
-        context: comm.p2p_context(),
+        context,
         source,
         tag,
     };
@@ -357,6 +362,8 @@ pub(crate) enum Queued {
     Receive(u32),
     /// A rendezvous send in the mailbox of this world rank.
     Send(u32),
+    /// Not in a queue: a task (an immediate collective) completes it.
+    Task,
 }
 
 /// Withdraws a pending descriptor; `true` if it was still queued (then
@@ -369,6 +376,7 @@ pub(crate) fn withdraw(job: &Job, queued: Queued, completion: &Completion) -> bo
         Queued::Send(dest) => job.p2p.mailboxes[dest as usize]
             .lock()
             .withdraw_rendezvous(completion),
+        Queued::Task => false,
     }
 }
 
@@ -413,10 +421,11 @@ pub(crate) fn settle(job: &Job, queued: Queued, completion: &Completion) {
         return;
     }
     // Claimed: the claimer copies and completes without parking, except for
-    // a matched probe holding the message, which runs no more once the job
-    // aborts.
+    // a matched probe holding the message, and a task running a collective,
+    // which run no more once the job aborts.
+    let long = matches!(queued, Queued::Task);
     while !completion.is_done() {
-        if completion.is_held() && job.sched.is_aborting() {
+        if (long || completion.is_held()) && job.sched.is_aborting() {
             return;
         }
         std::thread::yield_now();
@@ -439,8 +448,8 @@ pub(crate) fn send(
     };
     let ctx = comm.caller()?;
     check_send(comm, op, dest, tag)?;
-    let completion = Completion::new(comm.world());
-    match start_send(comm, dest, tag, src, mode, &completion) {
+    let completion = Completion::new(ctx.slot);
+    match start_send(comm, comm.p2p_context(), dest, tag, src, mode, &completion) {
         Started::Done(_) => Ok(()),
         Started::Pending => {
             let job = comm.job();
@@ -472,8 +481,8 @@ pub(crate) fn receive(
 ) -> Result<Status, Error> {
     let ctx = comm.caller()?;
     check_receive(comm, "receive", source, tag)?;
-    let completion = Completion::new(comm.world());
-    let outcome = match start_receive(comm, source, tag, dst, &completion) {
+    let completion = Completion::new(ctx.slot);
+    let outcome = match start_receive(comm, comm.p2p_context(), source, tag, dst, &completion) {
         Started::Done(outcome) => outcome,
         Started::Pending => {
             let job = comm.job();
@@ -531,7 +540,7 @@ pub(crate) fn probe(
             sched::yield_now();
             return Ok(None);
         }
-        queues.probing = true;
+        queues.add_prober(ctx.slot);
         drop(queues);
         sched::park_once(ctx, &info)?;
     }
@@ -588,7 +597,7 @@ pub(crate) fn matched_probe(
             sched::yield_now();
             return Ok(None);
         }
-        queues.probing = true;
+        queues.add_prober(ctx.slot);
         drop(queues);
         sched::park_once(ctx, &info)?;
     }

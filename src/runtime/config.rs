@@ -22,6 +22,7 @@ pub(crate) struct Config {
     pub(crate) report_bindings: bool,
     pub(crate) eager_limit: usize,
     pub(crate) guard: Option<GuardMode>,
+    pub(crate) check_collectives: bool,
 }
 
 /// Reads an environment variable, treating empty as unset.

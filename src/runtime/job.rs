@@ -95,6 +95,7 @@ where
     F: Fn(Universe) -> T + Sync,
 {
     super::panic_hook::install();
+    crate::coll::env_defaults()?;
     let ranks = config.ranks;
     let topo = Topology::detect().map_err(|e| Error::config(e.to_string()))?;
     let placements = topology::place_workers(&topo, config.workers, Level::Core)
@@ -124,7 +125,7 @@ where
         size: ranks as u32,
         sched: sched::Shared::new(ranks, shared),
         p2p: p2p::Shared::new(ranks, config.eager_limit),
-        comms: comm::Registry::new(ranks as u32),
+        comms: comm::Registry::new(ranks as u32, config.check_collectives),
     });
     if config.report_bindings {
         eprintln!("[myriad] {topo}; stack guards: {:?}", pool.mode());

@@ -41,6 +41,7 @@ pub struct Runtime {
     report_bindings: Option<bool>,
     eager_limit: Option<usize>,
     stack_guard: Option<Option<GuardMode>>,
+    check_collectives: Option<bool>,
     flags: Flags,
 }
 
@@ -114,6 +115,13 @@ impl Runtime {
         self
     }
 
+    /// Whether collective calls are checked for mismatches across ranks
+    /// (`MYRIAD_CHECK_COLLECTIVES`; default on).
+    pub fn check_collectives(mut self, check: bool) -> Self {
+        self.check_collectives = Some(check);
+        self
+    }
+
     /// How stack guard pages are installed (`MYRIAD_STACK_GUARD`; default
     /// auto).
     pub fn stack_guard(mut self, guard: StackGuard) -> Self {
@@ -179,9 +187,15 @@ impl Runtime {
             (None, Some(v)) => parse_guard("MYRIAD_STACK_GUARD", &v)?,
             (None, None) => None,
         };
+        let check_collectives = match (self.check_collectives, var("MYRIAD_CHECK_COLLECTIVES")) {
+            (Some(b), _) => b,
+            (None, Some(v)) => parse_bool("MYRIAD_CHECK_COLLECTIVES", &v)?,
+            (None, None) => true,
+        };
         Ok(Config {
             ranks,
             workers: workers.min(ranks),
+            check_collectives,
             stack_size,
             bind,
             report_bindings,

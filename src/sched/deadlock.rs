@@ -20,8 +20,9 @@ const LISTED: usize = 16;
 
 /// The deadlock report if every live rank of `job` is parked, else `None`.
 pub(crate) fn check(job: &Job) -> Option<String> {
-    let mut waiting: Vec<(u32, Option<WaitInfo>)> = Vec::new();
-    for (rank, slot) in job.sched.ranks.iter().enumerate() {
+    let slots = &job.sched.slots;
+    let mut waiting: Vec<Waiting> = Vec::new();
+    for (rank, slot) in slots.rank_slots().iter().enumerate() {
         match slot.life() {
             Life::NotStarted => return None,
             Life::Finished => {}
@@ -29,33 +30,63 @@ pub(crate) fn check(job: &Job) -> Option<String> {
                 if !slot.park.is_parked() {
                     return None;
                 }
-                waiting.push((rank as u32, slot.wait()));
+                waiting.push(Waiting {
+                    rank: rank as u32,
+                    task: false,
+                    info: slot.wait(),
+                });
             }
         }
+    }
+    let ranks_waiting = waiting.len();
+    for (_, slot) in slots.task_slots() {
+        if !slot.park.is_parked() {
+            return None;
+        }
+        waiting.push(Waiting {
+            rank: slot.rank(),
+            task: true,
+            info: slot.wait(),
+        });
     }
     if waiting.is_empty() {
         return None;
     }
-    Some(report(job, &waiting))
+    Some(report(job, &waiting, ranks_waiting))
 }
 
-fn report(job: &Job, waiting: &[(u32, Option<WaitInfo>)]) -> String {
-    let finished = job.sched.ranks.len() - waiting.len();
+/// A parked party: a rank, or a task acting for it.
+struct Waiting {
+    rank: u32,
+    task: bool,
+    info: Option<WaitInfo>,
+}
+
+impl Waiting {
+    fn who(&self) -> String {
+        if self.task {
+            format!("rank {} (immediate operation)", self.rank)
+        } else {
+            format!("rank {}", self.rank)
+        }
+    }
+}
+
+fn report(job: &Job, waiting: &[Waiting], ranks_waiting: usize) -> String {
+    let finished = job.sched.slots.ranks() - ranks_waiting;
     let mut out = format!(
-        "all {} live ranks of the job are blocked and nothing can wake them ({} ranks finished):",
-        waiting.len(),
-        finished
+        "all {ranks_waiting} live ranks of the job are blocked and nothing can wake them ({finished} ranks finished):"
     );
-    for (rank, info) in waiting.iter().take(LISTED) {
-        let _ = write!(out, "\n  rank {rank}: {}", describe(job, info.as_ref()));
+    for w in waiting.iter().take(LISTED) {
+        let _ = write!(out, "\n  {}: {}", w.who(), describe(job, w.info.as_ref()));
     }
     if waiting.len() > LISTED {
         // Group the rest by what they wait for, most common first.
         let mut groups: BTreeMap<String, (usize, u32)> = BTreeMap::new();
-        for (rank, info) in &waiting[LISTED..] {
+        for w in &waiting[LISTED..] {
             let entry = groups
-                .entry(describe(job, info.as_ref()))
-                .or_insert((0, *rank));
+                .entry(describe(job, w.info.as_ref()))
+                .or_insert((0, w.rank));
             entry.0 += 1;
         }
         let mut groups: Vec<_> = groups.into_iter().collect();
@@ -72,7 +103,15 @@ fn describe(job: &Job, info: Option<&WaitInfo>) -> String {
     let Some(info) = info else {
         return "parked (no operation recorded)".to_string();
     };
-    let mut s = info.op.describe().to_string();
+    let mut s = match info.op {
+        WaitOp::Collective => {
+            let kind = crate::coll::Collective::ALL
+                .get(info.tag as usize)
+                .map_or("collective", |c| c.name());
+            format!("{kind} (collective)")
+        }
+        op => op.describe().to_string(),
+    };
     if info.peer != WaitInfo::NO_PEER {
         let peer = if info.peer == ANY_SOURCE {
             "any source".to_string()
@@ -85,7 +124,7 @@ fn describe(job: &Job, info: Option<&WaitInfo>) -> String {
         };
         let _ = write!(s, " {dir} {peer}");
     }
-    if info.tag != WaitInfo::NO_TAG {
+    if info.tag != WaitInfo::NO_TAG && info.op != WaitOp::Collective {
         if info.tag == ANY_TAG {
             s.push_str(", any tag");
         } else {

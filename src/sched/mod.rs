@@ -19,7 +19,9 @@ pub(crate) mod guard;
 pub(crate) mod idle;
 pub(crate) mod park;
 pub(crate) mod rank;
+pub(crate) mod slots;
 pub(crate) mod stack;
+pub(crate) mod task;
 pub(crate) mod worker;
 
 use std::panic::Location;
@@ -27,7 +29,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-pub(crate) use rank::{RankCtx, RankSlot, WaitInfo, WaitOp};
+pub(crate) use rank::{RankCtx, WaitInfo, WaitOp};
 
 use crate::error::Error;
 use crate::runtime::job::Job;
@@ -36,12 +38,13 @@ use rank::Suspend;
 /// Scheduler state of one job, shared by its workers.
 #[derive(Debug)]
 pub(crate) struct Shared {
-    pub(crate) ranks: Box<[RankSlot]>,
+    /// Park slots: ranks first, then tasks.
+    pub(crate) slots: slots::Slots,
     pub(crate) workers: Box<[worker::WorkerShared]>,
     pub(crate) sleep: idle::Sleep,
     /// Ranks not started yet.
     pub(crate) unstarted: AtomicUsize,
-    /// Ranks not finished yet.
+    /// Ranks and tasks not finished yet.
     pub(crate) live: AtomicUsize,
     /// Pending `sleep` timers.
     pub(crate) timers: AtomicUsize,
@@ -56,7 +59,7 @@ impl Shared {
     pub(crate) fn new(ranks: usize, workers: Box<[worker::WorkerShared]>) -> Shared {
         let count = workers.len();
         Shared {
-            ranks: (0..ranks).map(|_| RankSlot::new()).collect(),
+            slots: slots::Slots::new(ranks),
             workers,
             sleep: idle::Sleep::new(count),
             unstarted: AtomicUsize::new(ranks),
@@ -112,7 +115,7 @@ pub(crate) fn park_once(ctx: &RankCtx, info: &WaitInfo) -> Result<(), Error> {
     if job.sched.is_aborting() {
         return aborted(ctx);
     }
-    let slot = &job.sched.ranks[ctx.rank as usize];
+    let slot = job.sched.slots.get(ctx.slot);
     slot.set_wait(info);
     if slot.park.try_park() {
         ctx.suspend(Suspend::Parked);
@@ -150,12 +153,20 @@ fn aborted(ctx: &RankCtx) -> Result<(), Error> {
     }
 }
 
-/// Wakes `rank` (a world rank of `job`) after making its condition true.
+/// Wakes the party parked on slot `slot` of `job` (a rank: its world rank)
+/// after making its condition true.
 #[inline]
-pub(crate) fn unpark(job: &Job, rank: u32) {
-    let slot = &job.sched.ranks[rank as usize];
+pub(crate) fn unpark(job: &Job, slot: u32) {
+    let slot = job.sched.slots.get(slot);
     if slot.park.unpark() {
         worker::schedule(job, slot.home());
+    }
+}
+
+/// Wakes every slot of `slots` (see [`unpark`]).
+pub(crate) fn unpark_many(job: &Job, slots: &[u32]) {
+    for &slot in slots {
+        unpark(job, slot);
     }
 }
 
@@ -185,7 +196,7 @@ pub fn sleep(duration: Duration) {
     };
     let deadline = Instant::now() + duration;
     let job = ctx.job();
-    worker::add_timer(job, ctx.rank, deadline);
+    worker::add_timer(job, ctx.slot, deadline);
     let info = WaitInfo::simple(WaitOp::Sleep, site);
     // An abort while sleeping never returns here.
     let _ = wait_until(ctx, &info, || Instant::now() >= deadline);

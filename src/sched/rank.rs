@@ -1,11 +1,15 @@
-//! A rank as the scheduler sees it: the shared slot every thread may touch
-//! ([`RankSlot`]) and the context of the rank that runs right now
+//! A rank as the scheduler sees it: the park slot every thread may touch
+//! ([`Slot`]) and the context of the coroutine that runs right now
 //! ([`RankCtx`]).
 //!
+//! Every coroutine that can wait has a slot: each rank has one (slot id =
+//! world rank), and auxiliary coroutines acting for a rank (the tasks that
+//! run immediate collectives) get one from `sched::slots` for their life.
 //! The slot is the only per-rank state that exists for a rank that has not
-//! started: a million slots must stay small. The context lives on the rank's
-//! own stack and is reachable through a thread-local pointer that the worker
-//! swaps at every switch; it is how the MPI layer knows which rank is calling.
+//! started: a million slots must stay small. The context lives on the
+//! coroutine's own stack and is reachable through a thread-local pointer that
+//! the worker swaps at every switch; it is how the MPI layer knows which rank
+//! is calling, and which slot to wake when an operation completes.
 
 use std::cell::Cell;
 use std::panic::Location;
@@ -123,10 +127,13 @@ impl WaitInfo {
     }
 }
 
-/// Per-rank state shared by all threads of the job.
+/// Park state of one waiting party (a rank or a task), shared by all threads
+/// of the job.
 #[derive(Debug)]
-pub(crate) struct RankSlot {
+pub(crate) struct Slot {
     pub(crate) park: ParkState,
+    /// The world rank this party acts for (itself, for a rank).
+    rank: AtomicU32,
     /// `worker << 32 | task index` once started.
     home: AtomicU64,
     life: AtomicU8,
@@ -137,10 +144,11 @@ pub(crate) struct RankSlot {
     wait_site: AtomicPtr<Location<'static>>,
 }
 
-impl RankSlot {
-    pub(crate) fn new() -> RankSlot {
-        RankSlot {
+impl Slot {
+    pub(crate) fn new(rank: u32) -> Slot {
+        Slot {
             park: ParkState::new(),
+            rank: AtomicU32::new(rank),
             home: AtomicU64::new(u64::MAX),
             life: AtomicU8::new(Life::NotStarted as u8),
             wait_op: AtomicU8::new(WaitOp::None as u8),
@@ -149,6 +157,19 @@ impl RankSlot {
             wait_comm: AtomicU32::new(0),
             wait_site: AtomicPtr::new(ptr::null_mut()),
         }
+    }
+
+    /// The world rank this party acts for.
+    pub(crate) fn rank(&self) -> u32 {
+        self.rank.load(Ordering::Relaxed)
+    }
+
+    /// Prepares a recycled slot for a new task acting for `rank`.
+    pub(crate) fn reuse(&self, rank: u32) {
+        self.rank.store(rank, Ordering::Relaxed);
+        self.wait_site.store(ptr::null_mut(), Ordering::Relaxed);
+        self.park.resumed();
+        self.life.store(Life::NotStarted as u8, Ordering::Release);
     }
 
     /// Records where the rank lives; called by its worker before its first
@@ -210,10 +231,13 @@ impl RankSlot {
     }
 }
 
-/// The context of the rank running on this thread; lives on the rank's stack.
+/// The context of the coroutine running on this thread; lives on its stack.
 pub(crate) struct RankCtx {
     pub(crate) job: *const Job,
+    /// The world rank it acts for.
     pub(crate) rank: u32,
+    /// Its park slot (the rank itself, or a task's own slot).
+    pub(crate) slot: u32,
     pub(crate) yielder: *const Yielder<(), Suspend>,
     /// `initialize()` was called (or the universe was handed to the body).
     pub(crate) initialized: Cell<bool>,
@@ -221,7 +245,10 @@ pub(crate) struct RankCtx {
 
 impl std::fmt::Debug for RankCtx {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("RankCtx").field("rank", &self.rank).finish()
+        f.debug_struct("RankCtx")
+            .field("rank", &self.rank)
+            .field("slot", &self.slot)
+            .finish()
     }
 }
 

@@ -38,6 +38,7 @@ use super::deadlock;
 use super::guard::AltStack;
 use super::rank::{self, RankCtx, Suspend};
 use super::stack::{PooledStack, StackPool};
+use super::task::Spawn;
 use crate::error::Error;
 use crate::runtime::job::Job;
 
@@ -81,6 +82,8 @@ struct WorkerLocal {
     timers: RefCell<BinaryHeap<Reverse<(Instant, u32)>>>,
     /// A rank yielded since the last look at unstarted ranks.
     yielded: Cell<bool>,
+    /// Tasks spawned by ranks of this worker, not started yet.
+    spawned: RefCell<Vec<Spawn>>,
 }
 
 thread_local! {
@@ -111,14 +114,22 @@ pub(crate) fn schedule(job: &Job, (worker, task): (usize, usize)) {
     }
 }
 
-/// Arms a timer that wakes `rank`, which must be running on this thread.
-pub(crate) fn add_timer(job: &Job, rank: u32, deadline: Instant) {
+/// Queues a task spawned by the rank running on this thread.
+pub(crate) fn push_spawn(spawn: Spawn) {
+    let local = WORKER.with(|w| w.get());
+    // SAFETY: as in `schedule`; a running rank is always on a worker thread.
+    let local = unsafe { local.as_ref() }.expect("a rank runs on a worker thread");
+    local.spawned.borrow_mut().push(spawn);
+}
+
+/// Arms a timer that wakes slot `slot`, running on this thread.
+pub(crate) fn add_timer(job: &Job, slot: u32, deadline: Instant) {
     let local = WORKER.with(|w| w.get());
     // SAFETY: as in `schedule`; a running rank is always on a worker thread.
     let local = unsafe { local.as_ref() }.expect("a rank runs on a worker thread");
     debug_assert!(ptr::eq(local.job, job));
     job.sched.timers.fetch_add(1, Ordering::SeqCst);
-    local.timers.borrow_mut().push(Reverse((deadline, rank)));
+    local.timers.borrow_mut().push(Reverse((deadline, slot)));
 }
 
 /// How long an idle worker polls before it sleeps.
@@ -128,8 +139,17 @@ type RankCoroutine = Coroutine<(), Suspend, (), PooledStack>;
 
 struct Task {
     co: RankCoroutine,
+    /// The world rank it acts for.
     rank: u32,
+    /// Its park slot (`rank` for a rank).
+    slot: u32,
     ctx: *const RankCtx,
+}
+
+/// What a worker starts: a rank, or a task acting for one.
+enum Start {
+    Rank(u32),
+    Task(Spawn),
 }
 
 /// Everything a worker thread needs.
@@ -181,6 +201,7 @@ pub(crate) fn run(args: WorkerArgs<'_>) {
         ready: RefCell::new(VecDeque::new()),
         timers: RefCell::new(BinaryHeap::new()),
         yielded: Cell::new(false),
+        spawned: RefCell::new(Vec::new()),
     };
     WORKER.with(|w| w.set(&local));
     start.wait();
@@ -228,11 +249,19 @@ impl Worker<'_> {
             if !self.local.timers.borrow().is_empty() {
                 self.fire_timers();
             }
+            // Tasks spawned by the ranks of this worker.
+            if !self.local.spawned.borrow().is_empty() {
+                let spawned = std::mem::take(&mut *self.local.spawned.borrow_mut());
+                for spawn in spawned {
+                    self.start(Start::Task(spawn));
+                }
+                continue;
+            }
             // After a yield, give a rank that has not started a chance: the
             // yielding rank may be waiting for it.
             if self.local.yielded.replace(false) {
                 if let Some(rank) = self.find_unstarted() {
-                    self.start(rank);
+                    self.start(Start::Rank(rank));
                     continue;
                 }
             }
@@ -242,7 +271,7 @@ impl Worker<'_> {
                 continue;
             }
             if let Some(rank) = self.find_unstarted() {
-                self.start(rank);
+                self.start(Start::Rank(rank));
                 continue;
             }
             if job.sched.live.load(Ordering::SeqCst) == 0 {
@@ -274,12 +303,12 @@ impl Worker<'_> {
                     _ => None,
                 }
             };
-            let Some(Reverse((_, rank))) = due else {
+            let Some(Reverse((_, slot))) = due else {
                 return fired;
             };
             fired = true;
             let job = &**self.job;
-            super::unpark(job, rank);
+            super::unpark(job, slot);
             job.sched.timers.fetch_sub(1, Ordering::SeqCst);
         }
     }
@@ -320,9 +349,13 @@ impl Worker<'_> {
         Some(rank)
     }
 
-    /// Starts `rank` on this worker: from now on it lives here.
-    fn start(&mut self, rank: u32) {
+    /// Starts a rank or a task on this worker: from now on it lives here.
+    fn start(&mut self, what: Start) {
         let job = &**self.job;
+        let (rank, slot) = match &what {
+            Start::Rank(rank) => (*rank, *rank),
+            Start::Task(spawn) => (spawn.rank, spawn.slot),
+        };
         let stack = match self.stacks.pop() {
             Some(stack) => stack,
             None => match self.pool.allocate() {
@@ -345,21 +378,30 @@ impl Worker<'_> {
                 (self.tasks.len() - 1) as u32
             }
         };
-        job.sched.ranks[rank as usize].set_home(self.local.index, index as usize);
-        job.sched.workers[self.local.index]
-            .hosted
-            .fetch_add(1, Ordering::Relaxed);
+        job.sched
+            .slots
+            .get(slot)
+            .set_home(self.local.index, index as usize);
+        if let Start::Rank(_) = what {
+            job.sched.workers[self.local.index]
+                .hosted
+                .fetch_add(1, Ordering::Relaxed);
+        }
         let body = self.body;
         let job_ptr = Arc::as_ptr(self.job);
         let entry = move |yielder: &Yielder<(), Suspend>, ()| {
             let ctx = RankCtx {
                 job: job_ptr,
                 rank,
+                slot,
                 yielder,
-                initialized: Cell::new(false),
+                initialized: Cell::new(matches!(what, Start::Task(_))),
             };
             rank::set_current(&ctx);
-            body(rank);
+            match what {
+                Start::Rank(rank) => body(rank),
+                Start::Task(spawn) => (spawn.body)(),
+            }
         };
         // SAFETY: the coroutine borrows `body` and the job, which outlive
         // every coroutine: the worker drops all of them (teardown) before
@@ -369,6 +411,7 @@ impl Worker<'_> {
         self.tasks[index as usize] = Some(Task {
             co,
             rank,
+            slot,
             ctx: ptr::null(),
         });
         self.resume(index);
@@ -406,9 +449,14 @@ impl Worker<'_> {
             .take()
             .expect("a finished rank has a task");
         let job = &**self.job;
-        let slot = &job.sched.ranks[task.rank as usize];
-        slot.set_finished();
-        slot.park.resumed();
+        let slots = &job.sched.slots;
+        if (task.slot as usize) < slots.ranks() {
+            let slot = slots.get(task.slot);
+            slot.set_finished();
+            slot.park.resumed();
+        } else {
+            slots.release(task.slot);
+        }
         self.stacks.push(task.co.into_stack());
         self.free.push(index);
         if job.sched.live.fetch_sub(1, Ordering::SeqCst) == 1 {

@@ -1,0 +1,103 @@
+//! Point-to-point exchanges for the message-based collective algorithms.
+//!
+//! An algorithm posts the receives and sends of a step on an [`Exchange`]
+//! and waits for all of them: receives are posted before the sends that
+//! could block on them, so no step deadlocks, whatever the message sizes.
+//! Messages travel in the communicator's collective context, tagged with the
+//! call's sequence number, so they never match point-to-point traffic nor
+//! another collective call. If the rank unwinds (job abort), pending
+//! descriptors are withdrawn before the buffers they point to go away.
+
+use super::Call;
+use crate::datatype::copy::Layout;
+use crate::error::Error;
+use crate::p2p::completion::Completion;
+use crate::p2p::{self, Queued, SendMode, Started};
+use crate::sched;
+use crate::Rank;
+
+struct Pending {
+    completion: Box<Completion>,
+    queued: Queued,
+}
+
+/// The operations of one step of a message-based algorithm.
+pub(crate) struct Exchange<'c, 'a> {
+    call: &'c Call<'a>,
+    pending: Vec<Pending>,
+}
+
+impl<'c, 'a> Exchange<'c, 'a> {
+    pub(crate) fn new(call: &'c Call<'a>) -> Self {
+        Exchange {
+            call,
+            pending: Vec::new(),
+        }
+    }
+
+    /// Posts a receive of the message from `src` into `dst`, which must stay
+    /// valid until [`wait`](Self::wait) returns.
+    pub(crate) fn recv(&mut self, src: Rank, dst: &Layout) -> Result<(), Error> {
+        let call = self.call;
+        let completion = Box::new(Completion::new(call.ctx.slot));
+        match p2p::start_receive(call.comm, call.context(), src, call.tag(), dst, &completion) {
+            Started::Done(outcome) => {
+                p2p::receive_result(call.comm, outcome)?;
+            }
+            Started::Pending => self.pending.push(Pending {
+                completion,
+                queued: Queued::Receive(call.comm.world()),
+            }),
+        }
+        Ok(())
+    }
+
+    /// Sends `src` to `dest`; `src` must stay valid until
+    /// [`wait`](Self::wait) returns.
+    pub(crate) fn send(&mut self, dest: Rank, src: &Layout) {
+        let call = self.call;
+        let completion = Box::new(Completion::new(call.ctx.slot));
+        let started = p2p::start_send(
+            call.comm,
+            call.context(),
+            dest,
+            call.tag(),
+            src,
+            SendMode::Standard,
+            &completion,
+        );
+        if let Started::Pending = started {
+            self.pending.push(Pending {
+                completion,
+                queued: Queued::Send(call.comm.world_rank(dest)),
+            });
+        }
+    }
+
+    /// Waits for every operation posted so far.
+    pub(crate) fn wait(&mut self) -> Result<(), Error> {
+        let info = self.call.wait_info();
+        let mut first_error = None;
+        while let Some(p) = self.pending.last() {
+            sched::wait_until(self.call.ctx, &info, || p.completion.is_done())?;
+            let p = self.pending.pop().expect("just looked at it");
+            if let Queued::Receive(_) = p.queued {
+                if let Err(err) = p2p::receive_result(self.call.comm, p.completion.outcome()) {
+                    first_error.get_or_insert(err);
+                }
+            }
+        }
+        match first_error {
+            Some(err) => Err(err),
+            None => Ok(()),
+        }
+    }
+}
+
+impl Drop for Exchange<'_, '_> {
+    fn drop(&mut self) {
+        for p in self.pending.drain(..) {
+            p2p::settle(self.call.comm.job(), p.queued, &p.completion);
+        }
+    }
+}

@@ -1,0 +1,784 @@
+//! Gather and Gatherv algorithms.
+//!
+//! * `shm`: the root publishes its receive buffer and partition; every other
+//!   rank copies its data straight into its part (copies run in parallel on
+//!   all workers); the last copier wakes the root.
+//! * `linear`: every rank sends to the root, which receives straight into
+//!   its buffer: p − 1 peers at the root (MPICH's and Open MPI's Gatherv).
+//! * `binomial` (Gather) and `binomial_conservative` / `binomial_aggressive`
+//!   (Gatherv): seed 002's binomial tree.
+//!
+//! ## Seed 002's binomial Gatherv
+//!
+//! With `relative_rank = (rank − root + n) % n`, node `v` receives at step
+//! `mask = 1, 2, 4, ...` (while `v & mask == 0`) from child `v + mask` the
+//! data of the child's subtree, relative ranks `[v + mask, min(v + 2·mask,
+//! n))`, and then sends its whole subtree to its parent `v − lowbit(v)`.
+//! [`src_list`] lists a node's sources in that order, which sizes its
+//! temporary buffer exactly: an interior node holds its own data and its
+//! children's, packed in relative-rank order. The root receives its direct
+//! leaves (subtrees of one rank) straight into its receive buffer, places its
+//! own block directly, and receives each larger subtree as *message
+//! chains*: consecutive sources whose blocks are adjacent in the root's
+//! buffer (`displs[cur] == displs[prev] + counts[prev]`) form a continuous
+//! chain, received straight into the buffer; other runs form a
+//! non-continuous chain, sent as one message into the root's temporary buffer
+//! and copied piece by piece after each step (copies interleaved with
+//! communication). Both ends compute the same chains from the counts and
+//! displacements, which every rank needs:
+//!
+//! * conservative level: the root first broadcasts counts and displacements
+//!   (binomial tree), as the standard requires;
+//! * aggressive level: every rank passes them
+//!   (`gather_varcount_into_known`), so the broadcast is skipped.
+//!
+//! The root's peers drop from n − 1 to ⌈log2 n⌉; its temporary buffer holds
+//! only the non-continuous chains.
+
+use std::sync::atomic::Ordering;
+
+use super::exchange::Exchange;
+use super::round::Shared;
+use super::{bcast, copy_checked, Algorithm, Call};
+use crate::datatype::copy::Layout;
+use crate::datatype::{Datatype, Equivalence, TypeHandle, TypeMap, UserDatatype};
+use crate::error::Error;
+use crate::{Count, Rank};
+
+/// What the root of a Gather(v) holds: its buffer and the partition.
+#[derive(Debug, Clone)]
+pub(crate) struct Parts {
+    pub(crate) buf: Layout,
+    /// Per-rank counts and displacements; empty when `uniform`.
+    pub(crate) counts: Vec<usize>,
+    pub(crate) displs: Vec<usize>,
+    /// Every rank has this many elements, rank r's at `r * count`.
+    pub(crate) uniform: Option<usize>,
+}
+
+impl Parts {
+    /// Checks a partition against `size` ranks and a buffer of `total`
+    /// elements: one count and displacement per rank, parts in range and,
+    /// for a receive buffer, not overlapping.
+    pub(crate) fn new(
+        op: &'static str,
+        buf: Layout,
+        counts: &[Count],
+        displs: &[Count],
+        total: Count,
+        size: i32,
+        receive: bool,
+    ) -> Result<Parts, Error> {
+        let size = size as usize;
+        if counts.len() != size || displs.len() != size {
+            return Err(Error::Count {
+                message: format!(
+                    "{op}: {} counts and {} displacements for a communicator of {size} ranks",
+                    counts.len(),
+                    displs.len()
+                ),
+            });
+        }
+        let mut spans = Vec::with_capacity(size);
+        for (r, (&c, &d)) in counts.iter().zip(displs).enumerate() {
+            if c < 0 || d < 0 {
+                return Err(Error::Count {
+                    message: format!(
+                        "{op}: rank {r} has count {c} and displacement {d}; both must be ≥ 0"
+                    ),
+                });
+            }
+            if d as i64 + c as i64 > total as i64 {
+                return Err(Error::Count {
+                    message: format!(
+                        "{op}: the part of rank {r} (count {c} at displacement {d}) ends after \
+                         the buffer's {total} elements"
+                    ),
+                });
+            }
+            if c > 0 {
+                spans.push((d as usize, c as usize, r));
+            }
+        }
+        if receive {
+            spans.sort_unstable();
+            for w in spans.windows(2) {
+                let ((d0, c0, r0), (d1, _, r1)) = (w[0], w[1]);
+                if d0 + c0 > d1 {
+                    return Err(Error::Count {
+                        message: format!(
+                            "{op}: the parts of ranks {r0} and {r1} overlap in the receive \
+                             buffer (elements {d1}..{})",
+                            d0 + c0
+                        ),
+                    });
+                }
+            }
+        }
+        Ok(Parts {
+            buf,
+            counts: counts.iter().map(|&c| c as usize).collect(),
+            displs: displs.iter().map(|&d| d as usize).collect(),
+            uniform: None,
+        })
+    }
+
+    /// Equal blocks of `count` elements, rank by rank, in a buffer of
+    /// `total` elements.
+    pub(crate) fn uniform(
+        op: &'static str,
+        buf: Layout,
+        count: usize,
+        size: i32,
+    ) -> Result<Parts, Error> {
+        let needed = count * size as usize;
+        if buf.count < needed {
+            return Err(Error::Count {
+                message: format!(
+                    "{op}: the root's buffer holds {} elements but {size} ranks × {count} elements need {needed}",
+                    buf.count
+                ),
+            });
+        }
+        Ok(Parts {
+            buf,
+            counts: Vec::new(),
+            displs: Vec::new(),
+            uniform: Some(count),
+        })
+    }
+
+    pub(crate) fn table(&self) -> Table<'_> {
+        match self.uniform {
+            Some(c) => Table::Uniform(c),
+            None => Table::Given(&self.counts, &self.displs),
+        }
+    }
+
+    pub(crate) fn part(&self, rank: usize) -> Layout {
+        let t = self.table();
+        self.buf.slice(t.displ(rank), t.count(rank))
+    }
+}
+
+/// Statistics of the last Gatherv a rank ran as root (for `gatherv_algos`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RootStats {
+    /// Distinct ranks the root received from.
+    pub peers: usize,
+    /// Peak bytes of the root's temporary buffers.
+    pub tmp_bytes: usize,
+}
+
+thread_local! {
+    static LAST_ROOT_STATS: std::cell::Cell<RootStats> = const {
+        std::cell::Cell::new(RootStats { peers: 0, tmp_bytes: 0 })
+    };
+}
+
+/// The statistics of the last gather the calling worker thread ran as root
+/// (read it right after the call, on the root rank).
+pub fn last_root_stats() -> RootStats {
+    LAST_ROOT_STATS.with(|s| s.get())
+}
+
+fn set_root_stats(stats: RootStats) {
+    LAST_ROOT_STATS.with(|s| s.set(stats));
+}
+
+/// Runs a Gatherv of `send` to `root`; `parts` at the root; `known` the
+/// counts and displacements where a non-root passed them (aggressive level).
+pub(crate) fn gatherv(
+    call: &Call<'_>,
+    root: Rank,
+    send: &Layout,
+    parts: Option<&Parts>,
+    known: Option<(&[usize], &[usize])>,
+) -> Result<(), Error> {
+    if let Some(parts) = parts {
+        check_elements(call, send, &parts.buf)?;
+    }
+    match call.algorithm {
+        Algorithm::Linear => linear(call, root, send, parts),
+        Algorithm::BinomialConservative | Algorithm::Binomial => {
+            binomial(call, root, send, parts, None)
+        }
+        Algorithm::BinomialAggressive => {
+            let known = match (parts, known) {
+                (Some(_), _) => (&[][..], &[][..]),
+                (None, Some(k)) => k,
+                (None, None) => {
+                    return Err(Error::Arg {
+                        message: format!(
+                            "{}: the binomial_aggressive algorithm needs every rank to pass the \
+                             counts and displacements (gather_varcount_into_known), but rank {} \
+                             did not",
+                            call.kind,
+                            call.rank()
+                        ),
+                    })
+                }
+            };
+            binomial(call, root, send, parts, Some(known))
+        }
+        _ => shm(call, root, send, parts),
+    }
+}
+
+/// Runs a Gather of `send` (the same count everywhere) to `root`, whose
+/// buffer is `recv`.
+pub(crate) fn gather(
+    call: &Call<'_>,
+    root: Rank,
+    send: &Layout,
+    recv: Option<&Layout>,
+) -> Result<(), Error> {
+    let parts = match recv {
+        Some(recv) => Some(Parts::uniform(
+            "gather_into_root",
+            recv.clone(),
+            send.count,
+            call.size(),
+        )?),
+        None => None,
+    };
+    if let Some(parts) = &parts {
+        check_elements(call, send, &parts.buf)?;
+    }
+    match call.algorithm {
+        Algorithm::Linear => linear(call, root, send, parts.as_ref()),
+        Algorithm::Binomial => {
+            binomial_tree(call, root, send, parts.as_ref(), Table::Uniform(send.count))
+        }
+        _ => shm(call, root, send, parts.as_ref()),
+    }
+}
+
+/// The root's receive elements must pack to the senders' elements.
+fn check_elements(call: &Call<'_>, send: &Layout, recv: &Layout) -> Result<(), Error> {
+    let (s, r) = (send.ty.map().size(), recv.ty.map().size());
+    if s != r {
+        return Err(Error::Type {
+            message: format!(
+                "{}: the root's receive type {} has {r} bytes of data per element but its send \
+                 type {} has {s}; counts are in elements of both",
+                call.kind,
+                recv.ty.map().name(),
+                send.ty.map().name()
+            ),
+        });
+    }
+    Ok(())
+}
+
+fn count_mismatch(call: &Call<'_>, rank: usize, sent: usize, expected: usize) -> Error {
+    Error::Count {
+        message: format!(
+            "{}: rank {rank} sends {sent} elements but the root expects {expected} from it",
+            call.kind
+        ),
+    }
+}
+
+fn shm(call: &Call<'_>, root: Rank, send: &Layout, parts: Option<&Parts>) -> Result<(), Error> {
+    let rounds = &call.comm.shared().coll.rounds;
+    let round = rounds.join(call, false);
+    let rank = call.rank() as usize;
+    let result = if let Some(parts) = parts {
+        *round.root.lock() = Some(Shared(parts.buf.clone()));
+        // Publish the partition for the senders: a uniform count, or the
+        // counts then the displacements.
+        {
+            let mut shared = round.shared.lock();
+            shared.clear();
+            let mut put = |v: usize| shared.extend_from_slice(&v.to_ne_bytes());
+            match parts.uniform {
+                Some(c) => {
+                    put(1);
+                    put(c);
+                }
+                None => {
+                    put(0);
+                    parts
+                        .counts
+                        .iter()
+                        .chain(&parts.displs)
+                        .for_each(|&v| put(v));
+                }
+            }
+        }
+        round.root_ready.store(1, Ordering::Release);
+        round.wake_all(call);
+        let expected = parts.table().count(rank);
+        let own = if send.count == expected {
+            // SAFETY: our own buffers.
+            unsafe { copy_checked(call, root, send, &parts.part(rank)) }
+        } else {
+            Err(count_mismatch(call, rank, send.count, expected))
+        };
+        let waited = round.wait(call, || {
+            round.done.load(Ordering::Acquire) == round.size - 1
+        });
+        set_root_stats(RootStats {
+            peers: 0,
+            tmp_bytes: 0,
+        });
+        own.and(waited)
+    } else {
+        let copied = round
+            .wait(call, || round.root_ready.load(Ordering::Acquire) == 1)
+            .and_then(|()| {
+                let buf = round.root.lock().clone().expect("the root published").0;
+                let (count, displ) = {
+                    let shared = round.shared.lock();
+                    let word = |i: usize| {
+                        let w = std::mem::size_of::<usize>();
+                        usize::from_ne_bytes(shared[i * w..(i + 1) * w].try_into().expect("a word"))
+                    };
+                    if word(0) == 1 {
+                        (word(1), rank * word(1))
+                    } else {
+                        (word(1 + rank), word(1 + round.size as usize + rank))
+                    }
+                };
+                if send.count != count {
+                    return Err(count_mismatch(call, rank, send.count, count));
+                }
+                // SAFETY: the root stays in the round until every copy is
+                // done; parts do not overlap (checked at the root).
+                unsafe { copy_checked(call, call.rank(), send, &buf.slice(displ, count)) }
+            });
+        if round.done.fetch_add(1, Ordering::AcqRel) + 2 == round.size {
+            round.wake_all(call);
+        }
+        copied
+    };
+    rounds.leave(call, round);
+    result
+}
+
+fn linear(call: &Call<'_>, root: Rank, send: &Layout, parts: Option<&Parts>) -> Result<(), Error> {
+    let mut ex = Exchange::new(call);
+    match parts {
+        Some(parts) => {
+            let rank = call.rank() as usize;
+            for r in (0..call.size()).filter(|&r| r != root) {
+                ex.recv(r, &parts.part(r as usize))?;
+            }
+            let expected = parts.table().count(rank);
+            let own = if send.count == expected {
+                // SAFETY: our own buffers.
+                unsafe { copy_checked(call, root, send, &parts.part(rank)) }
+            } else {
+                Err(count_mismatch(call, rank, send.count, expected))
+            };
+            let received = ex.wait();
+            set_root_stats(RootStats {
+                peers: call.size() as usize - 1,
+                tmp_bytes: 0,
+            });
+            own.and(received)
+        }
+        None => {
+            ex.send(root, send);
+            ex.wait()
+        }
+    }
+}
+
+/// The sources of node `v` (relative ranks), in the order it receives them:
+/// seed 002's Algorithm 1. Each entry is a child's subtree `[start, end)`.
+pub(crate) fn src_list(v: usize, n: usize) -> Vec<(usize, usize)> {
+    let mut subtrees = Vec::new();
+    let mut mask = 1;
+    while mask < n {
+        if v & mask != 0 {
+            break;
+        }
+        let child = v | mask;
+        if child < n {
+            subtrees.push((child, (child + mask).min(n)));
+        }
+        mask <<= 1;
+    }
+    subtrees
+}
+
+/// Counts and displacements (in elements, by absolute rank) as every rank of
+/// a binomial Gatherv knows them: a table, or uniform blocks (Gather).
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Table<'a> {
+    Uniform(usize),
+    Given(&'a [usize], &'a [usize]),
+}
+
+impl Table<'_> {
+    #[inline]
+    fn count(&self, rank: usize) -> usize {
+        match self {
+            Table::Uniform(c) => *c,
+            Table::Given(counts, _) => counts[rank],
+        }
+    }
+
+    #[inline]
+    fn displ(&self, rank: usize) -> usize {
+        match self {
+            Table::Uniform(c) => rank * c,
+            Table::Given(_, displs) => displs[rank],
+        }
+    }
+}
+
+/// The parent of node `v` (relative), if any.
+fn parent(v: usize) -> Option<usize> {
+    (v != 0).then(|| v & (v - 1))
+}
+
+/// A message chain: consecutive sources (relative ranks) sent as one
+/// message; `continuous` if their blocks are adjacent in the root's buffer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Chain {
+    pub(crate) sources: Vec<usize>,
+    pub(crate) continuous: bool,
+}
+
+/// Splits the sources `[start, end)` (relative ranks, empty blocks skipped)
+/// into message chains, as both the sender and the root compute them.
+pub(crate) fn chains(
+    start: usize,
+    end: usize,
+    absolute: impl Fn(usize) -> usize,
+    table: Table<'_>,
+) -> Vec<Chain> {
+    let adjacent = |prev: usize, cur: usize| {
+        let (p, c) = (absolute(prev), absolute(cur));
+        table.displ(c) == table.displ(p) + table.count(p)
+    };
+    let mut chains = Vec::new();
+    let mut cur: Vec<usize> = Vec::new();
+    let mut continuous = true;
+    for v in (start..end).filter(|&v| table.count(absolute(v)) > 0) {
+        match cur.last().copied() {
+            None => cur.push(v),
+            Some(prev) => {
+                let adj = adjacent(prev, v);
+                if cur.len() == 1 {
+                    continuous = adj;
+                    cur.push(v);
+                } else if continuous {
+                    if adj {
+                        cur.push(v);
+                    } else {
+                        chains.push(Chain {
+                            sources: std::mem::take(&mut cur),
+                            continuous: true,
+                        });
+                        cur.push(v);
+                        continuous = true;
+                    }
+                } else if adj {
+                    // The previous message starts a continuous chain with
+                    // this one; what came before it is sent as it is.
+                    let prev = cur.pop().expect("a chain of at least two");
+                    chains.push(Chain {
+                        continuous: cur.len() == 1,
+                        sources: std::mem::take(&mut cur),
+                    });
+                    cur.extend([prev, v]);
+                    continuous = true;
+                } else {
+                    cur.push(v);
+                }
+            }
+        }
+    }
+    if !cur.is_empty() {
+        chains.push(Chain {
+            continuous: continuous || cur.len() == 1,
+            sources: cur,
+        });
+    }
+    chains
+}
+
+/// The packed (contiguous) type with the signature of `ty`.
+fn packed(ty: &TypeHandle) -> TypeHandle {
+    if ty.map().is_contiguous() {
+        ty.clone()
+    } else {
+        UserDatatype::from_type_map(TypeMap::packed(ty.map())).handle()
+    }
+}
+
+fn binomial(
+    call: &Call<'_>,
+    root: Rank,
+    send: &Layout,
+    parts: Option<&Parts>,
+    known: Option<(&[usize], &[usize])>,
+) -> Result<(), Error> {
+    let n = call.size() as usize;
+    match (parts, known) {
+        (Some(p), Some(_)) => binomial_tree(call, root, send, parts, p.table()),
+        (None, Some((c, d))) => binomial_tree(call, root, send, parts, Table::Given(c, d)),
+        _ => {
+            // Conservative level: the root broadcasts counts and
+            // displacements first (binomial tree).
+            let mut table: Vec<u64> = vec![0; 2 * n];
+            if let Some(p) = parts {
+                let t = p.table();
+                for i in 0..n {
+                    table[i] = t.count(i) as u64;
+                    table[n + i] = t.displ(i) as u64;
+                }
+            }
+            let layout = Layout {
+                base: table.as_mut_ptr() as *const u8,
+                count: table.len(),
+                ty: u64::equivalent_datatype().handle(),
+            };
+            let table_call = Call {
+                algorithm: Algorithm::Binomial,
+                ..*call
+            };
+            bcast::broadcast(&table_call, root, &layout)?;
+            let counts: Vec<usize> = table[..n].iter().map(|&c| c as usize).collect();
+            let displs: Vec<usize> = table[n..].iter().map(|&d| d as usize).collect();
+            binomial_tree(call, root, send, parts, Table::Given(&counts, &displs))
+        }
+    }
+}
+
+/// Runs a binomial Gather(v) whose counts and displacements every rank
+/// knows (`table`).
+pub(crate) fn binomial_tree(
+    call: &Call<'_>,
+    root: Rank,
+    send: &Layout,
+    parts: Option<&Parts>,
+    table: Table<'_>,
+) -> Result<(), Error> {
+    let n = call.size() as usize;
+    let root = root as usize;
+    let rank = call.rank() as usize;
+    let v = (rank + n - root) % n;
+    let absolute = |rel: usize| (rel + root) % n;
+    if send.count != table.count(rank) {
+        return Err(count_mismatch(call, rank, send.count, table.count(rank)));
+    }
+    let elem = packed(&send.ty);
+    let esize = elem.map().size();
+
+    if let Some(parts) = parts {
+        return binomial_root(call, send, parts, table, &elem, &absolute);
+    }
+
+    // Interior node or leaf: pack own data, receive children's subtrees.
+    let subtrees = src_list(v, n);
+    let end = subtrees.last().map_or(v + 1, |&(_, e)| e);
+    let mut offsets = Vec::with_capacity(end - v);
+    let mut total = 0;
+    for r in v..end {
+        offsets.push(total);
+        total += table.count(absolute(r));
+    }
+    let mut tmp = vec![0u8; total * esize];
+    let base = tmp.as_mut_ptr();
+    let at = |from: usize, count: usize| Layout {
+        base: base.wrapping_add(offsets[from - v] * esize) as *const u8,
+        count,
+        ty: elem.clone(),
+    };
+    // SAFETY: `tmp` holds `table.count(rank)` packed elements at offset 0.
+    unsafe { crate::datatype::copy::pack(send, base) };
+    let mut ex = Exchange::new(call);
+    for &(s, e) in &subtrees {
+        let count: usize = (s..e).map(|r| table.count(absolute(r))).sum();
+        ex.recv(absolute(s) as Rank, &at(s, count))?;
+    }
+    ex.wait()?;
+    let up = parent(v).expect("only the root has no parent");
+    if up == 0 {
+        // To the root: as message chains.
+        for chain in chains(v, end, absolute, table) {
+            let count: usize = chain
+                .sources
+                .iter()
+                .map(|&r| table.count(absolute(r)))
+                .sum();
+            ex.send(root as Rank, &at(chain.sources[0], count));
+        }
+    } else {
+        ex.send(absolute(up) as Rank, &at(v, total));
+    }
+    let sent = ex.wait();
+    drop(tmp);
+    sent
+}
+
+fn binomial_root(
+    call: &Call<'_>,
+    send: &Layout,
+    parts: &Parts,
+    table: Table<'_>,
+    elem: &TypeHandle,
+    absolute: &dyn Fn(usize) -> usize,
+) -> Result<(), Error> {
+    let n = call.size() as usize;
+    let rank = call.rank() as usize;
+    let esize = elem.map().size();
+    // Step 0: the root's own block, placed directly.
+    // SAFETY: our own buffers.
+    unsafe { copy_checked(call, rank as Rank, send, &parts.part(rank))? };
+    let mut peers = 0;
+    let mut peak_tmp = 0;
+    for (s, e) in src_list(0, n) {
+        peers += 1;
+        let mut ex = Exchange::new(call);
+        // A direct leaf is a chain of one, received straight into the
+        // receive buffer like every continuous chain.
+        let chains = chains(s, e, absolute, table);
+        // Exact temporary space: the non-continuous chains of this subtree.
+        let tmp_elems: usize = chains
+            .iter()
+            .filter(|c| !c.continuous)
+            .map(|c| {
+                c.sources
+                    .iter()
+                    .map(|&r| table.count(absolute(r)))
+                    .sum::<usize>()
+            })
+            .sum();
+        let mut tmp = vec![0u8; tmp_elems * esize];
+        peak_tmp = peak_tmp.max(tmp.len());
+        let base = tmp.as_mut_ptr();
+        let mut offset = 0;
+        let mut copies = Vec::new();
+        // Every chain of the subtree comes from the subtree's root.
+        let child = absolute(s) as Rank;
+        for chain in &chains {
+            let count: usize = chain
+                .sources
+                .iter()
+                .map(|&r| table.count(absolute(r)))
+                .sum();
+            let first = absolute(chain.sources[0]);
+            if chain.continuous {
+                ex.recv(child, &parts.buf.slice(table.displ(first), count))?;
+            } else {
+                let dst = Layout {
+                    base: base.wrapping_add(offset * esize) as *const u8,
+                    count,
+                    ty: elem.clone(),
+                };
+                ex.recv(child, &dst)?;
+                copies.push((chain.sources.clone(), offset));
+                offset += count;
+            }
+        }
+        ex.wait()?;
+        // Copy the non-continuous chains piece by piece.
+        for (sources, mut offset) in copies {
+            for r in sources {
+                let a = absolute(r);
+                let src = Layout {
+                    base: base.wrapping_add(offset * esize) as *const u8,
+                    count: table.count(a),
+                    ty: elem.clone(),
+                };
+                // SAFETY: `tmp` holds the chain; parts do not overlap.
+                unsafe { copy_checked(call, a as Rank, &src, &parts.part(a))? };
+                offset += table.count(a);
+            }
+        }
+        drop(tmp);
+    }
+    set_root_stats(RootStats {
+        peers,
+        tmp_bytes: peak_tmp,
+    });
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn src_lists_cover_every_rank_once() {
+        for n in 1..40 {
+            let mut seen = vec![0; n];
+            seen[0] += 1;
+            // Every node's own rank plus its children's subtrees.
+            fn walk(v: usize, n: usize, seen: &mut [usize]) {
+                for (s, e) in src_list(v, n) {
+                    for r in s..e {
+                        let _ = r;
+                    }
+                    seen[s] += 1;
+                    walk(s, n, seen);
+                }
+            }
+            walk(0, n, &mut seen);
+            assert!(seen.iter().all(|&c| c == 1), "n={n}: {seen:?}");
+            // The root has ⌈log2 n⌉ children.
+            let expected = if n == 1 {
+                0
+            } else {
+                (n as f64).log2().ceil() as usize
+            };
+            assert_eq!(src_list(0, n).len(), expected, "n={n}");
+        }
+    }
+
+    #[test]
+    fn chains_follow_the_papers_rules() {
+        let id = |r: usize| r;
+        // Blocks in rank order: one continuous chain.
+        let counts = [2usize, 2, 2, 2];
+        let displs = [0usize, 2, 4, 6];
+        assert_eq!(
+            chains(1, 4, id, Table::Given(&counts, &displs)),
+            vec![Chain {
+                sources: vec![1, 2, 3],
+                continuous: true
+            }]
+        );
+        // Reversed blocks: one non-continuous chain.
+        let displs = [6usize, 4, 2, 0];
+        assert_eq!(
+            chains(1, 4, id, Table::Given(&counts, &displs)),
+            vec![Chain {
+                sources: vec![1, 2, 3],
+                continuous: false
+            }]
+        );
+        // Non-continuous then continuous: the previous message moves over.
+        let counts = [1usize, 1, 1, 1, 1];
+        let displs = [0usize, 10, 20, 21, 22];
+        assert_eq!(
+            chains(1, 5, id, Table::Given(&counts, &displs)),
+            vec![
+                Chain {
+                    sources: vec![1],
+                    continuous: true
+                },
+                Chain {
+                    sources: vec![2, 3, 4],
+                    continuous: true
+                },
+            ]
+        );
+        // Empty blocks are skipped.
+        let counts = [1usize, 0, 1, 1];
+        let displs = [0usize, 99, 1, 2];
+        assert_eq!(
+            chains(1, 4, id, Table::Given(&counts, &displs)),
+            vec![Chain {
+                sources: vec![2, 3],
+                continuous: true
+            }]
+        );
+    }
+}

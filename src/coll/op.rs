@@ -1,0 +1,639 @@
+//! Reduction operations: MPI's predefined ones and Rust closures.
+//!
+//! A reduction combines two buffers of the same datatype element by element:
+//! `inout[i] = in[i] op inout[i]`, as an `MPI_Op` does. Predefined operations
+//! work on the base values of the datatype's signature (a struct of an `i32`
+//! and an `f64` is summed field by field); an operation that is not defined
+//! for one of the base types (a bitwise `and` of `f64`, a `sum` of `bool`) is
+//! an error raised before any rank waits. User operations receive the two
+//! buffers type-erased and downcast them.
+//!
+//! Non-commutative operations are applied in rank order (the result is
+//! `x0 op x1 op ... op x(n-1)`); commutative ones in whatever order is fastest.
+
+use std::any::type_name;
+
+use crate::datatype::{BaseKind, Datatype, Equivalence, TypeMap};
+use crate::error::Error;
+
+/// An operation of a reduction (rsmpi's `Operation`).
+pub trait Operation {
+    /// Whether `a op b == b op a`; the runtime may then reorder.
+    fn is_commutative(&self) -> bool;
+    /// The operation, for the runtime.
+    #[doc(hidden)]
+    fn op(&self) -> OpRef<'_>;
+}
+
+/// An operation as the runtime sees it (internal).
+#[doc(hidden)]
+#[derive(Clone, Copy)]
+pub enum OpRef<'a> {
+    /// A predefined operation.
+    System(SystemOperation),
+    /// A user closure, with its commutativity.
+    User(&'a (dyn Fn(DynBuffer<'_>, DynBufferMut<'_>) + Sync), bool),
+}
+
+impl std::fmt::Debug for OpRef<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            OpRef::System(op) => write!(f, "{op:?}"),
+            OpRef::User(_, commutative) => write!(f, "UserOperation(commutative: {commutative})"),
+        }
+    }
+}
+
+/// MPI's predefined reduction operations (rsmpi's `SystemOperation`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SystemOperation(System);
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum System {
+    Max,
+    Min,
+    Sum,
+    Product,
+    LogicalAnd,
+    BitwiseAnd,
+    LogicalOr,
+    BitwiseOr,
+    LogicalXor,
+    BitwiseXor,
+}
+
+impl SystemOperation {
+    /// `MPI_MAX`.
+    pub fn max() -> Self {
+        SystemOperation(System::Max)
+    }
+    /// `MPI_MIN`.
+    pub fn min() -> Self {
+        SystemOperation(System::Min)
+    }
+    /// `MPI_SUM`.
+    pub fn sum() -> Self {
+        SystemOperation(System::Sum)
+    }
+    /// `MPI_PROD`.
+    pub fn product() -> Self {
+        SystemOperation(System::Product)
+    }
+    /// `MPI_LAND`.
+    pub fn logical_and() -> Self {
+        SystemOperation(System::LogicalAnd)
+    }
+    /// `MPI_BAND`.
+    pub fn bitwise_and() -> Self {
+        SystemOperation(System::BitwiseAnd)
+    }
+    /// `MPI_LOR`.
+    pub fn logical_or() -> Self {
+        SystemOperation(System::LogicalOr)
+    }
+    /// `MPI_BOR`.
+    pub fn bitwise_or() -> Self {
+        SystemOperation(System::BitwiseOr)
+    }
+    /// `MPI_LXOR`.
+    pub fn logical_xor() -> Self {
+        SystemOperation(System::LogicalXor)
+    }
+    /// `MPI_BXOR`.
+    pub fn bitwise_xor() -> Self {
+        SystemOperation(System::BitwiseXor)
+    }
+
+    /// The MPI name (`MPI_SUM`, ...).
+    pub fn name(&self) -> &'static str {
+        match self.0 {
+            System::Max => "MPI_MAX",
+            System::Min => "MPI_MIN",
+            System::Sum => "MPI_SUM",
+            System::Product => "MPI_PROD",
+            System::LogicalAnd => "MPI_LAND",
+            System::BitwiseAnd => "MPI_BAND",
+            System::LogicalOr => "MPI_LOR",
+            System::BitwiseOr => "MPI_BOR",
+            System::LogicalXor => "MPI_LXOR",
+            System::BitwiseXor => "MPI_BXOR",
+        }
+    }
+
+    /// Whether the operation is defined for base type `kind` (MPI 3.1
+    /// §5.9.2: arithmetic on numbers, logical on integers and `bool`,
+    /// bitwise on integers).
+    fn supports(&self, kind: BaseKind) -> bool {
+        let float = matches!(kind, BaseKind::F32 | BaseKind::F64);
+        let boolean = kind == BaseKind::Bool;
+        match self.0 {
+            System::Max | System::Min | System::Sum | System::Product => !boolean,
+            System::LogicalAnd | System::LogicalOr | System::LogicalXor => !float,
+            System::BitwiseAnd | System::BitwiseOr | System::BitwiseXor => !float && !boolean,
+        }
+    }
+}
+
+impl Operation for SystemOperation {
+    fn is_commutative(&self) -> bool {
+        true
+    }
+    fn op(&self) -> OpRef<'_> {
+        OpRef::System(*self)
+    }
+}
+
+impl<O: Operation + ?Sized> Operation for &O {
+    fn is_commutative(&self) -> bool {
+        (**self).is_commutative()
+    }
+    fn op(&self) -> OpRef<'_> {
+        (**self).op()
+    }
+}
+
+/// A reduction written in Rust (rsmpi's `UserOperation`): a closure that
+/// combines `input` into `inout` element by element.
+///
+/// ```
+/// use myriad::collective::UserOperation;
+/// use myriad::traits::*;
+///
+/// let op = UserOperation::commutative(|x, mut y| {
+///     let x: &[u64] = x.downcast().unwrap();
+///     for (y, x) in y.downcast::<u64>().unwrap().iter_mut().zip(x) {
+///         *y = (*y).max(*x) + 0;
+///     }
+/// });
+/// let maxima = myriad::run(4, |universe| {
+///     let world = universe.world();
+///     let mut max = 0u64;
+///     world.all_reduce_into(&(world.rank() as u64 * 3), &mut max, &op);
+///     max
+/// })
+/// .unwrap();
+/// assert_eq!(maxima, vec![9; 4]);
+/// ```
+pub struct UserOperation<'a> {
+    f: Box<dyn Fn(DynBuffer<'_>, DynBufferMut<'_>) + Sync + 'a>,
+    commutative: bool,
+}
+
+impl std::fmt::Debug for UserOperation<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("UserOperation")
+            .field("commutative", &self.commutative)
+            .finish()
+    }
+}
+
+impl<'a> UserOperation<'a> {
+    /// A commutative operation.
+    pub fn commutative<F>(f: F) -> Self
+    where
+        F: Fn(DynBuffer<'_>, DynBufferMut<'_>) + Sync + 'a,
+    {
+        Self::new(true, f)
+    }
+
+    /// An associative but not commutative operation: applied in rank order.
+    pub fn associative<F>(f: F) -> Self
+    where
+        F: Fn(DynBuffer<'_>, DynBufferMut<'_>) + Sync + 'a,
+    {
+        Self::new(false, f)
+    }
+
+    /// An operation, commutative or not.
+    pub fn new<F>(commute: bool, f: F) -> Self
+    where
+        F: Fn(DynBuffer<'_>, DynBufferMut<'_>) + Sync + 'a,
+    {
+        UserOperation {
+            f: Box::new(f),
+            commutative: commute,
+        }
+    }
+}
+
+impl Operation for UserOperation<'_> {
+    fn is_commutative(&self) -> bool {
+        self.commutative
+    }
+    fn op(&self) -> OpRef<'_> {
+        OpRef::User(&*self.f, self.commutative)
+    }
+}
+
+/// A read-only type-erased buffer handed to a [`UserOperation`].
+#[derive(Debug, Clone, Copy)]
+pub struct DynBuffer<'a> {
+    ptr: *const u8,
+    count: usize,
+    map: &'a TypeMap,
+}
+
+/// A writable type-erased buffer handed to a [`UserOperation`].
+#[derive(Debug)]
+pub struct DynBufferMut<'a> {
+    ptr: *mut u8,
+    count: usize,
+    map: &'a TypeMap,
+}
+
+fn same_type<T: Equivalence>(map: &TypeMap) -> bool {
+    let dt = T::equivalent_datatype();
+    let theirs = dt.type_map();
+    std::ptr::eq(theirs, map)
+        || (theirs.extent() == map.extent()
+            && theirs.segments() == map.segments()
+            && theirs.signature() == map.signature()
+            && std::mem::size_of::<T>() == map.extent())
+}
+
+impl<'a> DynBuffer<'a> {
+    /// Number of elements.
+    pub fn len(&self) -> usize {
+        self.count
+    }
+
+    /// Whether there are no elements.
+    pub fn is_empty(&self) -> bool {
+        self.count == 0
+    }
+
+    /// Whether the elements are `T`s.
+    pub fn is<T: Equivalence>(&self) -> bool {
+        same_type::<T>(self.map)
+    }
+
+    /// The elements as `T`s, if they are.
+    pub fn downcast<T: Equivalence>(self) -> Option<&'a [T]> {
+        if !self.is::<T>() {
+            return None;
+        }
+        // SAFETY: the buffer holds `count` elements of a type with T's
+        // layout, valid and aligned (it was given to the reduction as such),
+        // and is not written during the call.
+        Some(unsafe { std::slice::from_raw_parts(self.ptr as *const T, self.count) })
+    }
+}
+
+impl<'a> DynBufferMut<'a> {
+    /// Number of elements.
+    pub fn len(&self) -> usize {
+        self.count
+    }
+
+    /// Whether there are no elements.
+    pub fn is_empty(&self) -> bool {
+        self.count == 0
+    }
+
+    /// Whether the elements are `T`s.
+    pub fn is<T: Equivalence>(&self) -> bool {
+        same_type::<T>(self.map)
+    }
+
+    /// The elements as `T`s, if they are.
+    pub fn downcast<T: Equivalence>(&mut self) -> Option<&mut [T]> {
+        if !self.is::<T>() {
+            return None;
+        }
+        // SAFETY: as in `DynBuffer::downcast`; this is the only access to the
+        // buffer during the call.
+        Some(unsafe { std::slice::from_raw_parts_mut(self.ptr as *mut T, self.count) })
+    }
+}
+
+/// Checks that `op` is defined for every base type of `map`.
+pub(crate) fn check_supported(op: &OpRef<'_>, map: &TypeMap) -> Result<(), Error> {
+    if let OpRef::System(op) = op {
+        for run in map.signature() {
+            if !op.supports(run.kind) {
+                return Err(Error::Type {
+                    message: format!(
+                        "{} is not defined for {} (in the datatype {}); MPI defines \
+                         arithmetic operations on numbers, logical ones on integers and bool, \
+                         bitwise ones on integers",
+                        op.name(),
+                        run.kind.name(),
+                        map.name()
+                    ),
+                });
+            }
+        }
+    }
+    Ok(())
+}
+
+/// `inout[i] = input[i] op inout[i]` for `count` elements of `map`.
+///
+/// # Safety
+///
+/// `input` must be valid for reads and `inout` for reads and writes of
+/// `count` elements laid out as `map`, aligned for it, and must not overlap;
+/// `check_supported` must have accepted `op` for `map`.
+pub(crate) unsafe fn apply(
+    op: &OpRef<'_>,
+    map: &TypeMap,
+    input: *const u8,
+    inout: *mut u8,
+    count: usize,
+) {
+    match op {
+        OpRef::User(f, _) => f(
+            DynBuffer {
+                ptr: input,
+                count,
+                map,
+            },
+            DynBufferMut {
+                ptr: inout,
+                count,
+                map,
+            },
+        ),
+        OpRef::System(op) => {
+            if map.is_contiguous() {
+                if let Some(kind) = map.uniform_kind() {
+                    let values = count * map.size() / kind.size();
+                    // SAFETY: contiguous data of one base kind: `values`
+                    // values at each pointer (the caller's contract).
+                    unsafe { apply_values(*op, kind, input, inout, values) };
+                    return;
+                }
+            }
+            // Element by element, run by run of the signature, each base
+            // value inside one data segment.
+            for e in 0..count {
+                let base = e * map.extent();
+                let mut segments = map.segments().iter();
+                let mut seg = segments.next().copied();
+                let mut used = 0;
+                for run in map.signature() {
+                    let mut left = run.count;
+                    while left > 0 {
+                        let s = seg.expect("the signature fits the segments");
+                        let fit = ((s.len - used) / run.kind.size()).min(left);
+                        let at = base + s.offset + used;
+                        // SAFETY: `fit` values of `run.kind` lie in segment
+                        // `s` of element `e` of both buffers.
+                        unsafe { apply_values(*op, run.kind, input.add(at), inout.add(at), fit) };
+                        used += fit * run.kind.size();
+                        left -= fit;
+                        if used == s.len {
+                            seg = segments.next().copied();
+                            used = 0;
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Applies `op` to `n` base values of `kind`.
+///
+/// # Safety
+///
+/// Both pointers valid for `n` values of `kind` (unaligned is fine: values
+/// are read and written unaligned).
+unsafe fn apply_values(op: SystemOperation, kind: BaseKind, a: *const u8, b: *mut u8, n: usize) {
+    macro_rules! numeric {
+        ($t:ty) => {{
+            let (a, b) = (a as *const $t, b as *mut $t);
+            for i in 0..n {
+                // SAFETY: `i < n` values are in bounds of both (caller).
+                unsafe {
+                    let x = a.add(i).read_unaligned();
+                    let y = b.add(i).read_unaligned();
+                    b.add(i).write_unaligned(numeric!(@op $t, x, y));
+                }
+            }
+        }};
+        (@op $t:ty, $x:ident, $y:ident) => {
+            match op.0 {
+                System::Max => if $x > $y { $x } else { $y },
+                System::Min => if $x < $y { $x } else { $y },
+                System::Sum => numeric!(@arith $t, $x, $y, add),
+                System::Product => numeric!(@arith $t, $x, $y, mul),
+                System::LogicalAnd => numeric!(@logical $t, ($x != zero::<$t>()) && ($y != zero::<$t>())),
+                System::LogicalOr => numeric!(@logical $t, ($x != zero::<$t>()) || ($y != zero::<$t>())),
+                System::LogicalXor => numeric!(@logical $t, ($x != zero::<$t>()) != ($y != zero::<$t>())),
+                System::BitwiseAnd => numeric!(@bits $t, $x, $y, &),
+                System::BitwiseOr => numeric!(@bits $t, $x, $y, |),
+                System::BitwiseXor => numeric!(@bits $t, $x, $y, ^),
+            }
+        };
+        (@arith $t:ty, $x:ident, $y:ident, $f:ident) => {
+            <$t as Arith>::$f($x, $y)
+        };
+        (@logical $t:ty, $e:expr) => {
+            if $e { one::<$t>() } else { zero::<$t>() }
+        };
+        (@bits $t:ty, $x:ident, $y:ident, $o:tt) => {
+            <$t as Bits>::bits($x, $y, stringify!($o))
+        };
+    }
+    match kind {
+        BaseKind::I8 => numeric!(i8),
+        BaseKind::U8 => numeric!(u8),
+        BaseKind::I16 => numeric!(i16),
+        BaseKind::U16 => numeric!(u16),
+        BaseKind::I32 => numeric!(i32),
+        BaseKind::U32 => numeric!(u32),
+        BaseKind::I64 => numeric!(i64),
+        BaseKind::U64 => numeric!(u64),
+        BaseKind::F32 => numeric!(f32),
+        BaseKind::F64 => numeric!(f64),
+        BaseKind::Bool => {
+            // Only logical operations reach here (check_supported).
+            for i in 0..n {
+                // SAFETY: in bounds (caller); bools hold 0 or 1 (the
+                // signature check delivers only bool data to bool buffers).
+                unsafe {
+                    let x = a.add(i).read() != 0;
+                    let y = b.add(i).read() != 0;
+                    let r = match op.0 {
+                        System::LogicalAnd => x && y,
+                        System::LogicalOr => x || y,
+                        System::LogicalXor => x != y,
+                        _ => unreachable!("{} on bool was rejected", op.name()),
+                    };
+                    b.add(i).write(r as u8);
+                }
+            }
+        }
+    }
+}
+
+trait Arith: Copy + PartialOrd {
+    fn add(self, other: Self) -> Self;
+    fn mul(self, other: Self) -> Self;
+    fn zero() -> Self;
+    fn one() -> Self;
+}
+
+trait Bits: Copy {
+    fn bits(self, other: Self, op: &str) -> Self;
+}
+
+macro_rules! ints {
+    ($($t:ty)*) => {$(
+        impl Arith for $t {
+            // MPI's integer sum wraps like C's (no trap on overflow).
+            fn add(self, other: Self) -> Self { self.wrapping_add(other) }
+            fn mul(self, other: Self) -> Self { self.wrapping_mul(other) }
+            fn zero() -> Self { 0 }
+            fn one() -> Self { 1 }
+        }
+        impl Bits for $t {
+            fn bits(self, other: Self, op: &str) -> Self {
+                match op {
+                    "&" => self & other,
+                    "|" => self | other,
+                    _ => self ^ other,
+                }
+            }
+        }
+    )*};
+}
+ints!(i8 u8 i16 u16 i32 u32 i64 u64);
+
+macro_rules! floats {
+    ($($t:ty)*) => {$(
+        impl Arith for $t {
+            fn add(self, other: Self) -> Self { self + other }
+            fn mul(self, other: Self) -> Self { self * other }
+            fn zero() -> Self { 0.0 }
+            fn one() -> Self { 1.0 }
+        }
+        impl Bits for $t {
+            fn bits(self, _: Self, op: &str) -> Self {
+                unreachable!("bitwise {op} on {} was rejected", type_name::<$t>())
+            }
+        }
+    )*};
+}
+floats!(f32 f64);
+
+fn zero<T: Arith>() -> T {
+    T::zero()
+}
+
+fn one<T: Arith>() -> T {
+    T::one()
+}
+
+/// Reduces `input` into `inout` with `op` on one rank (`MPI_Reduce_local`):
+/// `inout[i] = input[i] op inout[i]`.
+///
+/// # Panics
+///
+/// If the buffers have different types or lengths, or `op` is not defined
+/// for their type.
+#[track_caller]
+pub fn reduce_local_into<S, R, O>(input: &S, inout: &mut R, op: O)
+where
+    S: crate::datatype::Buffer + ?Sized,
+    R: crate::datatype::BufferMut + ?Sized,
+    O: Operation,
+{
+    use crate::error::OrRaise;
+    let dt = input.as_datatype();
+    let map = dt.type_map();
+    let count = input.count() as usize;
+    let out_dt = inout.as_datatype();
+    let result = if !std::ptr::eq(map, out_dt.type_map()) && map != out_dt.type_map() {
+        Err(Error::Type {
+            message: format!(
+                "reduce_local_into: the buffers have different types ({} and {})",
+                map.name(),
+                out_dt.type_map().name()
+            ),
+        })
+    } else if count != inout.count() as usize {
+        Err(Error::Count {
+            message: format!(
+                "reduce_local_into: the buffers have {count} and {} elements",
+                inout.count()
+            ),
+        })
+    } else {
+        check_supported(&op.op(), map)
+    };
+    result.or_raise();
+    // SAFETY: both buffers hold `count` elements of `map` (checked), are
+    // distinct borrows, and the operation was checked for the type.
+    unsafe {
+        apply(
+            &op.op(),
+            map,
+            input.pointer() as *const u8,
+            inout.pointer_mut() as *mut u8,
+            count,
+        )
+    };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn reduce<T: Equivalence + Copy>(op: SystemOperation, a: &[T], b: &mut [T]) {
+        let dt = T::equivalent_datatype();
+        check_supported(&op.op(), dt.type_map()).unwrap();
+        // SAFETY: same type and length, distinct buffers.
+        unsafe {
+            apply(
+                &op.op(),
+                dt.type_map(),
+                a.as_ptr() as *const u8,
+                b.as_mut_ptr() as *mut u8,
+                a.len(),
+            )
+        }
+    }
+
+    #[test]
+    fn predefined_operations() {
+        let mut b = [1i32, 5, -3];
+        reduce(SystemOperation::sum(), &[2, 2, 2], &mut b);
+        assert_eq!(b, [3, 7, -1]);
+        reduce(SystemOperation::max(), &[9, 0, 0], &mut b);
+        assert_eq!(b, [9, 7, 0]);
+        let mut f = [1.5f64, 2.0];
+        reduce(SystemOperation::product(), &[2.0, 0.5], &mut f);
+        assert_eq!(f, [3.0, 1.0]);
+        let mut u = [0b1100u16];
+        reduce(SystemOperation::bitwise_xor(), &[0b1010], &mut u);
+        assert_eq!(u, [0b0110]);
+        let mut l = [true, false, true];
+        reduce(SystemOperation::logical_and(), &[true, true, false], &mut l);
+        assert_eq!(l, [true, false, false]);
+        let mut i = [0i64, 3];
+        reduce(SystemOperation::logical_or(), &[0, 0], &mut i);
+        assert_eq!(i, [0, 1]);
+    }
+
+    #[test]
+    fn structs_reduce_field_by_field() {
+        let mut b = [(1u8, 10.0f64), (2, 20.0)];
+        reduce(SystemOperation::sum(), &[(5u8, 0.5f64), (6, 0.25)], &mut b);
+        assert_eq!(b, [(6, 10.5), (8, 20.25)]);
+    }
+
+    #[test]
+    fn undefined_combinations_are_errors() {
+        let f = f64::equivalent_datatype();
+        let err = check_supported(&SystemOperation::bitwise_and().op(), f.type_map()).unwrap_err();
+        assert!(
+            err.to_string().contains("MPI_BAND is not defined for f64"),
+            "{err}"
+        );
+        let b = bool::equivalent_datatype();
+        assert!(check_supported(&SystemOperation::sum().op(), b.type_map()).is_err());
+        assert!(check_supported(&SystemOperation::logical_xor().op(), b.type_map()).is_ok());
+    }
+}

@@ -1,0 +1,472 @@
+//! Reduce, all-reduce and reduce-scatter algorithms.
+//!
+//! * `shm`: with a commutative operation every rank folds its contribution
+//!   into the round's accumulator as it arrives (under the accumulator's
+//!   lock), so the work is spread over the ranks and a rank's buffer is free
+//!   again at once; once everyone arrived, every rank (or the root) copies
+//!   the result out. With a non-commutative operation ranks publish their
+//!   buffers and the last to arrive reduces them in rank order.
+//! * `linear` (reduce): the root receives every contribution and reduces in
+//!   rank order.
+//! * `binomial` (reduce): a binomial tree; for a non-commutative operation the
+//!   tree is rooted at rank 0 (where it preserves rank order) and the result
+//!   then sent to the root.
+//! * `recursive_doubling` (all-reduce): log2 p exchange steps (MPICH's
+//!   handling of a non-power-of-two p: the first ranks pair up first).
+//! * `reduce_broadcast` (all-reduce): binomial reduce to rank 0, then
+//!   binomial broadcast.
+//! * `reduce_scatter` (reduce-scatter-block): reduce to rank 0, then scatter.
+
+use std::sync::atomic::Ordering;
+
+use super::exchange::Exchange;
+use super::op::{self, OpRef};
+use super::{bcast, Algorithm, Call};
+use crate::datatype::copy::{self, Layout};
+use crate::error::Error;
+use crate::Rank;
+
+/// Aligned scratch space for `count` elements of a layout's type.
+struct Scratch {
+    data: Vec<u128>,
+}
+
+impl Scratch {
+    fn like(layout: &Layout) -> Scratch {
+        let bytes = layout.count * layout.ty.map().extent();
+        Scratch {
+            data: vec![0; bytes.div_ceil(16)],
+        }
+    }
+
+    fn layout(&mut self, like: &Layout) -> Layout {
+        Layout {
+            base: self.data.as_mut_ptr() as *const u8,
+            count: like.count,
+            ty: like.ty.clone(),
+        }
+    }
+}
+
+/// Copies `src` into `dst` (same type and count: a reduction's operands).
+fn copy_same(src: &Layout, dst: &Layout) {
+    // SAFETY: the callers pass valid, distinct buffers of one type.
+    unsafe { copy::copy(src, dst) };
+}
+
+/// `inout = input op inout` on two layouts of the same type and count.
+fn combine(op: &OpRef<'_>, input: &Layout, inout: &Layout) {
+    // SAFETY: the callers pass valid, distinct buffers of one type and
+    // count, the operation was checked for the type (`check`).
+    unsafe {
+        op::apply(
+            op,
+            input.ty.map(),
+            input.base,
+            inout.base as *mut u8,
+            input.count,
+        )
+    };
+}
+
+/// Checks the operation and the buffers of a reduction.
+pub(crate) fn check(
+    call: &Call<'_>,
+    op: &OpRef<'_>,
+    send: &Layout,
+    recv: Option<&Layout>,
+) -> Result<(), Error> {
+    op::check_supported(op, send.ty.map())?;
+    if let Some(recv) = recv {
+        let (s, r) = (send.ty.map(), recv.ty.map());
+        if !std::ptr::eq(s, r) && s != r {
+            return Err(Error::Type {
+                message: format!(
+                    "{}: the send buffer holds {} and the receive buffer {}; a reduction needs \
+                     one type",
+                    call.kind,
+                    s.name(),
+                    r.name()
+                ),
+            });
+        }
+        if recv.count < send.count {
+            return Err(Error::Count {
+                message: format!(
+                    "{}: the receive buffer holds {} elements but {} are reduced",
+                    call.kind, recv.count, send.count
+                ),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Reduces `send` of every rank into `recv` at `root` (`None`: all ranks).
+pub(crate) fn reduce(
+    call: &Call<'_>,
+    root: Option<Rank>,
+    op: &OpRef<'_>,
+    commutative: bool,
+    send: &Layout,
+    recv: Option<&Layout>,
+) -> Result<(), Error> {
+    let rank = call.rank();
+    if call.size() == 1 {
+        if let Some(recv) = recv {
+            copy_same(send, recv);
+        }
+        return Ok(());
+    }
+    match (call.algorithm, root) {
+        (Algorithm::Linear, Some(root)) => linear(call, root, op, send, recv),
+        (Algorithm::Binomial, Some(root)) => binomial(call, root, op, commutative, send, recv),
+        (Algorithm::RecursiveDoubling, None) => {
+            recursive_doubling(call, op, commutative, send, recv.expect("all-reduce"))
+        }
+        (Algorithm::ReduceBroadcast, None) => {
+            let recv = recv.expect("all-reduce");
+            let tree = Call {
+                algorithm: Algorithm::Binomial,
+                ..*call
+            };
+            binomial(&tree, 0, op, commutative, send, (rank == 0).then_some(recv))?;
+            bcast::broadcast(&tree, 0, &recv.slice(0, send.count))
+        }
+        _ => shm(call, op, commutative, send, recv),
+    }
+}
+
+fn shm(
+    call: &Call<'_>,
+    op: &OpRef<'_>,
+    commutative: bool,
+    send: &Layout,
+    recv: Option<&Layout>,
+) -> Result<(), Error> {
+    let rounds = &call.comm.shared().coll.rounds;
+    let round = rounds.join(call, !commutative);
+    let rank = call.rank();
+    let bytes = send.count * send.ty.map().extent();
+    if commutative {
+        {
+            let mut acc = round.acc.lock();
+            if acc.contributions == 0 {
+                acc.reserve(bytes);
+                let dst = Layout {
+                    base: acc.ptr(),
+                    ..send.clone()
+                };
+                copy_same(send, &dst);
+            } else {
+                let dst = Layout {
+                    base: acc.ptr(),
+                    ..send.clone()
+                };
+                combine(op, send, &dst);
+            }
+            acc.contributions += 1;
+        }
+        let last = round.arrive();
+        if last {
+            round.wake_all(call);
+        }
+        let result = match recv {
+            // A contributor that gets no result is done: its data is in.
+            None => Ok(()),
+            Some(recv) => round.wait(call, || round.all_arrived()).map(|()| {
+                let mut acc = round.acc.lock();
+                let src = Layout {
+                    base: acc.ptr(),
+                    ..send.clone()
+                };
+                copy_same(&src, &recv.slice(0, send.count));
+            }),
+        };
+        rounds.leave(call, round);
+        return result;
+    }
+    // Non-commutative: publish, the last arrival reduces in rank order.
+    round.deposits[rank as usize].set(send.base, std::ptr::null_mut(), send.count);
+    if round.arrive() {
+        {
+            let mut acc = round.acc.lock();
+            acc.reserve(bytes);
+            let dst = Layout {
+                base: acc.ptr(),
+                ..send.clone()
+            };
+            let operand = |r: usize| Layout {
+                base: round.deposits[r].send(),
+                ..send.clone()
+            };
+            let n = round.size as usize;
+            copy_same(&operand(n - 1), &dst);
+            for r in (0..n - 1).rev() {
+                combine(op, &operand(r), &dst);
+            }
+        }
+        round.done.store(round.size, Ordering::Release);
+        round.wake_all(call);
+    }
+    let result = round.wait(call, || round.all_done()).map(|()| {
+        if let Some(recv) = recv {
+            let mut acc = round.acc.lock();
+            let src = Layout {
+                base: acc.ptr(),
+                ..send.clone()
+            };
+            copy_same(&src, &recv.slice(0, send.count));
+        }
+    });
+    rounds.leave(call, round);
+    result
+}
+
+fn linear(
+    call: &Call<'_>,
+    root: Rank,
+    op: &OpRef<'_>,
+    send: &Layout,
+    recv: Option<&Layout>,
+) -> Result<(), Error> {
+    let rank = call.rank();
+    let mut ex = Exchange::new(call);
+    if rank != root {
+        ex.send(root, send);
+        return ex.wait();
+    }
+    let n = call.size() as usize;
+    let mut scratch: Vec<Scratch> = (0..n).map(|_| Scratch::like(send)).collect();
+    let operands: Vec<Layout> = scratch.iter_mut().map(|s| s.layout(send)).collect();
+    for r in (0..n).filter(|&r| r != rank as usize) {
+        ex.recv(r as Rank, &operands[r])?;
+    }
+    ex.wait()?;
+    // In rank order: acc = x(n-1); acc = x(i) op acc.
+    let recv = recv
+        .expect("the root has a receive buffer")
+        .slice(0, send.count);
+    let operand = |r: usize| {
+        if r == rank as usize {
+            send.clone()
+        } else {
+            operands[r].clone()
+        }
+    };
+    copy_same(&operand(n - 1), &recv);
+    for r in (0..n - 1).rev() {
+        combine(op, &operand(r), &recv);
+    }
+    Ok(())
+}
+
+fn binomial(
+    call: &Call<'_>,
+    root: Rank,
+    op: &OpRef<'_>,
+    commutative: bool,
+    send: &Layout,
+    recv: Option<&Layout>,
+) -> Result<(), Error> {
+    let n = call.size();
+    let rank = call.rank();
+    // Rank order is kept only by a tree rooted at 0.
+    let tree_root = if commutative { root } else { 0 };
+    let vr = (rank - tree_root).rem_euclid(n);
+    let mut acc = Scratch::like(send);
+    let acc = acc.layout(send);
+    copy_same(send, &acc);
+    let mut tmp = Scratch::like(send);
+    let tmp = tmp.layout(send);
+    let mut mask = 1;
+    while mask < n {
+        if vr & mask != 0 {
+            let mut ex = Exchange::new(call);
+            ex.send((vr - mask + tree_root) % n, &acc);
+            ex.wait()?;
+            break;
+        }
+        if vr + mask < n {
+            let mut ex = Exchange::new(call);
+            ex.recv((vr + mask + tree_root) % n, &tmp)?;
+            ex.wait()?;
+            // acc covers [vr, vr+mask), tmp [vr+mask, vr+2mask): acc op tmp.
+            combine(op, &acc, &tmp);
+            copy_same(&tmp, &acc);
+        }
+        mask <<= 1;
+    }
+    if rank == tree_root && tree_root == root {
+        copy_same(
+            &acc,
+            &recv
+                .expect("the root has a receive buffer")
+                .slice(0, send.count),
+        );
+    } else if tree_root != root {
+        let mut ex = Exchange::new(call);
+        if rank == tree_root {
+            ex.send(root, &acc);
+        } else if rank == root {
+            ex.recv(
+                tree_root,
+                &recv
+                    .expect("the root has a receive buffer")
+                    .slice(0, send.count),
+            )?;
+        }
+        ex.wait()?;
+    }
+    Ok(())
+}
+
+fn recursive_doubling(
+    call: &Call<'_>,
+    op: &OpRef<'_>,
+    commutative: bool,
+    send: &Layout,
+    recv: &Layout,
+) -> Result<(), Error> {
+    let n = call.size();
+    let rank = call.rank();
+    let recv = recv.slice(0, send.count);
+    copy_same(send, &recv);
+    let mut tmp = Scratch::like(send);
+    let tmp = tmp.layout(send);
+    // The largest power of two not above n; the first 2·rem ranks pair up.
+    let pof2 = 1 << (31 - (n as u32).leading_zeros());
+    let rem = n - pof2;
+    let new_rank = if rank < 2 * rem {
+        let mut ex = Exchange::new(call);
+        if rank % 2 == 0 {
+            ex.send(rank + 1, &recv);
+            ex.wait()?;
+            -1
+        } else {
+            ex.recv(rank - 1, &tmp)?;
+            ex.wait()?;
+            // The even rank is lower: tmp op recv.
+            combine(op, &tmp, &recv);
+            rank / 2
+        }
+    } else {
+        rank - rem
+    };
+    if new_rank >= 0 {
+        let real = |nr: i32| if nr < rem { nr * 2 + 1 } else { nr + rem };
+        let mut mask = 1;
+        while mask < pof2 {
+            let partner = real(new_rank ^ mask);
+            let mut ex = Exchange::new(call);
+            ex.recv(partner, &tmp)?;
+            ex.send(partner, &recv);
+            ex.wait()?;
+            if commutative || partner < rank {
+                combine(op, &tmp, &recv);
+            } else {
+                // recv op tmp, kept in recv.
+                combine(op, &recv, &tmp);
+                copy_same(&tmp, &recv);
+            }
+            mask <<= 1;
+        }
+    }
+    if rank < 2 * rem {
+        let mut ex = Exchange::new(call);
+        if rank % 2 == 1 {
+            ex.send(rank - 1, &recv);
+        } else {
+            ex.recv(rank + 1, &recv)?;
+        }
+        ex.wait()?;
+    }
+    Ok(())
+}
+
+/// Reduce-scatter with equal blocks: rank r gets block r of the reduction.
+pub(crate) fn reduce_scatter_block(
+    call: &Call<'_>,
+    op: &OpRef<'_>,
+    send: &Layout,
+    recv: &Layout,
+) -> Result<(), Error> {
+    let n = call.size() as usize;
+    let block = recv.count;
+    if send.count != block * n {
+        return Err(Error::Count {
+            message: format!(
+                "reduce_scatter_block: the send buffer holds {} elements but {n} ranks × {block} \
+                 need {}",
+                send.count,
+                block * n
+            ),
+        });
+    }
+    let rank = call.rank() as usize;
+    match call.algorithm {
+        Algorithm::ReduceScatter => {
+            let tree = Call {
+                algorithm: Algorithm::Binomial,
+                ..*call
+            };
+            let mut all = Scratch::like(send);
+            let all = all.layout(send);
+            binomial(&tree, 0, op, true, send, (rank == 0).then_some(&all))?;
+            let mut ex = Exchange::new(call);
+            if rank == 0 {
+                for r in 1..n {
+                    ex.send(r as Rank, &all.slice(r * block, block));
+                }
+                copy_same(&all.slice(0, block), recv);
+            } else {
+                ex.recv(0, recv)?;
+            }
+            ex.wait()
+        }
+        _ => {
+            // The shared-memory all-reduce, then each rank takes its block.
+            let rounds = &call.comm.shared().coll.rounds;
+            let round = rounds.join(call, false);
+            let bytes = send.count * send.ty.map().extent();
+            {
+                let mut acc = round.acc.lock();
+                let dst = if acc.contributions == 0 {
+                    acc.reserve(bytes);
+                    None
+                } else {
+                    Some(())
+                };
+                let target = Layout {
+                    base: acc.ptr(),
+                    ..send.clone()
+                };
+                match dst {
+                    None => copy_same(send, &target),
+                    Some(()) => combine(op, send, &target),
+                }
+                acc.contributions += 1;
+            }
+            if round.arrive() {
+                round.wake_all(call);
+            }
+            let result = round.wait(call, || round.all_arrived()).map(|()| {
+                let mut acc = round.acc.lock();
+                let src = Layout {
+                    base: acc.ptr(),
+                    ..send.clone()
+                };
+                copy_same(&src.slice(rank * block, block), recv);
+            });
+            // Keep the accumulator until everyone copied its block.
+            let done = if round.finish() {
+                round.wake_all(call);
+                Ok(())
+            } else {
+                round.wait(call, || round.all_done())
+            };
+            rounds.leave(call, round);
+            result.and(done)
+        }
+    }
+}

@@ -1,0 +1,194 @@
+//! Rounds: where the ranks of an in-process communicator meet for one
+//! collective call (the scheduler-managed shared-memory path).
+//!
+//! Call number `seq` of a communicator has one [`Round`], created by the
+//! first rank to arrive and dropped by the last to leave. Ranks deposit the
+//! addresses of their buffers, count their arrival, and park until the round
+//! reaches the state they need (everyone arrived, the root arrived, every
+//! copy done); whoever brings the round to that state wakes the waiters.
+//! Data moves once, straight between the ranks' buffers. A rank's buffers
+//! stay valid while it is in the round, and a rank only leaves once no other
+//! rank can still read or write them (the algorithms' second phase).
+//!
+//! ## Waiting without losing a wake-up
+//!
+//! A waiter adds its slot to `waiters` and then re-checks its condition
+//! before parking; a waker makes the condition true and then takes the whole
+//! list under the same lock. Either the waker's take comes after the
+//! waiter's registration (the waiter is woken), or before it, and then the
+//! lock orders the condition's update before the waiter's re-check.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use super::Call;
+use crate::datatype::copy::Layout;
+use crate::error::Error;
+use crate::sched;
+use crate::sync::spin::SpinLock;
+
+/// What one rank deposits: addresses and a count, published by its arrival.
+#[derive(Debug, Default)]
+pub(crate) struct Deposit {
+    pub(crate) send: AtomicUsize,
+    pub(crate) recv: AtomicUsize,
+    pub(crate) count: AtomicUsize,
+}
+
+impl Deposit {
+    pub(crate) fn set(&self, send: *const u8, recv: *mut u8, count: usize) {
+        self.send.store(send as usize, Ordering::Relaxed);
+        self.recv.store(recv as usize, Ordering::Relaxed);
+        self.count.store(count, Ordering::Relaxed);
+    }
+
+    pub(crate) fn send(&self) -> *const u8 {
+        self.send.load(Ordering::Relaxed) as *const u8
+    }
+
+    #[allow(dead_code)]
+    pub(crate) fn recv(&self) -> *mut u8 {
+        self.recv.load(Ordering::Relaxed) as *mut u8
+    }
+
+    #[allow(dead_code)]
+    pub(crate) fn count(&self) -> usize {
+        self.count.load(Ordering::Relaxed)
+    }
+}
+
+/// One collective call of one communicator, shared by its ranks.
+#[derive(Debug)]
+pub(crate) struct Round {
+    pub(crate) size: u32,
+    /// Ranks that arrived (deposited).
+    pub(crate) arrived: AtomicU32,
+    /// Ranks done with the first phase (e.g. their copies).
+    pub(crate) done: AtomicU32,
+    /// A flag set by the root (1 once its deposit is published).
+    pub(crate) root_ready: AtomicU32,
+    left: AtomicU32,
+    waiters: SpinLock<Vec<u32>>,
+    /// Per-rank deposits (empty for collectives that need none).
+    pub(crate) deposits: Box<[Deposit]>,
+    /// A shared buffer (a partition, a reduction's accumulator) and the
+    /// number of contributions in it, under its lock.
+    pub(crate) shared: SpinLock<Vec<u8>>,
+    pub(crate) acc: SpinLock<Accumulator>,
+    /// The root's buffer (broadcast, gather, scatter, reduce).
+    pub(crate) root: SpinLock<Option<Shared<Layout>>>,
+}
+
+/// A reduction's running result: raw elements of the operands' type, in
+/// storage aligned for any primitive (user operations downcast it to `&[T]`).
+#[derive(Debug, Default)]
+pub(crate) struct Accumulator {
+    data: Vec<u128>,
+    /// Contributions reduced into it so far.
+    pub(crate) contributions: u32,
+}
+
+impl Accumulator {
+    /// Makes room for `bytes` bytes.
+    pub(crate) fn reserve(&mut self, bytes: usize) {
+        self.data.resize(bytes.div_ceil(16), 0);
+    }
+
+    pub(crate) fn ptr(&mut self) -> *mut u8 {
+        self.data.as_mut_ptr() as *mut u8
+    }
+}
+
+/// A layout published to the other ranks of a round.
+#[derive(Debug, Clone)]
+pub(crate) struct Shared<T>(pub(crate) T);
+
+// SAFETY: a published layout points into the buffer of a rank that stays in
+// the round (parked) until every reader is done with it (module docs).
+unsafe impl<T> Send for Shared<T> {}
+
+impl Round {
+    fn new(size: u32, deposits: bool) -> Round {
+        Round {
+            size,
+            arrived: AtomicU32::new(0),
+            done: AtomicU32::new(0),
+            root_ready: AtomicU32::new(0),
+            left: AtomicU32::new(0),
+            waiters: SpinLock::new(Vec::new()),
+            deposits: if deposits {
+                (0..size).map(|_| Deposit::default()).collect()
+            } else {
+                Box::new([])
+            },
+            shared: SpinLock::new(Vec::new()),
+            acc: SpinLock::new(Accumulator::default()),
+            root: SpinLock::new(None),
+        }
+    }
+
+    /// Counts an arrival (after this rank's deposit); `true` for the last.
+    pub(crate) fn arrive(&self) -> bool {
+        self.arrived.fetch_add(1, Ordering::AcqRel) + 1 == self.size
+    }
+
+    /// Counts a rank done with the first phase; `true` for the last.
+    pub(crate) fn finish(&self) -> bool {
+        self.done.fetch_add(1, Ordering::AcqRel) + 1 == self.size
+    }
+
+    pub(crate) fn all_arrived(&self) -> bool {
+        self.arrived.load(Ordering::Acquire) == self.size
+    }
+
+    pub(crate) fn all_done(&self) -> bool {
+        self.done.load(Ordering::Acquire) == self.size
+    }
+
+    /// Parks the caller until `ready()` holds.
+    pub(crate) fn wait(&self, call: &Call<'_>, ready: impl Fn() -> bool) -> Result<(), Error> {
+        let info = call.wait_info();
+        loop {
+            if ready() {
+                return Ok(());
+            }
+            self.waiters.lock().push(call.ctx.slot);
+            if ready() {
+                return Ok(());
+            }
+            sched::park_once(call.ctx, &info)?;
+        }
+    }
+
+    /// Wakes every waiter (after making a condition true).
+    pub(crate) fn wake_all(&self, call: &Call<'_>) {
+        let waiters = std::mem::take(&mut *self.waiters.lock());
+        sched::unpark_many(call.comm.job(), &waiters);
+    }
+}
+
+/// The rounds in progress of one communicator.
+#[derive(Debug, Default)]
+pub(crate) struct Rounds {
+    active: SpinLock<HashMap<u32, Arc<Round>>>,
+}
+
+impl Rounds {
+    /// The round of call `call.seq`, created by the first rank to ask.
+    pub(crate) fn join(&self, call: &Call<'_>, deposits: bool) -> Arc<Round> {
+        let mut active = self.active.lock();
+        Arc::clone(
+            active
+                .entry(call.seq)
+                .or_insert_with(|| Arc::new(Round::new(call.comm.size() as u32, deposits))),
+        )
+    }
+
+    /// Leaves a round; the last rank to leave removes it.
+    pub(crate) fn leave(&self, call: &Call<'_>, round: Arc<Round>) {
+        if round.left.fetch_add(1, Ordering::AcqRel) + 1 == round.size {
+            self.active.lock().remove(&call.seq);
+        }
+    }
+}

@@ -1,0 +1,319 @@
+//! Which algorithm a collective call runs.
+//!
+//! In order: the algorithm given for the call, the one set for the
+//! communicator ([`Selection::set`], from
+//! `CommunicatorCollectives::set_collective_algorithm`), the one named by
+//! `MYRIAD_COLL_<COLLECTIVE>` (checked when a job starts: an unknown name is
+//! a configuration error listing the valid ones), else the selector's choice
+//! ([`Selection::resolve`], rules in the README).
+
+use std::fmt;
+use std::str::FromStr;
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::OnceLock;
+
+use crate::error::Error;
+
+macro_rules! named_enum {
+    ($(#[$meta:meta])* $vis:vis enum $name:ident { $($(#[$vm:meta])* $variant:ident => $text:literal,)* }) => {
+        $(#[$meta])*
+        $vis enum $name { $($(#[$vm])* $variant,)* }
+
+        impl $name {
+            /// Every value, in declaration order.
+            pub const ALL: &'static [$name] = &[$($name::$variant,)*];
+
+            /// The name used in environment variables and messages.
+            pub fn name(self) -> &'static str {
+                match self { $($name::$variant => $text,)* }
+            }
+        }
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(self.name())
+            }
+        }
+    };
+}
+
+named_enum! {
+    /// The collective operations, for algorithm selection and reports.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+    pub enum Collective {
+        /// `barrier`.
+        Barrier => "barrier",
+        /// `broadcast_into`.
+        Broadcast => "broadcast",
+        /// `gather_into(_root)`.
+        Gather => "gather",
+        /// `gather_varcount_into(_root)` (Gatherv).
+        GatherVarcount => "gather_varcount",
+        /// `scatter_into(_root)`.
+        Scatter => "scatter",
+        /// `scatter_varcount_into(_root)` (Scatterv).
+        ScatterVarcount => "scatter_varcount",
+        /// `all_gather_into`.
+        AllGather => "all_gather",
+        /// `all_gather_varcount_into`.
+        AllGatherVarcount => "all_gather_varcount",
+        /// `all_to_all_into`.
+        AllToAll => "all_to_all",
+        /// `all_to_all_varcount_into`.
+        AllToAllVarcount => "all_to_all_varcount",
+        /// `reduce_into(_root)`.
+        Reduce => "reduce",
+        /// `all_reduce_into`.
+        AllReduce => "all_reduce",
+        /// `reduce_scatter_block_into`.
+        ReduceScatterBlock => "reduce_scatter_block",
+        /// `scan_into`.
+        Scan => "scan",
+        /// `exclusive_scan_into`.
+        ExclusiveScan => "exclusive_scan",
+        /// Communicator creation (`duplicate`, `split_*`).
+        CommCreate => "communicator_create",
+    }
+}
+
+named_enum! {
+    /// Collective algorithms, selectable by name.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+    pub enum Algorithm {
+        /// Let the selector choose.
+        Auto => "auto",
+        /// The scheduler-managed shared-memory path (ranks of one process).
+        SharedMemory => "shm",
+        /// The root (or every rank) talks to every other rank directly.
+        Linear => "linear",
+        /// A binomial tree.
+        Binomial => "binomial",
+        /// Seed 001's symmetric broadcast: the root scatters p pieces, every
+        /// rank forwards its piece to all (scatter + allgather).
+        Symmetric => "symmetric",
+        /// Dissemination barrier (log2 p rounds).
+        Dissemination => "dissemination",
+        /// A ring.
+        Ring => "ring",
+        /// Recursive doubling.
+        RecursiveDoubling => "recursive_doubling",
+        /// Pairwise exchange.
+        Pairwise => "pairwise",
+        /// Seed 002's binomial Gatherv, the root first broadcasting counts and
+        /// displacements.
+        BinomialConservative => "binomial_conservative",
+        /// Seed 002's binomial Gatherv, every rank already knowing the counts.
+        BinomialAggressive => "binomial_aggressive",
+        /// A reduce followed by a broadcast.
+        ReduceBroadcast => "reduce_broadcast",
+        /// A gather followed by a broadcast.
+        GatherBroadcast => "gather_broadcast",
+        /// A reduce followed by a scatter.
+        ReduceScatter => "reduce_scatter",
+    }
+}
+
+impl Collective {
+    /// The algorithms this collective has (besides `auto`).
+    pub fn algorithms(self) -> &'static [Algorithm] {
+        use Algorithm::*;
+        match self {
+            Collective::Barrier => &[SharedMemory, Dissemination, Linear],
+            Collective::Broadcast => &[SharedMemory, Linear, Binomial, Symmetric],
+            Collective::Gather => &[SharedMemory, Linear, Binomial],
+            Collective::GatherVarcount => &[
+                SharedMemory,
+                Linear,
+                BinomialConservative,
+                BinomialAggressive,
+            ],
+            Collective::Scatter => &[SharedMemory, Linear, Binomial],
+            Collective::ScatterVarcount => &[SharedMemory, Linear],
+            Collective::AllGather => &[SharedMemory, Ring, RecursiveDoubling, GatherBroadcast],
+            Collective::AllGatherVarcount => &[SharedMemory, Ring, GatherBroadcast],
+            Collective::AllToAll => &[SharedMemory, Linear, Pairwise],
+            Collective::AllToAllVarcount => &[SharedMemory, Linear, Pairwise],
+            Collective::Reduce => &[SharedMemory, Linear, Binomial],
+            Collective::AllReduce => &[SharedMemory, RecursiveDoubling, ReduceBroadcast],
+            Collective::ReduceScatterBlock => &[SharedMemory, ReduceScatter],
+            Collective::Scan => &[SharedMemory, Linear, RecursiveDoubling],
+            Collective::ExclusiveScan => &[SharedMemory, Linear, RecursiveDoubling],
+            Collective::CommCreate => &[SharedMemory],
+        }
+    }
+
+    /// The environment variable naming this collective's algorithm.
+    pub fn env_var(self) -> String {
+        format!("MYRIAD_COLL_{}", self.name().to_ascii_uppercase())
+    }
+
+    /// Checks that `algorithm` is one of this collective's.
+    pub fn check(self, algorithm: Algorithm) -> Result<(), Error> {
+        if algorithm == Algorithm::Auto || self.algorithms().contains(&algorithm) {
+            Ok(())
+        } else {
+            Err(Error::Arg {
+                message: format!(
+                    "{self} has no algorithm {algorithm}; its algorithms are: auto, {}",
+                    names(self.algorithms())
+                ),
+            })
+        }
+    }
+}
+
+fn names(algorithms: &[Algorithm]) -> String {
+    algorithms
+        .iter()
+        .map(|a| a.name())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+impl FromStr for Collective {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self, Error> {
+        let s = s.trim().to_ascii_lowercase();
+        Collective::ALL
+            .iter()
+            .copied()
+            .find(|c| c.name() == s)
+            .ok_or_else(|| Error::Arg {
+                message: format!(
+                    "unknown collective {s:?}; the collectives are: {}",
+                    Collective::ALL
+                        .iter()
+                        .map(|c| c.name())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            })
+    }
+}
+
+impl Algorithm {
+    /// Parses `name` as an algorithm of `collective`.
+    pub fn parse_for(collective: Collective, name: &str) -> Result<Algorithm, Error> {
+        let wanted = name.trim().to_ascii_lowercase();
+        let found = Algorithm::ALL.iter().copied().find(|a| a.name() == wanted);
+        match found {
+            Some(a) if collective.check(a).is_ok() => Ok(a),
+            _ => Err(Error::Arg {
+                message: format!(
+                    "{name:?} is not an algorithm of {collective}; use one of: auto, {}",
+                    names(collective.algorithms())
+                ),
+            }),
+        }
+    }
+
+    fn index(self) -> u8 {
+        Algorithm::ALL.iter().position(|&a| a == self).unwrap_or(0) as u8
+    }
+
+    fn from_index(i: u8) -> Algorithm {
+        Algorithm::ALL
+            .get(i as usize)
+            .copied()
+            .unwrap_or(Algorithm::Auto)
+    }
+}
+
+/// The `MYRIAD_COLL_*` choices of this process, parsed once.
+pub(crate) fn env_defaults() -> Result<&'static [Algorithm], Error> {
+    static DEFAULTS: OnceLock<Result<Vec<Algorithm>, Error>> = OnceLock::new();
+    DEFAULTS
+        .get_or_init(|| {
+            Collective::ALL
+                .iter()
+                .map(|&c| match std::env::var(c.env_var()) {
+                    Ok(v) if !v.trim().is_empty() => Algorithm::parse_for(c, &v)
+                        .map_err(|e| Error::config(format!("{}={v:?}: {e}", c.env_var()))),
+                    _ => Ok(Algorithm::Auto),
+                })
+                .collect()
+        })
+        .as_deref()
+        .map_err(Clone::clone)
+}
+
+/// The algorithm choices of one communicator.
+#[derive(Debug)]
+pub(crate) struct Selection {
+    chosen: Box<[AtomicU8]>,
+}
+
+impl Selection {
+    /// Starts from the environment's choices (`auto` where none).
+    pub(crate) fn from_env() -> Selection {
+        let defaults = env_defaults().unwrap_or(&[]);
+        Selection {
+            chosen: Collective::ALL
+                .iter()
+                .enumerate()
+                .map(|(i, _)| {
+                    AtomicU8::new(defaults.get(i).copied().unwrap_or(Algorithm::Auto).index())
+                })
+                .collect(),
+        }
+    }
+
+    /// Sets the algorithm of `collective` for this communicator.
+    pub(crate) fn set(&self, collective: Collective, algorithm: Algorithm) -> Result<(), Error> {
+        collective.check(algorithm)?;
+        let i = Collective::ALL
+            .iter()
+            .position(|&c| c == collective)
+            .expect("every collective is listed");
+        self.chosen[i].store(algorithm.index(), Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// The algorithm a call runs.
+    pub(crate) fn resolve(
+        &self,
+        collective: Collective,
+        requested: Algorithm,
+        _size: usize,
+        _bytes: Option<usize>,
+    ) -> Result<Algorithm, Error> {
+        if requested != Algorithm::Auto {
+            collective.check(requested)?;
+            return Ok(requested);
+        }
+        let i = Collective::ALL
+            .iter()
+            .position(|&c| c == collective)
+            .expect("every collective is listed");
+        let chosen = Algorithm::from_index(self.chosen[i].load(Ordering::Relaxed));
+        if chosen != Algorithm::Auto {
+            return Ok(chosen);
+        }
+        // The selector. Every communicator lives in one process today, where
+        // the shared-memory path moves each byte once and parks instead of
+        // matching messages: it is the fastest in every measured case (see
+        // the README's collective table).
+        Ok(Algorithm::SharedMemory)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_parse_and_errors_list_the_valid_ones() {
+        assert_eq!(
+            Algorithm::parse_for(Collective::Broadcast, "Symmetric").unwrap(),
+            Algorithm::Symmetric
+        );
+        let err = Algorithm::parse_for(Collective::Broadcast, "ring").unwrap_err();
+        let text = err.to_string();
+        assert!(text.contains("linear, binomial, symmetric"), "{text}");
+        assert_eq!(Collective::AllReduce.env_var(), "MYRIAD_COLL_ALL_REDUCE");
+        assert_eq!(
+            "gather_varcount".parse::<Collective>().unwrap(),
+            Collective::GatherVarcount
+        );
+    }
+}
