@@ -13,20 +13,12 @@ use std::time::Instant;
 
 use myriad::traits::*;
 
-fn arg(name: &str) -> Option<String> {
-    let args: Vec<String> = std::env::args().collect();
-    args.iter()
-        .position(|a| a == name)
-        .and_then(|i| args.get(i + 1).cloned())
-        .or_else(|| {
-            args.iter()
-                .find_map(|a| a.strip_prefix(&format!("{name}=")).map(str::to_string))
-        })
-}
+mod common;
+use common::arg;
 
 fn main() {
-    let workers: usize = arg("--workers").map_or(1, |v| v.parse().expect("--workers N"));
-    let scale: f64 = arg("--iters").map_or(1.0, |v| v.parse().expect("--iters N"));
+    let workers: usize = arg("--workers").unwrap_or(1);
+    let scale: f64 = arg("--iters").unwrap_or(1.0);
     let sizes: Vec<usize> = (0..7).map(|i| 1usize << (4 * i)).collect(); // 1 B .. 16 MiB
     let rows = myriad::Runtime::builder()
         .ranks(2)

@@ -9,15 +9,11 @@ use std::time::Instant;
 
 use myriad::traits::*;
 
-fn arg(name: &str) -> Option<String> {
-    let args: Vec<String> = std::env::args().collect();
-    args.iter()
-        .position(|a| a == name)
-        .and_then(|i| args.get(i + 1).cloned())
-}
+mod common;
+use common::arg;
 
 fn main() {
-    let laps: u64 = arg("--laps").map_or(1, |v| v.parse().expect("--laps N"));
+    let laps: u64 = arg("--laps").unwrap_or(1);
     let start = Instant::now();
     let result = myriad::Runtime::from_env().run(|universe| {
         let world = universe.world();

@@ -63,9 +63,9 @@ fn immediate<'a, D: ?Sized, Sc: Scope<'a>>(
 ) -> Request<'a, D, Sc> {
     let site = Location::caller();
     let ctx = core.caller().or_raise();
-    let (seq, kind, algorithm) = {
+    let (seq, kind, algorithm, signature) = {
         let call = coll::begin_as(core, ctx, &mut signature, Algorithm::Auto, site).or_raise();
-        (call.seq, call.kind, call.algorithm)
+        (call.seq, call.kind, call.algorithm, call.signature)
     };
     let pending = PendingOp::new(core, ctx.slot, Queued::Task, RequestKind::Collective);
     let completion: *const Completion = &pending.completion;
@@ -79,6 +79,7 @@ fn immediate<'a, D: ?Sized, Sc: Scope<'a>>(
             kind,
             algorithm,
             site,
+            signature,
         };
         // A failure fails the job (the task panics with the error).
         body(&call).or_raise();
@@ -187,8 +188,7 @@ pub trait CommunicatorCollectives: Communicator {
         R: BufferMut + ?Sized,
     {
         let (send, recv) = (Layout::of(sendbuf), Layout::of_mut(recvbuf));
-        let sig = Signature::new(Collective::AllGather, None, bytes_of(&send))
-            .typed(send.signature_hash());
+        let sig = Signature::new(Collective::AllGather, None, bytes_of(&send)).typed(&send);
         blocking(self.core(), sig, Location::caller(), |call| {
             coll::allgather::allgather(call, &send, &recv)
         })
@@ -209,8 +209,7 @@ pub trait CommunicatorCollectives: Communicator {
         Sc: Scope<'a>,
     {
         let (send, recv) = (Layout::of(sendbuf), Layout::of_mut(recvbuf));
-        let sig = Signature::new(Collective::AllGather, None, bytes_of(&send))
-            .typed(send.signature_hash());
+        let sig = Signature::new(Collective::AllGather, None, bytes_of(&send)).typed(&send);
         immediate(self.core(), sig, recvbuf as *const R, scope, move |call| {
             coll::allgather::allgather(call, &send, &recv)
         })
@@ -226,8 +225,7 @@ pub trait CommunicatorCollectives: Communicator {
     {
         let core = self.core();
         let send = Layout::of(sendbuf);
-        let sig =
-            Signature::new(Collective::AllGatherVarcount, None, None).typed(send.signature_hash());
+        let sig = Signature::new(Collective::AllGatherVarcount, None, None).typed(&send);
         recv_parts("all_gather_varcount_into", core, recvbuf)
             .and_then(|recv| {
                 blocking(core, sig, Location::caller(), |call| {
@@ -253,8 +251,7 @@ pub trait CommunicatorCollectives: Communicator {
         let core = self.core();
         let send = Layout::of(sendbuf);
         let recv = recv_parts("immediate_all_gather_varcount_into", core, recvbuf).or_raise();
-        let sig =
-            Signature::new(Collective::AllGatherVarcount, None, None).typed(send.signature_hash());
+        let sig = Signature::new(Collective::AllGatherVarcount, None, None).typed(&send);
         immediate(core, sig, recvbuf as *const R, scope, move |call| {
             coll::allgather::allgatherv(call, &send, &recv)
         })
@@ -269,8 +266,7 @@ pub trait CommunicatorCollectives: Communicator {
         R: BufferMut + ?Sized,
     {
         let (send, recv) = (Layout::of(sendbuf), Layout::of_mut(recvbuf));
-        let sig = Signature::new(Collective::AllToAll, None, bytes_of(&send))
-            .typed(send.signature_hash());
+        let sig = Signature::new(Collective::AllToAll, None, bytes_of(&send)).typed(&send);
         blocking(self.core(), sig, Location::caller(), |call| {
             coll::alltoall::alltoall(call, &send, &recv)
         })
@@ -291,8 +287,7 @@ pub trait CommunicatorCollectives: Communicator {
         Sc: Scope<'a>,
     {
         let (send, recv) = (Layout::of(sendbuf), Layout::of_mut(recvbuf));
-        let sig = Signature::new(Collective::AllToAll, None, bytes_of(&send))
-            .typed(send.signature_hash());
+        let sig = Signature::new(Collective::AllToAll, None, bytes_of(&send)).typed(&send);
         immediate(self.core(), sig, recvbuf as *const R, scope, move |call| {
             coll::alltoall::alltoall(call, &send, &recv)
         })
@@ -310,7 +305,7 @@ pub trait CommunicatorCollectives: Communicator {
         send_parts("all_to_all_varcount_into", core, sendbuf)
             .and_then(|send| {
                 let recv = recv_parts("all_to_all_varcount_into", core, recvbuf)?;
-                let sig = sig.typed(send.buf.signature_hash());
+                let sig = sig.typed(&send.buf);
                 blocking(core, sig, Location::caller(), |call| {
                     coll::alltoall::alltoallv(call, &send, &recv)
                 })
@@ -334,8 +329,7 @@ pub trait CommunicatorCollectives: Communicator {
         let core = self.core();
         let send = send_parts("immediate_all_to_all_varcount_into", core, sendbuf).or_raise();
         let recv = recv_parts("immediate_all_to_all_varcount_into", core, recvbuf).or_raise();
-        let sig = Signature::new(Collective::AllToAllVarcount, None, None)
-            .typed(send.buf.signature_hash());
+        let sig = Signature::new(Collective::AllToAllVarcount, None, None).typed(&send.buf);
         immediate(core, sig, recvbuf as *const R, scope, move |call| {
             coll::alltoall::alltoallv(call, &send, &recv)
         })
@@ -351,8 +345,7 @@ pub trait CommunicatorCollectives: Communicator {
         O: Operation,
     {
         let (send, recv) = (Layout::of(sendbuf), Layout::of_mut(recvbuf));
-        let sig = Signature::new(Collective::AllReduce, None, bytes_of(&send))
-            .typed(send.signature_hash());
+        let sig = Signature::new(Collective::AllReduce, None, bytes_of(&send)).typed(&send);
         let (opref, commutative) = (op.op(), op.is_commutative());
         blocking(self.core(), sig, Location::caller(), |call| {
             coll::reduce::check(call, &opref, &send, Some(&recv))?;
@@ -377,8 +370,7 @@ pub trait CommunicatorCollectives: Communicator {
         Sc: Scope<'a>,
     {
         let (send, recv) = (Layout::of(sendbuf), Layout::of_mut(recvbuf));
-        let sig = Signature::new(Collective::AllReduce, None, bytes_of(&send))
-            .typed(send.signature_hash());
+        let sig = Signature::new(Collective::AllReduce, None, bytes_of(&send)).typed(&send);
         immediate(self.core(), sig, recvbuf as *const R, scope, move |call| {
             let (opref, commutative) = (op.op(), op.is_commutative());
             coll::reduce::check(call, &opref, &send, Some(&recv))?;
@@ -396,8 +388,8 @@ pub trait CommunicatorCollectives: Communicator {
         O: Operation,
     {
         let (send, recv) = (Layout::of(sendbuf), Layout::of_mut(recvbuf));
-        let sig = Signature::new(Collective::ReduceScatterBlock, None, bytes_of(&recv))
-            .typed(send.signature_hash());
+        let sig =
+            Signature::new(Collective::ReduceScatterBlock, None, bytes_of(&recv)).typed(&send);
         let opref = op.op();
         blocking(self.core(), sig, Location::caller(), |call| {
             coll::reduce::check(call, &opref, &send, None)?;
@@ -422,8 +414,8 @@ pub trait CommunicatorCollectives: Communicator {
         Sc: Scope<'a>,
     {
         let (send, recv) = (Layout::of(sendbuf), Layout::of_mut(recvbuf));
-        let sig = Signature::new(Collective::ReduceScatterBlock, None, bytes_of(&recv))
-            .typed(send.signature_hash());
+        let sig =
+            Signature::new(Collective::ReduceScatterBlock, None, bytes_of(&recv)).typed(&send);
         immediate(self.core(), sig, recvbuf as *const R, scope, move |call| {
             let opref = op.op();
             coll::reduce::check(call, &opref, &send, None)?;
@@ -529,7 +521,7 @@ fn scan<S, R, O>(
     O: Operation,
 {
     let (send, recv) = (Layout::of(sendbuf), Layout::of_mut(recvbuf));
-    let sig = Signature::new(kind, None, bytes_of(&send)).typed(send.signature_hash());
+    let sig = Signature::new(kind, None, bytes_of(&send)).typed(&send);
     let (opref, commutative) = (op.op(), op.is_commutative());
     blocking(core, sig, site, |call| {
         coll::reduce::check(call, &opref, &send, Some(&recv))?;
@@ -561,7 +553,7 @@ where
     Sc: Scope<'a>,
 {
     let (send, recv) = (Layout::of(sendbuf), Layout::of_mut(recvbuf));
-    let sig = Signature::new(kind, None, bytes_of(&send)).typed(send.signature_hash());
+    let sig = Signature::new(kind, None, bytes_of(&send)).typed(&send);
     immediate(core, sig, recvbuf as *const R, scope, move |call| {
         let (opref, commutative) = (op.op(), op.is_commutative());
         coll::reduce::check(call, &opref, &send, Some(&recv))?;
@@ -588,8 +580,7 @@ pub trait Root: AsCore {
     fn broadcast_into<Buf: BufferMut + ?Sized>(&self, buffer: &mut Buf) {
         let (core, root) = (self.core(), self.root_rank());
         let buf = Layout::of_mut(buffer);
-        let sig = Signature::new(Collective::Broadcast, Some(root), bytes_of(&buf))
-            .typed(buf.signature_hash());
+        let sig = Signature::new(Collective::Broadcast, Some(root), bytes_of(&buf)).typed(&buf);
         coll::check_root(core, "broadcast_into", root)
             .and_then(|()| {
                 blocking(core, sig, Location::caller(), |call| {
@@ -613,8 +604,7 @@ pub trait Root: AsCore {
         let (core, root) = (self.core(), self.root_rank());
         coll::check_root(core, "immediate_broadcast_into", root).or_raise();
         let buf = Layout::of_mut(buffer);
-        let sig = Signature::new(Collective::Broadcast, Some(root), bytes_of(&buf))
-            .typed(buf.signature_hash());
+        let sig = Signature::new(Collective::Broadcast, Some(root), bytes_of(&buf)).typed(&buf);
         immediate(core, sig, buffer as *const Buf, scope, move |call| {
             coll::bcast::broadcast(call, root, &buf)
         })
@@ -648,8 +638,7 @@ pub trait Root: AsCore {
         let (core, root) = (self.core(), self.root_rank());
         coll::check_root(core, "immediate_gather_into", root).or_raise();
         let send = Layout::of(sendbuf);
-        let sig = Signature::new(Collective::Gather, Some(root), bytes_of(&send))
-            .typed(send.signature_hash());
+        let sig = Signature::new(Collective::Gather, Some(root), bytes_of(&send)).typed(&send);
         immediate(core, sig, sendbuf as *const S, scope, move |call| {
             coll::gather::gather(call, root, &send, None)
         })
@@ -671,8 +660,7 @@ pub trait Root: AsCore {
         let (core, root) = (self.core(), self.root_rank());
         coll::check_root(core, "immediate_gather_into_root", root).or_raise();
         let (send, recv) = (Layout::of(sendbuf), Layout::of_mut(recvbuf));
-        let sig = Signature::new(Collective::Gather, Some(root), bytes_of(&send))
-            .typed(send.signature_hash());
+        let sig = Signature::new(Collective::Gather, Some(root), bytes_of(&send)).typed(&send);
         immediate(core, sig, recvbuf as *const R, scope, move |call| {
             coll::gather::gather(call, root, &send, Some(&recv))
         })
@@ -730,8 +718,7 @@ pub trait Root: AsCore {
         let (core, root) = (self.core(), self.root_rank());
         coll::check_root(core, "immediate_gather_varcount_into", root).or_raise();
         let send = Layout::of(sendbuf);
-        let sig = Signature::new(Collective::GatherVarcount, Some(root), None)
-            .typed(send.signature_hash());
+        let sig = Signature::new(Collective::GatherVarcount, Some(root), None).typed(&send);
         immediate(core, sig, sendbuf as *const S, scope, move |call| {
             coll::gather::gatherv(call, root, &send, None, None)
         })
@@ -754,8 +741,7 @@ pub trait Root: AsCore {
         coll::check_root(core, "immediate_gather_varcount_into_root", root).or_raise();
         let send = Layout::of(sendbuf);
         let parts = recv_parts("immediate_gather_varcount_into_root", core, recvbuf).or_raise();
-        let sig = Signature::new(Collective::GatherVarcount, Some(root), None)
-            .typed(send.signature_hash());
+        let sig = Signature::new(Collective::GatherVarcount, Some(root), None).typed(&send);
         immediate(core, sig, recvbuf as *const R, scope, move |call| {
             coll::gather::gatherv(call, root, &send, Some(&parts), None)
         })
@@ -791,8 +777,7 @@ pub trait Root: AsCore {
         let (core, root) = (self.core(), self.root_rank());
         coll::check_root(core, "immediate_scatter_into", root).or_raise();
         let recv = Layout::of_mut(recvbuf);
-        let sig = Signature::new(Collective::Scatter, Some(root), bytes_of(&recv))
-            .typed(recv.signature_hash());
+        let sig = Signature::new(Collective::Scatter, Some(root), bytes_of(&recv)).typed(&recv);
         immediate(core, sig, recvbuf as *const R, scope, move |call| {
             coll::scatter::scatter(call, root, None, &recv)
         })
@@ -814,8 +799,7 @@ pub trait Root: AsCore {
         let (core, root) = (self.core(), self.root_rank());
         coll::check_root(core, "immediate_scatter_into_root", root).or_raise();
         let (send, recv) = (Layout::of(sendbuf), Layout::of_mut(recvbuf));
-        let sig = Signature::new(Collective::Scatter, Some(root), bytes_of(&recv))
-            .typed(recv.signature_hash());
+        let sig = Signature::new(Collective::Scatter, Some(root), bytes_of(&recv)).typed(&recv);
         immediate(core, sig, recvbuf as *const R, scope, move |call| {
             coll::scatter::scatter(call, root, Some(&send), &recv)
         })
@@ -856,8 +840,7 @@ pub trait Root: AsCore {
         let (core, root) = (self.core(), self.root_rank());
         coll::check_root(core, "immediate_scatter_varcount_into", root).or_raise();
         let recv = Layout::of_mut(recvbuf);
-        let sig = Signature::new(Collective::ScatterVarcount, Some(root), None)
-            .typed(recv.signature_hash());
+        let sig = Signature::new(Collective::ScatterVarcount, Some(root), None).typed(&recv);
         immediate(core, sig, recvbuf as *const R, scope, move |call| {
             coll::scatter::scatterv(call, root, None, &recv)
         })
@@ -880,8 +863,7 @@ pub trait Root: AsCore {
         coll::check_root(core, "immediate_scatter_varcount_into_root", root).or_raise();
         let parts = send_parts("immediate_scatter_varcount_into_root", core, sendbuf).or_raise();
         let recv = Layout::of_mut(recvbuf);
-        let sig = Signature::new(Collective::ScatterVarcount, Some(root), None)
-            .typed(recv.signature_hash());
+        let sig = Signature::new(Collective::ScatterVarcount, Some(root), None).typed(&recv);
         immediate(core, sig, recvbuf as *const R, scope, move |call| {
             coll::scatter::scatterv(call, root, Some(&parts), &recv)
         })
@@ -927,8 +909,7 @@ pub trait Root: AsCore {
         let (core, root) = (self.core(), self.root_rank());
         coll::check_root(core, "immediate_reduce_into", root).or_raise();
         let send = Layout::of(sendbuf);
-        let sig = Signature::new(Collective::Reduce, Some(root), bytes_of(&send))
-            .typed(send.signature_hash());
+        let sig = Signature::new(Collective::Reduce, Some(root), bytes_of(&send)).typed(&send);
         immediate(core, sig, sendbuf as *const S, scope, move |call| {
             let (opref, commutative) = (op.op(), op.is_commutative());
             coll::reduce::check(call, &opref, &send, None)?;
@@ -954,8 +935,7 @@ pub trait Root: AsCore {
         let (core, root) = (self.core(), self.root_rank());
         coll::check_root(core, "immediate_reduce_into_root", root).or_raise();
         let (send, recv) = (Layout::of(sendbuf), Layout::of_mut(recvbuf));
-        let sig = Signature::new(Collective::Reduce, Some(root), bytes_of(&send))
-            .typed(send.signature_hash());
+        let sig = Signature::new(Collective::Reduce, Some(root), bytes_of(&send)).typed(&send);
         immediate(core, sig, recvbuf as *const R, scope, move |call| {
             let (opref, commutative) = (op.op(), op.is_commutative());
             coll::reduce::check(call, &opref, &send, Some(&recv))?;
@@ -979,8 +959,7 @@ fn gather<P: Root + ?Sized, S: Buffer + ?Sized>(
 ) {
     let (core, r) = (root.core(), root.root_rank());
     let send = Layout::of(sendbuf);
-    let sig =
-        Signature::new(Collective::Gather, Some(r), bytes_of(&send)).typed(send.signature_hash());
+    let sig = Signature::new(Collective::Gather, Some(r), bytes_of(&send)).typed(&send);
     coll::check_root(core, "gather_into", r)
         .and_then(|()| {
             blocking(core, sig, site, |call| {
@@ -1000,8 +979,7 @@ fn gatherv<P: Root + ?Sized, S: Buffer + ?Sized>(
 ) {
     let (core, r) = (root.core(), root.root_rank());
     let send = Layout::of(sendbuf);
-    let sig =
-        Signature::new(Collective::GatherVarcount, Some(r), None).typed(send.signature_hash());
+    let sig = Signature::new(Collective::GatherVarcount, Some(r), None).typed(&send);
     let known: Option<(Vec<usize>, Vec<usize>)> = known.map(|(c, d)| {
         (
             c.iter().map(|&x| x.max(0) as usize).collect(),
@@ -1039,8 +1017,7 @@ fn scatter<P: Root + ?Sized>(
     site: &'static Location<'static>,
 ) {
     let (core, r) = (root.core(), root.root_rank());
-    let sig =
-        Signature::new(Collective::Scatter, Some(r), bytes_of(&recv)).typed(recv.signature_hash());
+    let sig = Signature::new(Collective::Scatter, Some(r), bytes_of(&recv)).typed(&recv);
     coll::check_root(core, "scatter_into", r)
         .and_then(|()| {
             blocking(core, sig, site, |call| {
@@ -1058,8 +1035,7 @@ fn scatterv<P: Root + ?Sized>(
     site: &'static Location<'static>,
 ) {
     let (core, r) = (root.core(), root.root_rank());
-    let sig =
-        Signature::new(Collective::ScatterVarcount, Some(r), None).typed(recv.signature_hash());
+    let sig = Signature::new(Collective::ScatterVarcount, Some(r), None).typed(&recv);
     coll::check_root(core, "scatter_varcount_into", r)
         .and_then(|()| {
             blocking(core, sig, site, |call| {
@@ -1079,8 +1055,7 @@ fn reduce<P: Root + ?Sized, S: Buffer + ?Sized, O: Operation>(
 ) {
     let (core, r) = (root.core(), root.root_rank());
     let send = Layout::of(sendbuf);
-    let sig =
-        Signature::new(Collective::Reduce, Some(r), bytes_of(&send)).typed(send.signature_hash());
+    let sig = Signature::new(Collective::Reduce, Some(r), bytes_of(&send)).typed(&send);
     let (opref, commutative) = (op.op(), op.is_commutative());
     coll::check_root(core, "reduce_into", r)
         .and_then(|()| {

@@ -52,7 +52,7 @@ pub(crate) fn barrier(call: &Call<'_>) -> Result<(), Error> {
 
 fn shm(call: &Call<'_>) -> Result<(), Error> {
     let rounds = &call.comm.shared().coll.rounds;
-    let round = rounds.join(call, false);
+    let round = rounds.join_checked(call, false)?;
     let result = if round.arrive() {
         round.wake_all(call);
         Ok(())

@@ -31,7 +31,7 @@ pub(crate) fn broadcast(call: &Call<'_>, root: i32, buf: &Layout) -> Result<(), 
 
 fn shm(call: &Call<'_>, root: i32, buf: &Layout) -> Result<(), Error> {
     let rounds = &call.comm.shared().coll.rounds;
-    let round = rounds.join(call, false);
+    let round = rounds.join_checked(call, false)?;
     let result = if call.rank() == root {
         *round.root.lock() = Some(Shared(buf.clone()));
         round

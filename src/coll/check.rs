@@ -13,9 +13,12 @@
 
 use std::collections::HashMap;
 use std::fmt;
+use std::hash::{BuildHasherDefault, Hasher};
 use std::panic::Location;
 
 use super::Kind;
+use crate::datatype::copy::Layout;
+use crate::datatype::TypeMap;
 use crate::error::Error;
 use crate::sync::spin::SpinLock;
 use crate::Rank;
@@ -47,9 +50,9 @@ impl Signature {
         }
     }
 
-    /// The same, also checking the type signature of the data.
-    pub(crate) fn typed(mut self, types: u64) -> Signature {
-        self.types = Some(types);
+    /// The same, also checking the type signature of `data`.
+    pub(crate) fn typed(mut self, data: &Layout) -> Signature {
+        self.types = Some(type_hash(data.ty.map()));
         self
     }
 }
@@ -77,6 +80,50 @@ impl fmt::Display for Signature {
     }
 }
 
+/// A hash of a type signature, equal for types with the same sequence of
+/// base types per element (FNV-1a: a few instructions for a primitive).
+pub(crate) fn type_hash(map: &TypeMap) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    let mut mix = |v: u64| {
+        h ^= v;
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    };
+    match map.uniform_kind() {
+        Some(kind) => mix(kind as u64 + 1),
+        None => {
+            for run in map.signature() {
+                mix(run.kind as u64 + 1);
+                mix(run.count as u64);
+            }
+        }
+    }
+    h
+}
+
+/// A hasher for maps keyed by sequence numbers: consecutive keys spread by
+/// one multiplication, no SipHash.
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct SeqHasher(u64);
+
+impl Hasher for SeqHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0 ^ b as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        }
+    }
+
+    fn write_u32(&mut self, n: u32) {
+        self.0 = (n as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    }
+}
+
+/// A map keyed by sequence numbers.
+pub(crate) type SeqMap<V> = HashMap<u32, V, BuildHasherDefault<SeqHasher>>;
+
 struct First {
     signature: Signature,
     rank: Rank,
@@ -88,7 +135,7 @@ struct First {
 /// The checker of one communicator.
 pub(crate) struct Checker {
     enabled: bool,
-    calls: SpinLock<HashMap<u32, First>>,
+    calls: SpinLock<SeqMap<First>>,
 }
 
 impl fmt::Debug for Checker {
@@ -103,7 +150,7 @@ impl Checker {
     pub(crate) fn new(enabled: bool) -> Checker {
         Checker {
             enabled,
-            calls: SpinLock::new(HashMap::new()),
+            calls: SpinLock::new(SeqMap::default()),
         }
     }
 
@@ -142,18 +189,11 @@ impl Checker {
                 }
                 drop(calls);
                 if mismatch {
-                    return Err(Error::Collective {
-                        message: format!(
-                            "collective mismatch on call {seq} of the communicator: rank {their_rank} \
-                             called {theirs} at {}:{}:{}, but rank {rank} called {signature} at {}:{}:{}",
-                            their_site.file(),
-                            their_site.line(),
-                            their_site.column(),
-                            site.file(),
-                            site.line(),
-                            site.column()
-                        ),
-                    });
+                    return Err(super::check::mismatch(
+                        seq,
+                        &(theirs, their_rank, their_site),
+                        &(signature, rank, site),
+                    ));
                 }
                 Ok(())
             }
@@ -161,9 +201,30 @@ impl Checker {
     }
 }
 
+/// The error for mismatched calls `seq` of `first` and `other`.
+pub(crate) fn mismatch(
+    seq: u32,
+    first: &(Signature, Rank, &'static Location<'static>),
+    other: &(Signature, Rank, &'static Location<'static>),
+) -> Error {
+    let ((theirs, their_rank, their_site), (mine, rank, site)) = (first, other);
+    Error::Collective {
+        message: format!(
+            "collective mismatch on call {seq} of the communicator: rank {their_rank} \
+             called {theirs} at {}:{}:{}, but rank {rank} called {mine} at {}:{}:{}",
+            their_site.file(),
+            their_site.line(),
+            their_site.column(),
+            site.file(),
+            site.line(),
+            site.column()
+        ),
+    }
+}
+
 /// Whether two ranks' signatures of the same call are compatible: same
 /// operation and root; sizes equal where both know them.
-fn agree(a: &Signature, b: &Signature) -> bool {
+pub(crate) fn agree(a: &Signature, b: &Signature) -> bool {
     a.kind == b.kind
         && a.root == b.root
         && a.algorithm == b.algorithm

@@ -282,7 +282,7 @@ fn count_mismatch(call: &Call<'_>, rank: usize, sent: usize, expected: usize) ->
 
 fn shm(call: &Call<'_>, root: Rank, send: &Layout, parts: Option<&Parts>) -> Result<(), Error> {
     let rounds = &call.comm.shared().coll.rounds;
-    let round = rounds.join(call, false);
+    let round = rounds.join_checked(call, false)?;
     let rank = call.rank() as usize;
     let result = if let Some(parts) = parts {
         *round.root.lock() = Some(Shared(parts.buf.clone()));

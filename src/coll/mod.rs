@@ -79,6 +79,8 @@ pub(crate) struct Call<'a> {
     pub(crate) kind: Kind,
     pub(crate) algorithm: Algorithm,
     pub(crate) site: &'static Location<'static>,
+    /// This rank's signature of the call.
+    pub(crate) signature: Signature,
 }
 
 impl Call<'_> {
@@ -105,10 +107,7 @@ impl Call<'_> {
             op: WaitOp::Collective,
             peer: WaitInfo::NO_PEER,
             // For a collective the tag field names which one.
-            tag: Collective::ALL
-                .iter()
-                .position(|&c| c == self.kind)
-                .unwrap_or(0) as i32,
+            tag: self.kind.index() as i32,
             comm: self.context(),
             site: self.site,
         }
@@ -144,9 +143,24 @@ pub(crate) fn begin_as<'a>(
         signature.bytes,
     )?;
     signature.algorithm = Some(algorithm);
-    state
-        .checker
-        .check(seq, comm.size() as u32, comm.rank(), *signature, site)?;
+    // Shared-memory calls of the families that meet in a round are checked
+    // there (`Rounds::join_checked`), without the communicator-wide lock.
+    let in_round = algorithm == Algorithm::SharedMemory
+        && matches!(
+            signature.kind,
+            Collective::Barrier
+                | Collective::Broadcast
+                | Collective::Gather
+                | Collective::GatherVarcount
+                | Collective::Reduce
+                | Collective::AllReduce
+                | Collective::ReduceScatterBlock
+        );
+    if !in_round {
+        state
+            .checker
+            .check(seq, comm.size() as u32, comm.rank(), *signature, site)?;
+    }
     Ok(Call {
         comm,
         ctx,
@@ -154,6 +168,7 @@ pub(crate) fn begin_as<'a>(
         kind: signature.kind,
         algorithm,
         site,
+        signature: *signature,
     })
 }
 

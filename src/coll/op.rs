@@ -403,38 +403,33 @@ unsafe fn apply_values(op: SystemOperation, kind: BaseKind, a: *const u8, b: *mu
     macro_rules! numeric {
         ($t:ty) => {{
             let (a, b) = (a as *const $t, b as *mut $t);
-            for i in 0..n {
-                // SAFETY: `i < n` values are in bounds of both (caller).
-                unsafe {
-                    let x = a.add(i).read_unaligned();
-                    let y = b.add(i).read_unaligned();
-                    b.add(i).write_unaligned(numeric!(@op $t, x, y));
-                }
+            // One loop per operation: the match is outside the loop.
+            macro_rules! each {
+                (|$x:ident, $y:ident| $e:expr) => {
+                    for i in 0..n {
+                        // SAFETY: `i < n` values are in bounds of both
+                        // (the caller's contract).
+                        unsafe {
+                            let $x = a.add(i).read_unaligned();
+                            let $y = b.add(i).read_unaligned();
+                            b.add(i).write_unaligned($e);
+                        }
+                    }
+                };
+            }
+            match op.0 {
+                System::Max => each!(|x, y| if x > y { x } else { y }),
+                System::Min => each!(|x, y| if x < y { x } else { y }),
+                System::Sum => each!(|x, y| <$t as Arith>::add(x, y)),
+                System::Product => each!(|x, y| <$t as Arith>::mul(x, y)),
+                System::LogicalAnd => each!(|x, y| logical::<$t>((x != zero::<$t>()) && (y != zero::<$t>()))),
+                System::LogicalOr => each!(|x, y| logical::<$t>((x != zero::<$t>()) || (y != zero::<$t>()))),
+                System::LogicalXor => each!(|x, y| logical::<$t>((x != zero::<$t>()) != (y != zero::<$t>()))),
+                System::BitwiseAnd => each!(|x, y| <$t as Bits>::bits(x, y, "&")),
+                System::BitwiseOr => each!(|x, y| <$t as Bits>::bits(x, y, "|")),
+                System::BitwiseXor => each!(|x, y| <$t as Bits>::bits(x, y, "^")),
             }
         }};
-        (@op $t:ty, $x:ident, $y:ident) => {
-            match op.0 {
-                System::Max => if $x > $y { $x } else { $y },
-                System::Min => if $x < $y { $x } else { $y },
-                System::Sum => numeric!(@arith $t, $x, $y, add),
-                System::Product => numeric!(@arith $t, $x, $y, mul),
-                System::LogicalAnd => numeric!(@logical $t, ($x != zero::<$t>()) && ($y != zero::<$t>())),
-                System::LogicalOr => numeric!(@logical $t, ($x != zero::<$t>()) || ($y != zero::<$t>())),
-                System::LogicalXor => numeric!(@logical $t, ($x != zero::<$t>()) != ($y != zero::<$t>())),
-                System::BitwiseAnd => numeric!(@bits $t, $x, $y, &),
-                System::BitwiseOr => numeric!(@bits $t, $x, $y, |),
-                System::BitwiseXor => numeric!(@bits $t, $x, $y, ^),
-            }
-        };
-        (@arith $t:ty, $x:ident, $y:ident, $f:ident) => {
-            <$t as Arith>::$f($x, $y)
-        };
-        (@logical $t:ty, $e:expr) => {
-            if $e { one::<$t>() } else { zero::<$t>() }
-        };
-        (@bits $t:ty, $x:ident, $y:ident, $o:tt) => {
-            <$t as Bits>::bits($x, $y, stringify!($o))
-        };
     }
     match kind {
         BaseKind::I8 => numeric!(i8),
@@ -522,8 +517,12 @@ fn zero<T: Arith>() -> T {
     T::zero()
 }
 
-fn one<T: Arith>() -> T {
-    T::one()
+fn logical<T: Arith>(truth: bool) -> T {
+    if truth {
+        T::one()
+    } else {
+        T::zero()
+    }
 }
 
 /// Reduces `input` into `inout` with `op` on one rank (`MPI_Reduce_local`):

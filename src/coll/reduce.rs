@@ -21,9 +21,11 @@ use std::sync::atomic::Ordering;
 
 use super::exchange::Exchange;
 use super::op::{self, OpRef};
+use super::round::{Accumulator, Round};
 use super::{bcast, Algorithm, Call};
 use crate::datatype::copy::{self, Layout};
 use crate::error::Error;
+use crate::sync::spin::SpinLock;
 use crate::Rank;
 
 /// Aligned scratch space for `count` elements of a layout's type.
@@ -145,49 +147,113 @@ fn shm(
     recv: Option<&Layout>,
 ) -> Result<(), Error> {
     let rounds = &call.comm.shared().coll.rounds;
-    let round = rounds.join(call, !commutative);
-    let rank = call.rank();
+    let round = rounds.join_checked(call, !commutative)?;
+    let result = if commutative {
+        shm_commutative(
+            call,
+            &round,
+            op,
+            send,
+            recv.map(|r| r.slice(0, send.count)),
+            None,
+        )
+    } else {
+        shm_in_order(call, &round, op, send, recv)
+    };
+    rounds.leave(call, round);
+    result
+}
+
+/// Folds `send` into this worker's partial result; the last rank to arrive
+/// combines the workers' partials into `round.acc` and wakes everyone. Then
+/// `recv` gets the result (or block `block.0` of `block.1` elements of it).
+fn shm_commutative(
+    call: &Call<'_>,
+    round: &Round,
+    op: &OpRef<'_>,
+    send: &Layout,
+    recv: Option<Layout>,
+    block: Option<(usize, usize)>,
+) -> Result<(), Error> {
     let bytes = send.count * send.ty.map().extent();
-    if commutative {
+    fold(&round.partials[call.ctx.worker as usize], op, send, bytes);
+    if round.arrive() {
         {
-            let mut acc = round.acc.lock();
-            if acc.contributions == 0 {
-                acc.reserve(bytes);
-                let dst = Layout {
-                    base: acc.ptr(),
-                    ..send.clone()
-                };
-                copy_same(send, &dst);
-            } else {
-                let dst = Layout {
-                    base: acc.ptr(),
-                    ..send.clone()
-                };
-                combine(op, send, &dst);
-            }
-            acc.contributions += 1;
-        }
-        let last = round.arrive();
-        if last {
-            round.wake_all(call);
-        }
-        let result = match recv {
-            // A contributor that gets no result is done: its data is in.
-            None => Ok(()),
-            Some(recv) => round.wait(call, || round.all_arrived()).map(|()| {
-                let mut acc = round.acc.lock();
+            let mut total = round.acc.lock();
+            total.reserve(bytes);
+            let dst = Layout {
+                base: total.ptr(),
+                ..send.clone()
+            };
+            for part in round.partials.iter() {
+                let mut part = part.lock();
+                if part.contributions == 0 {
+                    continue;
+                }
                 let src = Layout {
-                    base: acc.ptr(),
+                    base: part.ptr(),
                     ..send.clone()
                 };
-                copy_same(&src, &recv.slice(0, send.count));
-            }),
-        };
-        rounds.leave(call, round);
-        return result;
+                if total.contributions == 0 {
+                    copy_same(&src, &dst);
+                } else {
+                    combine(op, &src, &dst);
+                }
+                total.contributions += part.contributions;
+            }
+        }
+        // The result is published: `root_ready` doubles as "result ready".
+        round.root_ready.store(1, Ordering::Release);
+        round.wake_all(call);
     }
-    // Non-commutative: publish, the last arrival reduces in rank order.
-    round.deposits[rank as usize].set(send.base, std::ptr::null_mut(), send.count);
+    let Some(recv) = recv else {
+        // A contributor that gets no result is done: its data is in.
+        return Ok(());
+    };
+    round.wait(call, || round.root_ready.load(Ordering::Acquire) == 1)?;
+    let mut total = round.acc.lock();
+    let src = Layout {
+        base: total.ptr(),
+        ..send.clone()
+    };
+    match block {
+        None => copy_same(&src, &recv),
+        Some((index, len)) => copy_same(&src.slice(index * len, len), &recv),
+    }
+    Ok(())
+}
+
+/// Reduces `send` into `part`: the first contribution is copied.
+fn fold(part: &SpinLock<Accumulator>, op: &OpRef<'_>, send: &Layout, bytes: usize) {
+    let mut acc = part.lock();
+    let dst = if acc.contributions == 0 {
+        acc.reserve(bytes);
+        None
+    } else {
+        Some(())
+    };
+    let target = Layout {
+        base: acc.ptr(),
+        ..send.clone()
+    };
+    match dst {
+        None => copy_same(send, &target),
+        Some(()) => combine(op, send, &target),
+    }
+    acc.contributions += 1;
+}
+
+/// Non-commutative: ranks publish their buffers, the last to arrive reduces
+/// them in rank order.
+fn shm_in_order(
+    call: &Call<'_>,
+    round: &Round,
+    op: &OpRef<'_>,
+    send: &Layout,
+    recv: Option<&Layout>,
+) -> Result<(), Error> {
+    let bytes = send.count * send.ty.map().extent();
+    round.deposits[call.rank() as usize].set(send.base, std::ptr::null_mut(), send.count);
     if round.arrive() {
         {
             let mut acc = round.acc.lock();
@@ -209,18 +275,17 @@ fn shm(
         round.done.store(round.size, Ordering::Release);
         round.wake_all(call);
     }
-    let result = round.wait(call, || round.all_done()).map(|()| {
-        if let Some(recv) = recv {
-            let mut acc = round.acc.lock();
-            let src = Layout {
-                base: acc.ptr(),
-                ..send.clone()
-            };
-            copy_same(&src, &recv.slice(0, send.count));
-        }
-    });
-    rounds.leave(call, round);
-    result
+    // Everyone waits: the last rank reads every buffer.
+    round.wait(call, || round.all_done())?;
+    if let Some(recv) = recv {
+        let mut acc = round.acc.lock();
+        let src = Layout {
+            base: acc.ptr(),
+            ..send.clone()
+        };
+        copy_same(&src, &recv.slice(0, send.count));
+    }
+    Ok(())
 }
 
 fn linear(
@@ -427,46 +492,17 @@ pub(crate) fn reduce_scatter_block(
         _ => {
             // The shared-memory all-reduce, then each rank takes its block.
             let rounds = &call.comm.shared().coll.rounds;
-            let round = rounds.join(call, false);
-            let bytes = send.count * send.ty.map().extent();
-            {
-                let mut acc = round.acc.lock();
-                let dst = if acc.contributions == 0 {
-                    acc.reserve(bytes);
-                    None
-                } else {
-                    Some(())
-                };
-                let target = Layout {
-                    base: acc.ptr(),
-                    ..send.clone()
-                };
-                match dst {
-                    None => copy_same(send, &target),
-                    Some(()) => combine(op, send, &target),
-                }
-                acc.contributions += 1;
-            }
-            if round.arrive() {
-                round.wake_all(call);
-            }
-            let result = round.wait(call, || round.all_arrived()).map(|()| {
-                let mut acc = round.acc.lock();
-                let src = Layout {
-                    base: acc.ptr(),
-                    ..send.clone()
-                };
-                copy_same(&src.slice(rank * block, block), recv);
-            });
-            // Keep the accumulator until everyone copied its block.
-            let done = if round.finish() {
-                round.wake_all(call);
-                Ok(())
-            } else {
-                round.wait(call, || round.all_done())
-            };
+            let round = rounds.join_checked(call, false)?;
+            let result = shm_commutative(
+                call,
+                &round,
+                op,
+                send,
+                Some(recv.clone()),
+                Some((rank, block)),
+            );
             rounds.leave(call, round);
-            result.and(done)
+            result
         }
     }
 }

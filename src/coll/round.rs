@@ -18,7 +18,6 @@
 //! waiter's registration (the waiter is woken), or before it, and then the
 //! lock orders the condition's update before the waiter's re-check.
 
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 use std::sync::Arc;
 
@@ -69,7 +68,18 @@ pub(crate) struct Round {
     /// A flag set by the root (1 once its deposit is published).
     pub(crate) root_ready: AtomicU32,
     left: AtomicU32,
-    waiters: SpinLock<Vec<u32>>,
+    /// Parked slots, one list per worker: a rank registers on its own
+    /// worker's list (no cache line crosses cores) and a waker requeues each
+    /// worker's waiters in one batch.
+    waiters: Box<[Padded<SpinLock<Vec<u32>>>]>,
+    /// Per-worker partial results of a commutative reduction.
+    pub(crate) partials: Box<[Padded<SpinLock<Accumulator>>]>,
+    /// The first caller's signature, for the collective check.
+    first: std::sync::OnceLock<(
+        super::check::Signature,
+        crate::Rank,
+        &'static std::panic::Location<'static>,
+    )>,
     /// Per-rank deposits (empty for collectives that need none).
     pub(crate) deposits: Box<[Deposit]>,
     /// A shared buffer (a partition, a reduction's accumulator) and the
@@ -100,6 +110,18 @@ impl Accumulator {
     }
 }
 
+/// A value on its own cache lines (no false sharing between workers).
+#[derive(Debug, Default)]
+#[repr(align(128))]
+pub(crate) struct Padded<T>(pub(crate) T);
+
+impl<T> std::ops::Deref for Padded<T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        &self.0
+    }
+}
+
 /// A layout published to the other ranks of a round.
 #[derive(Debug, Clone)]
 pub(crate) struct Shared<T>(pub(crate) T);
@@ -109,14 +131,16 @@ pub(crate) struct Shared<T>(pub(crate) T);
 unsafe impl<T> Send for Shared<T> {}
 
 impl Round {
-    fn new(size: u32, deposits: bool) -> Round {
+    fn new(size: u32, workers: usize, deposits: bool) -> Round {
         Round {
             size,
             arrived: AtomicU32::new(0),
             done: AtomicU32::new(0),
             root_ready: AtomicU32::new(0),
             left: AtomicU32::new(0),
-            waiters: SpinLock::new(Vec::new()),
+            waiters: (0..workers).map(|_| Padded::default()).collect(),
+            partials: (0..workers).map(|_| Padded::default()).collect(),
+            first: std::sync::OnceLock::new(),
             deposits: if deposits {
                 (0..size).map(|_| Deposit::default()).collect()
             } else {
@@ -153,7 +177,9 @@ impl Round {
             if ready() {
                 return Ok(());
             }
-            self.waiters.lock().push(call.ctx.slot);
+            self.waiters[call.ctx.worker as usize]
+                .lock()
+                .push(call.ctx.slot);
             if ready() {
                 return Ok(());
             }
@@ -163,26 +189,55 @@ impl Round {
 
     /// Wakes every waiter (after making a condition true).
     pub(crate) fn wake_all(&self, call: &Call<'_>) {
-        let waiters = std::mem::take(&mut *self.waiters.lock());
-        sched::unpark_many(call.comm.job(), &waiters);
+        for list in self.waiters.iter() {
+            let waiters = std::mem::take(&mut *list.lock());
+            sched::unpark_many(call.comm.job(), &waiters);
+        }
+    }
+
+    /// The collective check, in the round: the first rank records its
+    /// signature, the others compare with it (read-only).
+    pub(crate) fn check(&self, call: &Call<'_>) -> Result<(), Error> {
+        let mine = (call.signature, call.rank(), call.site);
+        let first = self.first.get_or_init(|| mine);
+        if super::check::agree(&first.0, &mine.0) {
+            return Ok(());
+        }
+        Err(super::check::mismatch(call.seq, first, &mine))
     }
 }
 
 /// The rounds in progress of one communicator.
 #[derive(Debug, Default)]
 pub(crate) struct Rounds {
-    active: SpinLock<HashMap<u32, Arc<Round>>>,
+    active: SpinLock<super::check::SeqMap<Arc<Round>>>,
 }
 
 impl Rounds {
     /// The round of call `call.seq`, created by the first rank to ask.
     pub(crate) fn join(&self, call: &Call<'_>, deposits: bool) -> Arc<Round> {
+        let workers = call.comm.job().sched.workers.len();
         let mut active = self.active.lock();
         Arc::clone(
-            active
-                .entry(call.seq)
-                .or_insert_with(|| Arc::new(Round::new(call.comm.size() as u32, deposits))),
+            active.entry(call.seq).or_insert_with(|| {
+                Arc::new(Round::new(call.comm.size() as u32, workers, deposits))
+            }),
         )
+    }
+
+    /// Joins and checks the call's signature against the first caller's
+    /// (for algorithms whose calls skip the communicator's checker).
+    pub(crate) fn join_checked(
+        &self,
+        call: &Call<'_>,
+        deposits: bool,
+    ) -> Result<Arc<Round>, Error> {
+        let round = self.join(call, deposits);
+        if let Err(err) = round.check(call) {
+            self.leave(call, round);
+            return Err(err);
+        }
+        Ok(round)
     }
 
     /// Leaves a round; the last rank to leave removes it.

@@ -114,6 +114,11 @@ named_enum! {
 }
 
 impl Collective {
+    /// The collective's position in [`Collective::ALL`] (declaration order).
+    pub(crate) fn index(self) -> usize {
+        self as usize
+    }
+
     /// The algorithms this collective has (besides `auto`).
     pub fn algorithms(self) -> &'static [Algorithm] {
         use Algorithm::*;
@@ -261,10 +266,7 @@ impl Selection {
     /// Sets the algorithm of `collective` for this communicator.
     pub(crate) fn set(&self, collective: Collective, algorithm: Algorithm) -> Result<(), Error> {
         collective.check(algorithm)?;
-        let i = Collective::ALL
-            .iter()
-            .position(|&c| c == collective)
-            .expect("every collective is listed");
+        let i = collective.index();
         self.chosen[i].store(algorithm.index(), Ordering::Relaxed);
         Ok(())
     }
@@ -281,10 +283,7 @@ impl Selection {
             collective.check(requested)?;
             return Ok(requested);
         }
-        let i = Collective::ALL
-            .iter()
-            .position(|&c| c == collective)
-            .expect("every collective is listed");
+        let i = collective.index();
         let chosen = Algorithm::from_index(self.chosen[i].load(Ordering::Relaxed));
         if chosen != Algorithm::Auto {
             return Ok(chosen);

@@ -163,10 +163,28 @@ pub(crate) fn unpark(job: &Job, slot: u32) {
     }
 }
 
-/// Wakes every slot of `slots` (see [`unpark`]).
+/// Wakes every slot of `slots` (see [`unpark`]), requeueing the woken ones
+/// in batches per worker (slots of one worker in a row cost one push).
 pub(crate) fn unpark_many(job: &Job, slots: &[u32]) {
-    for &slot in slots {
-        unpark(job, slot);
+    let mut batch: Vec<u32> = Vec::new();
+    let mut batch_worker = usize::MAX;
+    for &id in slots {
+        let slot = job.sched.slots.get(id);
+        if !slot.park.unpark() {
+            continue;
+        }
+        let (worker, task) = slot.home();
+        if worker != batch_worker {
+            if !batch.is_empty() {
+                worker::schedule_batch(job, batch_worker, &batch);
+                batch.clear();
+            }
+            batch_worker = worker;
+        }
+        batch.push(task as u32);
+    }
+    if !batch.is_empty() {
+        worker::schedule_batch(job, batch_worker, &batch);
     }
 }
 

@@ -238,6 +238,8 @@ pub(crate) struct RankCtx {
     pub(crate) rank: u32,
     /// Its park slot (the rank itself, or a task's own slot).
     pub(crate) slot: u32,
+    /// The worker it is pinned to.
+    pub(crate) worker: u32,
     pub(crate) yielder: *const Yielder<(), Suspend>,
     /// `initialize()` was called (or the universe was handed to the body).
     pub(crate) initialized: Cell<bool>,

@@ -114,6 +114,32 @@ pub(crate) fn schedule(job: &Job, (worker, task): (usize, usize)) {
     }
 }
 
+/// Requeues woken tasks `tasks` of worker `worker`: one push to the local
+/// run queue, or one inbox lock and one wake-up for another worker.
+pub(crate) fn schedule_batch(job: &Job, worker: usize, tasks: &[u32]) {
+    if tasks.is_empty() {
+        return;
+    }
+    let local = WORKER.with(|w| w.get());
+    // SAFETY: as in `schedule`.
+    if let Some(local) = unsafe { local.as_ref() } {
+        if ptr::eq(local.job, job) && local.index == worker {
+            local.ready.borrow_mut().extend(tasks.iter().copied());
+            return;
+        }
+    }
+    let shared = &job.sched.workers[worker];
+    shared
+        .inbox
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .extend_from_slice(tasks);
+    shared.pending.fetch_add(tasks.len(), Ordering::SeqCst);
+    if job.sched.sleep.claim(worker) {
+        shared.unpark();
+    }
+}
+
 /// Queues a task spawned by the rank running on this thread.
 pub(crate) fn push_spawn(spawn: Spawn) {
     let local = WORKER.with(|w| w.get());
@@ -389,11 +415,13 @@ impl Worker<'_> {
         }
         let body = self.body;
         let job_ptr = Arc::as_ptr(self.job);
+        let worker = self.local.index as u32;
         let entry = move |yielder: &Yielder<(), Suspend>, ()| {
             let ctx = RankCtx {
                 job: job_ptr,
                 rank,
                 slot,
+                worker,
                 yielder,
                 initialized: Cell::new(matches!(what, Start::Task(_))),
             };

@@ -1,0 +1,199 @@
+//! Latency of each collective at several sizes, on `--ranks N` ranks.
+//!
+//! ```text
+//! cargo run --release --example coll_bench -- --ranks 256 [--sizes 8,1024] [--collectives barrier,all_reduce]
+//! ```
+//!
+//! Prints `collective bytes ranks latency_us` rows: bytes per rank (per pair
+//! for the all-to-alls), latency = median over repetitions of the slowest
+//! rank's time. Sizes whose buffers would exceed `--budget-mib` (default
+//! 4096) in total are skipped with a comment. Algorithms follow the selector
+//! or `MYRIAD_COLL_<COLLECTIVE>`.
+
+use std::time::Instant;
+
+use myriad::collective::SystemOperation;
+use myriad::datatype::{Partition, PartitionMut};
+use myriad::topology::SimpleCommunicator;
+use myriad::traits::*;
+use myriad::Count;
+
+mod common;
+use common::{arg, list, median};
+
+const COLLECTIVES: &[&str] = &[
+    "barrier",
+    "broadcast",
+    "reduce",
+    "all_reduce",
+    "gather",
+    "gather_varcount",
+    "all_gather",
+    "all_to_all",
+    "all_to_all_varcount",
+    "scan",
+];
+
+/// Bytes all ranks together allocate for `name` at `bytes` per rank (pair).
+fn footprint(name: &str, bytes: usize, n: usize) -> usize {
+    match name {
+        "barrier" => 0,
+        "broadcast" => n * bytes,
+        "gather" | "gather_varcount" => 2 * n * bytes,
+        "all_gather" => n * bytes + n * n * bytes,
+        "all_to_all" | "all_to_all_varcount" => 2 * n * n * bytes,
+        _ => 2 * n * bytes,
+    }
+}
+
+/// Runs one call of `name` with `elems` u64 per rank (pair).
+fn run_once(world: &SimpleCommunicator, name: &str, elems: usize, b: &mut Buffers) {
+    let n = world.size() as usize;
+    let root = world.process_at_rank(0);
+    let is_root = world.rank() == 0;
+    match name {
+        "barrier" => world.barrier(),
+        "broadcast" => root.broadcast_into(&mut b.send[..elems]),
+        "reduce" => {
+            if is_root {
+                root.reduce_into_root(
+                    &b.send[..elems],
+                    &mut b.recv[..elems],
+                    SystemOperation::sum(),
+                )
+            } else {
+                root.reduce_into(&b.send[..elems], SystemOperation::sum())
+            }
+        }
+        "all_reduce" => world.all_reduce_into(
+            &b.send[..elems],
+            &mut b.recv[..elems],
+            SystemOperation::sum(),
+        ),
+        "scan" => world.scan_into(
+            &b.send[..elems],
+            &mut b.recv[..elems],
+            SystemOperation::sum(),
+        ),
+        "gather" => {
+            if is_root {
+                root.gather_into_root(&b.send[..elems], &mut b.recv[..n * elems])
+            } else {
+                root.gather_into(&b.send[..elems])
+            }
+        }
+        "gather_varcount" => {
+            if is_root {
+                let mut part =
+                    PartitionMut::new(&mut b.recv[..n * elems], &b.counts[..], &b.displs[..]);
+                root.gather_varcount_into_root(&b.send[..elems], &mut part)
+            } else {
+                root.gather_varcount_into(&b.send[..elems])
+            }
+        }
+        "all_gather" => world.all_gather_into(&b.send[..elems], &mut b.recv[..n * elems]),
+        "all_to_all" => world.all_to_all_into(&b.send[..n * elems], &mut b.recv[..n * elems]),
+        "all_to_all_varcount" => {
+            let send = Partition::new(&b.send[..n * elems], &b.counts[..], &b.displs[..]);
+            let mut recv =
+                PartitionMut::new(&mut b.recv[..n * elems], &b.counts[..], &b.displs[..]);
+            world.all_to_all_varcount_into(&send, &mut recv)
+        }
+        other => panic!("unknown collective {other}"),
+    }
+}
+
+struct Buffers {
+    send: Vec<u64>,
+    recv: Vec<u64>,
+    counts: Vec<Count>,
+    displs: Vec<Count>,
+}
+
+fn main() {
+    let sizes: Vec<usize> = list("--sizes").unwrap_or_else(|| vec![8, 1024, 8192, 65536, 1 << 20]);
+    let chosen: Vec<String> = list("--collectives")
+        .unwrap_or_else(|| COLLECTIVES.iter().map(|s| s.to_string()).collect());
+    let budget = arg::<usize>("--budget-mib").unwrap_or(4096) << 20;
+    let target_s: f64 = arg("--seconds").unwrap_or(0.2);
+    for c in &chosen {
+        if !COLLECTIVES.contains(&c.as_str()) {
+            eprintln!(
+                "coll_bench: unknown collective {c}; known: {}",
+                COLLECTIVES.join(", ")
+            );
+            std::process::exit(2);
+        }
+    }
+    let rows = myriad::Runtime::from_env().run(|universe| {
+        let world = universe.world();
+        let n = world.size() as usize;
+        let mut rows = Vec::new();
+        for name in &chosen {
+            for &bytes in &sizes {
+                let bytes = if name == "barrier" { 0 } else { bytes };
+                if footprint(name, bytes, n) > budget {
+                    rows.push(format!(
+                        "# skipped {name} {bytes}: needs {} MiB (--budget-mib)",
+                        footprint(name, bytes, n) >> 20
+                    ));
+                    continue;
+                }
+                let elems = (bytes / 8).max(1);
+                let root = world.rank() == 0;
+                let (send_len, recv_len) = match name.as_str() {
+                    "gather" | "gather_varcount" => (elems, if root { n * elems } else { 0 }),
+                    "all_gather" => (elems, n * elems),
+                    "all_to_all" | "all_to_all_varcount" => (n * elems, n * elems),
+                    _ => (elems, elems),
+                };
+                let mut b = Buffers {
+                    send: vec![world.rank() as u64 + 1; send_len],
+                    recv: vec![0; recv_len],
+                    counts: vec![elems as Count; n],
+                    displs: (0..n).map(|r| (r * elems) as Count).collect(),
+                };
+                // Warm up, then size the repetitions to about `target_s`.
+                for _ in 0..2 {
+                    run_once(&world, name, elems, &mut b);
+                }
+                world.barrier();
+                let t = Instant::now();
+                run_once(&world, name, elems, &mut b);
+                let one = t.elapsed().as_secs_f64();
+                let mut slowest = 0.0f64;
+                world.all_reduce_into(&one, &mut slowest, SystemOperation::max());
+                let reps = ((target_s / slowest.max(1e-7)) as usize).clamp(3, 1000);
+                let mut times = vec![0.0f64; reps];
+                for t in times.iter_mut() {
+                    world.barrier();
+                    let start = Instant::now();
+                    run_once(&world, name, elems, &mut b);
+                    *t = start.elapsed().as_secs_f64();
+                }
+                let mut maxima = vec![0.0f64; reps];
+                world.all_reduce_into(&times[..], &mut maxima[..], SystemOperation::max());
+                if world.rank() == 0 {
+                    rows.push(format!(
+                        "{name} {} {n} {:.3}",
+                        if name == "barrier" { 0 } else { elems * 8 },
+                        median(&mut maxima) * 1e6
+                    ));
+                }
+            }
+        }
+        rows
+    });
+    match rows {
+        Ok(rows) => {
+            println!("# collective bytes ranks latency_us");
+            for row in &rows[0] {
+                println!("{row}");
+            }
+        }
+        Err(err) => {
+            eprintln!("coll_bench: {err}");
+            std::process::exit(1);
+        }
+    }
+}

@@ -1,0 +1,54 @@
+//! Helpers shared by the examples: flags and statistics.
+
+#![allow(dead_code)]
+
+use std::str::FromStr;
+
+/// The value of `--name V` or `--name=V`, parsed.
+pub(crate) fn arg<T: FromStr>(name: &str) -> Option<T> {
+    let args: Vec<String> = std::env::args().collect();
+    let value = args
+        .iter()
+        .position(|a| a == name)
+        .and_then(|i| args.get(i + 1).cloned())
+        .or_else(|| {
+            args.iter()
+                .find_map(|a| a.strip_prefix(&format!("{name}=")).map(str::to_string))
+        })?;
+    match value.parse() {
+        Ok(v) => Some(v),
+        Err(_) => {
+            eprintln!("{name}: cannot parse {value:?}");
+            std::process::exit(2);
+        }
+    }
+}
+
+/// A comma-separated list flag (`--sizes 8,1024`).
+pub(crate) fn list<T: FromStr>(name: &str) -> Option<Vec<T>> {
+    let raw: String = arg(name)?;
+    Some(
+        raw.split(',')
+            .map(|v| {
+                v.trim().parse().unwrap_or_else(|_| {
+                    eprintln!("{name}: cannot parse {v:?}");
+                    std::process::exit(2)
+                })
+            })
+            .collect(),
+    )
+}
+
+/// The median of `values` (sorted in place).
+pub(crate) fn median(values: &mut [f64]) -> f64 {
+    values.sort_by(f64::total_cmp);
+    let n = values.len();
+    if n == 0 {
+        return f64::NAN;
+    }
+    if n % 2 == 1 {
+        values[n / 2]
+    } else {
+        (values[n / 2 - 1] + values[n / 2]) / 2.0
+    }
+}
