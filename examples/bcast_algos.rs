@@ -1,0 +1,102 @@
+//! Time per broadcast for each algorithm and message size (seed 001's
+//! experiment), on `--ranks N` ranks.
+//!
+//! ```text
+//! cargo run --release --example bcast_algos -- --ranks 16 [--sizes 8,65536]
+//! ```
+//!
+//! Prints `algorithm bytes ranks time_us` rows (median over repetitions of
+//! the slowest rank's time), then where the symmetric algorithm overtakes
+//! the binomial tree and their ratio at the largest size.
+
+use std::collections::BTreeMap;
+use std::time::Instant;
+
+use myriad::collective::{Algorithm, Collective, SystemOperation};
+use myriad::traits::*;
+
+mod common;
+use common::{arg, list, median};
+
+fn main() {
+    let sizes: Vec<usize> = list("--sizes").unwrap_or_else(|| {
+        (0..8).map(|i| 8usize << (3 * i)).collect() // 8 B .. 16 MiB, ×8
+    });
+    let target_s: f64 = arg("--seconds").unwrap_or(0.3);
+    let algorithms = Collective::Broadcast.algorithms();
+    let result = myriad::Runtime::from_env().run(|universe| {
+        let world = universe.world();
+        let n = world.size();
+        let mut rows = Vec::new();
+        for &bytes in &sizes {
+            let mut buf = vec![world.rank() as u8; bytes];
+            for &alg in algorithms {
+                world
+                    .set_collective_algorithm(Collective::Broadcast, alg)
+                    .expect("a broadcast algorithm");
+                world.barrier();
+                let root = world.process_at_rank(0);
+                root.broadcast_into(&mut buf[..]);
+                world.barrier();
+                let t = Instant::now();
+                root.broadcast_into(&mut buf[..]);
+                let one = t.elapsed().as_secs_f64();
+                let mut slowest = 0.0f64;
+                world.all_reduce_into(&one, &mut slowest, SystemOperation::max());
+                let reps = ((target_s / slowest.max(1e-7)) as usize).clamp(3, 500);
+                let mut times = vec![0.0f64; reps];
+                for t in times.iter_mut() {
+                    world.barrier();
+                    let start = Instant::now();
+                    root.broadcast_into(&mut buf[..]);
+                    *t = start.elapsed().as_secs_f64();
+                }
+                let mut maxima = vec![0.0f64; reps];
+                world.all_reduce_into(&times[..], &mut maxima[..], SystemOperation::max());
+                rows.push((alg, bytes, n, median(&mut maxima) * 1e6));
+            }
+            assert!(buf.iter().all(|&b| b == 0), "every rank got the root's data");
+        }
+        rows
+    });
+    let rows = match result {
+        Ok(rows) => rows.into_iter().next().unwrap_or_default(),
+        Err(err) => {
+            eprintln!("bcast_algos: {err}");
+            std::process::exit(1);
+        }
+    };
+    println!("# algorithm bytes ranks time_us");
+    let mut by: BTreeMap<(usize, &str), f64> = BTreeMap::new();
+    for &(alg, bytes, n, t) in &rows {
+        println!("{} {bytes} {n} {t:.3}", alg.name());
+        by.insert((bytes, alg.name()), t);
+    }
+    // Where the symmetric algorithm overtakes the binomial tree for good.
+    let mut overtakes = None;
+    for &bytes in sizes.iter().rev() {
+        match (by.get(&(bytes, "symmetric")), by.get(&(bytes, "binomial"))) {
+            (Some(s), Some(b)) if s < b => overtakes = Some(bytes),
+            _ => break,
+        }
+    }
+    let largest = *sizes.last().unwrap_or(&0);
+    let ratio = match (by.get(&(largest, "binomial")), by.get(&(largest, "symmetric"))) {
+        (Some(b), Some(s)) => b / s,
+        _ => f64::NAN,
+    };
+    let best = |bytes: usize| {
+        algorithms
+            .iter()
+            .filter_map(|a| by.get(&(bytes, a.name())).map(|t| (a.name(), *t)))
+            .min_by(|x, y| x.1.total_cmp(&y.1))
+            .map_or("-", |(name, _)| name)
+    };
+    println!(
+        "bcast_algos: ranks={} symmetric_overtakes_binomial_at={} binomial_over_symmetric_at_{largest}={ratio:.2} best_small={} best_large={}",
+        rows.first().map_or(0, |r| r.2),
+        overtakes.map_or("never".to_string(), |b| format!("{b}B")),
+        best(sizes[0]),
+        best(largest),
+    );
+}

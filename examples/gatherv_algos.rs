@@ -1,0 +1,122 @@
+//! Gatherv: linear vs seed 002's binomial tree (conservative and aggressive
+//! levels) and the shared-memory path, at 8 B and 8 KiB per rank, for
+//! N = 2 … `--max-ranks` ranks (default 32,768).
+//!
+//! ```text
+//! cargo run --release --example gatherv_algos -- [--max-ranks 4096] [--bytes 8,8192]
+//! ```
+//!
+//! Prints `algorithm bytes_per_rank ranks time_us root_peers root_tmp_bytes`
+//! rows: the median of the slowest rank's time, the distinct peers the root
+//! received from and its peak temporary-buffer bytes. `--layout reversed`
+//! stores the blocks in reverse rank order in the root's buffer (every
+//! message chain is then non-continuous).
+
+use std::time::Instant;
+
+use myriad::collective::{last_root_stats, Algorithm, Collective, SystemOperation};
+use myriad::datatype::PartitionMut;
+use myriad::traits::*;
+use myriad::Count;
+
+mod common;
+use common::{arg, list, median};
+
+fn main() {
+    let max_ranks: usize = arg("--max-ranks").unwrap_or(32_768);
+    let sizes: Vec<usize> = list("--bytes").unwrap_or_else(|| vec![8, 8192]);
+    let reversed = arg::<String>("--layout").as_deref() == Some("reversed");
+    let target_s: f64 = arg("--seconds").unwrap_or(0.3);
+    let algorithms = [
+        Algorithm::Linear,
+        Algorithm::BinomialConservative,
+        Algorithm::BinomialAggressive,
+        Algorithm::SharedMemory,
+    ];
+    println!("# algorithm bytes_per_rank ranks time_us root_peers root_tmp_bytes");
+    let mut n = 2;
+    let mut speedups = Vec::new();
+    while n <= max_ranks {
+        for &bytes in &sizes {
+            let elems = (bytes / 8).max(1);
+            let counts = vec![elems as Count; n];
+            let displs: Vec<Count> = (0..n)
+                .map(|r| {
+                    let slot = if reversed { n - 1 - r } else { r };
+                    (slot * elems) as Count
+                })
+                .collect();
+            let rows = myriad::run(n, |universe| {
+                let world = universe.world();
+                let root = world.process_at_rank(0);
+                let mine = vec![world.rank() as u64; elems];
+                let mut all = if world.rank() == 0 { vec![0u64; n * elems] } else { Vec::new() };
+                let mut rows = Vec::new();
+                for alg in algorithms {
+                    world
+                        .set_collective_algorithm(Collective::GatherVarcount, alg)
+                        .expect("a gatherv algorithm");
+                    let mut call = || {
+                        if world.rank() == 0 {
+                            let mut part = PartitionMut::new(&mut all[..], &counts[..], &displs[..]);
+                            root.gather_varcount_into_root(&mine[..], &mut part);
+                        } else if alg == Algorithm::BinomialAggressive {
+                            root.gather_varcount_into_known(&mine[..], &counts, &displs);
+                        } else {
+                            root.gather_varcount_into(&mine[..]);
+                        }
+                    };
+                    world.barrier();
+                    call();
+                    world.barrier();
+                    let t = Instant::now();
+                    call();
+                    let one = t.elapsed().as_secs_f64();
+                    let mut slowest = 0.0f64;
+                    world.all_reduce_into(&one, &mut slowest, SystemOperation::max());
+                    let reps = ((target_s / slowest.max(1e-7)) as usize).clamp(3, 200);
+                    let mut times = vec![0.0f64; reps];
+                    for t in times.iter_mut() {
+                        world.barrier();
+                        let start = Instant::now();
+                        call();
+                        *t = start.elapsed().as_secs_f64();
+                    }
+                    let stats = last_root_stats();
+                    let mut maxima = vec![0.0f64; reps];
+                    world.all_reduce_into(&times[..], &mut maxima[..], SystemOperation::max());
+                    if world.rank() == 0 {
+                        for r in 0..n {
+                            let at = displs[r] as usize;
+                            assert!(all[at..at + elems].iter().all(|&x| x == r as u64), "{alg}: block {r}");
+                        }
+                        rows.push((alg, median(&mut maxima) * 1e6, stats));
+                    }
+                }
+                rows
+            })
+            .unwrap_or_else(|err| {
+                eprintln!("gatherv_algos: {err}");
+                std::process::exit(1)
+            });
+            let rows = &rows[0];
+            for (alg, t, stats) in rows {
+                println!("{} {bytes} {n} {t:.3} {} {}", alg.name(), stats.peers, stats.tmp_bytes);
+            }
+            let time = |a: Algorithm| rows.iter().find(|r| r.0 == a).map(|r| r.1);
+            if let (Some(l), Some(b)) = (time(Algorithm::Linear), time(Algorithm::BinomialAggressive)) {
+                speedups.push((n, bytes, l / b));
+            }
+        }
+        n *= 2;
+    }
+    let summary: Vec<String> = speedups
+        .iter()
+        .filter(|(n, _, _)| n.is_power_of_two() && *n >= 1024)
+        .map(|(n, b, s)| format!("{n}x{b}B:{s:.1}"))
+        .collect();
+    println!(
+        "gatherv_algos: linear_over_binomial_aggressive {}",
+        if summary.is_empty() { "(run up to >= 1024 ranks)".to_string() } else { summary.join(" ") }
+    );
+}
