@@ -10,7 +10,13 @@ use std::ptr;
 
 use super::{Segment, TypeHandle, TypeMap};
 
-/// `count` elements of a datatype at `base`.
+/// `count` elements of a datatype, the first one's lower bound at `base`.
+///
+/// `base` is not the buffer's address when the type's lower bound is not 0:
+/// it is the address plus `lb` (see [`Layout::at`]), so element `i`'s
+/// segments are at `base + i * extent + offset` and the whole layout lies in
+/// `base .. base + count * extent`. Scratch space of `count * extent` bytes
+/// therefore holds any layout, with `base` at its start.
 #[derive(Debug, Clone)]
 pub(crate) struct Layout {
     pub(crate) base: *const u8,
@@ -21,19 +27,31 @@ pub(crate) struct Layout {
 impl Layout {
     /// The layout of a readable buffer.
     pub(crate) fn of<B: super::Buffer + ?Sized>(buf: &B) -> Layout {
-        Layout {
-            base: buf.pointer() as *const u8,
-            count: buf.count() as usize,
-            ty: super::Datatype::handle(&buf.as_datatype()),
-        }
+        Layout::at(
+            buf.pointer() as *const u8,
+            buf.count() as usize,
+            super::Datatype::handle(&buf.as_datatype()),
+        )
     }
 
     /// The layout of a writable buffer.
     pub(crate) fn of_mut<B: super::BufferMut + ?Sized>(buf: &mut B) -> Layout {
+        Layout::at(
+            buf.pointer_mut() as *const u8,
+            buf.count() as usize,
+            super::Datatype::handle(&buf.as_datatype()),
+        )
+    }
+
+    /// `count` elements of `ty` in a buffer at MPI address `address` (what
+    /// `Pointer::pointer` returns): applies the type's lower bound. Use this,
+    /// not a `Layout { base: address, .. }` literal, for user buffers.
+    #[inline]
+    pub(crate) fn at(address: *const u8, count: usize, ty: TypeHandle) -> Layout {
         Layout {
-            base: buf.pointer_mut() as *const u8,
-            count: buf.count() as usize,
-            ty: super::Datatype::handle(&buf.as_datatype()),
+            base: address.wrapping_offset(ty.map().lb()),
+            count,
+            ty,
         }
     }
 
@@ -281,5 +299,40 @@ mod tests {
         let n = unsafe { copy(&layout(&src), &dl) };
         assert_eq!(n, 8);
         assert_eq!(dst, [1, 2]);
+    }
+
+    fn layout_mut<T: Equivalence>(v: &mut [T]) -> Layout {
+        Layout {
+            base: v.as_mut_ptr() as *const u8,
+            count: v.len(),
+            ty: T::equivalent_datatype().handle(),
+        }
+    }
+
+    #[test]
+    fn layouts_start_at_the_lower_bound() {
+        use crate::datatype::UserDatatype;
+        let f64t = f64::equivalent_datatype();
+        let src = [0.0f64, 1.0, 2.0, 3.0, 4.0];
+        let mut dst = [0.0f64; 2];
+        // Elements 2 and 3: lb 16, contiguous after it (the memcpy path).
+        let dense = UserDatatype::indexed(&[2], &[2], &f64t);
+        assert!(dense.type_map().is_contiguous());
+        let from = Layout::at(src.as_ptr() as *const u8, 1, dense.handle());
+        // SAFETY: the type reaches 32 of `src`'s 40 bytes; `dst` holds 2.
+        let n = unsafe { copy(&from, &layout_mut(&mut dst)) };
+        assert_eq!((n, dst), (16, [2.0, 3.0]));
+        // Elements 3 then 1: lb 8, walked run by run, in type-map order.
+        let sparse = UserDatatype::indexed(&[1, 1], &[3, 1], &f64t);
+        let from = Layout::at(src.as_ptr() as *const u8, 1, sparse.handle());
+        // SAFETY: as above.
+        let n = unsafe { copy(&from, &layout_mut(&mut dst)) };
+        assert_eq!((n, dst), (16, [3.0, 1.0]));
+        // And back, into a buffer laid out by the same type.
+        let mut back = [9.0f64; 5];
+        let to = Layout::at(back.as_mut_ptr().cast_const().cast(), 1, sparse.handle());
+        // SAFETY: `back` has `src`'s size; `dst` holds 2 values.
+        let n = unsafe { copy(&layout(&dst), &to) };
+        assert_eq!((n, back), (16, [9.0, 1.0, 9.0, 3.0, 9.0]));
     }
 }

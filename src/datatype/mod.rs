@@ -6,7 +6,8 @@
 //! the type signature (sequence of base types). Primitives, arrays and tuples
 //! of them implement it here; structs get it from `#[derive(Equivalence)]`.
 //! Buffers ([`Buffer`], [`BufferMut`]) are a value, a slice or a `Vec` of such
-//! a type.
+//! a type, or a [`View`]/[`MutView`]: any memory described by a count and a
+//! [`UserDatatype`].
 //!
 //! Inside one process data is copied once, by type map: contiguous data takes
 //! a single `memcpy`, other layouts are copied run by run, never through the
@@ -14,31 +15,102 @@
 //! rule), so a value can only be received as a type with the same sequence of
 //! base types: this is what makes it sound to receive bytes into a `bool` or
 //! a struct.
-
+//!
+//! # The type-map model
+//!
+//! MPI describes a datatype by its *type map*: the ordered list of
+//! `(byte displacement, base type)` pairs of one element. myriad stores it
+//! run-length encoded as a [`TypeMap`]:
+//!
+//! * the **signature**: the base types in type-map order ([`Run`]s), which
+//!   is all that type matching looks at;
+//! * the **segments**: the byte runs that hold those values, in the same
+//!   order (not sorted by address: `indexed(&[1, 1], &[3, 0], ..)` reads its
+//!   second value first), merged where they touch;
+//! * the **bounds**: `lb` (lower bound), `extent` and `ub = lb + extent`.
+//!   Element `i` of a buffer at address `p` starts at `p + lb + i * extent`,
+//!   and the segment offsets count from that start, so `count` elements
+//!   always lie in the `count * extent` bytes after the first element's
+//!   lower bound.
+//!
+//! For the types of Rust values `lb = 0` and `extent = size_of::<T>()`.
+//! For derived types built with [`UserDatatype`]'s constructors the MPI
+//! rules apply: every block of `n > 0` copies of an old type at byte
+//! displacement `d` spans `d + old.lb .. d + old.lb + n * old.extent`; `lb`
+//! is the smallest block start and `ub` the largest block end, so `lb` may
+//! be positive (a leading hole) and the type may have holes inside; blocks
+//! of length 0 are ignored, and a type without blocks has `lb = ub = 0`.
+//! [`UserDatatype::structured`] alone then rounds the extent up to the
+//! largest alignment of its base types (MPI's "epsilon"), so a type that
+//! describes a Rust struct field by field gets the struct's size as its
+//! extent. myriad has no explicit `lb`/`ub` markers (`MPI_Type_create_resized`).
+//!
+//! Negative displacements and strides **work** when building types: offsets
+//! may be negative, and such a type may be nested at a displacement that
+//! makes them positive. A buffer, however, starts at its own address:
+//! [`View::with_count_and_datatype`] panics with an `Error::Arg` message when
+//! the datatype has data before the buffer's start (or beyond its end).
+//!
+//! ```
+//! use myriad::datatype::UserDatatype;
+//! use myriad::traits::*;
+//!
+//! // Two blocks of two doubles, three doubles apart: x x _ x x
+//! let t = UserDatatype::vector(2, 2, 3, &f64::equivalent_datatype());
+//! let map = t.type_map();
+//! assert_eq!((map.size(), map.lb(), map.extent()), (32, 0, 40));
+//! assert!(!map.is_contiguous());
+//!
+//! // Blocks at element 4 and element 1: lb = 4 bytes, type-map order kept.
+//! let t = UserDatatype::indexed(&[2, 1], &[4, 1], &i32::equivalent_datatype());
+//! assert_eq!((t.type_map().lb(), t.type_map().extent()), (4, 20));
+//! ```
+//!
+//! # Moving data laid out by a datatype
+//!
+//! * [`View`] / [`MutView`] pair a buffer with a count and any datatype and
+//!   can be sent, received, broadcast, ... like a slice;
+//! * [`pack`], [`pack_into`], [`pack_size`] and [`unpack_into`] (rsmpi's
+//!   `Communicator::pack*`) convert between a buffer and its data bytes in
+//!   type-map order, without padding.
+//!
+//! A message can be received into any buffer with the same signature: a
+//! `vector` view of a matrix column into a contiguous `Vec<f64>`, an
+//! `indexed` selection into a struct.
 mod buffer;
 pub(crate) mod copy;
+mod derived;
+mod pack;
 mod partition;
 mod typemap;
+mod user;
+mod view;
 
 use std::any::TypeId;
 use std::collections::HashMap;
 use std::sync::{Arc, OnceLock, RwLock};
 
 pub use buffer::{AsDatatype, Buffer, BufferMut, Collection, Pointer, PointerMut};
+pub use pack::{pack, pack_into, pack_size, try_pack_into, try_unpack_into, unpack_into};
 pub use partition::{
     Partition, PartitionMut, Partitioned, PartitionedBuffer, PartitionedBufferMut,
 };
 pub(crate) use typemap::signature_mismatch;
 pub use typemap::{BaseKind, Run, Segment, TypeMap};
+pub use user::{
+    address_of, UncommittedDatatype, UncommittedDatatypeRef, UncommittedUserDatatype, UserDatatype,
+};
+pub use view::{MutView, View};
 
 /// A type whose values can be sent and received as an MPI datatype.
 ///
 /// # Safety
 ///
 /// The type map returned by `equivalent_datatype` must describe `Self`
-/// exactly: its extent is `size_of::<Self>()`, its segments cover every byte
-/// that is not padding, and any sequence of base values matching its signature,
-/// written into those bytes, is a valid `Self` (so no references, no niches
+/// exactly: its lower bound is 0 and its extent `size_of::<Self>()`, its
+/// segments cover every byte that is not padding, and any sequence of base
+/// values matching its signature, written into those bytes, is a valid
+/// `Self` (so no references, no niches
 /// such as `NonZero`, enums or `char`). Values are copied bitwise to other
 /// ranks, which run on other threads, so the type must be safe to send there
 /// (what `Send` promises). `#[derive(Equivalence)]` checks all of this field
@@ -52,11 +124,14 @@ pub unsafe trait Equivalence {
 
 /// A handle to a committed datatype: something that has a [`TypeMap`].
 ///
+/// Every committed datatype may also be used to build others (rsmpi's
+/// `Datatype: UncommittedDatatype`).
+///
 /// # Safety
 ///
 /// `type_map` must return the same map for the life of the handle, and
 /// `handle` a handle to that same map.
-pub unsafe trait Datatype {
+pub unsafe trait Datatype: UncommittedDatatype {
     /// The type map of one element.
     fn type_map(&self) -> &TypeMap;
     /// An owned handle to the type map, for messages that outlive the borrow.
@@ -76,6 +151,10 @@ enum Handle {
 }
 
 impl TypeHandle {
+    fn shared(map: Arc<TypeMap>) -> TypeHandle {
+        TypeHandle(Handle::Shared(map))
+    }
+
     #[inline]
     pub(crate) fn map(&self) -> &TypeMap {
         match &self.0 {
@@ -85,10 +164,17 @@ impl TypeHandle {
     }
 }
 
-/// A borrowed datatype handle (rsmpi's `DatatypeRef`).
+/// A borrowed datatype handle (rsmpi's `DatatypeRef`): the datatype of a
+/// built-in type, or [`UserDatatype::as_ref`].
 #[derive(Debug, Clone, Copy)]
 pub struct DatatypeRef<'a> {
-    map: &'a TypeMap,
+    map: RefMap<'a>,
+}
+
+#[derive(Debug, Clone, Copy)]
+enum RefMap<'a> {
+    Static(&'static TypeMap),
+    Shared(&'a Arc<TypeMap>),
 }
 
 /// The datatype of a built-in type (rsmpi's `SystemDatatype`).
@@ -97,44 +183,39 @@ pub type SystemDatatype = DatatypeRef<'static>;
 impl DatatypeRef<'static> {
     /// A handle to a type map that lives for the whole program.
     pub const fn from_static(map: &'static TypeMap) -> Self {
-        DatatypeRef { map }
+        DatatypeRef {
+            map: RefMap::Static(map),
+        }
     }
 }
 
-// SAFETY: the map is borrowed for the handle's life and never changes.
-unsafe impl Datatype for DatatypeRef<'static> {
+impl<'a> DatatypeRef<'a> {
+    /// A handle borrowing a user datatype's shared map.
+    fn shared(map: &'a Arc<TypeMap>) -> Self {
+        DatatypeRef {
+            map: RefMap::Shared(map),
+        }
+    }
+}
+
+// SAFETY: the map is borrowed for the handle's life and never changes; the
+// owned handle refers to the same map (the static one, or another reference
+// count of the shared one).
+unsafe impl Datatype for DatatypeRef<'_> {
     #[inline]
     fn type_map(&self) -> &TypeMap {
-        self.map
+        match self.map {
+            RefMap::Static(map) => map,
+            RefMap::Shared(map) => map,
+        }
     }
 
     #[inline]
     fn handle(&self) -> TypeHandle {
-        TypeHandle(Handle::Static(self.map))
-    }
-}
-
-/// A datatype built at run time (rsmpi's `UserDatatype`); cheap to clone.
-#[derive(Debug, Clone)]
-pub struct UserDatatype {
-    map: Arc<TypeMap>,
-}
-
-impl UserDatatype {
-    /// A datatype with the given type map.
-    pub fn from_type_map(map: TypeMap) -> Self {
-        UserDatatype { map: Arc::new(map) }
-    }
-}
-
-// SAFETY: the map is shared and immutable.
-unsafe impl Datatype for UserDatatype {
-    fn type_map(&self) -> &TypeMap {
-        &self.map
-    }
-
-    fn handle(&self) -> TypeHandle {
-        TypeHandle(Handle::Shared(Arc::clone(&self.map)))
+        match self.map {
+            RefMap::Static(map) => TypeHandle(Handle::Static(map)),
+            RefMap::Shared(map) => TypeHandle(Handle::Shared(Arc::clone(map))),
+        }
     }
 }
 

@@ -2,12 +2,20 @@
 //! MPI type signatures.
 //!
 //! A [`TypeMap`] describes one element: the byte runs that hold data
-//! (`segments`, in signature order; padding is not in any segment), the
-//! element's `extent` (distance between consecutive elements of an array), and
-//! its *type signature*: the sequence of base types, run-length encoded.
-//! Two buffers may exchange a message when the message's signature is a prefix
-//! of the receive buffer's (MPI's type-matching rule); a struct may thus be
-//! received as another struct or as an array with the same base types.
+//! (`segments`, in type-map order, which need not be address order; padding
+//! and holes are in no segment), the element's bounds (`lb`, `extent`: element
+//! `i` of a buffer at `p` spans `p + lb + i * extent ..`, and its segments are
+//! offsets from that lower bound), and its *type signature*: the sequence of
+//! base types, run-length encoded. Two buffers may exchange a message when the
+//! message's signature is a prefix of the receive buffer's (MPI's
+//! type-matching rule); a struct may thus be received as another struct or as
+//! an array with the same base types.
+//!
+//! Keeping segment offsets relative to the lower bound means `count` elements
+//! always live in the `count * extent` bytes that start at the first element's
+//! lower bound: code that allocates scratch space for a layout, or slices it
+//! by elements, never needs to know about `lb`. Only the step from a user's
+//! buffer pointer to that first lower bound does (`copy::Layout::of`).
 
 use std::borrow::Cow;
 use std::fmt;
@@ -51,6 +59,19 @@ impl BaseKind {
         }
     }
 
+    /// Alignment in bytes of the Rust type (used for the padding MPI adds at
+    /// the end of `structured` types).
+    pub const fn align(self) -> usize {
+        match self {
+            BaseKind::Bool | BaseKind::I8 | BaseKind::U8 => 1,
+            BaseKind::I16 | BaseKind::U16 => std::mem::align_of::<u16>(),
+            BaseKind::I32 | BaseKind::U32 => std::mem::align_of::<u32>(),
+            BaseKind::F32 => std::mem::align_of::<f32>(),
+            BaseKind::I64 | BaseKind::U64 => std::mem::align_of::<u64>(),
+            BaseKind::F64 => std::mem::align_of::<f64>(),
+        }
+    }
+
     /// The Rust name of the base type.
     pub const fn name(self) -> &'static str {
         match self {
@@ -72,7 +93,8 @@ impl BaseKind {
 /// A contiguous run of data bytes inside one element.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Segment {
-    /// Offset from the start of the element.
+    /// Offset from the element's lower bound ([`TypeMap::lb`]; for the types
+    /// of Rust values the lower bound is 0, the value's address).
     pub offset: usize,
     /// Length in bytes.
     pub len: usize,
@@ -92,6 +114,7 @@ pub struct Run {
 pub struct TypeMap {
     name: Cow<'static, str>,
     size: usize,
+    lb: isize,
     extent: usize,
     segments: Cow<'static, [Segment]>,
     signature: Cow<'static, [Run]>,
@@ -103,6 +126,7 @@ impl fmt::Debug for TypeMap {
         f.debug_struct("TypeMap")
             .field("name", &self.name)
             .field("size", &self.size)
+            .field("lb", &self.lb)
             .field("extent", &self.extent)
             .field("contiguous", &self.contiguous)
             .finish()
@@ -120,6 +144,7 @@ impl TypeMap {
         TypeMap {
             name: Cow::Borrowed(name),
             size,
+            lb: 0,
             extent: size,
             segments: Cow::Borrowed(segments),
             signature: Cow::Borrowed(signature),
@@ -127,9 +152,38 @@ impl TypeMap {
         }
     }
 
+    /// A map from its parts: segments relative to `lb`, in type-map order.
+    pub(super) fn from_parts(
+        name: String,
+        lb: isize,
+        extent: usize,
+        segments: Vec<Segment>,
+        signature: Vec<Run>,
+    ) -> TypeMap {
+        let size = segments.iter().map(|s| s.len).sum();
+        let contiguous = segments.len() == 1 && segments[0].offset == 0 && size == extent;
+        TypeMap {
+            name: name.into(),
+            size,
+            lb,
+            extent,
+            segments: Cow::Owned(segments),
+            signature: Cow::Owned(signature),
+            contiguous,
+        }
+    }
+
     /// Builds the map of a structure (or tuple, or array) from its fields:
     /// `(offset, field map, repeat)` in declaration order, `repeat` for array
     /// fields (elements at the field map's extent), and the structure's size.
+    /// The structure's lower bound is 0 (its address) and its extent the
+    /// given size, as for any Rust value; a field's data sits at `offset`
+    /// plus the field map's own lower bound.
+    ///
+    /// # Panics
+    ///
+    /// If a field's data would start before the structure (a field map with
+    /// a negative lower bound at a small offset).
     pub fn structure(
         name: impl Into<Cow<'static, str>>,
         fields: &[(usize, &TypeMap, usize)],
@@ -141,6 +195,13 @@ impl TypeMap {
             if repeat == 0 {
                 continue;
             }
+            let offset = offset.checked_add_signed(field.lb).unwrap_or_else(|| {
+                panic!(
+                    "TypeMap::structure: field `{}` at offset {offset} has lower bound {}, \
+                     so its data would start before the structure",
+                    field.name, field.lb
+                )
+            });
             if field.contiguous {
                 push_segment(&mut segments, offset, field.extent * repeat);
             } else {
@@ -166,6 +227,7 @@ impl TypeMap {
         TypeMap {
             name: name.into(),
             size,
+            lb: 0,
             extent,
             segments: Cow::Owned(segments),
             signature: Cow::Owned(signature),
@@ -188,6 +250,7 @@ impl TypeMap {
         TypeMap {
             name: Cow::Owned(format!("packed {}", map.name)),
             size: map.size,
+            lb: 0,
             extent: map.size,
             segments: Cow::Owned(vec![Segment {
                 offset: 0,
@@ -208,12 +271,67 @@ impl TypeMap {
         self.size
     }
 
-    /// Distance in bytes between consecutive elements.
+    /// Distance in bytes between consecutive elements: `ub - lb` (MPI's
+    /// extent).
     pub fn extent(&self) -> usize {
         self.extent
     }
 
-    /// Data runs of one element.
+    /// Lower bound: where an element starts relative to the buffer address,
+    /// in bytes (MPI's `lb`). 0 for the types of Rust values; for derived
+    /// datatypes the smallest displacement of any block (so a type whose
+    /// first block is displaced by 16 bytes has `lb == 16`, and may be
+    /// negative when a displacement is).
+    pub fn lb(&self) -> isize {
+        self.lb
+    }
+
+    /// Upper bound: `lb + extent` (MPI's `ub`).
+    pub fn ub(&self) -> isize {
+        self.lb.wrapping_add_unsigned(self.extent)
+    }
+
+    /// The data bytes' own bounds relative to the buffer address, without
+    /// the holes at either end that `lb`/`ub` may include: `(true_lb,
+    /// true_extent)` as `MPI_Type_get_true_extent` reports them; `(lb, 0)`
+    /// for a type without data.
+    pub fn true_extent(&self) -> (isize, usize) {
+        let first = self.segments.iter().map(|s| s.offset).min();
+        let end = self.segments.iter().map(|s| s.offset + s.len).max();
+        match (first, end) {
+            (Some(first), Some(end)) => (self.lb.wrapping_add_unsigned(first), end - first),
+            _ => (self.lb, 0),
+        }
+    }
+
+    /// How many bytes from a buffer's address `count` elements reach: the
+    /// memory a buffer must own for them. Errors when data of the first
+    /// element lies before the address (a negative true lower bound) or the
+    /// size overflows.
+    pub(crate) fn reach(&self, count: usize) -> Result<usize, String> {
+        if count == 0 || self.size == 0 {
+            return Ok(0);
+        }
+        let (true_lb, true_extent) = self.true_extent();
+        if true_lb < 0 {
+            return Err(format!(
+                "datatype `{}` has data at byte {true_lb}, before the buffer's start",
+                self.name
+            ));
+        }
+        let end = (count as u128 - 1) * self.extent as u128 + true_lb as u128 + true_extent as u128;
+        usize::try_from(end)
+            .ok()
+            .filter(|&end| end <= isize::MAX as usize)
+            .ok_or_else(|| {
+                format!(
+                    "{count} elements of datatype `{}` span more bytes than memory has",
+                    self.name
+                )
+            })
+    }
+
+    /// Data runs of one element, offsets from its lower bound.
     pub fn segments(&self) -> &[Segment] {
         &self.segments
     }
@@ -252,7 +370,7 @@ fn push_segment(segments: &mut Vec<Segment>, offset: usize, len: usize) {
     segments.push(Segment { offset, len });
 }
 
-fn push_run(signature: &mut Vec<Run>, kind: BaseKind, count: usize) {
+pub(super) fn push_run(signature: &mut Vec<Run>, kind: BaseKind, count: usize) {
     if count == 0 {
         return;
     }
