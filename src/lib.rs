@@ -61,6 +61,7 @@ mod comm;
 pub mod datatype;
 pub mod environment;
 mod error;
+pub mod hybrid;
 mod p2p;
 pub mod point_to_point;
 pub mod request;
@@ -77,6 +78,7 @@ pub use error::Error;
 pub use myriad_macros::main;
 /// `#[derive(Equivalence)]` for structs whose fields are all `Equivalence`.
 pub use myriad_macros::Equivalence;
+pub use hybrid::parallel_for;
 pub use runtime::{launch, run, Runtime, StackGuard};
 pub use sched::{sleep, yield_now};
 

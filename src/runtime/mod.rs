@@ -194,7 +194,9 @@ impl Runtime {
         };
         Ok(Config {
             ranks,
-            workers: workers.min(ranks),
+            // Not clamped to the rank count: workers without ranks of their
+            // own still run the micro-tasks of parallel regions.
+            workers,
             check_collectives,
             stack_size,
             bind,

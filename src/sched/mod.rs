@@ -17,6 +17,7 @@
 pub(crate) mod deadlock;
 pub(crate) mod guard;
 pub(crate) mod idle;
+pub(crate) mod micro;
 pub(crate) mod park;
 pub(crate) mod rank;
 pub(crate) mod slots;
@@ -53,6 +54,8 @@ pub(crate) struct Shared {
     pub(crate) external: AtomicUsize,
     aborting: AtomicBool,
     failure: Mutex<Option<Error>>,
+    /// Micro-tasks of hybrid parallel regions.
+    pub(crate) micro: micro::MicroQueue,
 }
 
 impl Shared {
@@ -68,6 +71,7 @@ impl Shared {
             external: AtomicUsize::new(0),
             aborting: AtomicBool::new(false),
             failure: Mutex::new(None),
+            micro: micro::MicroQueue::default(),
         }
     }
 

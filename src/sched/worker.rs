@@ -275,6 +275,11 @@ impl Worker<'_> {
             if !self.local.timers.borrow().is_empty() {
                 self.fire_timers();
             }
+            // Micro-tasks of parallel regions (short: they never park).
+            if let Some(task) = job.sched.micro.pop() {
+                run_micro(job, task);
+                continue;
+            }
             // Tasks spawned by the ranks of this worker.
             if !self.local.spawned.borrow().is_empty() {
                 let spawned = std::mem::take(&mut *self.local.spawned.borrow_mut());
@@ -502,6 +507,7 @@ impl Worker<'_> {
                 > 0
             || self.next_timer().is_some_and(|d| d <= Instant::now())
             || !self.deque.is_empty()
+            || !job.sched.micro.is_empty()
             || self.stealable()
             || job.sched.live.load(Ordering::SeqCst) == 0
     }
@@ -577,6 +583,22 @@ impl Worker<'_> {
         for stack in self.stacks.drain(..) {
             self.pool.release(stack);
         }
+    }
+}
+
+/// Runs a micro-task on the worker's stack. A panic fails the job (the
+/// region that queued it learns it from the abort) instead of unwinding the
+/// worker.
+fn run_micro(job: &Job, task: super::micro::MicroTask) {
+    let (rank, run) = (task.rank, task.run);
+    if let Err(payload) = panic::catch_unwind(AssertUnwindSafe(run)) {
+        let message = LAST_PANIC
+            .with(|p| p.borrow_mut().take())
+            .unwrap_or_else(|| payload_message(&*payload));
+        job.sched.fail(Error::Panic {
+            rank: rank as i32,
+            message: format!("in a task of its parallel region: {message}"),
+        });
     }
 }
 

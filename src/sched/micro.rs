@@ -1,0 +1,73 @@
+//! Micro-tasks: the work items of hybrid parallel regions.
+//!
+//! MPC runs MPI ranks and OpenMP threads on one scheduler; myriad does the
+//! same with micro-tasks: plain closures (no coroutine, no stack of their
+//! own) that any worker runs between ranks. A parallel region
+//! (`hybrid::parallel_for`, `hybrid::scope`) pushes a few *helpers* into the
+//! job's micro-task queue and works on the region itself; each helper claims
+//! chunks until none is left, then signals the region. The rank that opened
+//! the region parks until every helper is done, so its worker runs other
+//! ranks and micro-tasks meanwhile.
+//!
+//! A micro-task never parks: it runs on the worker's own stack, between two
+//! coroutine switches. Blocking MPI calls from a micro-task are refused (the
+//! calling thread runs no rank at that moment).
+
+use crossbeam_deque::{Injector, Steal};
+
+use crate::runtime::job::Job;
+
+/// A queued micro-task. Its lifetime was erased by the region that pushed
+/// it, which waits for it before the borrows it captures end.
+pub(crate) struct MicroTask {
+    /// The world rank whose region it belongs to (for error reports).
+    pub(crate) rank: u32,
+    pub(crate) run: Box<dyn FnOnce() + Send>,
+}
+
+impl std::fmt::Debug for MicroTask {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("MicroTask")
+    }
+}
+
+/// The job's queue of micro-tasks, shared by its workers.
+#[derive(Debug, Default)]
+pub(crate) struct MicroQueue {
+    queue: Injector<MicroTask>,
+}
+
+impl MicroQueue {
+    /// Queues `tasks` and wakes sleeping workers to run them.
+    pub(crate) fn push(&self, job: &Job, tasks: impl IntoIterator<Item = MicroTask>) {
+        let mut pushed = 0;
+        for task in tasks {
+            self.queue.push(task);
+            pushed += 1;
+        }
+        if pushed > 0 {
+            // Idle workers look at the queue before sleeping (`has_work`);
+            // claim the sleeping ones so they look again.
+            for (i, worker) in job.sched.workers.iter().enumerate() {
+                if job.sched.sleep.claim(i) {
+                    worker.unpark();
+                }
+            }
+        }
+    }
+
+    /// A micro-task to run, if any.
+    pub(crate) fn pop(&self) -> Option<MicroTask> {
+        loop {
+            match self.queue.steal() {
+                Steal::Success(task) => return Some(task),
+                Steal::Empty => return None,
+                Steal::Retry => continue,
+            }
+        }
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.queue.is_empty()
+    }
+}
