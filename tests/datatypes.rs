@@ -805,3 +805,26 @@ fn uncommitted_refs_convert_from_every_handle() {
     let dup: UncommittedUserDatatype = refs[2].dup();
     assert_eq!(dup.commit().type_map().size(), 16);
 }
+
+#[test]
+fn reductions_read_and_write_through_views() {
+    myriad::run(3, |universe| {
+        let world = universe.world();
+        let rank = world.rank();
+        // Elements 3 then 1: lb 4 bytes, so scratch space and the operands
+        // must be placed by the lower bound, not by the buffer address.
+        let t = UserDatatype::indexed(&[1, 1], &[3, 1], &i32t());
+        let data: Vec<i32> = (0..4).map(|i| i * 10 + rank).collect();
+        let mut out = vec![-1i32; 4];
+        {
+            // SAFETY: elements 3 and 1 of four i32.
+            let send = unsafe { View::with_count_and_datatype(&data[..], 1, &t) };
+            // SAFETY: as above.
+            let mut recv = unsafe { MutView::with_count_and_datatype(&mut out[..], 1, &t) };
+            world.all_reduce_into(&send, &mut recv, myriad::collective::SystemOperation::sum());
+        }
+        // 0 + 1 + 2 added to 3 * element.
+        assert_eq!(out, vec![-1, 33, -1, 93]);
+    })
+    .unwrap();
+}
