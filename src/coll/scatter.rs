@@ -1,8 +1,40 @@
 //! Scatter and Scatterv algorithms.
+//!
+//! A Scatter is a Scatterv whose partition is `p` blocks of the receive
+//! count, rank by rank ([`Parts::uniform`], which also checks that the
+//! root's send buffer holds them all); both share `shm` and `linear`.
+//!
+//! * `shm`: the root deposits the address of its partition (buffer, type,
+//!   counts and displacements), marks the round ready and wakes the others;
+//!   every rank copies its own part straight out of the root's buffer into
+//!   its receive buffer (copies run in parallel on all workers), checking the
+//!   count and the type signature. The last copier wakes the root, which only
+//!   then leaves the round (nobody reads its buffer any more). A non-root
+//!   leaves right after its copy: nobody else touches its buffer.
+//! * `linear`: the root sends part r to rank r (p − 1 messages, all posted
+//!   at once) and copies its own part.
+//! * `binomial` (Scatter): a binomial tree rooted at the root, ⌈log2 p⌉
+//!   steps. With relative ranks (the root is 0), node `v` owns the blocks of
+//!   its subtree, relative ranks `[v, min(v + lowbit(v), p))`: it receives
+//!   them from its parent `v − lowbit(v)` in one message, into an exactly
+//!   sized packed temporary buffer (a leaf receives straight into its receive
+//!   buffer), keeps its own block and forwards each child's subtree, largest
+//!   first (the children are [`src_list`]'s, as in the binomial gather). The
+//!   root sends straight out of its send buffer, except the one subtree
+//!   whose blocks wrap around the buffer's end (root ≠ 0), which it packs
+//!   into a temporary buffer first.
+//!
+//! Every rank must receive exactly the count the root sends it: `shm`
+//! checks it on both sides and names the values; the message-based
+//! algorithms report a message longer than the receive buffer as truncated.
 
-use super::gather::Parts;
-use super::Call;
+use std::sync::atomic::Ordering;
+
+use super::exchange::Exchange;
+use super::gather::{src_list, Parts};
+use super::{copy_checked, Algorithm, Call};
 use crate::datatype::copy::Layout;
+use crate::datatype::{Datatype, TypeHandle, TypeMap, UserDatatype};
 use crate::error::Error;
 use crate::Rank;
 
@@ -13,8 +45,23 @@ pub(crate) fn scatter(
     send: Option<&Layout>,
     recv: &Layout,
 ) -> Result<(), Error> {
-    let _ = (call, root, send, recv);
-    Err(Error::unsupported("scatter"))
+    let parts = match send {
+        Some(send) => Some(Parts::uniform(
+            "scatter_into_root",
+            send.clone(),
+            recv.count,
+            call.size(),
+        )?),
+        None => None,
+    };
+    if let Some(parts) = &parts {
+        check_elements(call, &parts.buf, recv)?;
+    }
+    match call.algorithm {
+        Algorithm::Linear => linear(call, root, parts.as_ref(), recv),
+        Algorithm::Binomial => binomial(call, root, parts.as_ref(), recv),
+        _ => shm(call, root, parts.as_ref(), recv),
+    }
 }
 
 /// Scatters the parts of `send` (at the root).
@@ -24,6 +71,223 @@ pub(crate) fn scatterv(
     send: Option<&Parts>,
     recv: &Layout,
 ) -> Result<(), Error> {
-    let _ = (call, root, send, recv);
-    Err(Error::unsupported("scatter_varcount"))
+    if let Some(parts) = send {
+        check_elements(call, &parts.buf, recv)?;
+    }
+    match call.algorithm {
+        Algorithm::Linear => linear(call, root, send, recv),
+        _ => shm(call, root, send, recv),
+    }
+}
+
+/// The root's send elements must pack to its receive elements: counts are
+/// in elements of both.
+fn check_elements(call: &Call<'_>, send: &Layout, recv: &Layout) -> Result<(), Error> {
+    let (s, r) = (send.ty.map().size(), recv.ty.map().size());
+    if s != r {
+        return Err(Error::Type {
+            message: format!(
+                "{}: the root's send type {} has {s} bytes of data per element but its receive \
+                 type {} has {r}; counts are in elements of both",
+                call.kind,
+                send.ty.map().name(),
+                recv.ty.map().name()
+            ),
+        });
+    }
+    Ok(())
+}
+
+fn count_mismatch(call: &Call<'_>, rank: Rank, receives: usize, sent: usize) -> Error {
+    Error::Count {
+        message: format!(
+            "{}: rank {rank} receives {receives} elements but the root sends it {sent}",
+            call.kind
+        ),
+    }
+}
+
+/// Copies part `rank` of the root's `parts` into `recv`, checking the count.
+///
+/// # Safety
+///
+/// `parts` must be readable (its owner, the root, stays in the round or is
+/// the caller) and must not overlap `recv`.
+unsafe fn take_part(
+    call: &Call<'_>,
+    root: Rank,
+    parts: &Parts,
+    recv: &Layout,
+) -> Result<(), Error> {
+    let part = parts.part(call.rank() as usize);
+    if part.count != recv.count {
+        return Err(count_mismatch(call, call.rank(), recv.count, part.count));
+    }
+    // SAFETY: the caller's contract.
+    unsafe { copy_checked(call, root, &part, recv) }
+}
+
+fn shm(call: &Call<'_>, root: Rank, parts: Option<&Parts>, recv: &Layout) -> Result<(), Error> {
+    let rounds = &call.comm.shared().coll.rounds;
+    let round = rounds.join(call, true);
+    let result = if let Some(parts) = parts {
+        // Publish the partition itself: it carries the buffer's address,
+        // its type and the table, and lives in our frame, which stays put
+        // until every rank has copied.
+        round.deposits[root as usize].set(
+            parts as *const Parts as *const u8,
+            recv.base as *mut u8,
+            0,
+        );
+        round.root_ready.store(1, Ordering::Release);
+        round.wake_all(call);
+        // SAFETY: our own buffers; send and receive buffers are distinct.
+        let own = unsafe { take_part(call, root, parts, recv) };
+        let waited = round.wait(call, || {
+            round.done.load(Ordering::Acquire) == round.size - 1
+        });
+        own.and(waited)
+    } else {
+        let copied = round
+            .wait(call, || round.root_ready.load(Ordering::Acquire) == 1)
+            .and_then(|()| {
+                // SAFETY: [1] the root deposited the address of its `Parts`
+                // before setting `root_ready` (Release), read above with
+                // Acquire; [2] it stays in the round, its frame intact,
+                // until every copy is counted in `done`, so the reference
+                // and the buffer it describes outlive this use.
+                let parts = unsafe { &*(round.deposits[root as usize].send() as *const Parts) };
+                // SAFETY: as above, and our receive buffer is ours alone.
+                unsafe { take_part(call, root, parts, recv) }
+            });
+        // Count the copy even if it failed, so the root is released.
+        if round.done.fetch_add(1, Ordering::AcqRel) + 2 == round.size {
+            round.wake_all(call);
+        }
+        copied
+    };
+    rounds.leave(call, round);
+    result
+}
+
+fn linear(call: &Call<'_>, root: Rank, parts: Option<&Parts>, recv: &Layout) -> Result<(), Error> {
+    let mut ex = Exchange::new(call);
+    match parts {
+        Some(parts) => {
+            let size = call.size();
+            for k in 1..size {
+                let r = (root + k) % size;
+                ex.send(r, &parts.part(r as usize));
+            }
+            // SAFETY: our own buffers; send and receive buffers are distinct.
+            let own = unsafe { take_part(call, root, parts, recv) };
+            own.and(ex.wait())
+        }
+        None => {
+            ex.recv(root, recv)?;
+            ex.wait()
+        }
+    }
+}
+
+/// The packed (contiguous) type with the signature of `ty`.
+fn packed(ty: &TypeHandle) -> TypeHandle {
+    if ty.map().is_contiguous() {
+        ty.clone()
+    } else {
+        UserDatatype::from_type_map(TypeMap::packed(ty.map())).handle()
+    }
+}
+
+fn binomial(
+    call: &Call<'_>,
+    root: Rank,
+    parts: Option<&Parts>,
+    recv: &Layout,
+) -> Result<(), Error> {
+    let n = call.size() as usize;
+    let rank = call.rank() as usize;
+    let root = root as usize;
+    let v = (rank + n - root) % n;
+    let absolute = |rel: usize| ((rel + root) % n) as Rank;
+    // Every rank receives the same count (the collective checker compares
+    // the receive sizes), so each sizes subtrees with its own.
+    let block = recv.count;
+    let children = src_list(v, n);
+
+    if let Some(parts) = parts {
+        // The root: each child's subtree straight out of the send buffer,
+        // largest first; the one that wraps around through a packed copy.
+        let send = &parts.buf;
+        let elem = packed(&send.ty);
+        let esize = elem.map().size();
+        let mut messages = Vec::with_capacity(children.len());
+        // Packed copies; pushing one never moves another's heap data.
+        let mut wrapped: Vec<Vec<u8>> = Vec::new();
+        for &(s, e) in children.iter().rev() {
+            let first = (s + root) % n;
+            if first + (e - s) <= n {
+                messages.push((s, send.slice(first * block, (e - s) * block)));
+            } else {
+                // Relative ranks [s, e) are absolute [first, n), then
+                // [0, rest): pack both runs into one message. Subtrees are
+                // disjoint runs of relative ranks, so only one wraps.
+                let (head, rest) = (n - first, first + (e - s) - n);
+                wrapped.push(vec![0u8; (e - s) * block * esize]);
+                let at = wrapped.last_mut().expect("just pushed").as_mut_ptr();
+                // SAFETY: `wrapped` holds the data bytes of both runs, which
+                // lie inside the send buffer (checked by `Parts::uniform`).
+                unsafe {
+                    crate::datatype::copy::pack(&send.slice(first * block, head * block), at);
+                    crate::datatype::copy::pack(
+                        &send.slice(0, rest * block),
+                        at.add(head * block * esize),
+                    );
+                }
+                let tmp = Layout {
+                    base: at as *const u8,
+                    count: (e - s) * block,
+                    ty: elem.clone(),
+                };
+                messages.push((s, tmp));
+            }
+        }
+        // Declared after the buffers it sends from, so dropped first.
+        let mut ex = Exchange::new(call);
+        for (s, layout) in &messages {
+            ex.send(absolute(*s), layout);
+        }
+        // SAFETY: our own buffers; send and receive buffers are distinct.
+        let own = unsafe { take_part(call, root as Rank, parts, recv) };
+        return own.and(ex.wait());
+    }
+
+    // A node: the blocks of its subtree [v, end) from its parent.
+    let parent = absolute(v & (v - 1));
+    let end = children.last().map_or(v + 1, |&(_, e)| e);
+    if end == v + 1 {
+        // A leaf: straight into the receive buffer.
+        let mut ex = Exchange::new(call);
+        ex.recv(parent, recv)?;
+        return ex.wait();
+    }
+    let elem = packed(&recv.ty);
+    let mut tmp = vec![0u8; (end - v) * block * elem.map().size()];
+    let subtree = Layout {
+        base: tmp.as_mut_ptr() as *const u8,
+        count: (end - v) * block,
+        ty: elem,
+    };
+    let mut ex = Exchange::new(call);
+    ex.recv(parent, &subtree)?;
+    ex.wait()?;
+    for &(s, e) in children.iter().rev() {
+        ex.send(
+            absolute(s),
+            &subtree.slice((s - v) * block, (e - s) * block),
+        );
+    }
+    // SAFETY: `tmp` and the receive buffer are distinct, both ours.
+    let own = unsafe { copy_checked(call, root as Rank, &subtree.slice(0, block), recv) };
+    own.and(ex.wait())
 }
