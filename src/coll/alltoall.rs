@@ -1,18 +1,190 @@
 //! All-to-all algorithms.
+//!
+//! An all-to-all is an all-to-allv whose partitions are `p` equal blocks,
+//! rank by rank, on both sides: the send buffer is cut into `p` blocks of
+//! `send.count / p` elements (it must divide) and the receive buffer must
+//! hold as many. Counts are in elements of both types, which must have the
+//! same data size. Part `j` of rank `i`'s send buffer goes to part `i` of
+//! rank `j`'s receive buffer; rank `i` copies its own part locally.
+//!
+//! * `shm`: every rank deposits the addresses of its two partitions and
+//!   counts its arrival; once everyone arrived, each rank copies its part of
+//!   every rank's send buffer straight into its own receive buffer (it only
+//!   ever writes its own memory; it starts with the rank after it and goes
+//!   round, so that the ranks do not all read one buffer at once). A rank
+//!   counts itself done and leaves only when every rank is done, since until
+//!   then others may still read its send buffer.
+//! * `linear`: every rank posts its p − 1 receives, then its p − 1 sends
+//!   (to r + 1, r + 2, ... so the ranks do not all send to rank 0 first), and
+//!   waits for them all: one step, p·(p − 1) messages in flight.
+//! * `pairwise`: p − 1 steps; at step k rank r sends to r + k and receives
+//!   from r − k, so each rank has one message in each direction at a time
+//!   (works for any p).
 
+use super::exchange::Exchange;
 use super::gather::Parts;
-use super::Call;
+use super::{copy_checked, Algorithm, Call};
 use crate::datatype::copy::Layout;
 use crate::error::Error;
+use crate::Rank;
 
 /// Block `j` of rank `i`'s `send` goes to block `i` of rank `j`'s `recv`.
 pub(crate) fn alltoall(call: &Call<'_>, send: &Layout, recv: &Layout) -> Result<(), Error> {
-    let _ = (call, send, recv);
-    Err(Error::unsupported("all_to_all"))
+    let (rank, n) = (call.rank(), call.size() as usize);
+    check_elements(call, send, recv)?;
+    if send.count % n != 0 {
+        return Err(Error::Count {
+            message: format!(
+                "{}: the send buffer of rank {rank} holds {} elements, which do not split into \
+                 {n} equal blocks",
+                call.kind, send.count
+            ),
+        });
+    }
+    let block = send.count / n;
+    if recv.count < send.count {
+        return Err(Error::Count {
+            message: format!(
+                "{}: the receive buffer of rank {rank} holds {} elements but {n} ranks × {block} \
+                 elements need {}",
+                call.kind, recv.count, send.count
+            ),
+        });
+    }
+    let uniform = |buf: &Layout| Parts {
+        buf: buf.clone(),
+        counts: Vec::new(),
+        displs: Vec::new(),
+        uniform: Some(block),
+    };
+    run(call, &uniform(send), &uniform(recv))
 }
 
 /// Part `j` of rank `i`'s `send` goes to part `i` of rank `j`'s `recv`.
 pub(crate) fn alltoallv(call: &Call<'_>, send: &Parts, recv: &Parts) -> Result<(), Error> {
-    let _ = (call, send, recv);
-    Err(Error::unsupported("all_to_all_varcount"))
+    check_elements(call, &send.buf, &recv.buf)?;
+    run(call, send, recv)
+}
+
+fn run(call: &Call<'_>, send: &Parts, recv: &Parts) -> Result<(), Error> {
+    match call.algorithm {
+        Algorithm::Linear => linear(call, send, recv),
+        Algorithm::Pairwise => pairwise(call, send, recv),
+        _ => shm(call, send, recv),
+    }
+}
+
+/// Send and receive elements must have the same data size: counts are in
+/// elements of both.
+fn check_elements(call: &Call<'_>, send: &Layout, recv: &Layout) -> Result<(), Error> {
+    let (s, r) = (send.ty.map().size(), recv.ty.map().size());
+    if s != r {
+        return Err(Error::Type {
+            message: format!(
+                "{}: rank {} sends {} ({s} bytes of data per element) but receives {} ({r} \
+                 bytes); counts are in elements of both",
+                call.kind,
+                call.rank(),
+                send.ty.map().name(),
+                recv.ty.map().name()
+            ),
+        });
+    }
+    Ok(())
+}
+
+fn count_mismatch(call: &Call<'_>, from: usize, sent: usize, expected: usize) -> Error {
+    Error::Count {
+        message: format!(
+            "{}: rank {from} sends {sent} elements to rank {} but it expects {expected} from it",
+            call.kind,
+            call.rank()
+        ),
+    }
+}
+
+/// The rank's own part, copied locally.
+fn own(call: &Call<'_>, send: &Parts, recv: &Parts) -> Result<(), Error> {
+    let rank = call.rank() as usize;
+    let (src, dst) = (send.part(rank), recv.part(rank));
+    if src.count != dst.count {
+        return Err(count_mismatch(call, rank, src.count, dst.count));
+    }
+    // SAFETY: our own buffers, distinct.
+    unsafe { copy_checked(call, call.rank(), &src, &dst) }
+}
+
+fn shm(call: &Call<'_>, send: &Parts, recv: &Parts) -> Result<(), Error> {
+    let rounds = &call.comm.shared().coll.rounds;
+    let round = rounds.join(call, true);
+    let (rank, n) = (call.rank() as usize, round.size as usize);
+    // Publish our partitions, not just the data's address: they carry the
+    // types and tables, and live in our frame, which stays put until every
+    // rank is done.
+    round.deposits[rank].set(
+        send as *const Parts as *const u8,
+        recv as *const Parts as *mut u8,
+        0,
+    );
+    if round.arrive() {
+        round.wake_all(call);
+    }
+    let copied = round.wait(call, || round.all_arrived()).and_then(|()| {
+        own(call, send, recv)?;
+        for k in 1..n {
+            let from = (rank + k) % n;
+            // SAFETY: [1] every rank deposited before counting its arrival
+            // (AcqRel), and we saw all arrivals (Acquire); [2] the depositor
+            // stays in the round, its frame and buffers intact, until every
+            // rank is done.
+            let theirs = unsafe { &*(round.deposits[from].send() as *const Parts) };
+            let (src, dst) = (theirs.part(rank), recv.part(from));
+            if src.count != dst.count {
+                return Err(count_mismatch(call, from, src.count, dst.count));
+            }
+            // SAFETY: as above; we write only our own receive buffer, whose
+            // parts do not overlap (checked by `Parts::new`) and which no
+            // send buffer overlaps.
+            unsafe { copy_checked(call, from as Rank, &src, &dst)? };
+        }
+        Ok(())
+    });
+    // Done (even after an error): others may still read our send buffer,
+    // so wait for them all before leaving.
+    let done = if round.finish() {
+        round.wake_all(call);
+        Ok(())
+    } else {
+        round.wait(call, || round.all_done())
+    };
+    rounds.leave(call, round);
+    copied.and(done)
+}
+
+fn linear(call: &Call<'_>, send: &Parts, recv: &Parts) -> Result<(), Error> {
+    let (rank, size) = (call.rank(), call.size());
+    let mut ex = Exchange::new(call);
+    for k in 1..size {
+        let from = (rank + size - k) % size;
+        ex.recv(from, &recv.part(from as usize))?;
+    }
+    for k in 1..size {
+        let to = (rank + k) % size;
+        ex.send(to, &send.part(to as usize));
+    }
+    let own = own(call, send, recv);
+    own.and(ex.wait())
+}
+
+fn pairwise(call: &Call<'_>, send: &Parts, recv: &Parts) -> Result<(), Error> {
+    let (rank, size) = (call.rank(), call.size());
+    own(call, send, recv)?;
+    for k in 1..size {
+        let (to, from) = ((rank + k) % size, (rank + size - k) % size);
+        let mut ex = Exchange::new(call);
+        ex.recv(from, &recv.part(from as usize))?;
+        ex.send(to, &send.part(to as usize));
+        ex.wait()?;
+    }
+    Ok(())
 }
