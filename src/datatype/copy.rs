@@ -75,24 +75,6 @@ impl Layout {
         })
     }
 
-    /// A hash of the type signature of the data, equal for types with the
-    /// same sequence of base types per element (for collective checks).
-    pub(crate) fn signature_hash(&self) -> u64 {
-        use std::hash::{Hash, Hasher};
-        let map = self.ty.map();
-        let mut h = std::collections::hash_map::DefaultHasher::new();
-        match map.uniform_kind() {
-            Some(kind) => kind.hash(&mut h),
-            None => {
-                for run in map.signature() {
-                    run.kind.hash(&mut h);
-                    run.count.hash(&mut h);
-                }
-            }
-        }
-        h.finish()
-    }
-
     /// An empty layout (zero-byte messages).
     pub(crate) fn empty() -> Layout {
         use super::{Datatype, Equivalence};
