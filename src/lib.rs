@@ -70,6 +70,11 @@ mod sched;
 mod sync;
 pub mod topology;
 
+/// Attributes cached on communicators (rsmpi's `mpi::attribute`).
+pub mod attribute {
+    pub use crate::comm::attribute::*;
+}
+
 pub use environment::{
     initialize, initialize_with_threading, time, time_resolution, Threading, Universe,
 };
@@ -103,7 +108,7 @@ pub const UNDEFINED: i32 = -32766;
 /// The traits needed to call MPI methods: `use myriad::traits::*;`.
 pub mod traits {
     pub use crate::collective::{CommunicatorCollectives, Operation, Root};
-    pub use crate::comm::Communicator;
+    pub use crate::comm::{AnyCommunicator, CommAttribute, Communicator, Group};
     pub use crate::datatype::{
         AsDatatype, Buffer, BufferMut, Collection, Datatype, Equivalence, Partitioned,
         PartitionedBuffer, PartitionedBufferMut, Pointer, PointerMut,

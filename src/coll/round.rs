@@ -88,6 +88,9 @@ pub(crate) struct Round {
     pub(crate) acc: SpinLock<Accumulator>,
     /// The root's buffer (broadcast, gather, scatter, reduce).
     pub(crate) root: SpinLock<Option<Shared<Layout>>>,
+    /// Communicator creation: the ranks' requests and the communicators
+    /// made for them (protocol in `comm/split.rs`).
+    pub(crate) comm_create: SpinLock<crate::comm::split::Meeting>,
 }
 
 /// A reduction's running result: raw elements of the operands' type, in
@@ -149,6 +152,7 @@ impl Round {
             shared: SpinLock::new(Vec::new()),
             acc: SpinLock::new(Accumulator::default()),
             root: SpinLock::new(None),
+            comm_create: SpinLock::new(Default::default()),
         }
     }
 

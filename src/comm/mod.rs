@@ -8,6 +8,19 @@
 //! Context ids keep the traffic of different communicators apart: each
 //! communicator owns two, one for point-to-point messages and one for the
 //! messages of its collectives.
+//!
+//! | file | question it answers |
+//! |---|---|
+//! | `mod.rs` | what a communicator is: `Members`, `CommShared`, the `Registry` of context ids and names, the rank's handle `CommCore`, the `Communicator` trait, `SimpleCommunicator`, `Process` |
+//! | `split.rs` | how the ranks of a communicator agree on new ones (`duplicate`, `split_*`; the protocol is in its docs) |
+//! | `group.rs` | groups: ordered sets of world ranks and their algebra |
+//! | `cartesian.rs` | Cartesian topologies: coordinates, shifts, sub-grids |
+//! | `attribute.rs` | attributes cached on a rank's communicator handle |
+
+pub(crate) mod attribute;
+mod cartesian;
+mod group;
+pub(crate) mod split;
 
 use std::collections::HashMap;
 use std::fmt;
@@ -15,37 +28,109 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 
 use crate::coll;
-use crate::error::{raise, Error};
+use crate::error::{raise, Error, OrRaise};
 use crate::runtime::job::Job;
 use crate::sched::{self, RankCtx};
-use crate::Rank;
+use crate::{Count, Rank, Tag};
 
-/// Which world ranks a communicator has, in its rank order.
-#[derive(Debug)]
-pub(crate) enum Group {
+pub use attribute::{AnyCommunicator, CommAttribute};
+use attribute::{AppNum, Attributes, UniverseSize};
+pub use cartesian::{dims_create, CartesianCommunicator, CartesianLayout};
+pub use group::{Group, GroupRelation, SystemGroup, UserGroup};
+pub use split::{Color, Key};
+
+/// Which world ranks a communicator (or a group) has, in its rank order.
+///
+/// Canonical: a table that lists world ranks `0..n` in order is always
+/// stored as `World(n)` (see [`Members::from_vec`]), so two member lists are
+/// equal exactly when their representations are.
+#[derive(Debug, Clone)]
+pub(crate) enum Members {
     /// Ranks `0..n` of the world, in order (no table).
     World(u32),
-    /// An explicit table: comm rank `i` is world rank `ranks[i]`.
-    #[allow(dead_code)]
-    Ranks(Box<[u32]>),
+    /// An explicit table: rank `i` is world rank `ranks[i]`. Shared by the
+    /// communicator and the groups taken from it.
+    Ranks(Arc<[u32]>),
 }
 
-impl Group {
+impl Members {
+    /// The members listed in `ranks`, in that order.
+    pub(crate) fn from_vec(ranks: Vec<u32>) -> Members {
+        if ranks.iter().enumerate().all(|(i, &w)| i as u32 == w) {
+            Members::World(ranks.len() as u32)
+        } else {
+            Members::Ranks(ranks.into())
+        }
+    }
+
     #[inline]
     pub(crate) fn size(&self) -> u32 {
         match self {
-            Group::World(n) => *n,
-            Group::Ranks(ranks) => ranks.len() as u32,
+            Members::World(n) => *n,
+            Members::Ranks(ranks) => ranks.len() as u32,
         }
     }
 
     #[inline]
     pub(crate) fn world_rank(&self, rank: Rank) -> u32 {
         match self {
-            Group::World(_) => rank as u32,
-            Group::Ranks(ranks) => ranks[rank as usize],
+            Members::World(_) => rank as u32,
+            Members::Ranks(ranks) => ranks[rank as usize],
         }
     }
+
+    /// The rank of world rank `world` among the members (a linear search
+    /// for a table).
+    pub(crate) fn position(&self, world: u32) -> Option<Rank> {
+        match self {
+            Members::World(n) => (world < *n).then_some(world as Rank),
+            Members::Ranks(ranks) => ranks.iter().position(|&w| w == world).map(|i| i as Rank),
+        }
+    }
+
+    /// The world ranks, in rank order.
+    pub(crate) fn iter(&self) -> impl Iterator<Item = u32> + '_ {
+        let (n, table) = match self {
+            Members::World(n) => (*n as usize, None),
+            Members::Ranks(ranks) => (ranks.len(), Some(ranks)),
+        };
+        (0..n).map(move |i| table.map_or(i as u32, |t| t[i]))
+    }
+
+    /// Whether both list the same world ranks in the same order.
+    pub(crate) fn same(&self, other: &Members) -> bool {
+        match (self, other) {
+            (Members::World(a), Members::World(b)) => a == b,
+            (Members::Ranks(a), Members::Ranks(b)) => Arc::ptr_eq(a, b) || a == b,
+            _ => false,
+        }
+    }
+
+    /// Whether both hold the same world ranks, in any order.
+    pub(crate) fn same_set(&self, other: &Members) -> bool {
+        if self.size() != other.size() {
+            return false;
+        }
+        let sorted = |m: &Members| {
+            let mut v: Vec<u32> = m.iter().collect();
+            v.sort_unstable();
+            v
+        };
+        self.same(other) || sorted(self) == sorted(other)
+    }
+}
+
+/// Two communicators compared ([`Communicator::compare`], `MPI_Comm_compare`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum CommunicatorRelation {
+    /// The same communicator (same context, same group).
+    Identical,
+    /// Same members in the same order, different contexts (e.g. a duplicate).
+    Congruent,
+    /// Same members in another order.
+    Similar,
+    /// Anything else.
+    Unequal,
 }
 
 /// State shared by all ranks of one communicator.
@@ -53,18 +138,21 @@ impl Group {
 pub(crate) struct CommShared {
     /// Context id of point-to-point traffic; collectives use `context + 1`.
     pub(crate) context: u32,
-    pub(crate) group: Group,
+    pub(crate) group: Members,
     /// Sequence numbers, checker, rounds, algorithm choices.
     pub(crate) coll: coll::State,
+    /// `split_by_subgroup(_with_tag)` calls in progress (`split.rs`).
+    pub(crate) group_meetings: split::GroupMeetings,
 }
 
 impl CommShared {
-    pub(crate) fn new(context: u32, group: Group, check_collectives: bool) -> CommShared {
+    pub(crate) fn new(context: u32, group: Members, check_collectives: bool) -> CommShared {
         let size = group.size() as usize;
         CommShared {
             context,
             group,
             coll: coll::State::new(size, check_collectives, coll::Selection::from_env()),
+            group_meetings: split::GroupMeetings::default(),
         }
     }
 }
@@ -75,9 +163,11 @@ pub(crate) struct Registry {
     next_context: AtomicU32,
     names: Mutex<HashMap<u32, String>>,
     /// Whether new communicators check their collective calls.
-    #[allow(dead_code)]
     pub(crate) check_collectives: bool,
     pub(crate) world: Arc<CommShared>,
+    /// The world communicator's predefined attributes.
+    universe_size: UniverseSize,
+    appnum: AppNum,
 }
 
 impl Registry {
@@ -88,12 +178,13 @@ impl Registry {
             next_context: AtomicU32::new(2),
             names: Mutex::new(names),
             check_collectives,
-            world: Arc::new(CommShared::new(0, Group::World(ranks), check_collectives)),
+            world: Arc::new(CommShared::new(0, Members::World(ranks), check_collectives)),
+            universe_size: UniverseSize::new(ranks),
+            appnum: AppNum::new(0),
         }
     }
 
     /// Reserves a context id pair for a new communicator.
-    #[allow(dead_code)]
     pub(crate) fn new_context(&self) -> u32 {
         self.next_context.fetch_add(2, Ordering::Relaxed)
     }
@@ -235,6 +326,16 @@ mod sealed {
     pub trait AsCore {
         /// The rank's handle.
         fn core(&self) -> &super::CommCore;
+
+        /// The attributes this handle keeps (none for a [`super::Process`]).
+        fn attributes(&self) -> Option<&super::Attributes> {
+            None
+        }
+
+        /// The attributes this handle keeps, to change them.
+        fn attributes_mut(&mut self) -> Option<&mut super::Attributes> {
+            None
+        }
     }
 }
 
@@ -245,6 +346,33 @@ pub use sealed::AsCore;
 
 /// A communicator: a group of ranks and a context to talk in (rsmpi's
 /// `Communicator`). Object safe: `&dyn Communicator` works.
+///
+/// Creating communicators (`duplicate`, `split_*`,
+/// `create_cartesian_communicator`) is collective: every rank of this
+/// communicator calls the same method, in the same order relative to the
+/// communicator's other collectives — except
+/// [`split_by_subgroup`](Self::split_by_subgroup), which only the group's
+/// members call. Bad arguments panic with a message naming the values.
+///
+/// ```
+/// use myriad::collective::SystemOperation;
+/// use myriad::topology::Color;
+/// use myriad::traits::*;
+///
+/// let sizes = myriad::run(6, |universe| {
+///     let world = universe.world();
+///     // Even and odd ranks, each half in reverse order.
+///     let half = world
+///         .split_by_color_with_key(Color::with_value(world.rank() % 2), -world.rank())
+///         .expect("every rank has a color");
+///     let mut sum = 0;
+///     half.all_reduce_into(&world.rank(), &mut sum, SystemOperation::sum());
+///     (half.rank(), half.size(), sum)
+/// })
+/// .unwrap();
+/// assert_eq!(sizes[0], (2, 3, 0 + 2 + 4));
+/// assert_eq!(sizes[5], (0, 3, 1 + 3 + 5));
+/// ```
 pub trait Communicator: AsCore {
     /// Number of ranks in the communicator.
     fn size(&self) -> Rank {
@@ -284,28 +412,202 @@ pub trait Communicator: AsCore {
         }
     }
 
-    /// The communicator's name (`MPI_COMM_WORLD` for the world).
+    /// The communicator's name (`MPI_COMM_WORLD` for the world; derived
+    /// communicators are named after their parent, e.g. "split of
+    /// MPI_COMM_WORLD", until [`set_name`](Self::set_name)).
     fn get_name(&self) -> String {
         let core = self.core();
         core.job().comms.name(core.p2p_context())
     }
 
-    /// Names the communicator (for error and deadlock reports).
+    /// Names the communicator (for error and deadlock reports). The name
+    /// belongs to the communicator, so every rank sees it.
     fn set_name(&self, name: &str) {
         let core = self.core();
         core.job().comms.set_name(core.p2p_context(), name);
     }
+
+    /// Compares two communicators (`MPI_Comm_compare`): the same one, the
+    /// same ranks in the same order, the same ranks in another order, or
+    /// different ranks.
+    fn compare(&self, other: &dyn Communicator) -> CommunicatorRelation {
+        let (a, b) = (self.core().shared(), other.core().shared());
+        if std::ptr::eq(a, b) {
+            CommunicatorRelation::Identical
+        } else if a.group.same(&b.group) {
+            CommunicatorRelation::Congruent
+        } else if a.group.same_set(&b.group) {
+            CommunicatorRelation::Similar
+        } else {
+            CommunicatorRelation::Unequal
+        }
+    }
+
+    /// A new communicator with the same ranks in the same order and a new
+    /// context (`MPI_Comm_dup`). Attributes whose type sets
+    /// [`CommAttribute::CLONE_ON_DUP`] are copied to it. Collective.
+    #[track_caller]
+    fn duplicate(&self) -> SimpleCommunicator {
+        let core = self.core();
+        let ask = split::Ask::new(split::Creation::Duplicate, Some(0), core.rank());
+        let new = split::create(core, ask, std::panic::Location::caller())
+            .or_raise()
+            .expect("every rank takes part in a duplicate");
+        let mut dup = SimpleCommunicator::from_core(new);
+        if let Some(attrs) = self.attributes() {
+            dup.attrs = attrs.duplicate();
+        }
+        dup
+    }
+
+    /// Splits the communicator (`MPI_Comm_split` with key 0): ranks that
+    /// pass the same color form one new communicator, in their order here;
+    /// [`Color::undefined`] gets `None`. Collective.
+    #[track_caller]
+    fn split_by_color(&self, color: Color) -> Option<SimpleCommunicator> {
+        self.split_by_color_with_key(color, Key::default())
+    }
+
+    /// Splits the communicator (`MPI_Comm_split`): ranks that pass the same
+    /// color form one new communicator, ordered by `key` and then by their
+    /// rank here; [`Color::undefined`] gets `None`. Collective.
+    #[track_caller]
+    fn split_by_color_with_key(&self, color: Color, key: Key) -> Option<SimpleCommunicator> {
+        let core = self.core();
+        let ask = split::Ask::new(split::Creation::Split, color.get(), key);
+        split::create(core, ask, std::panic::Location::caller())
+            .or_raise()
+            .map(SimpleCommunicator::from_core)
+    }
+
+    /// Splits the communicator into parts whose ranks share memory
+    /// (`MPI_Comm_split_type(MPI_COMM_TYPE_SHARED)`). Every rank of a myriad
+    /// job lives in one process, so this is one communicator of all ranks,
+    /// ordered by `key` and then by rank. Collective.
+    #[track_caller]
+    fn split_shared(&self, key: Key) -> SimpleCommunicator {
+        let core = self.core();
+        let ask = split::Ask::new(split::Creation::Shared, Some(0), key);
+        split::create(core, ask, std::panic::Location::caller())
+            .or_raise()
+            .map(SimpleCommunicator::from_core)
+            .expect("every rank shares the process")
+    }
+
+    /// A communicator of the ranks of `group`, in the group's order
+    /// (`MPI_Comm_create`); `None` for ranks outside the group they pass.
+    /// Collective over this whole communicator: every rank calls it, ranks
+    /// may pass different groups if those are disjoint, and every member of
+    /// a group must pass that same group.
+    ///
+    /// # Panics
+    ///
+    /// If the group has ranks outside this communicator, or the ranks'
+    /// groups overlap without being equal.
+    #[track_caller]
+    fn split_by_subgroup_collective(&self, group: &dyn Group) -> Option<SimpleCommunicator> {
+        split::create_collective(self.core(), group, std::panic::Location::caller())
+            .or_raise()
+            .map(SimpleCommunicator::from_core)
+    }
+
+    /// A communicator of the ranks of `group`, in the group's order
+    /// (`MPI_Comm_create_group` with tag 0). Only the group's members call
+    /// it (collective over the group, not over this communicator); a rank
+    /// outside `group` gets `None` at once.
+    #[track_caller]
+    fn split_by_subgroup(&self, group: &dyn Group) -> Option<SimpleCommunicator> {
+        self.split_by_subgroup_with_tag(group, Tag::default())
+    }
+
+    /// [`split_by_subgroup`](Self::split_by_subgroup) with a tag: calls with
+    /// the same group and tag meet each other; calls whose groups overlap
+    /// may run in any order only if their tags differ. See the protocol in
+    /// the docs of `comm/split.rs`.
+    ///
+    /// # Panics
+    ///
+    /// If the tag is negative or the group has ranks outside this
+    /// communicator.
+    #[track_caller]
+    fn split_by_subgroup_with_tag(
+        &self,
+        group: &dyn Group,
+        tag: Tag,
+    ) -> Option<SimpleCommunicator> {
+        split::create_group(self.core(), group, tag, std::panic::Location::caller())
+            .or_raise()
+            .map(SimpleCommunicator::from_core)
+    }
+
+    /// The group of this communicator's ranks, in rank order
+    /// (`MPI_Comm_group`). Local: no other rank takes part.
+    fn group(&self) -> UserGroup {
+        let core = self.core();
+        UserGroup::from_comm(core.shared().group.clone(), core.world(), core.rank())
+    }
+
+    /// Whether this is an inter-communicator (myriad has none).
+    fn test_inter(&self) -> bool {
+        false
+    }
+
+    /// A communicator whose ranks form a grid of `dims` (row-major, the
+    /// last dimension varying fastest), periodic along the dimensions
+    /// where `periods` is true (`MPI_Cart_create`). Ranks beyond the grid
+    /// (`rank >= product of dims`) get `None`. myriad keeps the ranks in
+    /// their order whatever `reorder` says (every rank is equally close).
+    /// Collective; every rank passes the same `dims` and `periods`.
+    ///
+    /// # Panics
+    ///
+    /// If `dims` and `periods` differ in length, a dimension is not
+    /// positive, or the grid has more points than the communicator has
+    /// ranks.
+    #[track_caller]
+    fn create_cartesian_communicator(
+        &self,
+        dims: &[Count],
+        periods: &[bool],
+        reorder: bool,
+    ) -> Option<CartesianCommunicator> {
+        let _ = reorder;
+        cartesian::create(self.core(), dims, periods, std::panic::Location::caller()).or_raise()
+    }
+
+    /// The rank the calling rank would have in
+    /// [`create_cartesian_communicator`](Self::create_cartesian_communicator)
+    /// with these `dims` and `periods` (`MPI_Cart_map`); `None` beyond the
+    /// grid. Local.
+    ///
+    /// # Panics
+    ///
+    /// As `create_cartesian_communicator`.
+    #[track_caller]
+    fn cartesian_map(&self, dims: &[Count], periods: &[bool]) -> Option<Rank> {
+        let core = self.core();
+        let grid = cartesian::Grid::new("cartesian_map", dims, periods, core.size()).or_raise();
+        (core.rank() < grid.points()).then_some(core.rank())
+    }
 }
 
 /// A communicator handle (rsmpi's `SimpleCommunicator`).
+///
+/// Cloning a handle gives another handle to the same communicator (no
+/// collective call); the clone starts with a copy of this handle's
+/// attributes.
 #[derive(Debug, Clone)]
 pub struct SimpleCommunicator {
     core: CommCore,
+    attrs: Attributes,
 }
 
 impl SimpleCommunicator {
     pub(crate) fn from_core(core: CommCore) -> Self {
-        SimpleCommunicator { core }
+        SimpleCommunicator {
+            core,
+            attrs: Attributes::default(),
+        }
     }
 
     /// The world communicator of the calling rank.
@@ -331,6 +633,14 @@ impl SimpleCommunicator {
 impl AsCore for SimpleCommunicator {
     fn core(&self) -> &CommCore {
         &self.core
+    }
+
+    fn attributes(&self) -> Option<&Attributes> {
+        Some(&self.attrs)
+    }
+
+    fn attributes_mut(&mut self) -> Option<&mut Attributes> {
+        Some(&mut self.attrs)
     }
 }
 

@@ -103,7 +103,11 @@ pub use report::binding_report;
 
 // rsmpi keeps its communicator types in `mpi::topology`; ported programs
 // import them from here.
-pub use crate::comm::{AnyProcess, Communicator, Process, SimpleCommunicator};
+pub use crate::comm::{
+    dims_create, AnyCommunicator, AnyProcess, CartesianCommunicator, CartesianLayout, Color,
+    CommunicatorRelation, Communicator, Group, GroupRelation, Key, Process, SimpleCommunicator,
+    SystemGroup, UserGroup,
+};
 pub use crate::Rank;
 
 /// One processing unit (hardware thread) of the [`Topology`].

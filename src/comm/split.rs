@@ -1,0 +1,512 @@
+//! How the ranks of a communicator agree on new communicators.
+//!
+//! ## Collective creation (`duplicate`, `split_*`, `split_by_subgroup_collective`, Cartesian)
+//!
+//! Every rank of the parent calls, and the call is one of the parent's
+//! collectives: it starts with [`coll::begin`] (kind `communicator_create`),
+//! which gives it the parent's next sequence number (so it is ordered with
+//! the parent's other collectives, blocking or immediate) and reports a rank
+//! that called another collective instead. Then the ranks meet in the call's
+//! [`Round`](crate::coll::round::Round):
+//!
+//! 1. each rank pushes its [`Ask`] (what it called, color, key, what must
+//!    agree) into the round's `comm_create` meeting, then counts its arrival;
+//! 2. the last rank to arrive takes the asks out (the lock is not held while
+//!    it works, so waiters checking the meeting never spin on it), checks
+//!    them ([`decide`]: same call everywhere, same grid, groups equal or
+//!    disjoint and complete), sorts the ranks of each color by (key, parent
+//!    rank), reserves a context pair per new communicator with
+//!    `Registry::new_context`, builds each `CommShared` with its member table
+//!    and name, and publishes the outcome (or the error, which every rank
+//!    then returns) and wakes the others;
+//! 3. every rank takes its own entry — the new communicator and its rank in
+//!    it — and leaves.
+//!
+//! No second phase is needed before leaving: the outcome lives in the round,
+//! which every rank holds an `Arc` to until it has picked, and no rank's
+//! buffer is read by another (the asks are moved into the round).
+//! The last arrival does O(n log n) work (the sort), every other rank O(1)
+//! besides its push, lock and wake-up.
+//!
+//! `MPI_Comm_create`'s groups are reduced to a split: a member of the group
+//! it passes uses the group's lowest world rank as its color (groups must be
+//! equal or disjoint, so that names one group) and its rank in the group as
+//! its key, so the new communicator has the group's order. Each rank also
+//! deposits the group's size and a 64-bit digest of its member list; the
+//! last rank checks that every rank of a color passed the same group and
+//! that all of its members did.
+//!
+//! ## Group-collective creation (`split_by_subgroup(_with_tag)`, `MPI_Comm_create_group`)
+//!
+//! Only the group's members call, so the parent's sequence numbers (which
+//! every parent rank advances together) cannot be used, nor its rounds.
+//! Instead the parent keeps a table of *group meetings* keyed by
+//! `(tag, group size, digest of the member list)`:
+//!
+//! 1. a member takes the parent's table lock, finds or inserts the meeting
+//!    for its key and counts its arrival; the member that completes the
+//!    count removes the meeting from the table, still under the lock;
+//! 2. that last member creates the communicator (the group's ranks, in the
+//!    group's order) and publishes it in the meeting, then wakes the
+//!    members parked on it; a non-last member parks until it is published
+//!    (`Round`'s no-lost-wake-up protocol: register, re-check, park);
+//! 3. each member takes its rank in the group as its new rank.
+//!
+//! A meeting leaves the table once all its members arrived, and none of them
+//! can return before that, so a member's *next* call with the same group
+//! and tag meets in a fresh meeting: calls with the same key pair up in
+//! program order, as MPI requires. Calls whose groups overlap must be made
+//! in the same order by every member, or carry different tags (MPI's rule);
+//! otherwise they wait for each other and the deadlock report names them.
+//! A rank outside the group it passes returns `None` at once (a local call).
+//! Identifying the group by a digest instead of the whole list keeps a
+//! meeting's key small; two different groups of the same size, tag and
+//! 64-bit digest would be merged (probability 2^-64 per pair).
+
+use std::collections::hash_map::DefaultHasher;
+use std::collections::{HashMap, HashSet};
+use std::hash::{Hash, Hasher};
+use std::panic::Location;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
+
+use super::cartesian::Grid;
+use super::group::{members_of, Group};
+use super::{CommCore, CommShared, Members};
+use crate::coll::check::Signature;
+use crate::coll::{self, Algorithm, Collective};
+use crate::error::Error;
+use crate::sched::{self, WaitInfo, WaitOp};
+use crate::sync::spin::SpinLock;
+use crate::{Rank, Tag, UNDEFINED};
+
+/// A color for [`Communicator::split_by_color`](super::Communicator::split_by_color):
+/// ranks with the same color end up in the same communicator.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Color(i32);
+
+impl Color {
+    /// The color of ranks that join no communicator (`MPI_UNDEFINED`): they
+    /// get `None`.
+    pub fn undefined() -> Color {
+        Color(UNDEFINED)
+    }
+
+    /// A color with a value.
+    ///
+    /// # Panics
+    ///
+    /// If `value` is negative (MPI's colors are non-negative).
+    #[track_caller]
+    pub fn with_value(value: i32) -> Color {
+        if value < 0 {
+            crate::error::raise(Error::Arg {
+                message: format!("Color::with_value({value}): a color must be non-negative"),
+            });
+        }
+        Color(value)
+    }
+
+    /// The value, `None` for [`Color::undefined`].
+    pub(crate) fn get(self) -> Option<i32> {
+        (self.0 != UNDEFINED).then_some(self.0)
+    }
+}
+
+/// Orders the ranks of a new communicator in a split: lower keys first, ties
+/// by rank in the parent.
+pub type Key = i32;
+
+/// Which creation call a rank made (they must all make the same).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Creation {
+    Duplicate,
+    Split,
+    Shared,
+    Subgroup,
+    Cartesian,
+    CartesianSub,
+}
+
+impl Creation {
+    fn call(self) -> &'static str {
+        match self {
+            Creation::Duplicate => "duplicate",
+            Creation::Split => "split_by_color",
+            Creation::Shared => "split_shared",
+            Creation::Subgroup => "split_by_subgroup_collective",
+            Creation::Cartesian => "create_cartesian_communicator",
+            Creation::CartesianSub => "CartesianCommunicator::subgroup",
+        }
+    }
+
+    /// How new communicators are named: "<prefix> of <parent>".
+    fn prefix(self) -> &'static str {
+        match self {
+            Creation::Duplicate => "dup",
+            Creation::Split | Creation::Shared => "split",
+            Creation::Subgroup => "subgroup",
+            Creation::Cartesian => "cartesian",
+            Creation::CartesianSub => "cartesian sub-grid",
+        }
+    }
+}
+
+/// What, besides the call, the ranks must agree on.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Agree {
+    Nothing,
+    /// The group a rank passed: every rank of one color passed the same.
+    Group {
+        size: u32,
+        digest: u64,
+    },
+    /// A Cartesian grid: every rank passed the same.
+    Grid(Arc<Grid>),
+    /// The dimensions a Cartesian sub-grid keeps: every rank passed the same.
+    Retain(Box<[bool]>),
+}
+
+/// What one rank asks for in a collective creation.
+#[derive(Debug)]
+pub(crate) struct Ask {
+    creation: Creation,
+    /// `None`: the rank joins no new communicator.
+    color: Option<i32>,
+    key: i32,
+    agree: Agree,
+    /// Filled in by [`create`].
+    rank: Rank,
+    site: &'static Location<'static>,
+}
+
+impl Ask {
+    pub(crate) fn new(creation: Creation, color: Option<i32>, key: i32) -> Ask {
+        Ask {
+            creation,
+            color,
+            key,
+            agree: Agree::Nothing,
+            rank: 0,
+            site: Location::caller(),
+        }
+    }
+
+    pub(crate) fn agreeing(mut self, agree: Agree) -> Ask {
+        self.agree = agree;
+        self
+    }
+}
+
+/// A new communicator and a rank in it.
+type Placed = (Arc<CommShared>, Rank);
+
+/// The meeting of one collective creation, kept in its round.
+#[derive(Debug, Default)]
+pub(crate) struct Meeting {
+    asks: Vec<Ask>,
+    /// Published by the last rank to arrive: per parent rank, its new
+    /// communicator (taken by that rank), or the error every rank returns.
+    outcome: Option<Result<Vec<Option<Placed>>, Error>>,
+}
+
+/// Runs a collective creation on the parent `core`: every rank of it calls
+/// with its `ask`; returns the calling rank's new communicator, if any.
+pub(crate) fn create(
+    core: &CommCore,
+    mut ask: Ask,
+    site: &'static Location<'static>,
+) -> Result<Option<CommCore>, Error> {
+    ask.rank = core.rank();
+    ask.site = site;
+    let signature = Signature::new(Collective::CommCreate, None, None);
+    let call = coll::begin(core, signature, Algorithm::Auto, site)?;
+    let rounds = &core.shared().coll.rounds;
+    // Checked in the round too: the shared-memory collectives check their
+    // calls there only, so this is where a rank that called one of them
+    // instead is caught.
+    let round = rounds.join_checked(&call, false)?;
+    round.comm_create.lock().asks.push(ask);
+    let waited = if round.arrive() {
+        let asks = std::mem::take(&mut round.comm_create.lock().asks);
+        let outcome = decide(core, asks);
+        round.comm_create.lock().outcome = Some(outcome);
+        round.wake_all(&call);
+        Ok(())
+    } else {
+        round.wait(&call, || round.comm_create.lock().outcome.is_some())
+    };
+    let picked = waited.and_then(|()| {
+        let mut meeting = round.comm_create.lock();
+        match meeting.outcome.as_mut() {
+            Some(Ok(placed)) => Ok(placed[core.rank() as usize].take()),
+            Some(Err(err)) => Err(err.clone()),
+            None => unreachable!("the outcome is published before anyone is woken"),
+        }
+    });
+    rounds.leave(&call, round);
+    Ok(picked?.map(|(shared, rank)| CommCore::new(Arc::clone(&core.job), shared, rank)))
+}
+
+/// The last rank's work: checks the asks and creates the communicators.
+fn decide(parent: &CommCore, mut asks: Vec<Ask>) -> Result<Vec<Option<Placed>>, Error> {
+    let registry = &parent.job().comms;
+    let parent_name = registry.name(parent.p2p_context());
+    asks.sort_unstable_by_key(|a| a.rank);
+    let first = &asks[0];
+    for ask in &asks[1..] {
+        if ask.creation != first.creation {
+            return Err(Error::Collective {
+                message: format!(
+                    "communicator creation mismatch on {parent_name}: rank {} called {} at {}, \
+                     but rank {} called {} at {}",
+                    first.rank,
+                    first.creation.call(),
+                    first.site,
+                    ask.rank,
+                    ask.creation.call(),
+                    ask.site
+                ),
+            });
+        }
+        if matches!(first.agree, Agree::Grid(_) | Agree::Retain(_)) && ask.agree != first.agree {
+            return Err(Error::Arg {
+                message: format!(
+                    "{} on {parent_name}: rank {} passed {} at {}, but rank {} passed {} at {}",
+                    first.creation.call(),
+                    first.rank,
+                    describe(&first.agree),
+                    first.site,
+                    ask.rank,
+                    describe(&ask.agree),
+                    ask.site
+                ),
+            });
+        }
+    }
+    let creation = first.creation;
+    let mut placed: Vec<Option<Placed>> = (0..asks.len()).map(|_| None).collect();
+    let mut joining: Vec<&Ask> = asks.iter().filter(|a| a.color.is_some()).collect();
+    joining.sort_by_key(|a| (a.color, a.key, a.rank));
+    let parent_members = &parent.shared().group;
+    let name = format!("{} of {parent_name}", creation.prefix());
+    for class in joining.chunk_by(|a, b| a.color == b.color) {
+        if let Agree::Group { size, digest } = class[0].agree {
+            check_group_class(class, size, digest, &parent_name)?;
+        }
+        // The parent's own order (a duplicate, or a split that keeps
+        // everyone in order) shares the parent's member table.
+        let members = if class.len() == parent_members.size() as usize
+            && class.iter().enumerate().all(|(i, a)| a.rank == i as Rank)
+        {
+            parent_members.clone()
+        } else {
+            Members::from_vec(
+                class
+                    .iter()
+                    .map(|a| parent_members.world_rank(a.rank))
+                    .collect(),
+            )
+        };
+        let context = registry.new_context();
+        registry.set_name(context, &name);
+        let shared = Arc::new(CommShared::new(
+            context,
+            members,
+            registry.check_collectives,
+        ));
+        for (new_rank, ask) in class.iter().enumerate() {
+            placed[ask.rank as usize] = Some((Arc::clone(&shared), new_rank as Rank));
+        }
+    }
+    Ok(placed)
+}
+
+/// Checks that the ranks of one color of `split_by_subgroup_collective`
+/// passed one group and are all of its members.
+fn check_group_class(class: &[&Ask], size: u32, digest: u64, parent: &str) -> Result<(), Error> {
+    let first = class[0];
+    if let Some(other) = class
+        .iter()
+        .find(|a| a.agree != (Agree::Group { size, digest }))
+    {
+        return Err(Error::Arg {
+            message: format!(
+                "split_by_subgroup_collective on {parent}: ranks {} (at {}) and {} (at {}) passed \
+                 different groups that overlap; the groups passed must be equal or disjoint",
+                first.rank, first.site, other.rank, other.site
+            ),
+        });
+    }
+    if class.len() != size as usize {
+        let ranks: Vec<Rank> = class.iter().map(|a| a.rank).collect();
+        return Err(Error::Arg {
+            message: format!(
+                "split_by_subgroup_collective on {parent}: ranks {ranks:?} passed a group of {size} \
+                 ranks (at {}), but only {} of its members passed it; every member must pass the \
+                 same group",
+                first.site,
+                class.len()
+            ),
+        });
+    }
+    Ok(())
+}
+
+fn describe(agree: &Agree) -> String {
+    match agree {
+        Agree::Nothing => "nothing".into(),
+        Agree::Group { size, .. } => format!("a group of {size} ranks"),
+        Agree::Grid(grid) => grid.to_string(),
+        Agree::Retain(retain) => format!("retained dimensions {retain:?}"),
+    }
+}
+
+/// A digest of a member list (equal lists have equal digests; the
+/// representation is canonical, see [`Members`]).
+pub(crate) fn digest(members: &Members) -> u64 {
+    let mut h = DefaultHasher::new();
+    match members {
+        Members::World(n) => (0u8, *n).hash(&mut h),
+        Members::Ranks(ranks) => (1u8, &ranks[..]).hash(&mut h),
+    }
+    h.finish()
+}
+
+/// Checks that every member of a group is in the communicator.
+fn check_subset(core: &CommCore, members: &Members, op: &str) -> Result<(), Error> {
+    let outside = match &core.shared().group {
+        Members::World(n) => members.iter().find(|&w| w >= *n),
+        Members::Ranks(parent) => {
+            let set: HashSet<u32> = parent.iter().copied().collect();
+            members.iter().find(|w| !set.contains(w))
+        }
+    };
+    match outside {
+        None => Ok(()),
+        Some(w) => Err(Error::Arg {
+            message: format!(
+                "{op}: the group holds world rank {w}, which is not in communicator {} (a group \
+                 passed here must be a subgroup of the communicator's group)",
+                core.job().comms.name(core.p2p_context())
+            ),
+        }),
+    }
+}
+
+/// `split_by_subgroup_collective` (`MPI_Comm_create`): a split whose color
+/// names the group and whose key is the rank in it (module docs).
+pub(crate) fn create_collective(
+    core: &CommCore,
+    group: &dyn Group,
+    site: &'static Location<'static>,
+) -> Result<Option<CommCore>, Error> {
+    let members = members_of(group);
+    check_subset(core, members, "split_by_subgroup_collective")?;
+    let ask = match members.position(core.world()) {
+        Some(key) => {
+            let lowest = members.iter().min().unwrap_or(0);
+            Ask::new(Creation::Subgroup, Some(lowest as i32), key)
+        }
+        None => Ask::new(Creation::Subgroup, None, 0),
+    };
+    let agree = Agree::Group {
+        size: members.size(),
+        digest: digest(members),
+    };
+    create(core, ask.agreeing(agree), site)
+}
+
+/// Group meetings in progress on a communicator, by (tag, group size,
+/// group digest).
+pub(crate) type GroupMeetings = SpinLock<HashMap<(Tag, u32, u64), Arc<GroupMeeting>>>;
+
+/// One `split_by_subgroup_with_tag` call of a group's members.
+#[derive(Debug)]
+pub(crate) struct GroupMeeting {
+    size: u32,
+    /// Members that arrived (changed under the table's lock).
+    arrived: AtomicU32,
+    waiters: SpinLock<Vec<u32>>,
+    outcome: SpinLock<Option<Arc<CommShared>>>,
+}
+
+/// `split_by_subgroup_with_tag` (`MPI_Comm_create_group`): collective over
+/// the members of `group` only (module docs).
+pub(crate) fn create_group(
+    core: &CommCore,
+    group: &dyn Group,
+    tag: Tag,
+    site: &'static Location<'static>,
+) -> Result<Option<CommCore>, Error> {
+    const OP: &str = "split_by_subgroup_with_tag";
+    if tag < 0 {
+        return Err(Error::Tag { op: OP, tag });
+    }
+    let ctx = core.caller()?;
+    let members = members_of(group);
+    let Some(new_rank) = members.position(core.world()) else {
+        return Ok(None);
+    };
+    // Checked by every member: one outside the communicator would never
+    // arrive.
+    check_subset(core, members, OP)?;
+    let key = (tag, members.size(), digest(members));
+    let table = &core.shared().group_meetings;
+    let (meeting, last) = {
+        let mut meetings = table.lock();
+        let meeting = Arc::clone(meetings.entry(key).or_insert_with(|| {
+            Arc::new(GroupMeeting {
+                size: key.1,
+                arrived: AtomicU32::new(0),
+                waiters: SpinLock::new(Vec::new()),
+                outcome: SpinLock::new(None),
+            })
+        }));
+        let last = meeting.arrived.fetch_add(1, Ordering::Relaxed) + 1 == meeting.size;
+        if last {
+            meetings.remove(&key);
+        }
+        (meeting, last)
+    };
+    let job = core.job();
+    if last {
+        let registry = &job.comms;
+        let context = registry.new_context();
+        let parent = registry.name(core.p2p_context());
+        registry.set_name(context, &format!("subgroup of {parent}"));
+        let shared = Arc::new(CommShared::new(
+            context,
+            members.clone(),
+            registry.check_collectives,
+        ));
+        *meeting.outcome.lock() = Some(shared);
+        let waiters = std::mem::take(&mut *meeting.waiters.lock());
+        sched::unpark_many(job, &waiters);
+    } else {
+        let info = WaitInfo {
+            op: WaitOp::Collective,
+            peer: WaitInfo::NO_PEER,
+            tag: Collective::ALL
+                .iter()
+                .position(|&c| c == Collective::CommCreate)
+                .unwrap_or(0) as i32,
+            comm: core.p2p_context() + 1,
+            site,
+        };
+        let ready = || meeting.outcome.lock().is_some();
+        while !ready() {
+            meeting.waiters.lock().push(ctx.slot);
+            if ready() {
+                break;
+            }
+            sched::park_once(ctx, &info)?;
+        }
+    }
+    let shared = meeting
+        .outcome
+        .lock()
+        .clone()
+        .expect("published before the members are woken");
+    Ok(Some(CommCore::new(Arc::clone(&core.job), shared, new_rank)))
+}
