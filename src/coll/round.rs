@@ -46,12 +46,10 @@ impl Deposit {
         self.send.load(Ordering::Relaxed) as *const u8
     }
 
-    #[allow(dead_code)]
     pub(crate) fn recv(&self) -> *mut u8 {
         self.recv.load(Ordering::Relaxed) as *mut u8
     }
 
-    #[allow(dead_code)]
     pub(crate) fn count(&self) -> usize {
         self.count.load(Ordering::Relaxed)
     }
