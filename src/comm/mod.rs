@@ -143,6 +143,9 @@ pub(crate) struct CommShared {
     pub(crate) coll: coll::State,
     /// `split_by_subgroup(_with_tag)` calls in progress (`split.rs`).
     pub(crate) group_meetings: split::GroupMeetings,
+    /// The registry's name table, from which the communicator removes its
+    /// name when it goes (`None` for the world, which lasts as long).
+    names: Option<Names>,
 }
 
 impl CommShared {
@@ -153,15 +156,30 @@ impl CommShared {
             group,
             coll: coll::State::new(size, check_collectives, coll::Selection::from_env()),
             group_meetings: split::GroupMeetings::default(),
+            names: None,
         }
     }
 }
+
+impl Drop for CommShared {
+    fn drop(&mut self) {
+        if let Some(names) = &self.names {
+            names
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .remove(&self.context);
+        }
+    }
+}
+
+/// Communicator names by context id (the even id of each pair).
+type Names = Arc<Mutex<HashMap<u32, String>>>;
 
 /// Communicator bookkeeping of a job.
 #[derive(Debug)]
 pub(crate) struct Registry {
     next_context: AtomicU32,
-    names: Mutex<HashMap<u32, String>>,
+    names: Names,
     /// Whether new communicators check their collective calls.
     pub(crate) check_collectives: bool,
     pub(crate) world: Arc<CommShared>,
@@ -176,7 +194,7 @@ impl Registry {
         names.insert(0, "MPI_COMM_WORLD".to_string());
         Registry {
             next_context: AtomicU32::new(2),
-            names: Mutex::new(names),
+            names: Arc::new(Mutex::new(names)),
             check_collectives,
             world: Arc::new(CommShared::new(0, Members::World(ranks), check_collectives)),
             universe_size: UniverseSize::new(ranks),
@@ -187,6 +205,16 @@ impl Registry {
     /// Reserves a context id pair for a new communicator.
     pub(crate) fn new_context(&self) -> u32 {
         self.next_context.fetch_add(2, Ordering::Relaxed)
+    }
+
+    /// A new communicator of `members`, with its own context pair and
+    /// `name` (forgotten when the communicator is dropped).
+    pub(crate) fn create(&self, members: Members, name: &str) -> Arc<CommShared> {
+        let context = self.new_context();
+        self.set_name(context, name);
+        let mut shared = CommShared::new(context, members, self.check_collectives);
+        shared.names = Some(Arc::clone(&self.names));
+        Arc::new(shared)
     }
 
     /// The name of the communicator owning `context` (either of its two ids).
@@ -282,6 +310,11 @@ impl CommCore {
     pub(crate) fn caller(&self) -> Result<&'static RankCtx, Error> {
         match sched::rank::current() {
             Some(ctx) if std::ptr::eq(ctx.job, &*self.job) && ctx.rank == self.world => Ok(ctx),
+            // An OS thread of the rank (thread levels Serialized, Multiple);
+            // never a worker thread, which must not block in MPI.
+            None if !sched::worker::on_worker_thread() => {
+                sched::thread::context(&self.job, self.world)
+            }
             other => Err(self.wrong_caller(other)),
         }
     }
@@ -291,8 +324,8 @@ impl CommCore {
         let message = match ctx {
             None => format!(
                 "an MPI operation on a communicator of rank {} was called outside of any \
-                 rank (from a plain thread); ranks start with myriad::run, myriad::launch \
-                 or Runtime::run",
+                 rank, from a worker thread (a micro-task of a parallel region, which \
+                 must not call blocking MPI operations)",
                 self.world
             ),
             Some(ctx) if std::ptr::eq(ctx.job, &*self.job) => format!(
@@ -681,5 +714,30 @@ impl AsCore for Process<'_> {
 impl AsCore for AnyProcess<'_> {
     fn core(&self) -> &CommCore {
         self.core
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn members_are_canonical_and_names_go_with_their_communicator() {
+        assert!(matches!(
+            Members::from_vec(vec![0, 1, 2]),
+            Members::World(3)
+        ));
+        let table = Members::from_vec(vec![2, 0, 1]);
+        assert!(matches!(table, Members::Ranks(_)));
+        assert_eq!(table.position(1), Some(2));
+        assert!(table.same_set(&Members::World(3)) && !table.same(&Members::World(3)));
+
+        let registry = Registry::new(4, true);
+        let comm = registry.create(table, "split of MPI_COMM_WORLD");
+        let context = comm.context;
+        assert_eq!(registry.name(context + 1), "split of MPI_COMM_WORLD");
+        drop(comm);
+        assert_eq!(registry.name(context), format!("#{}", context / 2));
+        assert_eq!(registry.name(0), "MPI_COMM_WORLD");
     }
 }

@@ -15,10 +15,9 @@
 //!    it works, so waiters checking the meeting never spin on it), checks
 //!    them ([`decide`]: same call everywhere, same grid, groups equal or
 //!    disjoint and complete), sorts the ranks of each color by (key, parent
-//!    rank), reserves a context pair per new communicator with
-//!    `Registry::new_context`, builds each `CommShared` with its member table
-//!    and name, and publishes the outcome (or the error, which every rank
-//!    then returns) and wakes the others;
+//!    rank), creates each new communicator with `Registry::create` (a
+//!    context pair, the member table, a name), publishes the outcome (or
+//!    the error, which every rank then returns) and wakes the others;
 //! 3. every rank takes its own entry — the new communicator and its rank in
 //!    it — and leaves.
 //!
@@ -308,13 +307,7 @@ fn decide(parent: &CommCore, mut asks: Vec<Ask>) -> Result<Vec<Option<Placed>>, 
                     .collect(),
             )
         };
-        let context = registry.new_context();
-        registry.set_name(context, &name);
-        let shared = Arc::new(CommShared::new(
-            context,
-            members,
-            registry.check_collectives,
-        ));
+        let shared = registry.create(members, &name);
         for (new_rank, ask) in class.iter().enumerate() {
             placed[ask.rank as usize] = Some((Arc::clone(&shared), new_rank as Rank));
         }
@@ -472,14 +465,8 @@ pub(crate) fn create_group(
     let job = core.job();
     if last {
         let registry = &job.comms;
-        let context = registry.new_context();
         let parent = registry.name(core.p2p_context());
-        registry.set_name(context, &format!("subgroup of {parent}"));
-        let shared = Arc::new(CommShared::new(
-            context,
-            members.clone(),
-            registry.check_collectives,
-        ));
+        let shared = registry.create(members.clone(), &format!("subgroup of {parent}"));
         *meeting.outcome.lock() = Some(shared);
         let waiters = std::mem::take(&mut *meeting.waiters.lock());
         sched::unpark_many(job, &waiters);
