@@ -583,6 +583,15 @@ fn ten_thousand_ranks_split_quickly() {
     );
 }
 
+#[test]
+fn handles_and_groups_can_move_between_threads() {
+    fn send_sync<T: Send + Sync>() {}
+    send_sync::<SimpleCommunicator>();
+    send_sync::<myriad::topology::CartesianCommunicator>();
+    send_sync::<myriad::topology::UserGroup>();
+    send_sync::<SystemGroup>();
+}
+
 /// The failure message of a job that is expected to fail.
 fn failure(n: usize, f: impl Fn(SimpleCommunicator) + Sync) -> String {
     myriad::run(n, |universe| f(universe.world()))

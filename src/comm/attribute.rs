@@ -65,6 +65,18 @@ use super::SimpleCommunicator;
 /// rsmpi's `extern "C"` copy and delete callbacks and `get_key` are not
 /// needed here: values are Rust values, cloned by `Clone` and dropped by
 /// `Drop`, keyed by their type.
+///
+/// Unlike rsmpi, attribute types must be `Send + Sync` (see the module
+/// docs), so this does not compile:
+///
+/// ```compile_fail
+/// use std::rc::Rc;
+/// use myriad::attribute::CommAttribute;
+///
+/// #[derive(Clone)]
+/// struct Shared(Rc<u32>);
+/// impl CommAttribute for Shared {}
+/// ```
 pub trait CommAttribute: 'static + Sized + Clone + Send + Sync {
     /// Whether [`Communicator::duplicate`] copies the attribute to the new
     /// communicator (default: no).
