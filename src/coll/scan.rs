@@ -263,11 +263,12 @@ fn agree(call: &Call<'_>, round: &Round, r: usize) -> Result<(), Error> {
         )
     };
     let (a, b) = (first.ty.map(), theirs.ty.map());
-    if first.count != theirs.count {
+    let (mine, first_count) = (round.deposits[r].count(), round.deposits[0].count());
+    if mine != first_count {
         return Err(Error::Count {
             message: format!(
-                "{}: rank {r} contributes {} elements but rank 0 contributes {}",
-                call.kind, theirs.count, first.count
+                "{}: rank {r} contributes {mine} elements but rank 0 contributes {first_count}",
+                call.kind
             ),
         });
     }
