@@ -799,8 +799,12 @@ fn varcount_counts_that_disagree() {
             let mut part = PartitionMut::new(&mut recv[..], &counts[..], &displs[..]);
             world.all_gather_varcount_into(&[0u8][..], &mut part);
         });
+        // Whichever rank notices first names both counts.
         assert!(
             err.contains("rank 0 sends 1 elements but rank 1 expects 2 from it")
+                || err.contains("and 1 disagree on the count of rank 0: 1 and 2 elements")
+                || err.contains("ranks 1 and 0 disagree on the count of rank 0: 2 and 1 elements")
+                || err.contains("ranks 1 and 2 disagree on the count of rank 0: 2 and 1 elements")
                 || err.contains("rank 1's part for rank 0 holds 2 elements but rank 0's holds 1"),
             "{a}: {err}"
         );
@@ -873,10 +877,14 @@ fn uniform_counts_that_disagree() {
         let mut recv = [0u32; 6];
         world.all_gather_into(&mine[..], &mut recv[..]);
     });
+    // Whichever rank notices first names both counts.
     assert!(
         err.contains("rank 1 sends 2 elements but rank 0 expects 1 from it")
             || err.contains("rank 1 sends 2 elements but rank 2 expects 1 from it")
-            || err.contains("sends 1 elements but rank 1 expects 2 from it"),
+            || err.contains("sends 1 elements but rank 1 expects 2 from it")
+            || err.contains("and 1 disagree on the count of rank 0: 1 and 2 elements")
+            || err.contains("and 1 disagree on the count of rank 2: 1 and 2 elements")
+            || err.contains("disagree on the count of rank 1: 2 and 1 elements"),
         "{err}"
     );
     for kind in [Collective::Scan, Collective::ExclusiveScan] {
@@ -913,6 +921,72 @@ fn scans_check_their_operation_and_buffers() {
         });
         assert!(
             err.contains("the receive buffer holds 1 elements but 2 are reduced"),
+            "{a}: {err}"
+        );
+    }
+}
+
+#[test]
+fn type_signatures_that_disagree() {
+    // Rank 1 sends f32 where the others send and receive u32. The checker
+    // compares type signatures first; without it, every algorithm still
+    // refuses to reinterpret the data.
+    let err = failure(3, true, &all(Collective::AllGather)[..1], |world| {
+        let mut recv = [0u32; 3];
+        if world.rank() == 1 {
+            world.all_gather_into(&[1.0f32][..], &mut recv[..]);
+        } else {
+            world.all_gather_into(&[1u32][..], &mut recv[..]);
+        }
+    });
+    assert!(err.contains("collective mismatch"), "{err}");
+    for (c, a) in all(Collective::AllGather) {
+        let err = failure(3, false, &[(c, a)], |world| {
+            let mut recv = [0u32; 3];
+            if world.rank() == 1 {
+                world.all_gather_into(&[1.0f32][..], &mut recv[..]);
+            } else {
+                world.all_gather_into(&[1u32][..], &mut recv[..]);
+            }
+        });
+        assert!(err.contains("type signature"), "{a}: {err}");
+    }
+    for (c, a) in all(Collective::AllToAll) {
+        let err = failure(3, false, &[(c, a)], |world| {
+            let mut recv = [0u32; 3];
+            if world.rank() == 1 {
+                world.all_to_all_into(&[1.0f32; 3][..], &mut recv[..]);
+            } else {
+                world.all_to_all_into(&[1u32; 3][..], &mut recv[..]);
+            }
+        });
+        assert!(err.contains("type signature"), "{a}: {err}");
+    }
+    for (c, a) in all(Collective::Scatter) {
+        let err = failure(3, false, &[(c, a)], |world| {
+            let p = world.process_at_rank(0);
+            if world.rank() == 0 {
+                let mut recv = [0.0f32];
+                p.scatter_into_root(&[1.0f32; 3][..], &mut recv[..]);
+            } else {
+                let mut recv = [0u32];
+                p.scatter_into(&mut recv[..]);
+            }
+        });
+        assert!(err.contains("type signature"), "{a}: {err}");
+    }
+    for (c, a) in all(Collective::Scan) {
+        let err = failure(3, false, &[(c, a)], |world| {
+            if world.rank() == 1 {
+                let mut recv = [0.0f32];
+                world.scan_into(&[1.0f32][..], &mut recv[..], SystemOperation::sum());
+            } else {
+                let mut recv = [0u32];
+                world.scan_into(&[1u32][..], &mut recv[..], SystemOperation::sum());
+            }
+        });
+        assert!(
+            err.contains("type signature") || err.contains("a scan needs one type"),
             "{a}: {err}"
         );
     }
