@@ -117,11 +117,11 @@ fn send_parts<B: PartitionedBuffer + ?Sized>(
     core: &CommCore,
     buf: &B,
 ) -> Result<Parts, Error> {
-    let layout = Layout {
-        base: buf.pointer() as *const u8,
-        count: buf.total_count() as usize,
-        ty: crate::datatype::Datatype::handle(&buf.as_datatype()),
-    };
+    let layout = Layout::at(
+        buf.pointer() as *const u8,
+        buf.total_count() as usize,
+        crate::datatype::Datatype::handle(&buf.as_datatype()),
+    );
     parts_of(op, core, layout, buf, buf.total_count(), false)
 }
 
@@ -131,11 +131,11 @@ fn recv_parts<B: PartitionedBufferMut + ?Sized>(
     buf: &mut B,
 ) -> Result<Parts, Error> {
     let total = buf.total_count();
-    let layout = Layout {
-        base: buf.pointer_mut() as *const u8,
-        count: total as usize,
-        ty: crate::datatype::Datatype::handle(&buf.as_datatype()),
-    };
+    let layout = Layout::at(
+        buf.pointer_mut() as *const u8,
+        total as usize,
+        crate::datatype::Datatype::handle(&buf.as_datatype()),
+    );
     parts_of(op, core, layout, &*buf, total, true)
 }
 

@@ -569,8 +569,9 @@ where
         apply(
             &op.op(),
             map,
-            input.pointer() as *const u8,
-            inout.pointer_mut() as *mut u8,
+            // Segment offsets count from the type's lower bound.
+            (input.pointer() as *const u8).wrapping_offset(map.lb()),
+            (inout.pointer_mut() as *mut u8).wrapping_offset(map.lb()),
             count,
         )
     };
