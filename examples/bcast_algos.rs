@@ -12,7 +12,7 @@
 use std::collections::BTreeMap;
 use std::time::Instant;
 
-use myriad::collective::{Algorithm, Collective, SystemOperation};
+use myriad::collective::{Collective, SystemOperation};
 use myriad::traits::*;
 
 mod common;
@@ -55,7 +55,10 @@ fn main() {
                 world.all_reduce_into(&times[..], &mut maxima[..], SystemOperation::max());
                 rows.push((alg, bytes, n, median(&mut maxima) * 1e6));
             }
-            assert!(buf.iter().all(|&b| b == 0), "every rank got the root's data");
+            assert!(
+                buf.iter().all(|&b| b == 0),
+                "every rank got the root's data"
+            );
         }
         rows
     });
@@ -81,7 +84,10 @@ fn main() {
         }
     }
     let largest = *sizes.last().unwrap_or(&0);
-    let ratio = match (by.get(&(largest, "binomial")), by.get(&(largest, "symmetric"))) {
+    let ratio = match (
+        by.get(&(largest, "binomial")),
+        by.get(&(largest, "symmetric")),
+    ) {
         (Some(b), Some(s)) => b / s,
         _ => f64::NAN,
     };

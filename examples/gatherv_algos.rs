@@ -50,7 +50,11 @@ fn main() {
                 let world = universe.world();
                 let root = world.process_at_rank(0);
                 let mine = vec![world.rank() as u64; elems];
-                let mut all = if world.rank() == 0 { vec![0u64; n * elems] } else { Vec::new() };
+                let mut all = if world.rank() == 0 {
+                    vec![0u64; n * elems]
+                } else {
+                    Vec::new()
+                };
                 let mut rows = Vec::new();
                 for alg in algorithms {
                     world
@@ -58,7 +62,8 @@ fn main() {
                         .expect("a gatherv algorithm");
                     let mut call = || {
                         if world.rank() == 0 {
-                            let mut part = PartitionMut::new(&mut all[..], &counts[..], &displs[..]);
+                            let mut part =
+                                PartitionMut::new(&mut all[..], &counts[..], &displs[..]);
                             root.gather_varcount_into_root(&mine[..], &mut part);
                         } else if alg == Algorithm::BinomialAggressive {
                             root.gather_varcount_into_known(&mine[..], &counts, &displs);
@@ -86,9 +91,12 @@ fn main() {
                     let mut maxima = vec![0.0f64; reps];
                     world.all_reduce_into(&times[..], &mut maxima[..], SystemOperation::max());
                     if world.rank() == 0 {
-                        for r in 0..n {
-                            let at = displs[r] as usize;
-                            assert!(all[at..at + elems].iter().all(|&x| x == r as u64), "{alg}: block {r}");
+                        for (r, &at) in displs.iter().enumerate().take(n) {
+                            let at = at as usize;
+                            assert!(
+                                all[at..at + elems].iter().all(|&x| x == r as u64),
+                                "{alg}: block {r}"
+                            );
                         }
                         rows.push((alg, median(&mut maxima) * 1e6, stats));
                     }
@@ -101,10 +109,17 @@ fn main() {
             });
             let rows = &rows[0];
             for (alg, t, stats) in rows {
-                println!("{} {bytes} {n} {t:.3} {} {}", alg.name(), stats.peers, stats.tmp_bytes);
+                println!(
+                    "{} {bytes} {n} {t:.3} {} {}",
+                    alg.name(),
+                    stats.peers,
+                    stats.tmp_bytes
+                );
             }
             let time = |a: Algorithm| rows.iter().find(|r| r.0 == a).map(|r| r.1);
-            if let (Some(l), Some(b)) = (time(Algorithm::Linear), time(Algorithm::BinomialAggressive)) {
+            if let (Some(l), Some(b)) =
+                (time(Algorithm::Linear), time(Algorithm::BinomialAggressive))
+            {
                 speedups.push((n, bytes, l / b));
             }
         }
@@ -117,6 +132,10 @@ fn main() {
         .collect();
     println!(
         "gatherv_algos: linear_over_binomial_aggressive {}",
-        if summary.is_empty() { "(run up to >= 1024 ranks)".to_string() } else { summary.join(" ") }
+        if summary.is_empty() {
+            "(run up to >= 1024 ranks)".to_string()
+        } else {
+            summary.join(" ")
+        }
     );
 }

@@ -80,7 +80,7 @@ fn scope_runs_every_spawned_closure() {
         .workers(2)
         .run(|universe| {
             let rank = universe.world().rank() as usize;
-            let mut parts = vec![0usize; 16];
+            let mut parts = [0usize; 16];
             myriad::hybrid::scope(|s| {
                 for (i, p) in parts.iter_mut().enumerate() {
                     s.spawn(move || *p = i * rank);
