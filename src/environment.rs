@@ -79,9 +79,48 @@ pub enum Threading {
     Multiple,
 }
 
-/// The thread level myriad provides: calls from the rank's own coroutine.
-/// OS threads that a rank spawns cannot call MPI yet.
-const PROVIDED: Threading = Threading::Funneled;
+impl Threading {
+    /// Every level, lowest first.
+    pub const ALL: [Threading; 4] = [
+        Threading::Single,
+        Threading::Funneled,
+        Threading::Serialized,
+        Threading::Multiple,
+    ];
+
+    /// The level's name as it is displayed and parsed (`MYRIAD_THREADING`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Threading::Single => "single",
+            Threading::Funneled => "funneled",
+            Threading::Serialized => "serialized",
+            Threading::Multiple => "multiple",
+        }
+    }
+}
+
+impl std::fmt::Display for Threading {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl std::str::FromStr for Threading {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Threading, String> {
+        let t = s.trim().to_ascii_lowercase();
+        let t = t.strip_prefix("mpi_thread_").unwrap_or(&t);
+        Threading::ALL
+            .into_iter()
+            .find(|l| l.name() == t)
+            .ok_or_else(|| {
+                format!(
+                    "unknown thread level {s:?}; expected single, funneled, serialized or multiple"
+                )
+            })
+    }
+}
 
 /// Initialises MPI for the calling rank and returns its [`Universe`]; `None`
 /// if the rank already initialised (rsmpi's `initialize`). Equivalent to
@@ -97,8 +136,16 @@ pub fn initialize() -> Option<Universe> {
 }
 
 /// Initialises MPI for the calling rank asking for thread level `threading`;
-/// returns the universe and the level actually provided (never above what was
-/// asked), or `None` if already initialised.
+/// returns the universe and the level actually provided, or `None` if
+/// already initialised.
+///
+/// myriad provides every level, so the level provided is the one asked
+/// for. With [`Threading::Serialized`] or [`Threading::Multiple`], OS
+/// threads the rank spawns may call MPI through the rank's communicators:
+/// their blocking calls park the OS thread, not a worker (join such threads
+/// with [`crate::thread::spawn`]'s handle, which parks the rank, rather than
+/// blocking the worker in `std::thread::JoinHandle::join`). At the lower
+/// levels such calls fail with an error naming the level.
 #[track_caller]
 pub fn initialize_with_threading(threading: Threading) -> Option<(Universe, Threading)> {
     let Some(ctx) = sched::rank::current() else {
@@ -114,12 +161,14 @@ pub fn initialize_with_threading(threading: Threading) -> Option<(Universe, Thre
     }
     // SAFETY: the job outlives the running rank.
     let job = unsafe { Job::arc_from_ptr(ctx.job) };
-    Some((Universe::new(job, ctx.rank), threading.min(PROVIDED)))
+    job.sched.slots.get(ctx.rank).set_threading(threading);
+    Some((Universe::new(job, ctx.rank), threading))
 }
 
-/// The thread level of the calling rank (`MPI_Query_thread`).
+/// The thread level of the calling rank (`MPI_Query_thread`); `Single`
+/// outside any rank.
 pub fn threading_support() -> Threading {
-    PROVIDED
+    sched::rank::current().map_or(Threading::Single, |ctx| ctx.job().threading_of(ctx.rank))
 }
 
 /// Number of worker threads of the calling rank's job (0 outside any rank;

@@ -10,9 +10,12 @@
 //! every worker drains whatever region has work left, none waits idle and
 //! none deadlocks.
 //!
-//! The closures must not call blocking MPI operations (they run on the
-//! workers' own stacks, where nothing can park); such calls fail with a
-//! clear error. Outside any rank, regions run serially on the calling thread.
+//! The closures run outside of any rank, wherever they run (on the workers'
+//! own stacks, or on the rank that opened the region): they must not call
+//! MPI operations or use `rank_local!` values (such calls fail with a clear
+//! error; read what they need before the region), and a region opened inside
+//! them runs serially. Outside any rank, regions run serially on the calling
+//! thread.
 //!
 //! ```
 //! use std::sync::atomic::{AtomicU64, Ordering};
@@ -87,11 +90,35 @@ where
             }
         })
         .collect();
-    let guard = HelperGuard { region: &region, ctx, site };
+    let guard = HelperGuard {
+        region: &region,
+        ctx,
+        site,
+    };
     job.sched.micro.push(job, tasks);
-    // The rank works on its region too.
-    region.work_chunks();
+    // The rank works on its region too, as a helper would: outside of any
+    // rank, so that chunks behave the same wherever they run.
+    {
+        let _outside = OutsideRank::enter();
+        region.work_chunks();
+    }
     guard.wait();
+}
+
+/// Hides the running rank from the code it runs (restored on drop, also
+/// when unwinding).
+struct OutsideRank(*const RankCtx);
+
+impl OutsideRank {
+    fn enter() -> OutsideRank {
+        OutsideRank(sched::rank::set_current(std::ptr::null()))
+    }
+}
+
+impl Drop for OutsideRank {
+    fn drop(&mut self) {
+        sched::rank::set_current(self.0);
+    }
 }
 
 /// Erases the lifetime of a micro-task's closure.
@@ -167,22 +194,28 @@ impl<F> HelperGuard<'_, '_, F> {
 }
 
 /// Waits until `done()`: parks the rank, or, if it is unwinding (where it
-/// must not suspend), runs queued micro-tasks itself (its own helpers may be
-/// among them) and yields the thread.
+/// must not suspend) or is unwound while parked (the job failed), runs
+/// queued micro-tasks itself (its own helpers may be among them) and yields
+/// the thread. It returns (or lets the unwind go on) only once `done()`:
+/// the micro-tasks borrow the caller's stack.
 fn wait_for(ctx: &RankCtx, site: &'static Location<'static>, done: impl Fn() -> bool) {
-    if !std::thread::panicking() {
-        let info = WaitInfo::simple(WaitOp::Other, site);
-        if sched::wait_until(ctx, &info, &done).is_ok() {
-            return;
+    struct Drain<'a, D: Fn() -> bool>(&'a RankCtx, &'a D);
+    impl<D: Fn() -> bool> Drop for Drain<'_, D> {
+        fn drop(&mut self) {
+            while !(self.1)() {
+                match self.0.job().sched.micro.pop() {
+                    Some(task) => {
+                        let _ = panic::catch_unwind(AssertUnwindSafe(task.run));
+                    }
+                    None => std::thread::yield_now(),
+                }
+            }
         }
     }
-    while !done() {
-        match ctx.job().sched.micro.pop() {
-            Some(task) => {
-                let _ = panic::catch_unwind(AssertUnwindSafe(task.run));
-            }
-            None => std::thread::yield_now(),
-        }
+    let _drain = Drain(ctx, &done);
+    if !std::thread::panicking() {
+        let info = WaitInfo::simple(WaitOp::Other, site);
+        let _ = sched::wait_until(ctx, &info, &done);
     }
 }
 
@@ -316,7 +349,12 @@ where
         let _wait = Wait(&scope, site);
         f(&scope)
     };
-    for f in scope.serial.lock().unwrap_or_else(|e| e.into_inner()).drain(..) {
+    for f in scope
+        .serial
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .drain(..)
+    {
         f();
     }
     if scope.panicked.load(Ordering::Relaxed) {

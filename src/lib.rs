@@ -68,6 +68,7 @@ pub mod request;
 mod runtime;
 mod sched;
 mod sync;
+pub mod thread;
 pub mod topology;
 
 /// Attributes cached on communicators (rsmpi's `mpi::attribute`).
@@ -83,8 +84,8 @@ pub use error::Error;
 pub use myriad_macros::main;
 /// `#[derive(Equivalence)]` for structs whose fields are all `Equivalence`.
 pub use myriad_macros::Equivalence;
-pub use hybrid::parallel_for;
 pub use runtime::{launch, run, Runtime, StackGuard};
+pub use hybrid::parallel_for;
 pub use sched::{sleep, yield_now};
 
 /// A rank in a communicator (MPI's `int`, as in rsmpi).

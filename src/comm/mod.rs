@@ -310,6 +310,11 @@ impl CommCore {
     pub(crate) fn caller(&self) -> Result<&'static RankCtx, Error> {
         match sched::rank::current() {
             Some(ctx) if std::ptr::eq(ctx.job, &*self.job) && ctx.rank == self.world => Ok(ctx),
+            // An OS thread of the rank (thread levels Serialized, Multiple);
+            // never a worker thread, which must not block in MPI.
+            None if !sched::worker::on_worker_thread() => {
+                sched::thread::context(&self.job, self.world)
+            }
             other => Err(self.wrong_caller(other)),
         }
     }
@@ -319,8 +324,8 @@ impl CommCore {
         let message = match ctx {
             None => format!(
                 "an MPI operation on a communicator of rank {} was called outside of any \
-                 rank (from a plain thread); ranks start with myriad::run, myriad::launch \
-                 or Runtime::run",
+                 rank, from a worker thread (a micro-task of a parallel region, which \
+                 must not call blocking MPI operations)",
                 self.world
             ),
             Some(ctx) if std::ptr::eq(ctx.job, &*self.job) => format!(

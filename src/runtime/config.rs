@@ -4,8 +4,10 @@
 
 use std::env;
 
+use crate::environment::Threading;
 use crate::error::Error;
 use crate::sched::stack::GuardMode;
+use crate::topology::{Level, RankOrder};
 
 /// Default usable stack size of a rank.
 pub(crate) const DEFAULT_STACK_SIZE: usize = 256 * 1024;
@@ -23,6 +25,9 @@ pub(crate) struct Config {
     pub(crate) eager_limit: usize,
     pub(crate) guard: Option<GuardMode>,
     pub(crate) check_collectives: bool,
+    pub(crate) threading: Threading,
+    pub(crate) map_by: Level,
+    pub(crate) rank_order: RankOrder,
 }
 
 /// Reads an environment variable, treating empty as unset.

@@ -16,13 +16,13 @@ use crossbeam_deque::Worker as Deque;
 
 use super::config::Config;
 use crate::comm;
-use crate::environment::Universe;
+use crate::environment::{Threading, Universe};
 use crate::error::Error;
 use crate::p2p;
 use crate::sched::stack::StackPool;
 use crate::sched::worker::{self, WorkerArgs, WorkerShared};
 use crate::sched::{self};
-use crate::topology::{self, Level, RankAssignment, RankOrder, Topology};
+use crate::topology::{self, RankAssignment, Topology};
 
 /// Everything the ranks of one job share.
 #[derive(Debug)]
@@ -31,6 +31,8 @@ pub(crate) struct Job {
     pub(crate) sched: sched::Shared,
     pub(crate) p2p: p2p::Shared,
     pub(crate) comms: comm::Registry,
+    /// The thread level of ranks that did not ask for one.
+    pub(crate) threading: Threading,
 }
 
 impl Job {
@@ -47,6 +49,15 @@ impl Job {
             Arc::increment_strong_count(ptr);
             Arc::from_raw(ptr)
         }
+    }
+
+    /// The thread level of rank `rank`.
+    pub(crate) fn threading_of(&self, rank: u32) -> Threading {
+        self.sched
+            .slots
+            .get(rank)
+            .threading()
+            .unwrap_or(self.threading)
     }
 
     /// The name of a communicator by context id, for reports.
@@ -98,8 +109,8 @@ where
     crate::coll::env_defaults()?;
     let ranks = config.ranks;
     let topo = Topology::detect().map_err(|e| Error::config(e.to_string()))?;
-    let placements = topology::place_workers(&topo, config.workers, Level::Core)
-        .map_err(|e| Error::config(e.to_string()))?;
+    let placements = topology::place_workers(&topo, config.workers, config.map_by)
+        .map_err(|e| Error::config(format!("placing workers by {}: {e}", config.map_by)))?;
     let binds = config.bind && topo.binds_for_real();
     let workers = placements.len();
 
@@ -110,7 +121,7 @@ where
     pool.check_map_budget(ranks)
         .map_err(|message| Error::Resources { message })?;
 
-    let assignment = RankAssignment::new(ranks, workers, RankOrder::Block);
+    let assignment = RankAssignment::new(ranks, workers, config.rank_order);
     let deques: Vec<Deque<u32>> = (0..workers).map(|_| Deque::new_fifo()).collect();
     for (w, deque) in deques.iter().enumerate() {
         for rank in assignment.ranks_of(w) {
@@ -126,6 +137,7 @@ where
         sched: sched::Shared::new(ranks, shared),
         p2p: p2p::Shared::new(ranks, config.eager_limit),
         comms: comm::Registry::new(ranks as u32, config.check_collectives),
+        threading: config.threading,
     });
     if config.report_bindings {
         eprintln!("[myriad] {topo}; stack guards: {:?}", pool.mode());
@@ -179,6 +191,8 @@ where
             }
         }
     });
+    // Threads still acting for ranks get errors from now on.
+    job.sched.threads.end();
     if config.report_bindings {
         let hosted: Vec<String> = job
             .sched

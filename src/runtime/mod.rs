@@ -10,9 +10,10 @@ pub(crate) mod panic_hook;
 
 use config::{parse_bool, parse_count, parse_guard, parse_size, var, Config, Flags};
 
-use crate::environment::Universe;
+use crate::environment::{Threading, Universe};
 use crate::error::Error;
 use crate::sched::stack::GuardMode;
+use crate::topology::{Level, RankOrder};
 
 /// Configures and runs jobs.
 ///
@@ -42,6 +43,9 @@ pub struct Runtime {
     eager_limit: Option<usize>,
     stack_guard: Option<Option<GuardMode>>,
     check_collectives: Option<bool>,
+    threading: Option<Threading>,
+    map_by: Option<Level>,
+    rank_order: Option<RankOrder>,
     flags: Flags,
 }
 
@@ -133,6 +137,35 @@ impl Runtime {
         self
     }
 
+    /// The thread level every rank starts with (`MYRIAD_THREADING`:
+    /// `single`, `funneled`, `serialized` or `multiple`; default `single`).
+    /// With `Serialized` or `Multiple`, OS threads a rank spawns may call MPI
+    /// as that rank. A rank that calls
+    /// [`initialize_with_threading`](crate::initialize_with_threading) gets
+    /// the level it asks for instead.
+    pub fn threading(mut self, threading: Threading) -> Self {
+        self.threading = Some(threading);
+        self
+    }
+
+    /// The topology level workers are spread over (`MYRIAD_MAP_BY`:
+    /// `core` by default, `numa`, `package` or `pu`): consecutive workers go
+    /// to different objects of that level, round-robin. A level the
+    /// machine's topology does not have is an error that lists the levels it
+    /// has.
+    pub fn map_by(mut self, level: Level) -> Self {
+        self.map_by = Some(level);
+        self
+    }
+
+    /// How ranks are dealt to workers at start (`MYRIAD_RANK_ORDER`:
+    /// `block` by default, or `cyclic`). Idle workers may still steal ranks
+    /// that have not started.
+    pub fn rank_order(mut self, order: RankOrder) -> Self {
+        self.rank_order = Some(order);
+        self
+    }
+
     /// Resolves every setting.
     pub(crate) fn config(&self) -> Result<Config, Error> {
         let pus = crate::topology::Topology::detect()
@@ -192,8 +225,32 @@ impl Runtime {
             (None, Some(v)) => parse_bool("MYRIAD_CHECK_COLLECTIVES", &v)?,
             (None, None) => true,
         };
+        let threading = match (self.threading, var("MYRIAD_THREADING")) {
+            (Some(t), _) => t,
+            (None, Some(v)) => v
+                .parse::<Threading>()
+                .map_err(|e| Error::config(format!("MYRIAD_THREADING: {e}")))?,
+            (None, None) => Threading::Single,
+        };
+        let map_by = match (self.map_by, var("MYRIAD_MAP_BY")) {
+            (Some(l), _) => l,
+            (None, Some(v)) => v
+                .parse::<Level>()
+                .map_err(|e| Error::config(format!("MYRIAD_MAP_BY: {e}")))?,
+            (None, None) => Level::Core,
+        };
+        let rank_order = match (self.rank_order, var("MYRIAD_RANK_ORDER")) {
+            (Some(o), _) => o,
+            (None, Some(v)) => v
+                .parse::<RankOrder>()
+                .map_err(|e| Error::config(format!("MYRIAD_RANK_ORDER: {e}")))?,
+            (None, None) => RankOrder::Block,
+        };
         Ok(Config {
             ranks,
+            threading,
+            map_by,
+            rank_order,
             // Not clamped to the rank count: workers without ranks of their
             // own still run the micro-tasks of parallel regions.
             workers,

@@ -18,6 +18,14 @@ use crate::{ANY_SOURCE, ANY_TAG};
 /// At most this many ranks are listed one by one; the rest are summarised.
 const LISTED: usize = 16;
 
+/// [`check`], confirmed: `None` unless no OS thread acting for a rank
+/// parked (and so possibly woke someone) while the slots were read.
+pub(crate) fn check_stable(job: &Job) -> Option<String> {
+    let epoch = job.sched.threads.epoch();
+    let report = check(job)?;
+    (job.sched.threads.epoch() == epoch).then_some(report)
+}
+
 /// The deadlock report if every live rank of `job` is parked, else `None`.
 pub(crate) fn check(job: &Job) -> Option<String> {
     let slots = &job.sched.slots;
@@ -32,7 +40,7 @@ pub(crate) fn check(job: &Job) -> Option<String> {
                 }
                 waiting.push(Waiting {
                     rank: rank as u32,
-                    task: false,
+                    party: Party::Rank,
                     info: slot.wait(),
                 });
             }
@@ -43,9 +51,14 @@ pub(crate) fn check(job: &Job) -> Option<String> {
         if !slot.park.is_parked() {
             return None;
         }
+        let party = if slot.home().0 == super::thread::HOME {
+            Party::Thread
+        } else {
+            Party::Task
+        };
         waiting.push(Waiting {
             rank: slot.rank(),
-            task: true,
+            party,
             info: slot.wait(),
         });
     }
@@ -55,19 +68,30 @@ pub(crate) fn check(job: &Job) -> Option<String> {
     Some(report(job, &waiting, ranks_waiting))
 }
 
-/// A parked party: a rank, or a task acting for it.
+/// Who waits for a rank.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Party {
+    /// The rank itself.
+    Rank,
+    /// A task running an immediate operation of the rank.
+    Task,
+    /// An OS thread calling MPI as the rank.
+    Thread,
+}
+
+/// A parked party: a rank, or a task or thread acting for it.
 struct Waiting {
     rank: u32,
-    task: bool,
+    party: Party,
     info: Option<WaitInfo>,
 }
 
 impl Waiting {
     fn who(&self) -> String {
-        if self.task {
-            format!("rank {} (immediate operation)", self.rank)
-        } else {
-            format!("rank {}", self.rank)
+        match self.party {
+            Party::Rank => format!("rank {}", self.rank),
+            Party::Task => format!("rank {} (immediate operation)", self.rank),
+            Party::Thread => format!("rank {} (an OS thread of it)", self.rank),
         }
     }
 }

@@ -59,6 +59,11 @@ impl Sleep {
         }
     }
 
+    /// Whether every worker has announced sleep.
+    pub(crate) fn all_asleep(&self) -> bool {
+        self.sleepers.load(Ordering::SeqCst) == self.sleeping.len()
+    }
+
     /// Number of workers.
     pub(crate) fn workers(&self) -> usize {
         self.sleeping.len()

@@ -23,6 +23,7 @@ pub(crate) mod rank;
 pub(crate) mod slots;
 pub(crate) mod stack;
 pub(crate) mod task;
+pub(crate) mod thread;
 pub(crate) mod worker;
 
 use std::panic::Location;
@@ -56,6 +57,8 @@ pub(crate) struct Shared {
     failure: Mutex<Option<Error>>,
     /// Micro-tasks of hybrid parallel regions.
     pub(crate) micro: micro::MicroQueue,
+    /// OS threads acting for ranks.
+    pub(crate) threads: thread::Threads,
 }
 
 impl Shared {
@@ -72,6 +75,7 @@ impl Shared {
             aborting: AtomicBool::new(false),
             failure: Mutex::new(None),
             micro: micro::MicroQueue::default(),
+            threads: thread::Threads::default(),
         }
     }
 
@@ -92,6 +96,7 @@ impl Shared {
         }
         self.aborting.store(true, Ordering::SeqCst);
         self.wake_all();
+        self.threads.wake_all();
     }
 
     /// The error that ended the job, if any.
@@ -115,6 +120,9 @@ impl Shared {
 /// Parks the calling rank once: returns after it was woken, or at once if a
 /// wake-up was pending. Callers loop, re-checking their condition.
 pub(crate) fn park_once(ctx: &RankCtx, info: &WaitInfo) -> Result<(), Error> {
+    if ctx.is_thread() {
+        return thread::park_once(ctx, info);
+    }
     let job = ctx.job();
     if job.sched.is_aborting() {
         return aborted(ctx);
@@ -161,9 +169,15 @@ fn aborted(ctx: &RankCtx) -> Result<(), Error> {
 /// after making its condition true.
 #[inline]
 pub(crate) fn unpark(job: &Job, slot: u32) {
+    let slot_id = slot;
     let slot = job.sched.slots.get(slot);
     if slot.park.unpark() {
-        worker::schedule(job, slot.home());
+        let home = slot.home();
+        if home.0 == thread::HOME {
+            thread::wake(job, slot_id);
+        } else {
+            worker::schedule(job, home);
+        }
     }
 }
 
@@ -178,6 +192,10 @@ pub(crate) fn unpark_many(job: &Job, slots: &[u32]) {
             continue;
         }
         let (worker, task) = slot.home();
+        if worker == thread::HOME {
+            thread::wake(job, id);
+            continue;
+        }
         if worker != batch_worker {
             if !batch.is_empty() {
                 worker::schedule_batch(job, batch_worker, &batch);

@@ -19,6 +19,7 @@ use std::sync::atomic::{AtomicI32, AtomicPtr, AtomicU32, AtomicU64, AtomicU8, Or
 use corosensei::Yielder;
 
 use super::park::ParkState;
+use crate::environment::Threading;
 use crate::runtime::job::Job;
 use crate::{Rank, Tag};
 
@@ -137,6 +138,8 @@ pub(crate) struct Slot {
     /// `worker << 32 | task index` once started.
     home: AtomicU64,
     life: AtomicU8,
+    /// A rank's thread level: 0 for the job's default, else level + 1.
+    threading: AtomicU8,
     wait_op: AtomicU8,
     wait_peer: AtomicI32,
     wait_tag: AtomicI32,
@@ -151,6 +154,7 @@ impl Slot {
             rank: AtomicU32::new(rank),
             home: AtomicU64::new(u64::MAX),
             life: AtomicU8::new(Life::NotStarted as u8),
+            threading: AtomicU8::new(0),
             wait_op: AtomicU8::new(WaitOp::None as u8),
             wait_peer: AtomicI32::new(0),
             wait_tag: AtomicI32::new(0),
@@ -186,6 +190,19 @@ impl Slot {
         let home = self.home.load(Ordering::Acquire);
         debug_assert_ne!(home, u64::MAX, "unpark of a rank that never started");
         ((home >> 32) as usize, (home & 0xffff_ffff) as usize)
+    }
+
+    /// The thread level the rank asked for, if it did.
+    pub(crate) fn threading(&self) -> Option<Threading> {
+        match self.threading.load(Ordering::Acquire) {
+            0 => None,
+            v => Some(Threading::ALL[(v - 1) as usize]),
+        }
+    }
+
+    /// Records the thread level the rank was given.
+    pub(crate) fn set_threading(&self, level: Threading) {
+        self.threading.store(level as u8 + 1, Ordering::Release);
     }
 
     pub(crate) fn set_finished(&self) {
@@ -264,9 +281,27 @@ impl RankCtx {
         unsafe { &*self.job }
     }
 
-    /// Suspends the rank, returning control to its worker.
+    /// Whether this is the context of an OS thread acting for the rank
+    /// (`sched::thread`), which has no coroutine to suspend.
+    #[inline]
+    pub(crate) fn is_thread(&self) -> bool {
+        self.yielder.is_null()
+    }
+
+    /// Suspends the rank, returning control to its worker. (An OS thread's
+    /// context only yields its thread: its waits go through
+    /// `sched::thread::park_once`.)
     #[inline]
     pub(crate) fn suspend(&self, why: Suspend) {
+        if self.is_thread() {
+            debug_assert_eq!(
+                why,
+                Suspend::Yielded,
+                "thread contexts park in sched::thread"
+            );
+            std::thread::yield_now();
+            return;
+        }
         // SAFETY: the yielder belongs to the coroutine running this rank,
         // which is the code calling us (contexts are only reachable while
         // their rank runs).

@@ -40,6 +40,13 @@ impl std::fmt::Debug for Spawn {
 /// caller must wait for it (for instance through a completion the body
 /// signals last) before those borrows end, also when unwinding.
 pub(crate) unsafe fn spawn<'a>(ctx: &RankCtx, body: Box<dyn FnOnce() + 'a>) -> Result<(), Error> {
+    if ctx.is_thread() {
+        return Err(Error::Unsupported {
+            what: "immediate collectives from an OS thread acting for a rank (start them \
+                   from the rank itself, or use the blocking form)"
+                .into(),
+        });
+    }
     let job = ctx.job();
     let slot = job.sched.slots.allocate(ctx.rank)?;
     job.sched.live.fetch_add(1, Ordering::SeqCst);

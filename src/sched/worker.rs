@@ -90,6 +90,11 @@ thread_local! {
     static WORKER: Cell<*const WorkerLocal> = const { Cell::new(ptr::null()) };
 }
 
+/// Whether the calling thread is a worker of some job.
+pub(crate) fn on_worker_thread() -> bool {
+    !WORKER.with(|w| w.get()).is_null()
+}
+
 /// Requeues a woken rank living at `(worker, task)` of `job`.
 #[inline]
 pub(crate) fn schedule(job: &Job, (worker, task): (usize, usize)) {
@@ -553,7 +558,7 @@ impl Worker<'_> {
             && job.sched.timers.load(Ordering::SeqCst) == 0
             && job.sched.external.load(Ordering::SeqCst) == 0
         {
-            if let Some(report) = deadlock::check(job) {
+            if let Some(report) = deadlock::check_stable(job) {
                 sleep.cancel(announcement);
                 job.sched.fail(Error::Deadlock { report });
                 return;

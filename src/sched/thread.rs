@@ -1,0 +1,271 @@
+//! OS threads acting for a rank: MPI calls from threads that a rank spawned
+//! (thread levels `Serialized` and `Multiple`).
+//!
+//! A rank's own MPI calls run on its coroutine and park it. An OS thread
+//! cannot be suspended that way, so the first MPI call it makes for a rank
+//! gives it a *thread context*: a [`RankCtx`] with the rank's identity, a
+//! park slot of its own (taken from the task slots) whose home is the thread
+//! rather than a worker, and no yielder. Its waits park the OS thread
+//! (`std::thread::park`); whoever unparks its slot wakes the thread instead
+//! of requeueing a coroutine ([`wake`]). The context lives in a thread-local
+//! until the thread exits, so a request started on the thread can be waited
+//! for later on the same thread.
+//!
+//! Deadlock detection covers thread contexts: their slots are waiting
+//! parties like tasks. A thread that is not parked in MPI keeps the job from
+//! being declared deadlocked; a thread that parks while every worker sleeps
+//! runs the check itself. An OS thread may wake ranks while another party
+//! inspects the slots, so thread contexts bump an epoch before parking and
+//! every check is confirmed against it (`deadlock::check_stable`).
+//!
+//! When the job fails or ends, parked threads are woken and their calls
+//! return an error: MPI calls must not outlive the rank they act for.
+
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
+use std::ptr;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+use std::thread::Thread;
+
+use super::deadlock;
+use super::rank::{Life, RankCtx, WaitInfo};
+use crate::environment::Threading;
+use crate::error::Error;
+use crate::runtime::job::Job;
+
+/// The worker part of a slot's home (`Slot::home`) when it is an OS thread.
+pub(crate) const HOME: usize = u32::MAX as usize;
+
+/// The thread contexts of one job.
+#[derive(Debug, Default)]
+pub(crate) struct Threads {
+    /// The thread behind each thread-context slot.
+    registered: Mutex<HashMap<u32, Thread>>,
+    /// Bumped by every thread context before it parks.
+    epoch: AtomicU64,
+    /// Every rank has finished: no MPI call can complete any more.
+    ended: AtomicBool,
+}
+
+impl Threads {
+    /// The parking epoch (see the module docs).
+    pub(crate) fn epoch(&self) -> u64 {
+        self.epoch.load(Ordering::SeqCst)
+    }
+
+    /// Wakes every registered thread (the job failed or ended).
+    pub(crate) fn wake_all(&self) {
+        for thread in self
+            .registered
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .values()
+        {
+            thread.unpark();
+        }
+    }
+
+    /// The job's ranks have all finished: fail the calls of threads still
+    /// acting for them.
+    pub(crate) fn end(&self) {
+        self.ended.store(true, Ordering::SeqCst);
+        self.wake_all();
+    }
+
+    fn ended(&self) -> bool {
+        self.ended.load(Ordering::SeqCst)
+    }
+}
+
+/// A thread context, owned by the thread-local list of its OS thread.
+struct ThreadCtx {
+    ctx: RankCtx,
+    /// Keeps the job's allocation (not the job) alive, so that its address
+    /// identifies it for as long as this context exists.
+    job: Weak<Job>,
+}
+
+impl Drop for ThreadCtx {
+    fn drop(&mut self) {
+        if let Some(job) = self.job.upgrade() {
+            job.sched
+                .threads
+                .registered
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .remove(&self.ctx.slot);
+            job.sched.slots.release(self.ctx.slot);
+        }
+    }
+}
+
+thread_local! {
+    /// The job whose `external` count includes this OS thread while it runs
+    /// (threads started by `myriad::thread`).
+    static EXTERNAL: Cell<*const Job> = const { Cell::new(ptr::null()) };
+
+    /// The contexts of this OS thread, one per (job, rank) it acted for.
+    /// Boxed: references handed out stay valid while the list grows.
+    #[allow(clippy::vec_box)]
+    static CONTEXTS: RefCell<Vec<Box<ThreadCtx>>> = const { RefCell::new(Vec::new()) };
+}
+
+/// The context through which this OS thread (which runs no rank) calls MPI
+/// as rank `rank` of `job`; created on first use.
+///
+/// # Errors
+///
+/// The rank's thread level is below `Serialized`, or the job has ended or
+/// failed.
+pub(crate) fn context(job: &Arc<Job>, rank: u32) -> Result<&'static RankCtx, Error> {
+    let level = job.threading_of(rank);
+    if level < Threading::Serialized {
+        return Err(Error::Comm {
+            message: format!(
+                "an MPI operation on a communicator of rank {rank} was called outside of \
+                 any rank, from an OS thread; the rank's thread level is {level:?}, so only \
+                 the rank itself may call MPI. For threads of a rank to call MPI, ask for \
+                 Threading::Multiple (or Serialized) with myriad::initialize_with_threading \
+                 or Runtime::threading"
+            ),
+        });
+    }
+    check_alive(job)?;
+    let found = CONTEXTS.with(|list| {
+        let list = list.borrow();
+        list.iter()
+            .find(|t| ptr::eq(t.ctx.job, Arc::as_ptr(job)) && t.ctx.rank == rank)
+            .map(|t| &t.ctx as *const RankCtx)
+    });
+    let ctx = match found {
+        Some(ctx) => ctx,
+        None => create(job, rank)?,
+    };
+    // SAFETY: the context is boxed in this thread's list, which only drops
+    // entries at thread exit or when their job is gone (`create`); the
+    // caller holds an `Arc` of the job for as long as it uses the reference,
+    // and the reference never leaves this thread (`RankCtx` is not `Send`).
+    Ok(unsafe { &*ctx })
+}
+
+fn create(job: &Arc<Job>, rank: u32) -> Result<*const RankCtx, Error> {
+    let slot = job.sched.slots.allocate(rank)?;
+    // The rank's worker: a hint for per-worker structures (collective
+    // rounds keep their waiter lists per worker, under locks).
+    let rank_slot = job.sched.slots.get(rank);
+    let worker = match rank_slot.life() {
+        Life::Running => rank_slot.home().0 as u32,
+        _ => 0,
+    };
+    job.sched
+        .threads
+        .registered
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .insert(slot, std::thread::current());
+    // Running from now on: a waiting party for deadlock detection.
+    job.sched.slots.get(slot).set_home(HOME, 0);
+    let entry = Box::new(ThreadCtx {
+        ctx: RankCtx {
+            job: Arc::as_ptr(job),
+            rank,
+            slot,
+            worker,
+            yielder: ptr::null(),
+            initialized: Cell::new(true),
+        },
+        job: Arc::downgrade(job),
+    });
+    let ctx = &entry.ctx as *const RankCtx;
+    CONTEXTS.with(|list| {
+        let mut list = list.borrow_mut();
+        // Contexts of jobs that are gone can go: nobody can be using them
+        // (a call holds an `Arc` of its job).
+        list.retain(|t| t.job.strong_count() > 0);
+        list.push(entry);
+    });
+    Ok(ctx)
+}
+
+fn check_alive(job: &Job) -> Result<(), Error> {
+    if job.sched.is_aborting() {
+        return Err(Error::Aborted);
+    }
+    if job.sched.threads.ended() {
+        return Err(Error::Comm {
+            message: "an OS thread called MPI for a rank that has already finished; \
+                      threads must be done with MPI before their rank returns"
+                .into(),
+        });
+    }
+    Ok(())
+}
+
+/// Starts counting the calling OS thread, a thread of a rank of `job`, as
+/// one that may still wake ranks (`Shared::external`): no deadlock is
+/// reported while it runs outside MPI waits. The caller already added it to
+/// the count (before the thread started, so that no report can slip in).
+pub(crate) fn counted_as_external(job: &Job) {
+    EXTERNAL.with(|e| e.set(job));
+}
+
+/// `sched::park_once` for a thread context: parks the OS thread until its
+/// slot is unparked (or the job fails or ends).
+pub(crate) fn park_once(ctx: &RankCtx, info: &WaitInfo) -> Result<(), Error> {
+    let job = ctx.job();
+    check_alive(job)?;
+    let slot = job.sched.slots.get(ctx.slot);
+    slot.set_wait(info);
+    job.sched.threads.epoch.fetch_add(1, Ordering::SeqCst);
+    // While parked it wakes nobody: out of the external count (its slot
+    // stands for it instead).
+    let counted = EXTERNAL.with(|e| ptr::eq(e.get(), job));
+    if counted {
+        job.sched.external.fetch_sub(1, Ordering::SeqCst);
+    }
+    let _recount = Recount(counted.then_some(job));
+    if slot.park.try_park() {
+        if job.sched.sleep.all_asleep()
+            && job.sched.timers.load(Ordering::SeqCst) == 0
+            && job.sched.external.load(Ordering::SeqCst) == 0
+        {
+            // Nobody else may look: every worker already went to sleep.
+            if let Some(report) = deadlock::check_stable(job) {
+                job.sched.fail(Error::Deadlock { report });
+            }
+        }
+        while slot.park.is_parked() && !job.sched.is_aborting() && !job.sched.threads.ended() {
+            std::thread::park();
+        }
+        slot.park.resumed();
+        check_alive(job)?;
+    }
+    Ok(())
+}
+
+/// Adds a counted thread back to the external count when it stops waiting.
+struct Recount<'a>(Option<&'a Job>);
+
+impl Drop for Recount<'_> {
+    fn drop(&mut self) {
+        if let Some(job) = self.0 {
+            job.sched.external.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+}
+
+/// Wakes the OS thread behind thread-context slot `slot` (its park state
+/// was just unparked).
+pub(crate) fn wake(job: &Job, slot: u32) {
+    if let Some(thread) = job
+        .sched
+        .threads
+        .registered
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .get(&slot)
+    {
+        thread.unpark();
+    }
+}

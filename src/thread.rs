@@ -1,0 +1,337 @@
+//! OS threads of a rank, joined without blocking its worker.
+//!
+//! A rank is a coroutine on a worker thread: `std::thread::JoinHandle::join`
+//! (and the end of `std::thread::scope`) would block that worker, and with
+//! it every other rank it runs, possibly the very rank the thread waits for.
+//! [`spawn`] and [`scope`] start ordinary OS threads whose joins *park the
+//! rank* instead: its worker runs other ranks until the thread is done.
+//!
+//! With thread level [`Threading::Serialized`](crate::Threading) or
+//! [`Threading::Multiple`](crate::Threading), these threads (like any OS
+//! thread) may call MPI through the rank's communicators; their blocking
+//! calls park the OS thread. Outside any rank, both behave like their `std`
+//! counterparts.
+//!
+//! ```
+//! use myriad::traits::*;
+//! use myriad::Threading;
+//!
+//! myriad::Runtime::builder()
+//!     .ranks(2)
+//!     .threading(Threading::Multiple)
+//!     .run(|universe| {
+//!         let world = universe.world();
+//!         let peer = world.process_at_rank(1 - world.rank());
+//!         // One thread sends while the rank itself receives.
+//!         myriad::thread::scope(|s| {
+//!             s.spawn(|| peer.send(&world.rank()));
+//!             let (got, _) = peer.receive::<i32>();
+//!             assert_eq!(got, 1 - world.rank());
+//!         });
+//!     })
+//!     .unwrap();
+//! ```
+
+use std::marker::PhantomData;
+use std::panic::Location;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use crate::runtime::job::Job;
+use crate::sched::{self, WaitInfo, WaitOp};
+
+/// Whom to wake when a thread ends: the rank (slot) that will join it.
+struct Joiner {
+    job: Arc<Job>,
+    slot: u32,
+}
+
+impl Joiner {
+    /// Whether the calling rank is this joiner.
+    fn is_caller(&self) -> bool {
+        sched::rank::current().is_some_and(|ctx| {
+            !ctx.is_thread() && ctx.slot == self.slot && std::ptr::eq(ctx.job, &*self.job)
+        })
+    }
+
+    fn of_caller() -> Option<Joiner> {
+        sched::rank::current()
+            .filter(|ctx| !ctx.is_thread())
+            .map(|ctx| Joiner {
+                // SAFETY: the job outlives its running ranks.
+                job: unsafe { Job::arc_from_ptr(ctx.job) },
+                slot: ctx.slot,
+            })
+    }
+
+    /// Counts a thread about to start: while it runs, the rank waiting for
+    /// it is not deadlocked (`Shared::external`).
+    fn count_thread(&self) {
+        self.job.sched.external.fetch_add(1, Ordering::SeqCst);
+    }
+
+    /// The thread runs: it tells MPI waits it is counted.
+    fn thread_started(&self) {
+        sched::thread::counted_as_external(&self.job);
+    }
+
+    /// The thread is done (after waking whoever waits for it).
+    fn thread_ended(&self) {
+        self.job.sched.external.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// Signals the end of a thread (also when it panics) and wakes the joiner.
+struct Finished<'a> {
+    flag: &'a AtomicBool,
+    joiner: Option<&'a Joiner>,
+}
+
+impl Drop for Finished<'_> {
+    fn drop(&mut self) {
+        self.flag.store(true, Ordering::Release);
+        if let Some(joiner) = self.joiner {
+            sched::unpark(&joiner.job, joiner.slot);
+            joiner.thread_ended();
+        }
+    }
+}
+
+/// Parks the calling rank until `done()`. When it is not a rank, is
+/// unwinding, or is unwound while parked (the job failed), it yields the
+/// thread until `done()` instead: it never returns or lets an unwind go on
+/// before `done()`, because the threads may borrow the caller's stack.
+fn wait(site: &'static Location<'static>, done: impl Fn() -> bool) {
+    struct Spin<'a, D: Fn() -> bool>(&'a D);
+    impl<D: Fn() -> bool> Drop for Spin<'_, D> {
+        fn drop(&mut self) {
+            while !(self.0)() {
+                std::thread::yield_now();
+            }
+        }
+    }
+    let _spin = Spin(&done);
+    if !std::thread::panicking() {
+        if let Some(ctx) = sched::rank::current().filter(|c| !c.is_thread()) {
+            let info = WaitInfo::simple(WaitOp::Other, site);
+            let _ = sched::wait_until(ctx, &info, &done);
+        }
+    }
+}
+
+/// The state a spawned thread shares with its handle.
+struct Shared {
+    finished: AtomicBool,
+    joiner: Option<Joiner>,
+}
+
+/// An owned permission to join a thread started by [`spawn`].
+#[derive(Debug)]
+pub struct JoinHandle<T> {
+    inner: std::thread::JoinHandle<T>,
+    shared: Arc<Shared>,
+}
+
+impl std::fmt::Debug for Shared {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Shared")
+            .field("finished", &self.finished.load(Ordering::Relaxed))
+            .finish()
+    }
+}
+
+impl<T> JoinHandle<T> {
+    /// Waits for the thread to finish and returns its result (`Err` with
+    /// the panic payload if it panicked). Inside a rank, the rank parks
+    /// meanwhile and its worker runs other ranks.
+    #[track_caller]
+    pub fn join(self) -> std::thread::Result<T> {
+        // Only the spawning rank is woken by the thread's end; anyone else
+        // (another rank, a plain thread) blocks in `std`'s join.
+        if self.shared.joiner.as_ref().is_some_and(Joiner::is_caller) {
+            let site = Location::caller();
+            wait(site, || self.shared.finished.load(Ordering::Acquire));
+        }
+        self.inner.join()
+    }
+
+    /// Whether the thread has finished running its closure.
+    pub fn is_finished(&self) -> bool {
+        self.shared.finished.load(Ordering::Acquire)
+    }
+
+    /// The underlying `std` thread.
+    pub fn thread(&self) -> &std::thread::Thread {
+        self.inner.thread()
+    }
+}
+
+/// Spawns an OS thread (`std::thread::spawn`) whose [`JoinHandle::join`]
+/// parks the calling rank instead of blocking its worker.
+///
+/// # Panics
+///
+/// If the OS cannot create a thread, like `std::thread::spawn`.
+pub fn spawn<F, T>(f: F) -> JoinHandle<T>
+where
+    F: FnOnce() -> T + Send + 'static,
+    T: Send + 'static,
+{
+    let shared = Arc::new(Shared {
+        finished: AtomicBool::new(false),
+        joiner: Joiner::of_caller(),
+    });
+    if let Some(joiner) = &shared.joiner {
+        joiner.count_thread();
+    }
+    let theirs = Arc::clone(&shared);
+    let inner = std::thread::spawn(move || {
+        if let Some(joiner) = &theirs.joiner {
+            joiner.thread_started();
+        }
+        let _finished = Finished {
+            flag: &theirs.finished,
+            joiner: theirs.joiner.as_ref(),
+        };
+        f()
+    });
+    JoinHandle { inner, shared }
+}
+
+/// A scope for spawning threads that borrow from the rank: see [`scope`].
+pub struct Scope<'scope, 'env: 'scope> {
+    running: AtomicUsize,
+    joiner: Option<Joiner>,
+    /// Threads of the scope, joined when it ends.
+    threads: std::sync::Mutex<Vec<std::thread::JoinHandle<()>>>,
+    panicked: AtomicBool,
+    scope: PhantomData<&'scope mut &'scope ()>,
+    env: PhantomData<&'env mut &'env ()>,
+}
+
+impl std::fmt::Debug for Scope<'_, '_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Scope")
+            .field("running", &self.running.load(Ordering::Relaxed))
+            .finish()
+    }
+}
+
+/// Like `std::thread::scope`: threads spawned in the scope may borrow from
+/// outside it and are all joined when it ends, by parking the calling rank.
+///
+/// # Panics
+///
+/// If a spawned thread panicked (after all have finished), like
+/// `std::thread::scope`.
+#[track_caller]
+pub fn scope<'env, F, T>(f: F) -> T
+where
+    F: for<'scope> FnOnce(&'scope Scope<'scope, 'env>) -> T,
+{
+    let site = Location::caller();
+    let scope = Scope {
+        running: AtomicUsize::new(0),
+        joiner: Joiner::of_caller(),
+        threads: std::sync::Mutex::new(Vec::new()),
+        panicked: AtomicBool::new(false),
+        scope: PhantomData,
+        env: PhantomData,
+    };
+    /// Waits for the scope's threads, also when `f` unwinds: they borrow
+    /// from the caller's stack.
+    struct End<'a, 's, 'e>(&'a Scope<'s, 'e>, &'static Location<'static>);
+    impl Drop for End<'_, '_, '_> {
+        fn drop(&mut self) {
+            if self.0.joiner.is_some() {
+                wait(self.1, || self.0.running.load(Ordering::Acquire) == 0);
+            }
+            let threads =
+                std::mem::take(&mut *self.0.threads.lock().unwrap_or_else(|e| e.into_inner()));
+            for thread in threads {
+                // Finished already (they signalled): this returns at once.
+                if thread.join().is_err() {
+                    self.0.panicked.store(true, Ordering::Relaxed);
+                }
+            }
+        }
+    }
+    let result = {
+        let _end = End(&scope, site);
+        // SAFETY: `scope` lives until `_end` has waited for every thread;
+        // `f` gets it for 'scope, which cannot outlive this block from the
+        // caller's point of view (the closure is generic over it).
+        f(unsafe { &*(&scope as *const Scope<'_, 'env>) })
+    };
+    if scope.panicked.load(Ordering::Relaxed) {
+        panic!("a thread spawned in myriad::thread::scope panicked");
+    }
+    result
+}
+
+impl<'scope, 'env> Scope<'scope, 'env> {
+    /// Spawns a thread that may borrow anything that outlives the scope.
+    /// It is joined when the scope ends.
+    ///
+    /// # Panics
+    ///
+    /// If the OS cannot create a thread.
+    pub fn spawn<F>(&'scope self, f: F)
+    where
+        F: FnOnce() + Send + 'scope,
+    {
+        self.running.fetch_add(1, Ordering::AcqRel);
+        if let Some(joiner) = &self.joiner {
+            joiner.count_thread();
+        }
+        let me: &'scope Scope<'scope, 'env> = self;
+        let me_addr = me as *const Scope<'scope, 'env> as usize;
+        let body = move || {
+            // SAFETY: the scope outlives its threads (`scope` waits for
+            // `running` to reach zero before it returns or unwinds).
+            let scope = unsafe { &*(me_addr as *const Scope<'scope, 'env>) };
+            if let Some(joiner) = &scope.joiner {
+                joiner.thread_started();
+            }
+            let _finished = ScopeFinished(scope);
+            f();
+        };
+        // SAFETY: the closure may borrow data of lifetime 'scope; `scope`
+        // joins the thread (waits for its end signal, then `join`) before
+        // 'scope ends, also when unwinding.
+        let handle = match unsafe { std::thread::Builder::new().spawn_unchecked(body) } {
+            Ok(handle) => handle,
+            Err(err) => {
+                self.running.fetch_sub(1, Ordering::AcqRel);
+                if let Some(joiner) = &self.joiner {
+                    joiner.thread_ended();
+                }
+                panic!("failed to spawn a thread: {err}");
+            }
+        };
+        self.threads
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(handle);
+    }
+}
+
+/// Decrements a scope's running count when its thread ends (also by
+/// panic) and wakes the rank waiting for the scope.
+struct ScopeFinished<'a, 's, 'e>(&'a Scope<'s, 'e>);
+
+impl Drop for ScopeFinished<'_, '_, '_> {
+    fn drop(&mut self) {
+        // Read what the wake-up needs first: the scope may end right after
+        // the decrement.
+        let joiner = self.0.joiner.as_ref().map(|j| (Arc::clone(&j.job), j.slot));
+        if self.0.running.fetch_sub(1, Ordering::AcqRel) == 1 {
+            if let Some((job, slot)) = &joiner {
+                sched::unpark(job, *slot);
+            }
+        }
+        if let Some((job, _)) = joiner {
+            job.sched.external.fetch_sub(1, Ordering::SeqCst);
+        }
+    }
+}

@@ -1,0 +1,196 @@
+//! Placement policies end to end: `MYRIAD_MAP_BY`, `MYRIAD_RANK_ORDER` and
+//! `MYRIAD_REPORT_BINDINGS` on synthetic machines.
+//!
+//! The variables are process-global, so each case runs in a child process of
+//! this test binary (re-run with a filter naming the test) and the parent
+//! checks the child's report.
+
+use std::process::Command;
+
+use myriad::topology::{Level, RankOrder};
+use myriad::Runtime;
+
+const CHILD: &str = "MYRIAD_PLACEMENT_TEST_CHILD";
+
+/// In the child (named `name`): runs `body` and returns `None`. In the
+/// parent: runs the child with `envs` and returns its stderr, after checking
+/// that it passed.
+fn child_stderr(name: &str, envs: &[(&str, &str)], body: impl FnOnce()) -> Option<String> {
+    if std::env::var(CHILD).as_deref() == Ok(name) {
+        body();
+        return None;
+    }
+    let mut cmd = Command::new(std::env::current_exe().unwrap());
+    cmd.args([name, "--exact", "--nocapture", "--test-threads=1"])
+        .env(CHILD, name);
+    for var in [
+        "HWLOC_SYNTHETIC",
+        "HWLOC_THISSYSTEM",
+        "MYRIAD_MAP_BY",
+        "MYRIAD_RANK_ORDER",
+        "MYRIAD_REPORT_BINDINGS",
+        "MYRIAD_WORKERS",
+        "MYRIAD_RANKS",
+    ] {
+        cmd.env_remove(var);
+    }
+    cmd.envs(envs.iter().copied());
+    let out = cmd.output().unwrap();
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    );
+    assert!(
+        out.status.success() && stdout.contains("1 passed"),
+        "child {name} with {envs:?} failed\n{stdout}\n{stderr}"
+    );
+    Some(stderr)
+}
+
+/// `(worker, numa, package, ranks)` of each report line.
+fn report(stderr: &str) -> Vec<(usize, usize, usize, usize)> {
+    stderr
+        .lines()
+        .filter_map(|l| l.strip_prefix("[myriad] worker "))
+        .map(|rest| {
+            let n: Vec<usize> = rest
+                .split(|c: char| !c.is_ascii_digit())
+                .filter(|s| !s.is_empty())
+                .map(|s| s.parse().unwrap())
+                .collect();
+            (n[0], n[3], n[4], n[5])
+        })
+        .collect()
+}
+
+fn small_job() {
+    let out = Runtime::builder()
+        .ranks(7)
+        .run(|universe| {
+            use myriad::traits::*;
+            universe.world().barrier();
+        })
+        .unwrap();
+    assert_eq!(out.len(), 7);
+}
+
+#[test]
+fn map_by_package_spreads_workers_over_packages() {
+    let envs = [
+        ("HWLOC_SYNTHETIC", "package:2 numa:1 core:2 pu:1"),
+        ("MYRIAD_WORKERS", "2"),
+        ("MYRIAD_REPORT_BINDINGS", "1"),
+    ];
+    let by_package = [envs.as_slice(), &[("MYRIAD_MAP_BY", "package")]].concat();
+    if let Some(stderr) = child_stderr(
+        "map_by_package_spreads_workers_over_packages",
+        &by_package,
+        small_job,
+    ) {
+        let lines = report(&stderr);
+        assert_eq!(lines.len(), 2, "{stderr}");
+        assert_eq!((lines[0].2, lines[1].2), (0, 1), "{stderr}");
+        // 7 ranks in blocks: 4 then 3.
+        assert_eq!((lines[0].3, lines[1].3), (4, 3), "{stderr}");
+    }
+}
+
+#[test]
+fn map_by_core_fills_the_first_package_first() {
+    let envs = [
+        ("HWLOC_SYNTHETIC", "package:2 numa:1 core:2 pu:1"),
+        ("MYRIAD_WORKERS", "2"),
+        ("MYRIAD_REPORT_BINDINGS", "1"),
+        ("MYRIAD_MAP_BY", "core"),
+    ];
+    if let Some(stderr) = child_stderr(
+        "map_by_core_fills_the_first_package_first",
+        &envs,
+        small_job,
+    ) {
+        let lines = report(&stderr);
+        assert_eq!(lines.len(), 2, "{stderr}");
+        assert_eq!((lines[0].2, lines[1].2), (0, 0), "{stderr}");
+    }
+}
+
+#[test]
+fn builder_map_by_numa_and_cyclic_order() {
+    let envs = [
+        ("HWLOC_SYNTHETIC", "numa:2 core:2 pu:1"),
+        ("MYRIAD_REPORT_BINDINGS", "1"),
+    ];
+    let body = || {
+        Runtime::builder()
+            .ranks(5)
+            .workers(4)
+            .map_by(Level::Numa)
+            .rank_order(RankOrder::Cyclic)
+            .run(|_| ())
+            .unwrap();
+    };
+    if let Some(stderr) = child_stderr("builder_map_by_numa_and_cyclic_order", &envs, body) {
+        let lines = report(&stderr);
+        assert_eq!(
+            lines.iter().map(|l| l.1).collect::<Vec<_>>(),
+            [0, 1, 0, 1],
+            "{stderr}"
+        );
+        assert_eq!(
+            lines.iter().map(|l| l.3).collect::<Vec<_>>(),
+            [2, 1, 1, 1],
+            "{stderr}"
+        );
+    }
+}
+
+#[test]
+fn a_missing_level_is_an_error_listing_the_levels() {
+    let envs = [
+        ("HWLOC_SYNTHETIC", "numa:2 core:1 pu:1"),
+        ("MYRIAD_MAP_BY", "package"),
+    ];
+    let body = || {
+        let err = Runtime::builder().ranks(2).run(|_| ()).unwrap_err();
+        let message = err.to_string();
+        assert!(message.contains("package"), "{message}");
+        assert!(message.contains("numa, core, pu"), "{message}");
+    };
+    child_stderr(
+        "a_missing_level_is_an_error_listing_the_levels",
+        &envs,
+        body,
+    );
+}
+
+#[test]
+fn unknown_policy_names_are_errors() {
+    let body = || {
+        let err = Runtime::builder().ranks(2).run(|_| ()).unwrap_err();
+        let message = err.to_string();
+        assert!(message.contains("MYRIAD_MAP_BY"), "{message}");
+        assert!(message.contains("package, numa, core, pu"), "{message}");
+    };
+    child_stderr(
+        "unknown_policy_names_are_errors",
+        &[("MYRIAD_MAP_BY", "l3cache")],
+        body,
+    );
+}
+
+#[test]
+fn unknown_rank_order_is_an_error() {
+    let body = || {
+        let err = Runtime::builder().ranks(2).run(|_| ()).unwrap_err();
+        let message = err.to_string();
+        assert!(
+            message.contains("MYRIAD_RANK_ORDER") && message.contains("block or cyclic"),
+            "{message}"
+        );
+    };
+    child_stderr(
+        "unknown_rank_order_is_an_error",
+        &[("MYRIAD_RANK_ORDER", "diagonal")],
+        body,
+    );
+}

@@ -1,0 +1,235 @@
+//! Thread levels: what `initialize_with_threading` provides, and MPI calls
+//! from OS threads that a rank spawned.
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use myriad::traits::*;
+use myriad::{Runtime, Threading};
+
+#[test]
+fn every_level_is_provided_as_asked() {
+    for level in Threading::ALL {
+        let seen = AtomicUsize::new(0);
+        Runtime::builder().ranks(3).workers(2).launch(|| {
+            let (universe, provided) = myriad::initialize_with_threading(level).unwrap();
+            assert_eq!(provided, level);
+            assert_eq!(myriad::environment::threading_support(), level);
+            universe.world().barrier();
+            seen.fetch_add(1, Ordering::Relaxed);
+        });
+        assert_eq!(seen.load(Ordering::Relaxed), 3, "{level}");
+    }
+}
+
+#[test]
+fn runtime_threading_sets_the_level_of_run() {
+    for level in Threading::ALL {
+        let levels = Runtime::builder()
+            .ranks(2)
+            .threading(level)
+            .run(|_| myriad::environment::threading_support())
+            .unwrap();
+        assert_eq!(levels, vec![level; 2]);
+    }
+}
+
+#[test]
+fn threads_call_mpi_at_serialized_and_multiple_only() {
+    for level in Threading::ALL {
+        let outcome = Runtime::builder()
+            .ranks(2)
+            .workers(2)
+            .threading(level)
+            .run(|universe| {
+                let world = universe.world();
+                let peer = world.process_at_rank(1 - world.rank());
+                let from_thread = myriad::thread::spawn({
+                    let world = universe.world();
+                    move || {
+                        let peer = world.process_at_rank(1 - world.rank());
+                        peer.send_with_tag(&(world.rank() * 100), 7);
+                    }
+                })
+                .join();
+                if from_thread.is_ok() {
+                    let (v, status) = peer.receive_with_tag::<i32>(7);
+                    assert_eq!(status.source_rank(), 1 - world.rank());
+                    v
+                } else {
+                    -1
+                }
+            });
+        match level {
+            Threading::Serialized | Threading::Multiple => {
+                assert_eq!(outcome.unwrap(), vec![100, 0], "{level}")
+            }
+            _ => {
+                // The thread panicked with the error; the ranks carried on.
+                assert_eq!(outcome.unwrap(), vec![-1, -1], "{level}");
+            }
+        }
+    }
+}
+
+#[test]
+fn the_error_at_low_levels_names_the_level() {
+    let err = Runtime::builder()
+        .ranks(1)
+        .threading(Threading::Funneled)
+        .run(|universe| {
+            let world = universe.world();
+            std::thread::scope(|s| {
+                s.spawn(|| world.try_barrier().map_err(|e| e.to_string()))
+                    .join()
+                    .unwrap()
+            })
+        })
+        .unwrap();
+    let message = err[0].clone().unwrap_err();
+    assert!(
+        message.contains("Funneled") && message.contains("Threading::Multiple"),
+        "{message}"
+    );
+}
+
+#[test]
+fn blocked_threads_park_themselves_not_the_worker() {
+    // One worker: if a thread's blocking receive took the worker, rank 1
+    // could never run to send what it waits for.
+    let out = Runtime::builder()
+        .ranks(2)
+        .workers(1)
+        .threading(Threading::Multiple)
+        .run(|universe| {
+            let world = universe.world();
+            if world.rank() == 0 {
+                let peer = world.process_at_rank(1);
+                myriad::thread::scope(|s| {
+                    for tag in 0..4 {
+                        s.spawn(move || {
+                            let (v, _) = peer.receive_with_tag::<u64>(tag);
+                            assert_eq!(v, tag as u64 * 3);
+                        });
+                    }
+                    // The rank itself talks to rank 1 meanwhile.
+                    peer.send_with_tag(&1u8, 99);
+                });
+                0
+            } else {
+                let peer = world.process_at_rank(0);
+                let (_, _) = peer.receive_with_tag::<u8>(99);
+                for tag in (0..4).rev() {
+                    peer.send_with_tag(&(tag as u64 * 3), tag);
+                }
+                1
+            }
+        })
+        .unwrap();
+    assert_eq!(out, vec![0, 1]);
+}
+
+#[test]
+fn many_threads_of_many_ranks_exchange_concurrently() {
+    let ranks = 8;
+    let threads = 4;
+    let sums = Runtime::builder()
+        .ranks(ranks)
+        .workers(2)
+        .threading(Threading::Multiple)
+        .run(|universe| {
+            let world = universe.world();
+            let me = world.rank();
+            let n = world.size();
+            let received = AtomicUsize::new(0);
+            myriad::thread::scope(|s| {
+                for t in 0..threads {
+                    let world = &world;
+                    let received = &received;
+                    s.spawn(move || {
+                        // Thread t of each rank sends 50 messages to the
+                        // next rank and receives 50 from the previous one.
+                        let next = world.process_at_rank((me + 1) % n);
+                        let prev = world.process_at_rank((me + n - 1) % n);
+                        for i in 0..50usize {
+                            myriad::request::scope(|sc| {
+                                let request = next.immediate_send_with_tag(sc, &i, t);
+                                let (v, _) = prev.receive_with_tag::<usize>(t);
+                                request.wait();
+                                received.fetch_add(v, Ordering::Relaxed);
+                            });
+                        }
+                    });
+                }
+            });
+            world.barrier();
+            received.into_inner()
+        })
+        .unwrap();
+    let per_thread: usize = (0..50).sum();
+    assert_eq!(sums, vec![per_thread * threads as usize; ranks]);
+}
+
+#[test]
+fn a_deadlock_through_a_thread_is_reported() {
+    let err = Runtime::builder()
+        .ranks(2)
+        .workers(2)
+        .threading(Threading::Multiple)
+        .run(|universe| {
+            let world = universe.world();
+            if world.rank() == 0 {
+                let peer = world.process_at_rank(1);
+                myriad::thread::scope(|s| {
+                    s.spawn(|| {
+                        // Rank 1 never sends this.
+                        let _ = peer.receive_with_tag::<u32>(5);
+                    });
+                });
+            } else {
+                let _ = world.process_at_rank(0).receive_with_tag::<u32>(6);
+            }
+        })
+        .unwrap_err();
+    let report = err.to_string();
+    assert!(report.contains("deadlock"), "{report}");
+    assert!(report.contains("OS thread"), "{report}");
+    assert!(report.contains("tag 5"), "{report}");
+}
+
+#[test]
+fn calls_after_the_job_ended_fail_clearly() {
+    let worlds = Runtime::builder()
+        .ranks(1)
+        .threading(Threading::Multiple)
+        .run(|universe| universe.world())
+        .unwrap();
+    let world = &worlds[0];
+    let panic = catch_unwind(AssertUnwindSafe(|| world.barrier())).unwrap_err();
+    let message = panic.downcast_ref::<String>().cloned().unwrap_or_default();
+    assert!(message.contains("already finished"), "{message}");
+}
+
+#[test]
+fn immediate_collectives_from_threads_are_unsupported() {
+    let out = Runtime::builder()
+        .ranks(2)
+        .threading(Threading::Multiple)
+        .run(|universe| {
+            let world = universe.world();
+            let outcome = std::thread::scope(|s| {
+                s.spawn(|| catch_unwind(AssertUnwindSafe(|| drop(world.immediate_barrier()))))
+                    .join()
+                    .unwrap()
+            });
+            let message = outcome
+                .unwrap_err()
+                .downcast_ref::<String>()
+                .cloned()
+                .unwrap_or_default();
+            world.barrier();
+            message
+        })
+        .unwrap();
+    assert!(out.iter().all(|m| m.contains("not supported")), "{out:?}");
+}
