@@ -80,12 +80,12 @@ pub use environment::{
     initialize, initialize_with_threading, time, time_resolution, Threading, Universe,
 };
 pub use error::Error;
+pub use hybrid::parallel_for;
 /// `#[myriad::main]`: the entry point of a ported rsmpi program.
 pub use myriad_macros::main;
 /// `#[derive(Equivalence)]` for structs whose fields are all `Equivalence`.
 pub use myriad_macros::Equivalence;
 pub use runtime::{launch, run, Runtime, StackGuard};
-pub use hybrid::parallel_for;
 pub use sched::{sleep, yield_now};
 
 /// A rank in a communicator (MPI's `int`, as in rsmpi).
@@ -112,7 +112,7 @@ pub mod traits {
     pub use crate::comm::{AnyCommunicator, CommAttribute, Communicator, Group};
     pub use crate::datatype::{
         AsDatatype, Buffer, BufferMut, Collection, Datatype, Equivalence, Partitioned,
-        PartitionedBuffer, PartitionedBufferMut, Pointer, PointerMut,
+        PartitionedBuffer, PartitionedBufferMut, Pointer, PointerMut, UncommittedDatatype,
     };
     pub use crate::point_to_point::{Destination, MatchedReceiveVec, Source};
     pub use myriad_macros::Equivalence;

@@ -828,3 +828,37 @@ fn reductions_read_and_write_through_views() {
     })
     .unwrap();
 }
+
+#[test]
+fn communicator_pack_methods_round_trip_through_a_message() {
+    let out = myriad::run(2, |universe| {
+        let world = universe.world();
+        if world.rank() == 0 {
+            let header = [7i32, 8];
+            let body = [1.5f64, 2.5, 3.5];
+            let mut bytes = vec![
+                0u8;
+                (world.pack_size(2, &i32::equivalent_datatype())
+                    + world.pack_size(3, &f64::equivalent_datatype()))
+                    as usize
+            ];
+            let at = world.pack_into(&header[..], &mut bytes, 0);
+            let end = world.pack_into(&body[..], &mut bytes, at);
+            assert_eq!(end as usize, bytes.len());
+            assert_eq!(world.pack(&header[..]), bytes[..8].to_vec());
+            world.process_at_rank(1).send(&bytes[..]);
+            None
+        } else {
+            let (bytes, _) = world.process_at_rank(0).receive_vec::<u8>();
+            let mut header = [0i32; 2];
+            let mut body = [0f64; 3];
+            // SAFETY: rank 0 packed two i32 and then three f64.
+            let at = unsafe { world.unpack_into(&bytes, &mut header[..], 0) };
+            // SAFETY: as above.
+            unsafe { world.unpack_into(&bytes, &mut body[..], at) };
+            Some((header, body))
+        }
+    })
+    .unwrap();
+    assert_eq!(out[1], Some(([7, 8], [1.5, 2.5, 3.5])));
+}

@@ -622,6 +622,57 @@ pub trait Communicator: AsCore {
         let grid = cartesian::Grid::new("cartesian_map", dims, periods, core.size()).or_raise();
         (core.rank() < grid.points()).then_some(core.rank())
     }
+
+    /// Bytes that packing `incount` elements of `datatype` takes
+    /// (`MPI_Pack_size`; see [`crate::datatype::pack_size`]).
+    #[track_caller]
+    fn pack_size<Dt>(&self, incount: Count, datatype: &Dt) -> Count
+    where
+        Dt: crate::datatype::Datatype,
+        Self: Sized,
+    {
+        crate::datatype::pack_size(incount, datatype)
+    }
+
+    /// Packs `inbuf` into a new byte vector (`MPI_Pack`; see
+    /// [`crate::datatype::pack`]).
+    #[track_caller]
+    fn pack<Buf>(&self, inbuf: &Buf) -> Vec<u8>
+    where
+        Buf: ?Sized + crate::datatype::Buffer,
+        Self: Sized,
+    {
+        crate::datatype::pack(inbuf)
+    }
+
+    /// Packs `inbuf` into `outbuf` at byte `position`, returning the
+    /// position after it (`MPI_Pack`; see [`crate::datatype::pack_into`]).
+    #[track_caller]
+    fn pack_into<Buf>(&self, inbuf: &Buf, outbuf: &mut [u8], position: Count) -> Count
+    where
+        Buf: ?Sized + crate::datatype::Buffer,
+        Self: Sized,
+    {
+        crate::datatype::pack_into(inbuf, outbuf, position)
+    }
+
+    /// Unpacks `outbuf`'s elements from `inbuf` at byte `position`,
+    /// returning the position after them (`MPI_Unpack`; see
+    /// [`crate::datatype::unpack_into`]).
+    ///
+    /// # Safety
+    ///
+    /// As [`crate::datatype::unpack_into`]: the bytes must be a valid
+    /// packing of values of `outbuf`'s types.
+    #[track_caller]
+    unsafe fn unpack_into<Buf>(&self, inbuf: &[u8], outbuf: &mut Buf, position: Count) -> Count
+    where
+        Buf: ?Sized + crate::datatype::BufferMut,
+        Self: Sized,
+    {
+        // SAFETY: the caller upholds `unpack_into`'s contract.
+        unsafe { crate::datatype::unpack_into(inbuf, outbuf, position) }
+    }
 }
 
 /// A communicator handle (rsmpi's `SimpleCommunicator`).
