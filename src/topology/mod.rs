@@ -105,7 +105,7 @@ pub use report::binding_report;
 // import them from here.
 pub use crate::comm::{
     dims_create, AnyCommunicator, AnyProcess, CartesianCommunicator, CartesianLayout, Color,
-    CommunicatorRelation, Communicator, Group, GroupRelation, Key, Process, SimpleCommunicator,
+    Communicator, CommunicatorRelation, Group, GroupRelation, Key, Process, SimpleCommunicator,
     SystemGroup, UserGroup,
 };
 pub use crate::Rank;
