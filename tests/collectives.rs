@@ -503,3 +503,45 @@ fn unknown_algorithm_names_in_the_environment_are_configuration_errors() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+#[test]
+fn every_shared_memory_family_is_checked_against_the_others() {
+    // Each pair meets in one shared-memory round: the mismatch is an error,
+    // never a hang.
+    type Call = fn(&myriad::topology::SimpleCommunicator);
+    let calls: [(&str, Call); 4] = [
+        ("barrier", |w| w.barrier()),
+        ("scan", |w| {
+            let mut out = 0u64;
+            w.scan_into(&1u64, &mut out, SystemOperation::sum());
+        }),
+        ("all_gather", |w| {
+            let mut out = vec![0u32; w.size() as usize];
+            w.all_gather_into(&1u32, &mut out[..]);
+        }),
+        ("all_to_all", |w| {
+            let send = vec![1u32; w.size() as usize];
+            let mut out = vec![0u32; w.size() as usize];
+            w.all_to_all_into(&send[..], &mut out[..]);
+        }),
+    ];
+    for (a, call_a) in calls {
+        for (b, call_b) in calls {
+            if a == b {
+                continue;
+            }
+            let err = myriad::run(3, |universe| {
+                let world = universe.world();
+                if world.rank() == 2 {
+                    call_b(&world);
+                } else {
+                    call_a(&world);
+                }
+            })
+            .unwrap_err();
+            let text = err.to_string();
+            assert!(text.contains("collective mismatch"), "{a} vs {b}: {text}");
+            assert!(text.contains(a) && text.contains(b), "{a} vs {b}: {text}");
+        }
+    }
+}

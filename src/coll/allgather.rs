@@ -178,7 +178,7 @@ fn lay_out(call: &Call<'_>, round: &Round, send: &Layout, parts: &Parts) -> (*mu
 
 fn shm(call: &Call<'_>, send: &Layout, parts: &Parts) -> Result<(), Error> {
     let rounds = &call.comm.shared().coll.rounds;
-    let round = rounds.join(call, false);
+    let round = rounds.join_checked(call, false)?;
     let (rank, n) = (call.rank() as usize, round.size as usize);
     let (base, reference) = lay_out(call, &round, send, parts);
     let word = |i: usize| {

@@ -129,7 +129,7 @@ struct Slot {
 
 fn shm(call: &Call<'_>, send: &Parts, recv: &Parts) -> Result<(), Error> {
     let rounds = &call.comm.shared().coll.rounds;
-    let round = rounds.join(call, true);
+    let round = rounds.join_checked(call, true)?;
     let (rank, n) = (call.rank() as usize, round.size as usize);
     // Our parts' addresses and counts side by side, so that a reader finds
     // its part in one cache line rather than in our partition's tables.

@@ -143,20 +143,12 @@ pub(crate) fn begin_as<'a>(
         signature.bytes,
     )?;
     signature.algorithm = Some(algorithm);
-    // Shared-memory calls of the families that meet in a round are checked
-    // there (`Rounds::join_checked`), without the communicator-wide lock.
-    let in_round = algorithm == Algorithm::SharedMemory
-        && matches!(
-            signature.kind,
-            Collective::Barrier
-                | Collective::Broadcast
-                | Collective::Gather
-                | Collective::GatherVarcount
-                | Collective::Reduce
-                | Collective::AllReduce
-                | Collective::ReduceScatterBlock
-        );
-    if !in_round {
+    // Shared-memory calls meet in a round keyed by the sequence number and
+    // are checked there (`Rounds::join_checked`), without the
+    // communicator-wide lock; every shared-memory algorithm joins with a
+    // check, so two different collectives at one sequence number always
+    // meet in the same round and are caught.
+    if algorithm != Algorithm::SharedMemory {
         state
             .checker
             .check(seq, comm.size() as u32, comm.rank(), *signature, site)?;

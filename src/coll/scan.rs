@@ -208,7 +208,7 @@ fn shm(
     exclusive: bool,
 ) -> Result<(), Error> {
     let rounds = &call.comm.shared().coll.rounds;
-    let round = rounds.join(call, true);
+    let round = rounds.join_checked(call, true)?;
     let (rank, n) = (call.rank() as usize, round.size as usize);
     // Publish our layouts, not just the data's address: they carry the
     // type, and live in our frame, which stays put until every rank is done.

@@ -129,7 +129,7 @@ unsafe fn take_part(
 
 fn shm(call: &Call<'_>, root: Rank, parts: Option<&Parts>, recv: &Layout) -> Result<(), Error> {
     let rounds = &call.comm.shared().coll.rounds;
-    let round = rounds.join(call, true);
+    let round = rounds.join_checked(call, true)?;
     let result = if let Some(parts) = parts {
         // Publish the partition itself: it carries the buffer's address,
         // its type and the table, and lives in our frame, which stays put
