@@ -105,6 +105,56 @@ where
     guard.wait();
 }
 
+/// Runs `f(k, chunk)` for every `chunk_len`-element chunk of `data` (the
+/// last may be shorter), `k` being the chunk's index, on the rank and every
+/// worker of its job like [`parallel_for`]: the safe way for a region to
+/// write disjoint parts of one slice (a grid's rows, a vector's blocks).
+///
+/// ```
+/// let out = myriad::run(1, |_| {
+///     let mut v = vec![0usize; 10];
+///     myriad::hybrid::parallel_chunks_mut(&mut v, 3, |k, chunk| {
+///         for x in chunk.iter_mut() {
+///             *x = k;
+///         }
+///     });
+///     v
+/// })
+/// .unwrap();
+/// assert_eq!(out[0], [0, 0, 0, 1, 1, 1, 2, 2, 2, 3]);
+/// ```
+#[track_caller]
+pub fn parallel_chunks_mut<T, F>(data: &mut [T], chunk_len: usize, f: F)
+where
+    T: Send,
+    F: Fn(usize, &mut [T]) + Sync,
+{
+    /// The slice's base, shared by the chunks' closures.
+    struct Base<T>(*mut T);
+    // SAFETY: only used to hand out disjoint `&mut [T]` chunks to other
+    // threads, which `T: Send` allows (like `slice::chunks_mut` + threads).
+    unsafe impl<T: Send> Sync for Base<T> {}
+    impl<T> Base<T> {
+        // A method, so that closures capture the whole `Base` (which is
+        // `Sync`), not its raw pointer field.
+        fn at(&self, i: usize) -> *mut T {
+            self.0.wrapping_add(i)
+        }
+    }
+    let chunk_len = chunk_len.max(1);
+    let len = data.len();
+    let base = Base(data.as_mut_ptr());
+    parallel_for(0..len.div_ceil(chunk_len), 1, |k| {
+        let start = k * chunk_len;
+        let end = (start + chunk_len).min(len);
+        // SAFETY: `parallel_for` runs each index exactly once (indices are
+        // claimed by an atomic counter), so the chunks are disjoint parts of
+        // `data`, which stays mutably borrowed until every chunk is done.
+        let chunk = unsafe { std::slice::from_raw_parts_mut(base.at(start), end - start) };
+        f(k, chunk);
+    });
+}
+
 /// Hides the running rank from the code it runs (restored on drop, also
 /// when unwinding).
 struct OutsideRank(*const RankCtx);

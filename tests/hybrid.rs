@@ -144,3 +144,21 @@ fn blocking_calls_from_micro_tasks_are_refused() {
     let s = err.to_string();
     assert!(s.contains("outside of any rank"), "{s}");
 }
+
+#[test]
+fn parallel_chunks_mut_writes_each_chunk_once() {
+    let out = Runtime::builder()
+        .ranks(3)
+        .workers(2)
+        .run(|_| {
+            let mut v = vec![0u32; 1001];
+            myriad::hybrid::parallel_chunks_mut(&mut v, 10, |k, chunk| {
+                for (i, x) in chunk.iter_mut().enumerate() {
+                    *x += (k * 10 + i) as u32 + 1;
+                }
+            });
+            v.iter().enumerate().all(|(i, &x)| x == i as u32 + 1)
+        })
+        .unwrap();
+    assert_eq!(out, vec![true; 3]);
+}
