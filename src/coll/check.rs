@@ -154,6 +154,11 @@ impl Checker {
         }
     }
 
+    /// Whether full checking is on (`MYRIAD_CHECK_COLLECTIVES`).
+    pub(crate) fn enabled(&self) -> bool {
+        self.enabled
+    }
+
     /// Checks call `seq` of a communicator of `size` ranks by `rank`.
     pub(crate) fn check(
         &self,
@@ -224,6 +229,14 @@ pub(crate) fn mismatch(
 
 /// Whether two ranks' signatures of the same call are compatible: same
 /// operation and root; sizes equal where both know them.
+/// Whether two calls run the same collective with the same algorithm: the
+/// part of the check that stays on when checking is off, because calls
+/// that meet in one shared-memory round read each other's deposits, and
+/// different collectives would read what was never written.
+pub(crate) fn same_protocol(a: &Signature, b: &Signature) -> bool {
+    a.kind == b.kind && a.algorithm == b.algorithm
+}
+
 pub(crate) fn agree(a: &Signature, b: &Signature) -> bool {
     a.kind == b.kind
         && a.root == b.root

@@ -19,6 +19,8 @@ use crate::Rank;
 struct Pending {
     completion: Box<Completion>,
     queued: Queued,
+    /// For a receive: the sender and the bytes its message must have.
+    expect: Option<(Rank, usize)>,
 }
 
 /// The operations of one step of a message-based algorithm.
@@ -36,20 +38,40 @@ impl<'c, 'a> Exchange<'c, 'a> {
     }
 
     /// Posts a receive of the message from `src` into `dst`, which must stay
-    /// valid until [`wait`](Self::wait) returns.
+    /// valid until [`wait`](Self::wait) returns. The message must fill `dst`
+    /// exactly: in a collective every message's size is known, and a
+    /// shorter one means the ranks disagree on counts (an error, not
+    /// silently unwritten data).
     pub(crate) fn recv(&mut self, src: Rank, dst: &Layout) -> Result<(), Error> {
         let call = self.call;
         let completion = Box::new(Completion::new(call.ctx.slot));
+        let expect = (src, dst.bytes());
         match p2p::start_receive(call.comm, call.context(), src, call.tag(), dst, &completion) {
             Started::Done(outcome) => {
-                p2p::receive_result(call.comm, outcome)?;
+                let status = p2p::receive_result(call.comm, outcome)?;
+                self.check_size(expect, status.bytes)?;
             }
             Started::Pending => self.pending.push(Pending {
                 completion,
                 queued: Queued::Receive(call.comm.world()),
+                expect: Some(expect),
             }),
         }
         Ok(())
+    }
+
+    fn check_size(&self, (src, expected): (Rank, usize), got: usize) -> Result<(), Error> {
+        if got == expected {
+            return Ok(());
+        }
+        Err(Error::Count {
+            message: format!(
+                "{}: rank {} expected {expected} bytes from rank {src} but received {got}; \
+                 the ranks disagree on counts",
+                self.call.kind.name(),
+                self.call.rank()
+            ),
+        })
     }
 
     /// Sends `src` to `dest`; `src` must stay valid until
@@ -70,6 +92,7 @@ impl<'c, 'a> Exchange<'c, 'a> {
             self.pending.push(Pending {
                 completion,
                 queued: Queued::Send(call.comm.world_rank(dest)),
+                expect: None,
             });
         }
     }
@@ -81,8 +104,10 @@ impl<'c, 'a> Exchange<'c, 'a> {
         while let Some(p) = self.pending.last() {
             sched::wait_until(self.call.ctx, &info, || p.completion.is_done())?;
             let p = self.pending.pop().expect("just looked at it");
-            if let Queued::Receive(_) = p.queued {
-                if let Err(err) = p2p::receive_result(self.call.comm, p.completion.outcome()) {
+            if let Some(expect) = p.expect {
+                let checked = p2p::receive_result(self.call.comm, p.completion.outcome())
+                    .and_then(|status| self.check_size(expect, status.bytes));
+                if let Err(err) = checked {
                     first_error.get_or_insert(err);
                 }
             }

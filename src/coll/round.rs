@@ -202,7 +202,12 @@ impl Round {
     pub(crate) fn check(&self, call: &Call<'_>) -> Result<(), Error> {
         let mine = (call.signature, call.rank(), call.site);
         let first = self.first.get_or_init(|| mine);
-        if super::check::agree(&first.0, &mine.0) {
+        let agree = if call.comm.shared().coll.checker.enabled() {
+            super::check::agree(&first.0, &mine.0)
+        } else {
+            super::check::same_protocol(&first.0, &mine.0)
+        };
+        if agree {
             return Ok(());
         }
         Err(super::check::mismatch(call.seq, first, &mine))
