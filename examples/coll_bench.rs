@@ -130,8 +130,13 @@ fn main() {
         let n = world.size() as usize;
         let mut rows = Vec::new();
         for name in &chosen {
-            for &bytes in &sizes {
-                let bytes = if name == "barrier" { 0 } else { bytes };
+            // A barrier carries no data: one row.
+            let sizes = if name == "barrier" {
+                &[0][..]
+            } else {
+                &sizes[..]
+            };
+            for &bytes in sizes {
                 if footprint(name, bytes, n) > budget {
                     rows.push(format!(
                         "# skipped {name} {bytes}: needs {} MiB (--budget-mib)",
