@@ -9,10 +9,16 @@
 //! rank's time. Sizes whose buffers would exceed `--budget-mib` (default
 //! 4096) in total are skipped with a comment. Algorithms follow the selector
 //! or `MYRIAD_COLL_<COLLECTIVE>`.
+//!
+//! `--algorithms` checks the selector instead: for each collective and size
+//! it times every algorithm the collective has and the selector's choice
+//! (`auto`), in one run, printing `collective bytes ranks latency_us
+//! algorithm` rows and, per case, the selector's time over the best one's;
+//! the last line gives the worst ratio (`selector: cases=... worst_ratio=...`).
 
 use std::time::Instant;
 
-use myriad::collective::SystemOperation;
+use myriad::collective::{Algorithm, Collective, SystemOperation};
 use myriad::datatype::{Partition, PartitionMut};
 use myriad::topology::SimpleCommunicator;
 use myriad::traits::*;
@@ -110,12 +116,45 @@ struct Buffers {
     displs: Vec<Count>,
 }
 
+/// The median over repetitions of the slowest rank's time of one call, in
+/// seconds, with about `target_s` of repetitions.
+fn measure(
+    world: &SimpleCommunicator,
+    name: &str,
+    elems: usize,
+    b: &mut Buffers,
+    target_s: f64,
+) -> f64 {
+    // Warm up, then size the repetitions to about `target_s`.
+    for _ in 0..2 {
+        run_once(world, name, elems, b);
+    }
+    world.barrier();
+    let t = Instant::now();
+    run_once(world, name, elems, b);
+    let one = t.elapsed().as_secs_f64();
+    let mut slowest = 0.0f64;
+    world.all_reduce_into(&one, &mut slowest, SystemOperation::max());
+    let reps = ((target_s / slowest.max(1e-7)) as usize).clamp(3, 1000);
+    let mut times = vec![0.0f64; reps];
+    for t in times.iter_mut() {
+        world.barrier();
+        let start = Instant::now();
+        run_once(world, name, elems, b);
+        *t = start.elapsed().as_secs_f64();
+    }
+    let mut maxima = vec![0.0f64; reps];
+    world.all_reduce_into(&times[..], &mut maxima[..], SystemOperation::max());
+    median(&mut maxima)
+}
+
 fn main() {
     let sizes: Vec<usize> = list("--sizes").unwrap_or_else(|| vec![8, 1024, 8192, 65536, 1 << 20]);
     let chosen: Vec<String> = list("--collectives")
         .unwrap_or_else(|| COLLECTIVES.iter().map(|s| s.to_string()).collect());
     let budget = arg::<usize>("--budget-mib").unwrap_or(4096) << 20;
     let target_s: f64 = arg("--seconds").unwrap_or(0.2);
+    let compare = std::env::args().any(|a| a == "--algorithms");
     for c in &chosen {
         if !COLLECTIVES.contains(&c.as_str()) {
             eprintln!(
@@ -129,6 +168,7 @@ fn main() {
         let world = universe.world();
         let n = world.size() as usize;
         let mut rows = Vec::new();
+        let (mut cases, mut worst) = (0usize, (0.0f64, String::new()));
         for name in &chosen {
             // A barrier carries no data: one row.
             let sizes = if name == "barrier" {
@@ -158,40 +198,58 @@ fn main() {
                     counts: vec![elems as Count; n],
                     displs: (0..n).map(|r| (r * elems) as Count).collect(),
                 };
-                // Warm up, then size the repetitions to about `target_s`.
-                for _ in 0..2 {
-                    run_once(&world, name, elems, &mut b);
+                let shown = if name == "barrier" { 0 } else { elems * 8 };
+                if !compare {
+                    let t = measure(&world, name, elems, &mut b, target_s);
+                    if world.rank() == 0 {
+                        rows.push(format!("{name} {shown} {n} {:.3}", t * 1e6));
+                    }
+                    continue;
                 }
-                world.barrier();
-                let t = Instant::now();
-                run_once(&world, name, elems, &mut b);
-                let one = t.elapsed().as_secs_f64();
-                let mut slowest = 0.0f64;
-                world.all_reduce_into(&one, &mut slowest, SystemOperation::max());
-                let reps = ((target_s / slowest.max(1e-7)) as usize).clamp(3, 1000);
-                let mut times = vec![0.0f64; reps];
-                for t in times.iter_mut() {
-                    world.barrier();
-                    let start = Instant::now();
-                    run_once(&world, name, elems, &mut b);
-                    *t = start.elapsed().as_secs_f64();
-                }
-                let mut maxima = vec![0.0f64; reps];
-                world.all_reduce_into(&times[..], &mut maxima[..], SystemOperation::max());
-                if world.rank() == 0 {
-                    rows.push(format!(
-                        "{name} {} {n} {:.3}",
-                        if name == "barrier" { 0 } else { elems * 8 },
-                        median(&mut maxima) * 1e6
-                    ));
+                let collective: Collective = name.parse().expect("a known collective");
+                let mut best = (f64::INFINITY, Algorithm::Auto);
+                let candidates = collective.algorithms().iter().chain([&Algorithm::Auto]);
+                for &algorithm in candidates {
+                    world
+                        .set_collective_algorithm(collective, algorithm)
+                        .expect("an algorithm of the collective");
+                    let t = measure(&world, name, elems, &mut b, target_s);
+                    if world.rank() == 0 {
+                        rows.push(format!("{name} {shown} {n} {:.3} {algorithm}", t * 1e6));
+                    }
+                    if algorithm == Algorithm::Auto {
+                        let ratio = t / best.0;
+                        if world.rank() == 0 {
+                            rows.push(format!(
+                                "# {name} {shown}: auto/best = {ratio:.2} (best: {})",
+                                best.1
+                            ));
+                        }
+                        if ratio > worst.0 {
+                            worst = (ratio, format!("{name} {shown} (best {})", best.1));
+                        }
+                        cases += 1;
+                    } else if t < best.0 {
+                        best = (t, algorithm);
+                    }
                 }
             }
+        }
+        if compare && world.rank() == 0 {
+            rows.push(format!(
+                "selector: cases={cases} worst_ratio={:.2} worst_case={}",
+                worst.0, worst.1
+            ));
         }
         rows
     });
     match rows {
         Ok(rows) => {
-            println!("# collective bytes ranks latency_us");
+            if compare {
+                println!("# collective bytes ranks latency_us algorithm");
+            } else {
+                println!("# collective bytes ranks latency_us");
+            }
             for row in &rows[0] {
                 println!("{row}");
             }
