@@ -27,7 +27,7 @@ pub use crate::coll::op::{
 pub use crate::coll::{Algorithm, Collective};
 
 use crate::coll::check::Signature;
-use crate::coll::gather::Parts;
+use crate::coll::parts::Parts;
 use crate::coll::{self, Call};
 use crate::comm::{AsCore, CommCore, Communicator, Process};
 use crate::datatype::copy::Layout;

@@ -38,11 +38,12 @@
 //!   gather's message chains disagree.
 
 use super::exchange::Exchange;
-use super::gather::{self, Parts};
+use super::gather;
+use super::parts::{packed, Parts};
 use super::round::{Round, Shared};
 use super::{bcast, copy_checked, Algorithm, Call};
 use crate::datatype::copy::Layout;
-use crate::datatype::{Datatype, Equivalence, TypeHandle, TypeMap, UserDatatype};
+use crate::datatype::{Datatype, Equivalence};
 use crate::error::Error;
 use crate::Rank;
 
@@ -63,12 +64,7 @@ pub(crate) fn allgather(call: &Call<'_>, send: &Layout, recv: &Layout) -> Result
             ),
         });
     }
-    let parts = Parts {
-        buf: recv.clone(),
-        counts: Vec::new(),
-        displs: Vec::new(),
-        uniform: Some(block),
-    };
+    let parts = Parts::blocks(recv.clone(), block);
     match call.algorithm {
         Algorithm::Ring => ring(call, send, &parts),
         Algorithm::RecursiveDoubling => recursive_doubling(call, send, recv, block),
@@ -125,14 +121,6 @@ fn check_elements(call: &Call<'_>, send: &Layout, recv: &Layout) -> Result<(), E
     Ok(())
 }
 
-/// The count and displacement of part `r`.
-fn part_of(parts: &Parts, r: usize) -> (usize, usize) {
-    match parts.uniform {
-        Some(c) => (c, r * c),
-        None => (parts.counts[r], parts.displs[r]),
-    }
-}
-
 /// Bytes before the data in the round's buffer: the rank that laid it out,
 /// then the `p + 1` packed offsets of the parts, in elements.
 fn header_bytes(n: usize) -> usize {
@@ -150,8 +138,9 @@ fn lay_out(call: &Call<'_>, round: &Round, send: &Layout, parts: &Parts) -> (*mu
         words.push(call.rank() as u64);
         let mut at = 0;
         words.push(0);
+        let table = parts.table();
         for r in 0..n {
-            at += part_of(parts, r).0;
+            at += table.count(r);
             words.push(at as u64);
         }
         let ty = packed(&send.ty);
@@ -233,8 +222,9 @@ fn shm(call: &Call<'_>, send: &Layout, parts: &Parts) -> Result<(), Error> {
         // The parts must be the layout's; if they are also its order, with
         // no gaps (all-gather), one copy unpacks them all.
         let mut in_order = true;
+        let table = parts.table();
         for r in 0..n {
-            let (count, displ) = part_of(parts, r);
+            let (count, displ) = (table.count(r), table.displ(r));
             let theirs = offset(r + 1) - offset(r);
             if count != theirs {
                 return Err(Error::Count {
@@ -342,15 +332,6 @@ fn recursive_doubling(
         ex.wait()?;
     }
     Ok(())
-}
-
-/// The packed (contiguous) type with the signature of `ty`.
-fn packed(ty: &TypeHandle) -> TypeHandle {
-    if ty.map().is_contiguous() {
-        ty.clone()
-    } else {
-        UserDatatype::from_type_map(TypeMap::packed(ty.map())).handle()
-    }
 }
 
 fn gather_broadcast_v(call: &Call<'_>, send: &Layout, parts: &Parts) -> Result<(), Error> {

@@ -25,7 +25,7 @@
 //!   (works for any p).
 
 use super::exchange::Exchange;
-use super::gather::Parts;
+use super::parts::Parts;
 use super::{copy_checked, Algorithm, Call};
 use crate::datatype::copy::Layout;
 use crate::datatype::TypeMap;
@@ -55,13 +55,11 @@ pub(crate) fn alltoall(call: &Call<'_>, send: &Layout, recv: &Layout) -> Result<
             ),
         });
     }
-    let uniform = |buf: &Layout| Parts {
-        buf: buf.clone(),
-        counts: Vec::new(),
-        displs: Vec::new(),
-        uniform: Some(block),
-    };
-    run(call, &uniform(send), &uniform(recv))
+    run(
+        call,
+        &Parts::blocks(send.clone(), block),
+        &Parts::blocks(recv.clone(), block),
+    )
 }
 
 /// Part `j` of rank `i`'s `send` goes to part `i` of rank `j`'s `recv`.

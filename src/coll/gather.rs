@@ -38,128 +38,13 @@
 use std::sync::atomic::Ordering;
 
 use super::exchange::Exchange;
+use super::parts::{packed, Parts, Table};
 use super::round::Shared;
 use super::{bcast, copy_checked, Algorithm, Call};
 use crate::datatype::copy::Layout;
-use crate::datatype::{Datatype, Equivalence, TypeHandle, TypeMap, UserDatatype};
+use crate::datatype::{Datatype, Equivalence, TypeHandle};
 use crate::error::Error;
-use crate::{Count, Rank};
-
-/// What the root of a Gather(v) holds: its buffer and the partition.
-#[derive(Debug, Clone)]
-pub(crate) struct Parts {
-    pub(crate) buf: Layout,
-    /// Per-rank counts and displacements; empty when `uniform`.
-    pub(crate) counts: Vec<usize>,
-    pub(crate) displs: Vec<usize>,
-    /// Every rank has this many elements, rank r's at `r * count`.
-    pub(crate) uniform: Option<usize>,
-}
-
-impl Parts {
-    /// Checks a partition against `size` ranks and a buffer of `total`
-    /// elements: one count and displacement per rank, parts in range and,
-    /// for a receive buffer, not overlapping.
-    pub(crate) fn new(
-        op: &'static str,
-        buf: Layout,
-        counts: &[Count],
-        displs: &[Count],
-        total: Count,
-        size: i32,
-        receive: bool,
-    ) -> Result<Parts, Error> {
-        let size = size as usize;
-        if counts.len() != size || displs.len() != size {
-            return Err(Error::Count {
-                message: format!(
-                    "{op}: {} counts and {} displacements for a communicator of {size} ranks",
-                    counts.len(),
-                    displs.len()
-                ),
-            });
-        }
-        let mut spans = Vec::with_capacity(size);
-        for (r, (&c, &d)) in counts.iter().zip(displs).enumerate() {
-            if c < 0 || d < 0 {
-                return Err(Error::Count {
-                    message: format!(
-                        "{op}: rank {r} has count {c} and displacement {d}; both must be ≥ 0"
-                    ),
-                });
-            }
-            if d as i64 + c as i64 > total as i64 {
-                return Err(Error::Count {
-                    message: format!(
-                        "{op}: the part of rank {r} (count {c} at displacement {d}) ends after \
-                         the buffer's {total} elements"
-                    ),
-                });
-            }
-            if c > 0 {
-                spans.push((d as usize, c as usize, r));
-            }
-        }
-        if receive {
-            spans.sort_unstable();
-            for w in spans.windows(2) {
-                let ((d0, c0, r0), (d1, _, r1)) = (w[0], w[1]);
-                if d0 + c0 > d1 {
-                    return Err(Error::Count {
-                        message: format!(
-                            "{op}: the parts of ranks {r0} and {r1} overlap in the receive \
-                             buffer (elements {d1}..{})",
-                            d0 + c0
-                        ),
-                    });
-                }
-            }
-        }
-        Ok(Parts {
-            buf,
-            counts: counts.iter().map(|&c| c as usize).collect(),
-            displs: displs.iter().map(|&d| d as usize).collect(),
-            uniform: None,
-        })
-    }
-
-    /// Equal blocks of `count` elements, rank by rank, in a buffer of
-    /// `total` elements.
-    pub(crate) fn uniform(
-        op: &'static str,
-        buf: Layout,
-        count: usize,
-        size: i32,
-    ) -> Result<Parts, Error> {
-        let needed = count * size as usize;
-        if buf.count < needed {
-            return Err(Error::Count {
-                message: format!(
-                    "{op}: the root's buffer holds {} elements but {size} ranks × {count} elements need {needed}",
-                    buf.count
-                ),
-            });
-        }
-        Ok(Parts {
-            buf,
-            counts: Vec::new(),
-            displs: Vec::new(),
-            uniform: Some(count),
-        })
-    }
-
-    pub(crate) fn table(&self) -> Table<'_> {
-        match self.uniform {
-            Some(c) => Table::Uniform(c),
-            None => Table::Given(&self.counts, &self.displs),
-        }
-    }
-
-    pub(crate) fn part(&self, rank: usize) -> Layout {
-        let t = self.table();
-        self.buf.slice(t.displ(rank), t.count(rank))
-    }
-}
+use crate::Rank;
 
 /// Statistics of the last Gatherv a rank ran as root (for `gatherv_algos`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -404,32 +289,6 @@ pub(crate) fn src_list(v: usize, n: usize) -> Vec<(usize, usize)> {
     subtrees
 }
 
-/// Counts and displacements (in elements, by absolute rank) as every rank of
-/// a binomial Gatherv knows them: a table, or uniform blocks (Gather).
-#[derive(Debug, Clone, Copy)]
-pub(crate) enum Table<'a> {
-    Uniform(usize),
-    Given(&'a [usize], &'a [usize]),
-}
-
-impl Table<'_> {
-    #[inline]
-    fn count(&self, rank: usize) -> usize {
-        match self {
-            Table::Uniform(c) => *c,
-            Table::Given(counts, _) => counts[rank],
-        }
-    }
-
-    #[inline]
-    fn displ(&self, rank: usize) -> usize {
-        match self {
-            Table::Uniform(c) => rank * c,
-            Table::Given(_, displs) => displs[rank],
-        }
-    }
-}
-
 /// The parent of node `v` (relative), if any.
 fn parent(v: usize) -> Option<usize> {
     (v != 0).then(|| v & (v - 1))
@@ -500,15 +359,6 @@ pub(crate) fn chains(
         });
     }
     chains
-}
-
-/// The packed (contiguous) type with the signature of `ty`.
-fn packed(ty: &TypeHandle) -> TypeHandle {
-    if ty.map().is_contiguous() {
-        ty.clone()
-    } else {
-        UserDatatype::from_type_map(TypeMap::packed(ty.map())).handle()
-    }
 }
 
 fn binomial(

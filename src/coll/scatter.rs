@@ -31,10 +31,10 @@
 use std::sync::atomic::Ordering;
 
 use super::exchange::Exchange;
-use super::gather::{src_list, Parts};
+use super::gather::src_list;
+use super::parts::{packed, Parts};
 use super::{copy_checked, Algorithm, Call};
 use crate::datatype::copy::Layout;
-use crate::datatype::{Datatype, TypeHandle, TypeMap, UserDatatype};
 use crate::error::Error;
 use crate::Rank;
 
@@ -187,15 +187,6 @@ fn linear(call: &Call<'_>, root: Rank, parts: Option<&Parts>, recv: &Layout) -> 
             ex.recv(root, recv)?;
             ex.wait()
         }
-    }
-}
-
-/// The packed (contiguous) type with the signature of `ty`.
-fn packed(ty: &TypeHandle) -> TypeHandle {
-    if ty.map().is_contiguous() {
-        ty.clone()
-    } else {
-        UserDatatype::from_type_map(TypeMap::packed(ty.map())).handle()
     }
 }
 
