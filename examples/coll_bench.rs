@@ -12,8 +12,10 @@
 //!
 //! `--algorithms` checks the selector instead: for each collective and size
 //! it times every algorithm the collective has and the selector's choice
-//! (`auto`), in one run, printing `collective bytes ranks latency_us
-//! algorithm` rows and, per case, the selector's time over the best one's;
+//! (`auto`), in one run (`--rounds R` times over, alternating, keeping each
+//! one's best median; default 3), printing `collective bytes ranks
+//! latency_us algorithm` rows and, per case, the selector's time over the
+//! best one's;
 //! the last line gives the worst ratio (`selector: cases=... worst_ratio=...`).
 
 use std::time::Instant;
@@ -160,6 +162,7 @@ fn main() {
     let budget = arg::<usize>("--budget-mib").unwrap_or(4096) << 20;
     let target_s: f64 = arg("--seconds").unwrap_or(0.2);
     let compare = std::env::args().any(|a| a == "--algorithms");
+    let rounds: usize = arg("--rounds").unwrap_or(3);
     for c in &chosen {
         if !COLLECTIVES.contains(&c.as_str()) {
             eprintln!(
@@ -213,36 +216,53 @@ fn main() {
                     continue;
                 }
                 let collective: Collective = name.parse().expect("a known collective");
-                let mut best = (f64::INFINITY, Algorithm::Auto);
-                let candidates = collective.algorithms().iter().chain([&Algorithm::Auto]);
-                for &algorithm in candidates {
-                    world
-                        .set_collective_algorithm(collective, algorithm)
-                        .expect("an algorithm of the collective");
-                    b.known_counts = algorithm == Algorithm::BinomialAggressive;
-                    let t = measure(&world, name, elems, &mut b, target_s);
-                    if world.rank() == 0 {
-                        rows.push(format!("{name} {shown} {n} {:.3} {algorithm}", t * 1e6));
-                    }
-                    if algorithm == Algorithm::Auto {
-                        let ratio = t / best.0;
-                        if world.rank() == 0 {
-                            rows.push(format!(
-                                "# {name} {shown}: auto/best = {ratio:.2} (best: {})",
-                                best.1
-                            ));
-                        }
-                        if ratio > worst.0 {
-                            worst = (ratio, format!("{name} {shown} (best {})", best.1));
-                        }
-                        cases += 1;
-                    } else if t < best.0 && algorithm != Algorithm::BinomialAggressive {
-                        // (The aggressive Gatherv is for calls that pass the
-                        // counts everywhere, which a plain call does not: it
-                        // is shown, not a candidate for the plain call.)
-                        best = (t, algorithm);
+                // Every algorithm, then the selector's choice, `rounds` times
+                // over, alternating, keeping each one's best median: noise
+                // on a shared machine then hits all of them alike.
+                let algorithms: Vec<Algorithm> = collective
+                    .algorithms()
+                    .iter()
+                    .copied()
+                    .chain([Algorithm::Auto])
+                    .collect();
+                let mut times = vec![f64::INFINITY; algorithms.len()];
+                for _ in 0..rounds {
+                    for (t, &algorithm) in times.iter_mut().zip(&algorithms) {
+                        world
+                            .set_collective_algorithm(collective, algorithm)
+                            .expect("an algorithm of the collective");
+                        b.known_counts = algorithm == Algorithm::BinomialAggressive;
+                        *t = t.min(measure(&world, name, elems, &mut b, target_s));
                     }
                 }
+                // The aggressive Gatherv is for calls that pass the counts
+                // everywhere, which a plain call does not: it is shown, not
+                // a candidate for the plain call.
+                let (best, best_alg) = algorithms
+                    .iter()
+                    .zip(&times)
+                    .filter(|(a, _)| !matches!(a, Algorithm::Auto | Algorithm::BinomialAggressive))
+                    .map(|(&a, &t)| (t, a))
+                    .fold((f64::INFINITY, Algorithm::Auto), |m, x| {
+                        if x.0 < m.0 {
+                            x
+                        } else {
+                            m
+                        }
+                    });
+                let ratio = times[times.len() - 1] / best;
+                if world.rank() == 0 {
+                    for (a, t) in algorithms.iter().zip(&times) {
+                        rows.push(format!("{name} {shown} {n} {:.3} {a}", t * 1e6));
+                    }
+                    rows.push(format!(
+                        "# {name} {shown}: auto/best = {ratio:.2} (best: {best_alg})"
+                    ));
+                }
+                if ratio > worst.0 {
+                    worst = (ratio, format!("{name} {shown} (best {best_alg})"));
+                }
+                cases += 1;
             }
         }
         if compare && world.rank() == 0 {
