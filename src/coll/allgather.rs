@@ -39,7 +39,7 @@
 
 use super::exchange::Exchange;
 use super::gather;
-use super::parts::{packed, Parts};
+use super::parts::{check_elements, packed, Parts, Sides};
 use super::round::{Round, Shared};
 use super::{bcast, copy_checked, Algorithm, Call};
 use crate::datatype::copy::Layout;
@@ -49,22 +49,10 @@ use crate::Rank;
 
 /// Every rank gets every rank's `send`, block by block in rank order.
 pub(crate) fn allgather(call: &Call<'_>, send: &Layout, recv: &Layout) -> Result<(), Error> {
-    check_elements(call, send, recv)?;
+    check_elements(call, send, recv, Sides::EveryRank)?;
     let n = call.size() as usize;
     let block = send.count;
-    if recv.count < n * block {
-        return Err(Error::Count {
-            message: format!(
-                "{}: the receive buffer of rank {} holds {} elements but {n} ranks × {block} \
-                 elements need {}",
-                call.kind,
-                call.rank(),
-                recv.count,
-                n * block
-            ),
-        });
-    }
-    let parts = Parts::blocks(recv.clone(), block);
+    let parts = Parts::receive_blocks(call, recv, block)?;
     match call.algorithm {
         Algorithm::Ring => ring(call, send, &parts),
         Algorithm::RecursiveDoubling => recursive_doubling(call, send, recv, block),
@@ -83,7 +71,7 @@ pub(crate) fn allgather(call: &Call<'_>, send: &Layout, recv: &Layout) -> Result
 
 /// Every rank gets every rank's `send` in its part of `recv`.
 pub(crate) fn allgatherv(call: &Call<'_>, send: &Layout, recv: &Parts) -> Result<(), Error> {
-    check_elements(call, send, &recv.buf)?;
+    check_elements(call, send, &recv.buf, Sides::EveryRank)?;
     let own = recv.part(call.rank() as usize).count;
     if send.count != own {
         return Err(Error::Count {
@@ -100,25 +88,6 @@ pub(crate) fn allgatherv(call: &Call<'_>, send: &Layout, recv: &Parts) -> Result
         Algorithm::GatherBroadcast => gather_broadcast_v(call, send, recv),
         _ => shm(call, send, recv),
     }
-}
-
-/// Send and receive elements must have the same data size: counts are in
-/// elements of both.
-fn check_elements(call: &Call<'_>, send: &Layout, recv: &Layout) -> Result<(), Error> {
-    let (s, r) = (send.ty.map().size(), recv.ty.map().size());
-    if s != r {
-        return Err(Error::Type {
-            message: format!(
-                "{}: rank {} sends {} ({s} bytes of data per element) but receives {} ({r} \
-                 bytes); counts are in elements of both",
-                call.kind,
-                call.rank(),
-                send.ty.map().name(),
-                recv.ty.map().name()
-            ),
-        });
-    }
-    Ok(())
 }
 
 /// Bytes before the data in the round's buffer: the rank that laid it out,

@@ -25,7 +25,7 @@
 //!   (works for any p).
 
 use super::exchange::Exchange;
-use super::parts::Parts;
+use super::parts::{check_elements, Parts, Sides};
 use super::{copy_checked, Algorithm, Call};
 use crate::datatype::copy::Layout;
 use crate::datatype::TypeMap;
@@ -35,7 +35,7 @@ use crate::Rank;
 /// Block `j` of rank `i`'s `send` goes to block `i` of rank `j`'s `recv`.
 pub(crate) fn alltoall(call: &Call<'_>, send: &Layout, recv: &Layout) -> Result<(), Error> {
     let (rank, n) = (call.rank(), call.size() as usize);
-    check_elements(call, send, recv)?;
+    check_elements(call, send, recv, Sides::EveryRank)?;
     if send.count % n != 0 {
         return Err(Error::Count {
             message: format!(
@@ -46,25 +46,13 @@ pub(crate) fn alltoall(call: &Call<'_>, send: &Layout, recv: &Layout) -> Result<
         });
     }
     let block = send.count / n;
-    if recv.count < send.count {
-        return Err(Error::Count {
-            message: format!(
-                "{}: the receive buffer of rank {rank} holds {} elements but {n} ranks × {block} \
-                 elements need {}",
-                call.kind, recv.count, send.count
-            ),
-        });
-    }
-    run(
-        call,
-        &Parts::blocks(send.clone(), block),
-        &Parts::blocks(recv.clone(), block),
-    )
+    let recv = Parts::receive_blocks(call, recv, block)?;
+    run(call, &Parts::blocks(send.clone(), block), &recv)
 }
 
 /// Part `j` of rank `i`'s `send` goes to part `i` of rank `j`'s `recv`.
 pub(crate) fn alltoallv(call: &Call<'_>, send: &Parts, recv: &Parts) -> Result<(), Error> {
-    check_elements(call, &send.buf, &recv.buf)?;
+    check_elements(call, &send.buf, &recv.buf, Sides::EveryRank)?;
     run(call, send, recv)
 }
 
@@ -74,25 +62,6 @@ fn run(call: &Call<'_>, send: &Parts, recv: &Parts) -> Result<(), Error> {
         Algorithm::Pairwise => pairwise(call, send, recv),
         _ => shm(call, send, recv),
     }
-}
-
-/// Send and receive elements must have the same data size: counts are in
-/// elements of both.
-fn check_elements(call: &Call<'_>, send: &Layout, recv: &Layout) -> Result<(), Error> {
-    let (s, r) = (send.ty.map().size(), recv.ty.map().size());
-    if s != r {
-        return Err(Error::Type {
-            message: format!(
-                "{}: rank {} sends {} ({s} bytes of data per element) but receives {} ({r} \
-                 bytes); counts are in elements of both",
-                call.kind,
-                call.rank(),
-                send.ty.map().name(),
-                recv.ty.map().name()
-            ),
-        });
-    }
-    Ok(())
 }
 
 fn count_mismatch(call: &Call<'_>, from: usize, sent: usize, expected: usize) -> Error {

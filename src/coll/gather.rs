@@ -38,7 +38,7 @@
 use std::sync::atomic::Ordering;
 
 use super::exchange::Exchange;
-use super::parts::{packed, Parts, Table};
+use super::parts::{check_elements, packed, Parts, Sides, Table};
 use super::round::Shared;
 use super::{bcast, copy_checked, Algorithm, Call};
 use crate::datatype::copy::Layout;
@@ -81,7 +81,7 @@ pub(crate) fn gatherv(
     known: Option<(&[usize], &[usize])>,
 ) -> Result<(), Error> {
     if let Some(parts) = parts {
-        check_elements(call, send, &parts.buf)?;
+        check_elements(call, send, &parts.buf, Sides::GatherRoot)?;
     }
     match call.algorithm {
         Algorithm::Linear => linear(call, root, send, parts),
@@ -128,7 +128,7 @@ pub(crate) fn gather(
         None => None,
     };
     if let Some(parts) = &parts {
-        check_elements(call, send, &parts.buf)?;
+        check_elements(call, send, &parts.buf, Sides::GatherRoot)?;
     }
     match call.algorithm {
         Algorithm::Linear => linear(call, root, send, parts.as_ref()),
@@ -137,23 +137,6 @@ pub(crate) fn gather(
         }
         _ => shm(call, root, send, parts.as_ref()),
     }
-}
-
-/// The root's receive elements must pack to the senders' elements.
-fn check_elements(call: &Call<'_>, send: &Layout, recv: &Layout) -> Result<(), Error> {
-    let (s, r) = (send.ty.map().size(), recv.ty.map().size());
-    if s != r {
-        return Err(Error::Type {
-            message: format!(
-                "{}: the root's receive type {} has {r} bytes of data per element but its send \
-                 type {} has {s}; counts are in elements of both",
-                call.kind,
-                recv.ty.map().name(),
-                send.ty.map().name()
-            ),
-        });
-    }
-    Ok(())
 }
 
 fn count_mismatch(call: &Call<'_>, rank: usize, sent: usize, expected: usize) -> Error {

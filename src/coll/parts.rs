@@ -7,6 +7,7 @@
 //! here, with [`packed`] (the type temporary buffers hold), so that every
 //! algorithm reads parts the same way instead of keeping its own copy.
 
+use super::Call;
 use crate::datatype::copy::Layout;
 use crate::datatype::{Datatype, TypeHandle, TypeMap, UserDatatype};
 use crate::error::Error;
@@ -94,6 +95,30 @@ impl Parts {
             displs: Vec::new(),
             uniform: Some(count),
         }
+    }
+
+    /// Equal blocks of `block` elements, one per rank, in this rank's
+    /// receive buffer `recv` (all-gather, all-to-all), which must hold them
+    /// all.
+    pub(crate) fn receive_blocks(
+        call: &Call<'_>,
+        recv: &Layout,
+        block: usize,
+    ) -> Result<Parts, Error> {
+        let n = call.size() as usize;
+        if recv.count < n * block {
+            return Err(Error::Count {
+                message: format!(
+                    "{}: the receive buffer of rank {} holds {} elements but {n} ranks × {block} \
+                     elements need {}",
+                    call.kind,
+                    call.rank(),
+                    recv.count,
+                    n * block
+                ),
+            });
+        }
+        Ok(Parts::blocks(recv.clone(), block))
     }
 
     /// The partition alone.
@@ -204,6 +229,48 @@ impl Table<'_> {
             Table::Given(_, displs) => displs[rank],
         }
     }
+}
+
+/// Whose buffers [`check_elements`] compares, for its message.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Sides {
+    /// The root of a gather: its send buffer and everyone's receive buffer.
+    GatherRoot,
+    /// The root of a scatter: everyone's send buffer and its receive buffer.
+    ScatterRoot,
+    /// A rank that sends and receives (all-gather, all-to-all).
+    EveryRank,
+}
+
+/// Counts are in elements of both the send and the receive type, so both
+/// must have the same data size per element.
+pub(crate) fn check_elements(
+    call: &Call<'_>,
+    send: &Layout,
+    recv: &Layout,
+    sides: Sides,
+) -> Result<(), Error> {
+    let (s, r) = (send.ty.map().size(), recv.ty.map().size());
+    if s == r {
+        return Ok(());
+    }
+    let (kind, send, recv) = (call.kind, send.ty.map().name(), recv.ty.map().name());
+    let message = match sides {
+        Sides::GatherRoot => format!(
+            "{kind}: the root's receive type {recv} has {r} bytes of data per element but its \
+             send type {send} has {s}; counts are in elements of both"
+        ),
+        Sides::ScatterRoot => format!(
+            "{kind}: the root's send type {send} has {s} bytes of data per element but its \
+             receive type {recv} has {r}; counts are in elements of both"
+        ),
+        Sides::EveryRank => format!(
+            "{kind}: rank {} sends {send} ({s} bytes of data per element) but receives {recv} \
+             ({r} bytes); counts are in elements of both",
+            call.rank()
+        ),
+    };
+    Err(Error::Type { message })
 }
 
 /// The packed (contiguous) type with the signature of `ty`: what temporary

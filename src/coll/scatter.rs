@@ -32,7 +32,7 @@ use std::sync::atomic::Ordering;
 
 use super::exchange::Exchange;
 use super::gather::src_list;
-use super::parts::{packed, Parts};
+use super::parts::{check_elements, packed, Parts, Sides};
 use super::{copy_checked, Algorithm, Call};
 use crate::datatype::copy::Layout;
 use crate::error::Error;
@@ -55,7 +55,7 @@ pub(crate) fn scatter(
         None => None,
     };
     if let Some(parts) = &parts {
-        check_elements(call, &parts.buf, recv)?;
+        check_elements(call, &parts.buf, recv, Sides::ScatterRoot)?;
     }
     match call.algorithm {
         Algorithm::Linear => linear(call, root, parts.as_ref(), recv),
@@ -72,30 +72,12 @@ pub(crate) fn scatterv(
     recv: &Layout,
 ) -> Result<(), Error> {
     if let Some(parts) = send {
-        check_elements(call, &parts.buf, recv)?;
+        check_elements(call, &parts.buf, recv, Sides::ScatterRoot)?;
     }
     match call.algorithm {
         Algorithm::Linear => linear(call, root, send, recv),
         _ => shm(call, root, send, recv),
     }
-}
-
-/// The root's send elements must pack to its receive elements: counts are
-/// in elements of both.
-fn check_elements(call: &Call<'_>, send: &Layout, recv: &Layout) -> Result<(), Error> {
-    let (s, r) = (send.ty.map().size(), recv.ty.map().size());
-    if s != r {
-        return Err(Error::Type {
-            message: format!(
-                "{}: the root's send type {} has {s} bytes of data per element but its receive \
-                 type {} has {r}; counts are in elements of both",
-                call.kind,
-                send.ty.map().name(),
-                recv.ty.map().name()
-            ),
-        });
-    }
-    Ok(())
 }
 
 fn count_mismatch(call: &Call<'_>, rank: Rank, receives: usize, sent: usize) -> Error {
