@@ -29,6 +29,7 @@ pub(crate) mod check;
 pub(crate) mod exchange;
 pub(crate) mod gather;
 pub(crate) mod op;
+mod operand;
 pub(crate) mod parts;
 pub(crate) mod reduce;
 pub(crate) mod round;

@@ -21,55 +21,13 @@ use std::sync::atomic::Ordering;
 
 use super::exchange::Exchange;
 use super::op::{self, OpRef};
+use super::operand::{combine, copy_same, Scratch};
 use super::round::{Accumulator, Round};
 use super::{bcast, Algorithm, Call};
-use crate::datatype::copy::{self, Layout};
+use crate::datatype::copy::Layout;
 use crate::error::Error;
 use crate::sync::spin::SpinLock;
 use crate::Rank;
-
-/// Aligned scratch space for `count` elements of a layout's type.
-struct Scratch {
-    data: Vec<u128>,
-}
-
-impl Scratch {
-    fn like(layout: &Layout) -> Scratch {
-        let bytes = layout.count * layout.ty.map().extent();
-        Scratch {
-            data: vec![0; bytes.div_ceil(16)],
-        }
-    }
-
-    fn layout(&mut self, like: &Layout) -> Layout {
-        Layout {
-            base: self.data.as_mut_ptr() as *const u8,
-            count: like.count,
-            ty: like.ty.clone(),
-        }
-    }
-}
-
-/// Copies `src` into `dst` (same type and count: a reduction's operands).
-fn copy_same(src: &Layout, dst: &Layout) {
-    // SAFETY: the callers pass valid, distinct buffers of one type.
-    unsafe { copy::copy(src, dst) };
-}
-
-/// `inout = input op inout` on two layouts of the same type and count.
-fn combine(op: &OpRef<'_>, input: &Layout, inout: &Layout) {
-    // SAFETY: the callers pass valid, distinct buffers of one type and
-    // count, the operation was checked for the type (`check`).
-    unsafe {
-        op::apply(
-            op,
-            input.ty.map(),
-            input.base,
-            inout.base as *mut u8,
-            input.count,
-        )
-    };
-}
 
 /// Checks the operation and the buffers of a reduction.
 pub(crate) fn check(
@@ -181,19 +139,13 @@ fn shm_commutative(
         {
             let mut total = round.acc.lock();
             total.reserve(bytes);
-            let dst = Layout {
-                base: total.ptr(),
-                ..send.clone()
-            };
+            let dst = total.layout(send);
             for part in round.partials.iter() {
                 let mut part = part.lock();
                 if part.contributions == 0 {
                     continue;
                 }
-                let src = Layout {
-                    base: part.ptr(),
-                    ..send.clone()
-                };
+                let src = part.layout(send);
                 if total.contributions == 0 {
                     copy_same(&src, &dst);
                 } else {
@@ -212,10 +164,7 @@ fn shm_commutative(
     };
     round.wait(call, || round.root_ready.load(Ordering::Acquire) == 1)?;
     let mut total = round.acc.lock();
-    let src = Layout {
-        base: total.ptr(),
-        ..send.clone()
-    };
+    let src = total.layout(send);
     match block {
         None => copy_same(&src, &recv),
         Some((index, len)) => copy_same(&src.slice(index * len, len), &recv),
@@ -226,19 +175,15 @@ fn shm_commutative(
 /// Reduces `send` into `part`: the first contribution is copied.
 fn fold(part: &SpinLock<Accumulator>, op: &OpRef<'_>, send: &Layout, bytes: usize) {
     let mut acc = part.lock();
-    let dst = if acc.contributions == 0 {
+    let first = acc.contributions == 0;
+    if first {
         acc.reserve(bytes);
-        None
+    }
+    let target = acc.layout(send);
+    if first {
+        copy_same(send, &target);
     } else {
-        Some(())
-    };
-    let target = Layout {
-        base: acc.ptr(),
-        ..send.clone()
-    };
-    match dst {
-        None => copy_same(send, &target),
-        Some(()) => combine(op, send, &target),
+        combine(op, send, &target);
     }
     acc.contributions += 1;
 }
@@ -258,10 +203,7 @@ fn shm_in_order(
         {
             let mut acc = round.acc.lock();
             acc.reserve(bytes);
-            let dst = Layout {
-                base: acc.ptr(),
-                ..send.clone()
-            };
+            let dst = acc.layout(send);
             let operand = |r: usize| Layout {
                 base: round.deposits[r].send(),
                 ..send.clone()
@@ -279,10 +221,7 @@ fn shm_in_order(
     round.wait(call, || round.all_done())?;
     if let Some(recv) = recv {
         let mut acc = round.acc.lock();
-        let src = Layout {
-            base: acc.ptr(),
-            ..send.clone()
-        };
+        let src = acc.layout(send);
         copy_same(&src, &recv.slice(0, send.count));
     }
     Ok(())
@@ -302,8 +241,7 @@ fn linear(
         return ex.wait();
     }
     let n = call.size() as usize;
-    let mut scratch: Vec<Scratch> = (0..n).map(|_| Scratch::like(send)).collect();
-    let operands: Vec<Layout> = scratch.iter_mut().map(|s| s.layout(send)).collect();
+    let operands: Vec<Scratch> = (0..n).map(|_| Scratch::like(send)).collect();
     for r in (0..n).filter(|&r| r != rank as usize) {
         ex.recv(r as Rank, &operands[r])?;
     }
@@ -316,7 +254,7 @@ fn linear(
         if r == rank as usize {
             send.clone()
         } else {
-            operands[r].clone()
+            (*operands[r]).clone()
         }
     };
     copy_same(&operand(n - 1), &recv);
@@ -339,11 +277,9 @@ fn binomial(
     // Rank order is kept only by a tree rooted at 0.
     let tree_root = if commutative { root } else { 0 };
     let vr = (rank - tree_root).rem_euclid(n);
-    let mut acc = Scratch::like(send);
-    let acc = acc.layout(send);
+    let acc = Scratch::like(send);
     copy_same(send, &acc);
-    let mut tmp = Scratch::like(send);
-    let tmp = tmp.layout(send);
+    let tmp = Scratch::like(send);
     let mut mask = 1;
     while mask < n {
         if vr & mask != 0 {
@@ -397,8 +333,7 @@ fn recursive_doubling(
     let rank = call.rank();
     let recv = recv.slice(0, send.count);
     copy_same(send, &recv);
-    let mut tmp = Scratch::like(send);
-    let tmp = tmp.layout(send);
+    let tmp = Scratch::like(send);
     // The largest power of two not above n; the first 2·rem ranks pair up.
     let pof2 = 1 << (31 - (n as u32).leading_zeros());
     let rem = n - pof2;
@@ -475,9 +410,8 @@ pub(crate) fn reduce_scatter_block(
                 algorithm: Algorithm::Binomial,
                 ..*call
             };
-            let mut all = Scratch::like(send);
-            let all = all.layout(send);
-            binomial(&tree, 0, op, true, send, (rank == 0).then_some(&all))?;
+            let all = Scratch::like(send);
+            binomial(&tree, 0, op, true, send, (rank == 0).then_some(&*all))?;
             let mut ex = Exchange::new(call);
             if rank == 0 {
                 for r in 1..n {

@@ -109,6 +109,15 @@ impl Accumulator {
     pub(crate) fn ptr(&mut self) -> *mut u8 {
         self.data.as_mut_ptr() as *mut u8
     }
+
+    /// The accumulated elements, described with the type and count of
+    /// `like` (an operand).
+    pub(crate) fn layout(&mut self, like: &Layout) -> Layout {
+        Layout {
+            base: self.ptr(),
+            ..like.clone()
+        }
+    }
 }
 
 /// A value on its own cache lines (no false sharing between workers).

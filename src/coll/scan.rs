@@ -26,10 +26,11 @@
 //!   result.
 
 use super::exchange::Exchange;
-use super::op::{self, OpRef};
+use super::op::OpRef;
+use super::operand::{combine, copy_same, Scratch};
 use super::round::Round;
 use super::{Algorithm, Call};
-use crate::datatype::copy::{self, Layout};
+use crate::datatype::copy::Layout;
 use crate::error::Error;
 
 /// The least data one rank scans in the shared-memory algorithm: below it,
@@ -63,49 +64,6 @@ pub(crate) fn scan(
     }
 }
 
-/// Aligned scratch space for the elements of a layout.
-struct Scratch {
-    data: Vec<u128>,
-}
-
-impl Scratch {
-    fn like(layout: &Layout) -> Scratch {
-        let bytes = layout.count * layout.ty.map().extent();
-        Scratch {
-            data: vec![0; bytes.div_ceil(16)],
-        }
-    }
-
-    fn layout(&mut self, like: &Layout) -> Layout {
-        Layout {
-            base: self.data.as_mut_ptr() as *const u8,
-            count: like.count,
-            ty: like.ty.clone(),
-        }
-    }
-}
-
-/// Copies `src` into `dst` (same type and count: a scan's operands).
-fn copy_same(src: &Layout, dst: &Layout) {
-    // SAFETY: the callers pass valid, distinct buffers of one type.
-    unsafe { copy::copy(src, dst) };
-}
-
-/// `inout = input op inout` on two layouts of the same type and count.
-fn combine(op: &OpRef<'_>, input: &Layout, inout: &Layout) {
-    // SAFETY: the callers pass valid, aligned, distinct buffers of one type
-    // and count; the operation was checked for the type (`reduce::check`).
-    unsafe {
-        op::apply(
-            op,
-            input.ty.map(),
-            input.base,
-            inout.base as *mut u8,
-            input.count,
-        )
-    };
-}
-
 fn linear(
     call: &Call<'_>,
     op: &OpRef<'_>,
@@ -114,8 +72,7 @@ fn linear(
     exclusive: bool,
 ) -> Result<(), Error> {
     let (rank, n) = (call.rank(), call.size());
-    let mut tmp = Scratch::like(send);
-    let tmp = tmp.layout(send);
+    let tmp = Scratch::like(send);
     let mut ex = Exchange::new(call);
     if exclusive {
         // recv = prefix of 0..rank; pass prefix op x_rank on.
@@ -154,10 +111,8 @@ fn recursive_doubling(
 ) -> Result<(), Error> {
     let (rank, n) = (call.rank(), call.size());
     // The reduction of this rank's group so far, and the partner's.
-    let mut partial = Scratch::like(send);
-    let partial = partial.layout(send);
-    let mut tmp = Scratch::like(send);
-    let tmp = tmp.layout(send);
+    let partial = Scratch::like(send);
+    let tmp = Scratch::like(send);
     copy_same(send, &partial);
     if !exclusive {
         copy_same(send, recv);
