@@ -11,6 +11,7 @@
 //!   independent of p for large messages; a tree is better for small ones.
 
 use super::exchange::Exchange;
+use super::parts::piece;
 use super::round::Shared;
 use super::{copy_checked, Algorithm, Call};
 use crate::datatype::copy::Layout;
@@ -109,14 +110,6 @@ fn binomial(call: &Call<'_>, root: i32, buf: &Layout) -> Result<(), Error> {
     ex.wait()
 }
 
-/// Piece `i` of `p` of a buffer of `n` units: `[start, start + len)`.
-fn piece(n: usize, p: usize, i: usize) -> (usize, usize) {
-    let base = n / p;
-    let extra = n % p;
-    let start = i * base + i.min(extra);
-    (start, base + usize::from(i < extra))
-}
-
 fn symmetric(call: &Call<'_>, root: i32, buf: &Layout) -> Result<(), Error> {
     let (rank, size) = (call.rank(), call.size());
     // Cut contiguous data at byte boundaries, other data at elements.
@@ -155,22 +148,4 @@ fn symmetric(call: &Call<'_>, root: i32, buf: &Layout) -> Result<(), Error> {
         }
     }
     ex.wait()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::piece;
-
-    #[test]
-    fn pieces_cover_the_buffer() {
-        for (n, p) in [(10, 3), (3, 5), (0, 4), (16, 4)] {
-            let mut next = 0;
-            for i in 0..p {
-                let (start, len) = piece(n, p, i);
-                assert_eq!(start, next);
-                next += len;
-            }
-            assert_eq!(next, n);
-        }
-    }
 }

@@ -231,6 +231,14 @@ impl Table<'_> {
     }
 }
 
+/// Piece `i` of `p` near-equal pieces of `n` units: `(start, len)`; the
+/// first `n % p` pieces have one unit more (a broadcast's pieces, a scan's
+/// chunks).
+pub(crate) fn piece(n: usize, p: usize, i: usize) -> (usize, usize) {
+    let (base, extra) = (n / p, n % p);
+    (i * base + i.min(extra), base + usize::from(i < extra))
+}
+
 /// Whose buffers [`check_elements`] compares, for its message.
 #[derive(Debug, Clone, Copy)]
 pub(crate) enum Sides {
@@ -336,6 +344,20 @@ mod tests {
                 sorted_reference(&counts, &displs),
                 "counts {counts:?} displs {displs:?}"
             );
+        }
+    }
+
+    #[test]
+    fn pieces_cover_the_units() {
+        for (n, p) in [(10, 3), (3, 3), (3, 5), (0, 4), (16, 4), (4096, 7), (1, 1)] {
+            let mut next = 0;
+            for i in 0..p {
+                let (start, len) = piece(n, p, i);
+                assert_eq!(start, next);
+                assert!(len == n / p || len == n / p + 1);
+                next += len;
+            }
+            assert_eq!(next, n);
         }
     }
 

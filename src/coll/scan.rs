@@ -28,6 +28,7 @@
 use super::exchange::Exchange;
 use super::op::OpRef;
 use super::operand::{combine, copy_same, Scratch};
+use super::parts::piece;
 use super::round::Round;
 use super::{Algorithm, Call};
 use crate::datatype::copy::Layout;
@@ -149,12 +150,6 @@ fn recursive_doubling(
     Ok(())
 }
 
-/// Piece `i` of `p` of `n` elements: `(start, len)`.
-fn piece(n: usize, p: usize, i: usize) -> (usize, usize) {
-    let (base, extra) = (n / p, n % p);
-    (i * base + i.min(extra), base + usize::from(i < extra))
-}
-
 fn shm(
     call: &Call<'_>,
     op: &OpRef<'_>,
@@ -266,23 +261,5 @@ fn scan_chunk(op: &OpRef<'_>, round: &Round, start: usize, len: usize, exclusive
         copy_same(&at(r - shift).0, &recv);
         combine(op, &prev, &recv);
         prev = recv;
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::piece;
-
-    #[test]
-    fn pieces_cover_the_elements() {
-        for (n, p) in [(10, 3), (3, 3), (4096, 7), (1, 1)] {
-            let mut next = 0;
-            for i in 0..p {
-                let (start, len) = piece(n, p, i);
-                assert_eq!(start, next);
-                next += len;
-            }
-            assert_eq!(next, n);
-        }
     }
 }
