@@ -54,6 +54,7 @@
 //! Ranks share the process: a plain `static` (or `std::thread_local!`,
 //! shared by the ranks of one worker) is shared by ranks, where separate MPI
 //! processes would each have their own copy.
+//! Declare per-rank state with [`rank_local!`] instead (see [`hls`]).
 
 mod coll;
 pub mod collective;
@@ -61,6 +62,7 @@ mod comm;
 pub mod datatype;
 pub mod environment;
 mod error;
+pub mod hls;
 pub mod hybrid;
 mod p2p;
 pub mod point_to_point;

@@ -260,6 +260,9 @@ pub(crate) struct RankCtx {
     pub(crate) yielder: *const Yielder<(), Suspend>,
     /// `initialize()` was called (or the universe was handed to the body).
     pub(crate) initialized: Cell<bool>,
+    /// The rank's `rank_local!` values (refusing every access in contexts
+    /// that are not a rank's own: tasks, OS threads).
+    pub(crate) locals: crate::hls::RankLocals,
 }
 
 impl std::fmt::Debug for RankCtx {

@@ -174,6 +174,7 @@ fn create(job: &Arc<Job>, rank: u32) -> Result<*const RankCtx, Error> {
             worker,
             yielder: ptr::null(),
             initialized: Cell::new(true),
+            locals: crate::hls::RankLocals::for_thread(),
         },
         job: Arc::downgrade(job),
     });

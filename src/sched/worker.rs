@@ -40,6 +40,7 @@ use super::rank::{self, RankCtx, Suspend};
 use super::stack::{PooledStack, StackPool};
 use super::task::Spawn;
 use crate::error::Error;
+use crate::hls::RankLocals;
 use crate::runtime::job::Job;
 
 /// What a rank runs: the job's body, called with the world rank.
@@ -434,8 +435,15 @@ impl Worker<'_> {
                 worker,
                 yielder,
                 initialized: Cell::new(matches!(what, Start::Task(_))),
+                locals: match what {
+                    Start::Rank(_) => RankLocals::new(),
+                    Start::Task(_) => RankLocals::for_task(rank),
+                },
             };
             rank::set_current(&ctx);
+            // Drops the rank's `rank_local!` values when the body returns or
+            // unwinds (job failure), while `ctx` is still current.
+            let _locals = ctx.locals.destroy_on_exit();
             match what {
                 Start::Rank(rank) => body(rank),
                 Start::Task(spawn) => (spawn.body)(),
