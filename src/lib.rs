@@ -54,7 +54,9 @@
 //! Ranks share the process: a plain `static` (or `std::thread_local!`,
 //! shared by the ranks of one worker) is shared by ranks, where separate MPI
 //! processes would each have their own copy.
-//! Declare per-rank state with [`rank_local!`] instead (see [`hls`]).
+//! Declare per-rank state with [`rank_local!`] instead, and data the ranks
+//! of a process, NUMA node or worker should share on purpose with
+//! [`hls::Hls`] (see [`hls`]).
 
 mod coll;
 pub mod collective;

@@ -81,6 +81,9 @@ pub enum AccessError {
     /// The rank is ending and its rank-local values are being dropped: a
     /// destructor touched a value already dropped, or one never created.
     Destroyed,
+    /// An [`Hls`](super::Hls) value was read by a rank that has not
+    /// completed a [`single`](super::Hls::single) on it yet.
+    Uninitialized,
 }
 
 impl fmt::Display for AccessError {
@@ -101,6 +104,9 @@ impl fmt::Display for AccessError {
                 "accessed while the rank's rank-local values are being dropped (from the \
                  destructor of another one)",
             ),
+            AccessError::Uninitialized => {
+                f.write_str("read before this rank completed a `single` on it: call `single` first")
+            }
         }
     }
 }

@@ -1,5 +1,5 @@
-//! Per-rank storage: [`rank_local!`](crate::rank_local) (MPC's extended
-//! TLS).
+//! Per-rank and per-level storage: [`rank_local!`](crate::rank_local)
+//! (MPC's extended TLS) and [`Hls`] (MPC's hierarchical local storage).
 //!
 //! ## Globals are shared by ranks
 //!
@@ -64,9 +64,30 @@
 //! of an immediate collective: tasks may outlive their rank's values), and
 //! in the destructor of a rank-local value for values already dropped.
 //! `with` panics there, `try_with` returns the error.
+//!
+//! ## `Hls`: one value per group of ranks
+//!
+//! The opposite need: a large read-only table that every rank uses should
+//! exist once per process (or NUMA node, or worker), not once per rank. An
+//! [`Hls`] static has one value per group of its [`HlsLevel`];
+//! [`Hls::single`] builds or updates it on one rank while the others of the
+//! group wait (parked, not spinning), [`Hls::with`] reads it without a lock,
+//! and [`HlsLevel::barrier`] synchronises a group.
+//!
+//! A rank's group is fixed by the job's initial assignment of ranks to
+//! workers (`MYRIAD_RANK_ORDER`) and the placement of the workers
+//! (`MYRIAD_MAP_BY`, `MYRIAD_WORKERS`): the worker group is the rank's
+//! *assigned* worker, even if an idle worker stole the rank before it
+//! started. Group sizes are known before any rank runs.
 
+mod level;
 mod local;
+mod shared;
+mod store;
 pub(crate) mod table;
 
+pub use level::{HlsGroup, HlsLevel};
 pub use local::{AccessError, RankLocalKey};
+pub use shared::Hls;
+pub(crate) use store::JobHls;
 pub(crate) use table::RankLocals;

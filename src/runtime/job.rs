@@ -33,6 +33,8 @@ pub(crate) struct Job {
     pub(crate) comms: comm::Registry,
     /// The thread level of ranks that did not ask for one.
     pub(crate) threading: Threading,
+    /// `Hls` values and the groups of ranks that share them.
+    pub(crate) hls: crate::hls::JobHls,
 }
 
 impl Job {
@@ -138,6 +140,7 @@ where
         p2p: p2p::Shared::new(ranks, config.eager_limit),
         comms: comm::Registry::new(ranks as u32, config.check_collectives),
         threading: config.threading,
+        hls: crate::hls::JobHls::new(&placements, assignment),
     });
     if config.report_bindings {
         eprintln!("[myriad] {topo}; stack guards: {:?}", pool.mode());
