@@ -184,10 +184,7 @@ fn shm(call: &Call<'_>, send: &Layout, parts: &Parts) -> Result<(), Error> {
         unsafe { crate::datatype::copy::pack(send, mine.base as *mut u8) };
         Ok(())
     };
-    if round.arrive() {
-        round.wake_all(call);
-    }
-    let unpacked = round.wait(call, || round.all_arrived()).and_then(|()| {
+    let unpacked = round.arrive_and_wait(call).and_then(|()| {
         // The parts must be the layout's; if they are also its order, with
         // no gaps (all-gather), one copy unpacks them all.
         let mut in_order = true;

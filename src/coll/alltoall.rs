@@ -118,10 +118,7 @@ fn shm(call: &Call<'_>, send: &Parts, recv: &Parts) -> Result<(), Error> {
         slots.as_ptr() as *mut u8,
         slots.len(),
     );
-    if round.arrive() {
-        round.wake_all(call);
-    }
-    let copied = round.wait(call, || round.all_arrived()).and_then(|()| {
+    let copied = round.arrive_and_wait(call).and_then(|()| {
         own(call, send, recv)?;
         let ours = recv.buf.ty.map();
         for k in 1..n {
@@ -156,12 +153,7 @@ fn shm(call: &Call<'_>, send: &Parts, recv: &Parts) -> Result<(), Error> {
     });
     // Done (even after an error): others may still read our send buffer,
     // so wait for them all before leaving.
-    let done = if round.finish() {
-        round.wake_all(call);
-        Ok(())
-    } else {
-        round.wait(call, || round.all_done())
-    };
+    let done = round.finish_and_wait(call);
     rounds.leave(call, round);
     drop(slots);
     copied.and(done)

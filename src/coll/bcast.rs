@@ -35,29 +35,18 @@ fn shm(call: &Call<'_>, root: i32, buf: &Layout) -> Result<(), Error> {
     let round = rounds.join_checked(call, false)?;
     let result = if call.rank() == root {
         *round.root.lock() = Some(Shared(buf.clone()));
-        round
-            .root_ready
-            .store(1, std::sync::atomic::Ordering::Release);
-        round.wake_all(call);
+        round.publish(call);
         // Wait until every other rank has copied out of our buffer.
-        round.wait(call, || {
-            round.done.load(std::sync::atomic::Ordering::Acquire) == round.size - 1
-        })
+        round.wait_released(call)
     } else {
-        let copied = round
-            .wait(call, || {
-                round.root_ready.load(std::sync::atomic::Ordering::Acquire) == 1
-            })
-            .and_then(|()| {
-                let src = round.root.lock().clone().expect("the root published").0;
-                // SAFETY: the root stays in the round until every copy is
-                // done; our buffer is ours.
-                unsafe { copy_checked(call, root, &src, buf) }
-            });
+        let copied = round.wait_published(call).and_then(|()| {
+            let src = round.root.lock().clone().expect("the root published").0;
+            // SAFETY: the root stays in the round until every copy is
+            // done; our buffer is ours.
+            unsafe { copy_checked(call, root, &src, buf) }
+        });
         // Count the copy even if it failed, so the root is released.
-        if round.done.fetch_add(1, std::sync::atomic::Ordering::AcqRel) + 2 == round.size {
-            round.wake_all(call);
-        }
+        round.release_root(call);
         copied
     };
     rounds.leave(call, round);

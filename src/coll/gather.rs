@@ -35,8 +35,6 @@
 //! The root's peers drop from n − 1 to ⌈log2 n⌉; its temporary buffer holds
 //! only the non-continuous chains.
 
-use std::sync::atomic::Ordering;
-
 use super::exchange::Exchange;
 use super::parts::{check_elements, packed, Parts, Sides, Table};
 use super::round::Shared;
@@ -175,8 +173,7 @@ fn shm(call: &Call<'_>, root: Rank, send: &Layout, parts: Option<&Parts>) -> Res
                 }
             }
         }
-        round.root_ready.store(1, Ordering::Release);
-        round.wake_all(call);
+        round.publish(call);
         let expected = parts.table().count(rank);
         let own = if send.count == expected {
             // SAFETY: our own buffers.
@@ -184,41 +181,35 @@ fn shm(call: &Call<'_>, root: Rank, send: &Layout, parts: Option<&Parts>) -> Res
         } else {
             Err(count_mismatch(call, rank, send.count, expected))
         };
-        let waited = round.wait(call, || {
-            round.done.load(Ordering::Acquire) == round.size - 1
-        });
+        let waited = round.wait_released(call);
         set_root_stats(RootStats {
             peers: 0,
             tmp_bytes: 0,
         });
         own.and(waited)
     } else {
-        let copied = round
-            .wait(call, || round.root_ready.load(Ordering::Acquire) == 1)
-            .and_then(|()| {
-                let buf = round.root.lock().clone().expect("the root published").0;
-                let (count, displ) = {
-                    let shared = round.shared.lock();
-                    let word = |i: usize| {
-                        let w = std::mem::size_of::<usize>();
-                        usize::from_ne_bytes(shared[i * w..(i + 1) * w].try_into().expect("a word"))
-                    };
-                    if word(0) == 1 {
-                        (word(1), rank * word(1))
-                    } else {
-                        (word(1 + rank), word(1 + round.size as usize + rank))
-                    }
+        let copied = round.wait_published(call).and_then(|()| {
+            let buf = round.root.lock().clone().expect("the root published").0;
+            let (count, displ) = {
+                let shared = round.shared.lock();
+                let word = |i: usize| {
+                    let w = std::mem::size_of::<usize>();
+                    usize::from_ne_bytes(shared[i * w..(i + 1) * w].try_into().expect("a word"))
                 };
-                if send.count != count {
-                    return Err(count_mismatch(call, rank, send.count, count));
+                if word(0) == 1 {
+                    (word(1), rank * word(1))
+                } else {
+                    (word(1 + rank), word(1 + round.size as usize + rank))
                 }
-                // SAFETY: the root stays in the round until every copy is
-                // done; parts do not overlap (checked at the root).
-                unsafe { copy_checked(call, call.rank(), send, &buf.slice(displ, count)) }
-            });
-        if round.done.fetch_add(1, Ordering::AcqRel) + 2 == round.size {
-            round.wake_all(call);
-        }
+            };
+            if send.count != count {
+                return Err(count_mismatch(call, rank, send.count, count));
+            }
+            // SAFETY: the root stays in the round until every copy is
+            // done; parts do not overlap (checked at the root).
+            unsafe { copy_checked(call, call.rank(), send, &buf.slice(displ, count)) }
+        });
+        round.release_root(call);
         copied
     };
     rounds.leave(call, round);

@@ -155,14 +155,13 @@ fn shm_commutative(
             }
         }
         // The result is published: `root_ready` doubles as "result ready".
-        round.root_ready.store(1, Ordering::Release);
-        round.wake_all(call);
+        round.publish(call);
     }
     let Some(recv) = recv else {
         // A contributor that gets no result is done: its data is in.
         return Ok(());
     };
-    round.wait(call, || round.root_ready.load(Ordering::Acquire) == 1)?;
+    round.wait_published(call)?;
     let mut total = round.acc.lock();
     let src = total.layout(send);
     match block {

@@ -181,6 +181,55 @@ impl Round {
         self.done.load(Ordering::Acquire) == self.size
     }
 
+    /// Counts this rank's arrival (after its deposit) and waits until every
+    /// rank has arrived; the last to arrive wakes the others.
+    pub(crate) fn arrive_and_wait(&self, call: &Call<'_>) -> Result<(), Error> {
+        if self.arrive() {
+            self.wake_all(call);
+            return Ok(());
+        }
+        self.wait(call, || self.all_arrived())
+    }
+
+    /// Counts this rank done (after an error too) and waits until every rank
+    /// is; the last wakes the others. For ranks whose buffers the others may
+    /// read or write until then.
+    pub(crate) fn finish_and_wait(&self, call: &Call<'_>) -> Result<(), Error> {
+        if self.finish() {
+            self.wake_all(call);
+            return Ok(());
+        }
+        self.wait(call, || self.all_done())
+    }
+
+    /// Sets `root_ready` (Release) once the root's deposit (or a result) is
+    /// published, and wakes the ranks waiting for it.
+    pub(crate) fn publish(&self, call: &Call<'_>) {
+        self.root_ready.store(1, Ordering::Release);
+        self.wake_all(call);
+    }
+
+    /// Waits until [`publish`](Self::publish); what was published before it
+    /// is visible after.
+    pub(crate) fn wait_published(&self, call: &Call<'_>) -> Result<(), Error> {
+        self.wait(call, || self.root_ready.load(Ordering::Acquire) == 1)
+    }
+
+    /// A rank other than the root is done with the root's buffer (its copy
+    /// succeeded or failed: either way the root must not wait for it); the
+    /// last one wakes the root.
+    pub(crate) fn release_root(&self, call: &Call<'_>) {
+        if self.done.fetch_add(1, Ordering::AcqRel) + 2 == self.size {
+            self.wake_all(call);
+        }
+    }
+
+    /// The root waits until every other rank has released its buffer
+    /// ([`release_root`](Self::release_root)).
+    pub(crate) fn wait_released(&self, call: &Call<'_>) -> Result<(), Error> {
+        self.wait(call, || self.done.load(Ordering::Acquire) == self.size - 1)
+    }
+
     /// Parks the caller until `ready()` holds.
     pub(crate) fn wait(&self, call: &Call<'_>, ready: impl Fn() -> bool) -> Result<(), Error> {
         let info = call.wait_info();

@@ -167,10 +167,7 @@ fn shm(
         recv as *const Layout as *mut u8,
         send.count,
     );
-    if round.arrive() {
-        round.wake_all(call);
-    }
-    let scanned = round.wait(call, || round.all_arrived()).and_then(|()| {
+    let scanned = round.arrive_and_wait(call).and_then(|()| {
         // Our own operand must agree with rank 0's (every chunk's scanner
         // checks them all before combining anything).
         agree(call, &round, rank)?;
@@ -190,12 +187,7 @@ fn shm(
     });
     // Done (even after an error): others may still read our send buffer or
     // write our receive buffer, so wait for them all before leaving.
-    let done = if round.finish() {
-        round.wake_all(call);
-        Ok(())
-    } else {
-        round.wait(call, || round.all_done())
-    };
+    let done = round.finish_and_wait(call);
     rounds.leave(call, round);
     scanned.and(done)
 }

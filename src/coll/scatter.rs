@@ -28,8 +28,6 @@
 //! checks it on both sides and names the values; the message-based
 //! algorithms report a message longer than the receive buffer as truncated.
 
-use std::sync::atomic::Ordering;
-
 use super::exchange::Exchange;
 use super::gather::src_list;
 use super::parts::{check_elements, packed, Parts, Sides};
@@ -121,31 +119,24 @@ fn shm(call: &Call<'_>, root: Rank, parts: Option<&Parts>, recv: &Layout) -> Res
             recv.base as *mut u8,
             0,
         );
-        round.root_ready.store(1, Ordering::Release);
-        round.wake_all(call);
+        round.publish(call);
         // SAFETY: our own buffers; send and receive buffers are distinct.
         let own = unsafe { take_part(call, root, parts, recv) };
-        let waited = round.wait(call, || {
-            round.done.load(Ordering::Acquire) == round.size - 1
-        });
+        let waited = round.wait_released(call);
         own.and(waited)
     } else {
-        let copied = round
-            .wait(call, || round.root_ready.load(Ordering::Acquire) == 1)
-            .and_then(|()| {
-                // SAFETY: [1] the root deposited the address of its `Parts`
-                // before setting `root_ready` (Release), read above with
-                // Acquire; [2] it stays in the round, its frame intact,
-                // until every copy is counted in `done`, so the reference
-                // and the buffer it describes outlive this use.
-                let parts = unsafe { &*(round.deposits[root as usize].send() as *const Parts) };
-                // SAFETY: as above, and our receive buffer is ours alone.
-                unsafe { take_part(call, root, parts, recv) }
-            });
+        let copied = round.wait_published(call).and_then(|()| {
+            // SAFETY: [1] the root deposited the address of its `Parts`
+            // before `publish` (Release), which `wait_published` saw
+            // (Acquire); [2] it stays in the round, its frame intact,
+            // until every copy is counted in `done`, so the reference
+            // and the buffer it describes outlive this use.
+            let parts = unsafe { &*(round.deposits[root as usize].send() as *const Parts) };
+            // SAFETY: as above, and our receive buffer is ours alone.
+            unsafe { take_part(call, root, parts, recv) }
+        });
         // Count the copy even if it failed, so the root is released.
-        if round.done.fetch_add(1, Ordering::AcqRel) + 2 == round.size {
-            round.wake_all(call);
-        }
+        round.release_root(call);
         copied
     };
     rounds.leave(call, round);
