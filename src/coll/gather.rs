@@ -84,26 +84,21 @@ pub(crate) fn gatherv(
     match call.algorithm {
         Algorithm::Linear => linear(call, root, send, parts),
         Algorithm::BinomialConservative | Algorithm::Binomial => {
-            binomial(call, root, send, parts, None)
+            binomial_conservative(call, root, send, parts)
         }
-        Algorithm::BinomialAggressive => {
-            let known = match (parts, known) {
-                (Some(_), _) => (&[][..], &[][..]),
-                (None, Some(k)) => k,
-                (None, None) => {
-                    return Err(Error::Arg {
-                        message: format!(
-                            "{}: the binomial_aggressive algorithm needs every rank to pass the \
-                             counts and displacements (gather_varcount_into_known), but rank {} \
-                             did not",
-                            call.kind,
-                            call.rank()
-                        ),
-                    })
-                }
-            };
-            binomial(call, root, send, parts, Some(known))
-        }
+        // Every rank knows the table: no broadcast.
+        Algorithm::BinomialAggressive => match (parts, known) {
+            (Some(p), _) => binomial_tree(call, root, send, parts, p.table()),
+            (None, Some((c, d))) => binomial_tree(call, root, send, None, Table::Given(c, d)),
+            (None, None) => Err(Error::Arg {
+                message: format!(
+                    "{}: the binomial_aggressive algorithm needs every rank to pass the counts \
+                     and displacements (gather_varcount_into_known), but rank {} did not",
+                    call.kind,
+                    call.rank()
+                ),
+            }),
+        },
         _ => shm(call, root, send, parts),
     }
 }
@@ -146,6 +141,18 @@ fn count_mismatch(call: &Call<'_>, rank: usize, sent: usize, expected: usize) ->
     }
 }
 
+/// The root's own block, copied straight into its part, its count checked
+/// like every sender's.
+fn place_own(call: &Call<'_>, root: Rank, send: &Layout, parts: &Parts) -> Result<(), Error> {
+    let rank = call.rank() as usize;
+    let expected = parts.table().count(rank);
+    if send.count != expected {
+        return Err(count_mismatch(call, rank, send.count, expected));
+    }
+    // SAFETY: the root's own send and receive buffers, distinct.
+    unsafe { copy_checked(call, root, send, &parts.part(rank)) }
+}
+
 fn shm(call: &Call<'_>, root: Rank, send: &Layout, parts: Option<&Parts>) -> Result<(), Error> {
     let rounds = &call.comm.shared().coll.rounds;
     let round = rounds.join_checked(call, false)?;
@@ -174,13 +181,7 @@ fn shm(call: &Call<'_>, root: Rank, send: &Layout, parts: Option<&Parts>) -> Res
             }
         }
         round.publish(call);
-        let expected = parts.table().count(rank);
-        let own = if send.count == expected {
-            // SAFETY: our own buffers.
-            unsafe { copy_checked(call, root, send, &parts.part(rank)) }
-        } else {
-            Err(count_mismatch(call, rank, send.count, expected))
-        };
+        let own = place_own(call, root, send, parts);
         let waited = round.wait_released(call);
         set_root_stats(RootStats {
             peers: 0,
@@ -220,17 +221,10 @@ fn linear(call: &Call<'_>, root: Rank, send: &Layout, parts: Option<&Parts>) -> 
     let mut ex = Exchange::new(call);
     match parts {
         Some(parts) => {
-            let rank = call.rank() as usize;
             for r in (0..call.size()).filter(|&r| r != root) {
                 ex.recv(r, &parts.part(r as usize))?;
             }
-            let expected = parts.table().count(rank);
-            let own = if send.count == expected {
-                // SAFETY: our own buffers.
-                unsafe { copy_checked(call, root, send, &parts.part(rank)) }
-            } else {
-                Err(count_mismatch(call, rank, send.count, expected))
-            };
+            let own = place_own(call, root, send, parts);
             let received = ex.wait();
             set_root_stats(RootStats {
                 peers: call.size() as usize - 1,
@@ -335,43 +329,36 @@ pub(crate) fn chains(
     chains
 }
 
-fn binomial(
+/// The conservative level: the root broadcasts counts and displacements
+/// first (binomial tree), then the binomial Gatherv runs on them.
+fn binomial_conservative(
     call: &Call<'_>,
     root: Rank,
     send: &Layout,
     parts: Option<&Parts>,
-    known: Option<(&[usize], &[usize])>,
 ) -> Result<(), Error> {
     let n = call.size() as usize;
-    match (parts, known) {
-        (Some(p), Some(_)) => binomial_tree(call, root, send, parts, p.table()),
-        (None, Some((c, d))) => binomial_tree(call, root, send, parts, Table::Given(c, d)),
-        _ => {
-            // Conservative level: the root broadcasts counts and
-            // displacements first (binomial tree).
-            let mut table: Vec<u64> = vec![0; 2 * n];
-            if let Some(p) = parts {
-                let t = p.table();
-                for i in 0..n {
-                    table[i] = t.count(i) as u64;
-                    table[n + i] = t.displ(i) as u64;
-                }
-            }
-            let layout = Layout {
-                base: table.as_mut_ptr() as *const u8,
-                count: table.len(),
-                ty: u64::equivalent_datatype().handle(),
-            };
-            let table_call = Call {
-                algorithm: Algorithm::Binomial,
-                ..*call
-            };
-            bcast::broadcast(&table_call, root, &layout)?;
-            let counts: Vec<usize> = table[..n].iter().map(|&c| c as usize).collect();
-            let displs: Vec<usize> = table[n..].iter().map(|&d| d as usize).collect();
-            binomial_tree(call, root, send, parts, Table::Given(&counts, &displs))
+    let mut table: Vec<u64> = vec![0; 2 * n];
+    if let Some(p) = parts {
+        let t = p.table();
+        for i in 0..n {
+            table[i] = t.count(i) as u64;
+            table[n + i] = t.displ(i) as u64;
         }
     }
+    let layout = Layout {
+        base: table.as_mut_ptr() as *const u8,
+        count: table.len(),
+        ty: u64::equivalent_datatype().handle(),
+    };
+    let table_call = Call {
+        algorithm: Algorithm::Binomial,
+        ..*call
+    };
+    bcast::broadcast(&table_call, root, &layout)?;
+    let counts: Vec<usize> = table[..n].iter().map(|&c| c as usize).collect();
+    let displs: Vec<usize> = table[n..].iter().map(|&d| d as usize).collect();
+    binomial_tree(call, root, send, parts, Table::Given(&counts, &displs))
 }
 
 /// Runs a binomial Gather(v) whose counts and displacements every rank
@@ -453,8 +440,7 @@ fn binomial_root(
     let rank = call.rank() as usize;
     let esize = elem.map().size();
     // Step 0: the root's own block, placed directly.
-    // SAFETY: our own buffers.
-    unsafe { copy_checked(call, rank as Rank, send, &parts.part(rank))? };
+    place_own(call, rank as Rank, send, parts)?;
     let mut peers = 0;
     let mut peak_tmp = 0;
     for (s, e) in src_list(0, n) {
