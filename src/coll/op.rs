@@ -251,22 +251,32 @@ fn same_type<T: Equivalence>(map: &TypeMap) -> bool {
             && std::mem::size_of::<T>() == map.extent())
 }
 
+/// What both buffer views offer alike (they differ only in mutability).
+macro_rules! common_methods {
+    ($buffer:ident) => {
+        impl $buffer<'_> {
+            /// Number of elements.
+            pub fn len(&self) -> usize {
+                self.count
+            }
+
+            /// Whether there are no elements.
+            pub fn is_empty(&self) -> bool {
+                self.count == 0
+            }
+
+            /// Whether the elements are `T`s.
+            pub fn is<T: Equivalence>(&self) -> bool {
+                same_type::<T>(self.map)
+            }
+        }
+    };
+}
+
+common_methods!(DynBuffer);
+common_methods!(DynBufferMut);
+
 impl<'a> DynBuffer<'a> {
-    /// Number of elements.
-    pub fn len(&self) -> usize {
-        self.count
-    }
-
-    /// Whether there are no elements.
-    pub fn is_empty(&self) -> bool {
-        self.count == 0
-    }
-
-    /// Whether the elements are `T`s.
-    pub fn is<T: Equivalence>(&self) -> bool {
-        same_type::<T>(self.map)
-    }
-
     /// The elements as `T`s, if they are.
     pub fn downcast<T: Equivalence>(self) -> Option<&'a [T]> {
         if !self.is::<T>() {
@@ -280,21 +290,6 @@ impl<'a> DynBuffer<'a> {
 }
 
 impl<'a> DynBufferMut<'a> {
-    /// Number of elements.
-    pub fn len(&self) -> usize {
-        self.count
-    }
-
-    /// Whether there are no elements.
-    pub fn is_empty(&self) -> bool {
-        self.count == 0
-    }
-
-    /// Whether the elements are `T`s.
-    pub fn is<T: Equivalence>(&self) -> bool {
-        same_type::<T>(self.map)
-    }
-
     /// The elements as `T`s, if they are.
     pub fn downcast<T: Equivalence>(&mut self) -> Option<&mut [T]> {
         if !self.is::<T>() {
