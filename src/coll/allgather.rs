@@ -37,6 +37,7 @@
 //!   rank checks its own against them: tables that disagree would make the
 //!   gather's message chains disagree.
 
+use super::doubling::Doubling;
 use super::exchange::Exchange;
 use super::gather;
 use super::parts::{check_elements, packed, Parts, Sides};
@@ -250,19 +251,16 @@ fn recursive_doubling(
     let (rank, n) = (call.rank(), call.size());
     // SAFETY: our own buffers, distinct.
     unsafe { copy_checked(call, rank, send, &recv.slice(rank as usize * block, block))? };
-    // The largest power of two not above n; the first 2·rem ranks pair up.
-    let pof2 = 1 << (31 - (n as u32).leading_zeros());
-    let rem = n - pof2;
+    let doubling = Doubling::new(n);
+    let rem = doubling.rem;
     // The first real rank whose block virtual rank `v` holds.
     let first = |v: i32| if v < rem { 2 * v } else { v + rem };
-    // The real rank that speaks for virtual rank `v`.
-    let real = |v: i32| if v < rem { 2 * v + 1 } else { v + rem };
     // The blocks of virtual ranks [v, v + len): adjacent in the buffer.
     let group = |v: i32, len: i32| {
         let (a, b) = (first(v), first(v + len));
         recv.slice(a as usize * block, (b - a) as usize * block)
     };
-    let virtual_rank = if rank < 2 * rem {
+    let virtual_rank = if doubling.paired(rank) {
         let mut ex = Exchange::new(call);
         if rank % 2 == 0 {
             ex.send(rank + 1, &recv.slice(rank as usize * block, block));
@@ -278,26 +276,16 @@ fn recursive_doubling(
     };
     if let Some(v) = virtual_rank {
         let mut mask = 1;
-        while mask < pof2 {
+        while mask < doubling.pof2 {
             let partner = v ^ mask;
             let mut ex = Exchange::new(call);
-            ex.recv(real(partner), &group(partner & !(mask - 1), mask))?;
-            ex.send(real(partner), &group(v & !(mask - 1), mask));
+            ex.recv(doubling.real(partner), &group(partner & !(mask - 1), mask))?;
+            ex.send(doubling.real(partner), &group(v & !(mask - 1), mask));
             ex.wait()?;
             mask <<= 1;
         }
     }
-    if rank < 2 * rem {
-        let all = recv.slice(0, n as usize * block);
-        let mut ex = Exchange::new(call);
-        if rank % 2 == 1 {
-            ex.send(rank - 1, &all);
-        } else {
-            ex.recv(rank + 1, &all)?;
-        }
-        ex.wait()?;
-    }
-    Ok(())
+    doubling.hand_back(call, &recv.slice(0, n as usize * block))
 }
 
 fn gather_broadcast_v(call: &Call<'_>, send: &Layout, parts: &Parts) -> Result<(), Error> {

@@ -26,6 +26,7 @@ pub(crate) mod alltoall;
 pub(crate) mod barrier;
 pub(crate) mod bcast;
 pub(crate) mod check;
+mod doubling;
 pub(crate) mod exchange;
 pub(crate) mod gather;
 pub(crate) mod op;

@@ -19,6 +19,7 @@
 
 use std::sync::atomic::Ordering;
 
+use super::doubling::Doubling;
 use super::exchange::Exchange;
 use super::op::{self, OpRef};
 use super::operand::{combine, copy_same, Scratch};
@@ -333,10 +334,8 @@ fn recursive_doubling(
     let recv = recv.slice(0, send.count);
     copy_same(send, &recv);
     let tmp = Scratch::like(send);
-    // The largest power of two not above n; the first 2·rem ranks pair up.
-    let pof2 = 1 << (31 - (n as u32).leading_zeros());
-    let rem = n - pof2;
-    let new_rank = if rank < 2 * rem {
+    let doubling = Doubling::new(n);
+    let new_rank = if doubling.paired(rank) {
         let mut ex = Exchange::new(call);
         if rank % 2 == 0 {
             ex.send(rank + 1, &recv);
@@ -350,13 +349,12 @@ fn recursive_doubling(
             rank / 2
         }
     } else {
-        rank - rem
+        rank - doubling.rem
     };
     if new_rank >= 0 {
-        let real = |nr: i32| if nr < rem { nr * 2 + 1 } else { nr + rem };
         let mut mask = 1;
-        while mask < pof2 {
-            let partner = real(new_rank ^ mask);
+        while mask < doubling.pof2 {
+            let partner = doubling.real(new_rank ^ mask);
             let mut ex = Exchange::new(call);
             ex.recv(partner, &tmp)?;
             ex.send(partner, &recv);
@@ -371,16 +369,7 @@ fn recursive_doubling(
             mask <<= 1;
         }
     }
-    if rank < 2 * rem {
-        let mut ex = Exchange::new(call);
-        if rank % 2 == 1 {
-            ex.send(rank - 1, &recv);
-        } else {
-            ex.recv(rank + 1, &recv)?;
-        }
-        ex.wait()?;
-    }
-    Ok(())
+    doubling.hand_back(call, &recv)
 }
 
 /// Reduce-scatter with equal blocks: rank r gets block r of the reduction.
