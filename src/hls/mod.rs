@@ -63,7 +63,9 @@
 //! wherever it runs), in a task acting for a rank (a user-defined operation
 //! of an immediate collective: tasks may outlive their rank's values), and
 //! in the destructor of a rank-local value for values already dropped.
-//! `with` panics there, `try_with` returns the error.
+//! `with` panics there, `try_with` returns the error. A user-defined
+//! reduction operation runs on whichever rank or task combines the operands,
+//! so it should not read rank-local values at all.
 //!
 //! ## `Hls`: one value per group of ranks
 //!
