@@ -50,6 +50,20 @@ fn blocking(
     body(&call)
 }
 
+/// Runs a blocking rooted collective: checks the root (errors name `op`),
+/// then as [`blocking`].
+fn blocking_rooted(
+    core: &CommCore,
+    op: &'static str,
+    root: Rank,
+    signature: Signature,
+    site: &'static Location<'static>,
+    body: impl FnOnce(&Call<'_>) -> Result<(), Error>,
+) -> Result<(), Error> {
+    coll::check_root(core, op, root)?;
+    blocking(core, signature, site, body)
+}
+
 /// Starts an immediate collective: begins the call now (its sequence number
 /// fixes its place among the communicator's collectives) and runs `body` on
 /// a task; the request completes when the body returns.
@@ -99,6 +113,47 @@ fn immediate<'a, D: ?Sized, Sc: Scope<'a>>(
 
 fn bytes_of(layout: &Layout) -> Option<usize> {
     Some(layout.bytes())
+}
+
+/// The body of a reduction, blocking or immediate: checks the operation
+/// and the buffers, then reduces to `root` (`None`: to every rank).
+fn reduce_body<O: Operation + ?Sized>(
+    call: &Call<'_>,
+    root: Option<Rank>,
+    op: &O,
+    send: &Layout,
+    recv: Option<&Layout>,
+) -> Result<(), Error> {
+    let (opref, commutative) = (op.op(), op.is_commutative());
+    coll::reduce::check(call, &opref, send, recv)?;
+    coll::reduce::reduce(call, root, &opref, commutative, send, recv)
+}
+
+/// The body of a reduce-scatter-block, blocking or immediate.
+fn reduce_scatter_block_body<O: Operation + ?Sized>(
+    call: &Call<'_>,
+    op: &O,
+    send: &Layout,
+    recv: &Layout,
+) -> Result<(), Error> {
+    let opref = op.op();
+    coll::reduce::check(call, &opref, send, None)?;
+    coll::reduce::reduce_scatter_block(call, &opref, send, recv)
+}
+
+/// The body of an inclusive or exclusive scan (`kind`), blocking or
+/// immediate.
+fn scan_body<O: Operation + ?Sized>(
+    call: &Call<'_>,
+    kind: Collective,
+    op: &O,
+    send: &Layout,
+    recv: &Layout,
+) -> Result<(), Error> {
+    let (opref, commutative) = (op.op(), op.is_commutative());
+    coll::reduce::check(call, &opref, send, Some(recv))?;
+    let exclusive = kind == Collective::ExclusiveScan;
+    coll::scan::scan(call, &opref, commutative, send, recv, exclusive)
 }
 
 fn parts_of<P: Partitioned + ?Sized>(
@@ -346,10 +401,8 @@ pub trait CommunicatorCollectives: Communicator {
     {
         let (send, recv) = (Layout::of(sendbuf), Layout::of_mut(recvbuf));
         let sig = Signature::new(Collective::AllReduce, None, bytes_of(&send)).typed(&send);
-        let (opref, commutative) = (op.op(), op.is_commutative());
         blocking(self.core(), sig, Location::caller(), |call| {
-            coll::reduce::check(call, &opref, &send, Some(&recv))?;
-            coll::reduce::reduce(call, None, &opref, commutative, &send, Some(&recv))
+            reduce_body(call, None, &op, &send, Some(&recv))
         })
         .or_raise()
     }
@@ -372,9 +425,7 @@ pub trait CommunicatorCollectives: Communicator {
         let (send, recv) = (Layout::of(sendbuf), Layout::of_mut(recvbuf));
         let sig = Signature::new(Collective::AllReduce, None, bytes_of(&send)).typed(&send);
         immediate(self.core(), sig, recvbuf as *const R, scope, move |call| {
-            let (opref, commutative) = (op.op(), op.is_commutative());
-            coll::reduce::check(call, &opref, &send, Some(&recv))?;
-            coll::reduce::reduce(call, None, &opref, commutative, &send, Some(&recv))
+            reduce_body(call, None, &op, &send, Some(&recv))
         })
     }
 
@@ -390,10 +441,8 @@ pub trait CommunicatorCollectives: Communicator {
         let (send, recv) = (Layout::of(sendbuf), Layout::of_mut(recvbuf));
         let sig =
             Signature::new(Collective::ReduceScatterBlock, None, bytes_of(&recv)).typed(&send);
-        let opref = op.op();
         blocking(self.core(), sig, Location::caller(), |call| {
-            coll::reduce::check(call, &opref, &send, None)?;
-            coll::reduce::reduce_scatter_block(call, &opref, &send, &recv)
+            reduce_scatter_block_body(call, &op, &send, &recv)
         })
         .or_raise()
     }
@@ -417,9 +466,7 @@ pub trait CommunicatorCollectives: Communicator {
         let sig =
             Signature::new(Collective::ReduceScatterBlock, None, bytes_of(&recv)).typed(&send);
         immediate(self.core(), sig, recvbuf as *const R, scope, move |call| {
-            let opref = op.op();
-            coll::reduce::check(call, &opref, &send, None)?;
-            coll::reduce::reduce_scatter_block(call, &opref, &send, &recv)
+            reduce_scatter_block_body(call, &op, &send, &recv)
         })
     }
 
@@ -522,17 +569,8 @@ fn scan<S, R, O>(
 {
     let (send, recv) = (Layout::of(sendbuf), Layout::of_mut(recvbuf));
     let sig = Signature::new(kind, None, bytes_of(&send)).typed(&send);
-    let (opref, commutative) = (op.op(), op.is_commutative());
     blocking(core, sig, site, |call| {
-        coll::reduce::check(call, &opref, &send, Some(&recv))?;
-        coll::scan::scan(
-            call,
-            &opref,
-            commutative,
-            &send,
-            &recv,
-            kind == Collective::ExclusiveScan,
-        )
+        scan_body(call, kind, &op, &send, &recv)
     })
     .or_raise()
 }
@@ -555,16 +593,7 @@ where
     let (send, recv) = (Layout::of(sendbuf), Layout::of_mut(recvbuf));
     let sig = Signature::new(kind, None, bytes_of(&send)).typed(&send);
     immediate(core, sig, recvbuf as *const R, scope, move |call| {
-        let (opref, commutative) = (op.op(), op.is_commutative());
-        coll::reduce::check(call, &opref, &send, Some(&recv))?;
-        coll::scan::scan(
-            call,
-            &opref,
-            commutative,
-            &send,
-            &recv,
-            kind == Collective::ExclusiveScan,
-        )
+        scan_body(call, kind, &op, &send, &recv)
     })
 }
 
@@ -581,13 +610,15 @@ pub trait Root: AsCore {
         let (core, root) = (self.core(), self.root_rank());
         let buf = Layout::of_mut(buffer);
         let sig = Signature::new(Collective::Broadcast, Some(root), bytes_of(&buf)).typed(&buf);
-        coll::check_root(core, "broadcast_into", root)
-            .and_then(|()| {
-                blocking(core, sig, Location::caller(), |call| {
-                    coll::bcast::broadcast(call, root, &buf)
-                })
-            })
-            .or_raise()
+        blocking_rooted(
+            core,
+            "broadcast_into",
+            root,
+            sig,
+            Location::caller(),
+            |call| coll::bcast::broadcast(call, root, &buf),
+        )
+        .or_raise()
     }
 
     /// Starts a broadcast (`MPI_Ibcast`).
@@ -911,9 +942,7 @@ pub trait Root: AsCore {
         let send = Layout::of(sendbuf);
         let sig = Signature::new(Collective::Reduce, Some(root), bytes_of(&send)).typed(&send);
         immediate(core, sig, sendbuf as *const S, scope, move |call| {
-            let (opref, commutative) = (op.op(), op.is_commutative());
-            coll::reduce::check(call, &opref, &send, None)?;
-            coll::reduce::reduce(call, Some(root), &opref, commutative, &send, None)
+            reduce_body(call, Some(root), &op, &send, None)
         })
     }
 
@@ -937,9 +966,7 @@ pub trait Root: AsCore {
         let (send, recv) = (Layout::of(sendbuf), Layout::of_mut(recvbuf));
         let sig = Signature::new(Collective::Reduce, Some(root), bytes_of(&send)).typed(&send);
         immediate(core, sig, recvbuf as *const R, scope, move |call| {
-            let (opref, commutative) = (op.op(), op.is_commutative());
-            coll::reduce::check(call, &opref, &send, Some(&recv))?;
-            coll::reduce::reduce(call, Some(root), &opref, commutative, &send, Some(&recv))
+            reduce_body(call, Some(root), &op, &send, Some(&recv))
         })
     }
 }
@@ -960,13 +987,10 @@ fn gather<P: Root + ?Sized, S: Buffer + ?Sized>(
     let (core, r) = (root.core(), root.root_rank());
     let send = Layout::of(sendbuf);
     let sig = Signature::new(Collective::Gather, Some(r), bytes_of(&send)).typed(&send);
-    coll::check_root(core, "gather_into", r)
-        .and_then(|()| {
-            blocking(core, sig, site, |call| {
-                coll::gather::gather(call, r, &send, recv.as_ref())
-            })
-        })
-        .or_raise()
+    blocking_rooted(core, "gather_into", r, sig, site, |call| {
+        coll::gather::gather(call, r, &send, recv.as_ref())
+    })
+    .or_raise()
 }
 
 #[track_caller]
@@ -1018,13 +1042,10 @@ fn scatter<P: Root + ?Sized>(
 ) {
     let (core, r) = (root.core(), root.root_rank());
     let sig = Signature::new(Collective::Scatter, Some(r), bytes_of(&recv)).typed(&recv);
-    coll::check_root(core, "scatter_into", r)
-        .and_then(|()| {
-            blocking(core, sig, site, |call| {
-                coll::scatter::scatter(call, r, send.as_ref(), &recv)
-            })
-        })
-        .or_raise()
+    blocking_rooted(core, "scatter_into", r, sig, site, |call| {
+        coll::scatter::scatter(call, r, send.as_ref(), &recv)
+    })
+    .or_raise()
 }
 
 #[track_caller]
@@ -1036,13 +1057,10 @@ fn scatterv<P: Root + ?Sized>(
 ) {
     let (core, r) = (root.core(), root.root_rank());
     let sig = Signature::new(Collective::ScatterVarcount, Some(r), None).typed(&recv);
-    coll::check_root(core, "scatter_varcount_into", r)
-        .and_then(|()| {
-            blocking(core, sig, site, |call| {
-                coll::scatter::scatterv(call, r, parts.as_ref(), &recv)
-            })
-        })
-        .or_raise()
+    blocking_rooted(core, "scatter_varcount_into", r, sig, site, |call| {
+        coll::scatter::scatterv(call, r, parts.as_ref(), &recv)
+    })
+    .or_raise()
 }
 
 #[track_caller]
@@ -1056,13 +1074,8 @@ fn reduce<P: Root + ?Sized, S: Buffer + ?Sized, O: Operation>(
     let (core, r) = (root.core(), root.root_rank());
     let send = Layout::of(sendbuf);
     let sig = Signature::new(Collective::Reduce, Some(r), bytes_of(&send)).typed(&send);
-    let (opref, commutative) = (op.op(), op.is_commutative());
-    coll::check_root(core, "reduce_into", r)
-        .and_then(|()| {
-            blocking(core, sig, site, |call| {
-                coll::reduce::check(call, &opref, &send, recv.as_ref())?;
-                coll::reduce::reduce(call, Some(r), &opref, commutative, &send, recv.as_ref())
-            })
-        })
-        .or_raise()
+    blocking_rooted(core, "reduce_into", r, sig, site, |call| {
+        reduce_body(call, Some(r), &op, &send, recv.as_ref())
+    })
+    .or_raise()
 }
