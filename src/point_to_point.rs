@@ -6,7 +6,7 @@
 //!
 //! As in rsmpi, failures panic (the job then fails with the message, naming
 //! the rank and values involved); the `try_*` methods return
-//! [`Error`](crate::Error) instead.
+//! [`crate::Error`] instead.
 
 use std::mem::MaybeUninit;
 use std::panic::Location;

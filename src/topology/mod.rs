@@ -58,7 +58,7 @@
 //! - PU operating-system indexes are `0..n` in order, as hwloc numbers synthetic PUs.
 //! - hwloc's attributes in parentheses (`(memory=...)`, `(indexes=...)`) and attached memory
 //!   (`[numa]`) are not supported by this parser; with the `hwloc` feature,
-//!   [`Topology::from_hwloc`] accepts the full syntax.
+//!   `Topology::from_hwloc` accepts the full syntax.
 //!
 //! A synthetic topology describes a machine that is not this one, so binding to it would be
 //! meaningless: [`Topology::binds_for_real`] is false, unless `HWLOC_THISSYSTEM=1` (as for
