@@ -999,13 +999,13 @@ fn short_messages_in_message_based_algorithms_are_count_errors() {
     for alg in [Algorithm::Linear, Algorithm::Pairwise] {
         let err = failure(2, false, &[(Collective::AllToAllVarcount, alg)], |world| {
             let me = world.rank();
-            let send = vec![1u32; 3];
+            let send = [1u32; 3];
             // Rank 1 sends 2 elements to rank 0, which expects 3.
             let scounts: [Count; 2] = if me == 1 { [2, 1] } else { [1, 1] };
             let rcounts: [Count; 2] = if me == 0 { [1, 3] } else { [1, 1] };
             let sdispl: [Count; 2] = [0, 2];
             let rdispl: [Count; 2] = [0, 1];
-            let mut recv = vec![0u32; 4];
+            let mut recv = [0u32; 4];
             let spart = Partition::new(&send[..], &scounts[..], &sdispl[..]);
             let mut rpart = PartitionMut::new(&mut recv[..], &rcounts[..], &rdispl[..]);
             world.all_to_all_varcount_into(&spart, &mut rpart);
