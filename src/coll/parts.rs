@@ -4,8 +4,10 @@
 //! buffer rank by rank: a [`Parts`] is that buffer with its partition (the
 //! user's counts and displacements, or equal blocks), and a [`Table`] is the
 //! partition alone, as every rank of a binomial Gatherv knows it. They live
-//! here, with [`packed`] (the type temporary buffers hold), so that every
-//! algorithm reads parts the same way instead of keeping its own copy.
+//! here, with [`packed`] (the type temporary buffers hold), the check that
+//! counts mean the same on both sides ([`check_elements`]) and [`piece`]
+//! (near-equal pieces of a buffer), so that every algorithm reads parts the
+//! same way instead of keeping its own copy.
 
 use super::Call;
 use crate::datatype::copy::Layout;
