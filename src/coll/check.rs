@@ -159,7 +159,21 @@ impl Checker {
         self.enabled
     }
 
+    /// The first caller of call `seq`, if it checked here and others are
+    /// still to come.
+    pub(crate) fn first_of(&self, seq: u32) -> Option<(Signature, Rank, &'static Location<'static>)> {
+        let calls = self.calls.lock();
+        calls.get(&seq).map(|f| (f.signature, f.rank, f.site))
+    }
+
     /// Checks call `seq` of a communicator of `size` ranks by `rank`.
+    ///
+    /// The first caller of a call also looks at `rounds`: calls that run a
+    /// shared-memory algorithm are checked in their round, not here, and a
+    /// rank that ran another collective (or algorithm) at the same sequence
+    /// number must meet them somewhere. The first shared-memory caller
+    /// looks here in turn (`Rounds::join_checked`); each inserts before it
+    /// looks, under locks, so at least one of the two sees the other.
     pub(crate) fn check(
         &self,
         seq: u32,
@@ -167,6 +181,7 @@ impl Checker {
         rank: Rank,
         signature: Signature,
         site: &'static Location<'static>,
+        rounds: &super::round::Rounds,
     ) -> Result<(), Error> {
         if !self.enabled || size == 1 {
             return Ok(());
@@ -183,7 +198,13 @@ impl Checker {
                         remaining: size - 1,
                     },
                 );
-                Ok(())
+                drop(calls);
+                match rounds.first_of(seq) {
+                    Some(theirs) if !agree(&theirs.0, &signature) => {
+                        Err(mismatch(seq, &theirs, &(signature, rank, site)))
+                    }
+                    _ => Ok(()),
+                }
             }
             Some(first) => {
                 let mismatch = !agree(&first.signature, &signature);

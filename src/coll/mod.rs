@@ -154,7 +154,7 @@ pub(crate) fn begin_as<'a>(
     if algorithm != Algorithm::SharedMemory {
         state
             .checker
-            .check(seq, comm.size() as u32, comm.rank(), *signature, site)?;
+            .check(seq, comm.size() as u32, comm.rank(), *signature, site, &state.rounds)?;
     }
     Ok(Call {
         comm,

@@ -279,30 +279,60 @@ pub(crate) struct Rounds {
 }
 
 impl Rounds {
-    /// The round of call `call.seq`, created by the first rank to ask.
-    pub(crate) fn join(&self, call: &Call<'_>, deposits: bool) -> Arc<Round> {
+    /// The round of call `call.seq`, created by the first rank to ask, and
+    /// whether this call created it.
+    fn join_created(&self, call: &Call<'_>, deposits: bool) -> (Arc<Round>, bool) {
         let workers = call.comm.job().sched.workers.len();
         let mut active = self.active.lock();
-        Arc::clone(
-            active.entry(call.seq).or_insert_with(|| {
-                Arc::new(Round::new(call.comm.size() as u32, workers, deposits))
-            }),
-        )
+        let mut created = false;
+        let round = active.entry(call.seq).or_insert_with(|| {
+            created = true;
+            Arc::new(Round::new(call.comm.size() as u32, workers, deposits))
+        });
+        (Arc::clone(round), created)
     }
 
     /// Joins and checks the call's signature against the first caller's
     /// (for algorithms whose calls skip the communicator's checker).
+    ///
+    /// The rank that creates the round also looks at the communicator's
+    /// checker, where calls of message-based algorithms are checked (see
+    /// `Checker::check`): a different collective at the same sequence number
+    /// is caught on whichever side comes second.
     pub(crate) fn join_checked(
         &self,
         call: &Call<'_>,
         deposits: bool,
     ) -> Result<Arc<Round>, Error> {
-        let round = self.join(call, deposits);
-        if let Err(err) = round.check(call) {
+        let (round, created) = self.join_created(call, deposits);
+        let mut checked = round.check(call);
+        let checker = &call.comm.shared().coll.checker;
+        if checked.is_ok() && created && checker.enabled() {
+            if let Some(theirs) = checker.first_of(call.seq) {
+                if !super::check::agree(&theirs.0, &call.signature) {
+                    let mine = (call.signature, call.rank(), call.site);
+                    checked = Err(super::check::mismatch(call.seq, &theirs, &mine));
+                }
+            }
+        }
+        if let Err(err) = checked {
             self.leave(call, round);
             return Err(err);
         }
         Ok(round)
+    }
+
+    /// The first signature of round `seq`, if it exists and has one.
+    pub(crate) fn first_of(
+        &self,
+        seq: u32,
+    ) -> Option<(
+        super::check::Signature,
+        crate::Rank,
+        &'static std::panic::Location<'static>,
+    )> {
+        let active = self.active.lock();
+        active.get(&seq).and_then(|round| round.first.get().copied())
     }
 
     /// Leaves a round; the last rank to leave removes it.

@@ -276,8 +276,8 @@ impl Selection {
         &self,
         collective: Collective,
         requested: Algorithm,
-        _size: usize,
-        _bytes: Option<usize>,
+        size: usize,
+        bytes: Option<usize>,
     ) -> Result<Algorithm, Error> {
         if requested != Algorithm::Auto {
             collective.check(requested)?;
@@ -288,17 +288,81 @@ impl Selection {
         if chosen != Algorithm::Auto {
             return Ok(chosen);
         }
-        // The selector. Every communicator lives in one process today, where
-        // the shared-memory path moves each byte once and parks instead of
-        // matching messages: it is the fastest in every measured case (see
-        // the README's collective table).
-        Ok(Algorithm::SharedMemory)
+        Ok(select_local(collective, size, bytes))
+    }
+}
+
+/// The selector for a communicator whose ranks share the process (every
+/// communicator today).
+///
+/// The shared-memory path moves each byte once and parks instead of
+/// matching messages; from 8 ranks on it is the fastest or within noise of
+/// it in the measured cases, except large broadcasts and mid-size
+/// all-gathers on small communicators. On 2 to 4 ranks its fixed costs
+/// (a round, per-worker partial results, a shared buffer) lose to a few
+/// direct messages. The rules below come from `coll_bench --algorithms`
+/// on 2 to 256 ranks of a 2-worker machine (README, "Collective
+/// algorithms"). They depend only on what every rank of the call knows
+/// alike (the communicator's size, and the bytes of fixed-count calls), so
+/// all ranks choose the same algorithm; varcount calls, whose sizes differ
+/// between ranks, depend on the size alone.
+pub(crate) fn select_local(collective: Collective, size: usize, bytes: Option<usize>) -> Algorithm {
+    use Algorithm::*;
+    const KIB: usize = 1024;
+    const MIB: usize = 1024 * KIB;
+    let b = bytes.unwrap_or(0);
+    match collective {
+        Collective::Barrier if size == 2 => Dissemination,
+        Collective::Broadcast if size == 2 => Linear,
+        Collective::Broadcast if size <= 4 && b <= KIB => Linear,
+        Collective::Broadcast if size <= 4 && b < MIB => Binomial,
+        Collective::Broadcast if (8..=32).contains(&size) && b >= MIB => Binomial,
+        Collective::Reduce if size == 4 && b <= 64 => Binomial,
+        Collective::Reduce if size == 2 || (size <= 4 && b < MIB) => Linear,
+        Collective::AllReduce if size == 2 => RecursiveDoubling,
+        Collective::Gather | Collective::Scatter if size <= 4 => Linear,
+        Collective::GatherVarcount | Collective::ScatterVarcount if size == 2 => Linear,
+        Collective::AllGather if size == 2 => RecursiveDoubling,
+        Collective::AllGather
+            if (size <= 4 && b >= 64 * KIB) || (size <= 8 && (64 * KIB..MIB).contains(&b)) =>
+        {
+            Ring
+        }
+        // The send buffer holds one block per rank.
+        Collective::AllToAll if size == 2 && b <= 2 * KIB => Linear,
+        Collective::Scan | Collective::ExclusiveScan if size <= 4 && b <= KIB => Linear,
+        _ => SharedMemory,
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_selector_picks_algorithms_the_collective_has() {
+        for &c in Collective::ALL {
+            for size in [1, 2, 3, 4, 8, 16, 32, 64, 1024] {
+                for bytes in [None, Some(0), Some(8), Some(1024), Some(65536), Some(1 << 20)] {
+                    let a = select_local(c, size, bytes);
+                    assert!(c.algorithms().contains(&a), "{c} {size} {bytes:?}: {a}");
+                }
+            }
+        }
+        // Large communicators keep the shared-memory path.
+        assert_eq!(
+            select_local(Collective::AllReduce, 1024, Some(8)),
+            Algorithm::SharedMemory
+        );
+        assert_eq!(
+            select_local(Collective::Broadcast, 16, Some(1 << 20)),
+            Algorithm::Binomial
+        );
+        assert_eq!(
+            select_local(Collective::GatherVarcount, 4, None),
+            Algorithm::SharedMemory
+        );
+    }
 
     #[test]
     fn names_parse_and_errors_list_the_valid_ones() {
