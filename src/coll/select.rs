@@ -272,6 +272,7 @@ impl Selection {
     }
 
     /// The algorithm a call runs.
+    #[inline]
     pub(crate) fn resolve(
         &self,
         collective: Collective,
@@ -310,6 +311,10 @@ pub(crate) fn select_local(collective: Collective, size: usize, bytes: Option<us
     use Algorithm::*;
     const KIB: usize = 1024;
     const MIB: usize = 1024 * KIB;
+    // Every rule below is for 32 ranks or fewer: one test for the rest.
+    if size > 32 {
+        return SharedMemory;
+    }
     let b = bytes.unwrap_or(0);
     match collective {
         Collective::Barrier if size == 2 => Dissemination,
