@@ -18,6 +18,8 @@
 //! best one's;
 //! the last line gives the worst ratio (`selector: cases=... worst_ratio=...`).
 
+use std::collections::HashMap;
+use std::sync::Mutex;
 use std::time::Instant;
 
 use myriad::collective::{Algorithm, Collective, SystemOperation};
@@ -113,11 +115,13 @@ fn run_once(world: &SimpleCommunicator, name: &str, elems: usize, b: &mut Buffer
     }
 }
 
-struct Buffers {
+struct Buffers<'t> {
     send: Vec<u64>,
     recv: Vec<u64>,
-    counts: Vec<Count>,
-    displs: Vec<Count>,
+    /// The varcount calls' counts and displacements, one table shared by
+    /// every rank (a table per rank would cost ranks² memory).
+    counts: &'t [Count],
+    displs: &'t [Count],
     /// Every rank passes the counts (`gather_varcount_into_known`), as the
     /// `binomial_aggressive` Gatherv needs.
     known_counts: bool,
@@ -172,6 +176,10 @@ fn main() {
             std::process::exit(2);
         }
     }
+    // One table of counts and displacements per block size, for all ranks
+    // (leaked: they live as long as the program).
+    let tables: Mutex<HashMap<usize, (&'static [Count], &'static [Count])>> =
+        Mutex::new(HashMap::new());
     let rows = myriad::Runtime::from_env().run(|universe| {
         let world = universe.world();
         let n = world.size() as usize;
@@ -200,11 +208,24 @@ fn main() {
                     "all_to_all" | "all_to_all_varcount" => (n * elems, n * elems),
                     _ => (elems, elems),
                 };
+                let (counts, displs) = tables
+                    .lock()
+                    .unwrap()
+                    .entry(elems)
+                    .or_insert_with(|| {
+                        let counts: &'static [Count] = vec![elems as Count; n].leak();
+                        let displs: &'static [Count] = (0..n)
+                            .map(|r| (r * elems) as Count)
+                            .collect::<Vec<_>>()
+                            .leak();
+                        (counts, displs)
+                    })
+                    .to_owned();
                 let mut b = Buffers {
                     send: vec![world.rank() as u64 + 1; send_len],
                     recv: vec![0; recv_len],
-                    counts: vec![elems as Count; n],
-                    displs: (0..n).map(|r| (r * elems) as Count).collect(),
+                    counts,
+                    displs,
                     known_counts: false,
                 };
                 let shown = if name == "barrier" { 0 } else { elems * 8 };
