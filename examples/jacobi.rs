@@ -95,8 +95,9 @@ fn run(
             let mut v = u.clone();
             let up = (rank > 0).then(|| world.process_at_rank(rank as i32 - 1));
             let down = (rank + 1 < size).then(|| world.process_at_rank(rank as i32 + 1));
-            // Chunks of rows for the parallel regions: a few per worker.
-            let chunk_rows = (local / (workers * 4)).max(1);
+            // Chunks of rows for the parallel regions: 16 per worker, so
+            // that the last ones taken leave little imbalance.
+            let chunk_rows = (local / (workers * 16)).max(1);
             world.barrier();
             let start = Instant::now();
             let mut comm = 0.0f64;
