@@ -545,3 +545,41 @@ fn every_shared_memory_family_is_checked_against_the_others() {
         }
     }
 }
+
+#[test]
+fn small_shared_memory_broadcasts_stage_padded_data_and_check_types() {
+    // Up to 4 KiB the root stages its data and returns without waiting:
+    // padding is skipped, the receivers' types are still checked.
+    let out = with(5, Collective::Broadcast, Algorithm::SharedMemory, |world| {
+        let mut buf = [(0u8, 0u32); 9];
+        if world.rank() == 2 {
+            for (i, x) in buf.iter_mut().enumerate() {
+                *x = (i as u8, i as u32 * 1000);
+            }
+        }
+        world.process_at_rank(2).broadcast_into(&mut buf[..]);
+        buf
+    });
+    let expected: Vec<(u8, u32)> = (0..9).map(|i| (i as u8, i as u32 * 1000)).collect();
+    assert!(out.iter().all(|b| b[..] == expected[..]), "{out:?}");
+
+    let err = myriad::Runtime::builder()
+        .ranks(3)
+        .check_collectives(false)
+        .run(|universe| {
+            let world = universe.world();
+            world
+                .set_collective_algorithm(Collective::Broadcast, Algorithm::SharedMemory)
+                .unwrap();
+            if world.rank() == 0 {
+                let mut buf = [1u32, 2];
+                world.process_at_rank(0).broadcast_into(&mut buf[..]);
+            } else {
+                let mut buf = [0f32; 2];
+                world.process_at_rank(0).broadcast_into(&mut buf[..]);
+            }
+        })
+        .unwrap_err();
+    let text = err.to_string();
+    assert!(text.contains("type signature"), "{text}");
+}

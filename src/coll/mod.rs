@@ -192,6 +192,20 @@ pub(crate) unsafe fn copy_checked(
     src: &crate::datatype::copy::Layout,
     dst: &crate::datatype::copy::Layout,
 ) -> Result<(), Error> {
+    check_transfer(call, from, src, dst)?;
+    // SAFETY: the caller's contract.
+    unsafe { crate::datatype::copy::copy(src, dst) };
+    Ok(())
+}
+
+/// The checks of [`copy_checked`] (type signatures, size), without the
+/// copy: `src` is only read for its type and count.
+pub(crate) fn check_transfer(
+    call: &Call<'_>,
+    from: i32,
+    src: &crate::datatype::copy::Layout,
+    dst: &crate::datatype::copy::Layout,
+) -> Result<(), Error> {
     if src.count > 0 {
         if let Some((index, sent, expected)) =
             crate::datatype::signature_mismatch(src.ty.map(), src.count, dst.ty.map())
@@ -217,7 +231,5 @@ pub(crate) unsafe fn copy_checked(
             buffer_bytes: dst.bytes(),
         });
     }
-    // SAFETY: the caller's contract.
-    unsafe { crate::datatype::copy::copy(src, dst) };
     Ok(())
 }

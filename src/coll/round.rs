@@ -209,10 +209,24 @@ impl Round {
         self.wake_all(call);
     }
 
-    /// Waits until [`publish`](Self::publish); what was published before it
-    /// is visible after.
+    /// [`publish`](Self::publish) for a root that staged its data in
+    /// [`shared`](Self::shared) rather than leaving its buffer to be read:
+    /// it does not wait for the readers.
+    pub(crate) fn publish_staged(&self, call: &Call<'_>) {
+        self.root_ready.store(2, Ordering::Release);
+        self.wake_all(call);
+    }
+
+    /// Whether the root staged its data (after [`wait_published`](Self::wait_published)).
+    pub(crate) fn is_staged(&self) -> bool {
+        self.root_ready.load(Ordering::Acquire) == 2
+    }
+
+    /// Waits until [`publish`](Self::publish) or
+    /// [`publish_staged`](Self::publish_staged); what was published before
+    /// it is visible after.
     pub(crate) fn wait_published(&self, call: &Call<'_>) -> Result<(), Error> {
-        self.wait(call, || self.root_ready.load(Ordering::Acquire) == 1)
+        self.wait(call, || self.root_ready.load(Ordering::Acquire) != 0)
     }
 
     /// A rank other than the root is done with the root's buffer (its copy
