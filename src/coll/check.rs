@@ -161,7 +161,10 @@ impl Checker {
 
     /// The first caller of call `seq`, if it checked here and others are
     /// still to come.
-    pub(crate) fn first_of(&self, seq: u32) -> Option<(Signature, Rank, &'static Location<'static>)> {
+    pub(crate) fn first_of(
+        &self,
+        seq: u32,
+    ) -> Option<(Signature, Rank, &'static Location<'static>)> {
         let calls = self.calls.lock();
         calls.get(&seq).map(|f| (f.signature, f.rank, f.site))
     }

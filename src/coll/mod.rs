@@ -152,9 +152,14 @@ pub(crate) fn begin_as<'a>(
     // check, so two different collectives at one sequence number always
     // meet in the same round and are caught.
     if algorithm != Algorithm::SharedMemory {
-        state
-            .checker
-            .check(seq, comm.size() as u32, comm.rank(), *signature, site, &state.rounds)?;
+        state.checker.check(
+            seq,
+            comm.size() as u32,
+            comm.rank(),
+            *signature,
+            site,
+            &state.rounds,
+        )?;
     }
     Ok(Call {
         comm,

@@ -346,7 +346,9 @@ impl Rounds {
         &'static std::panic::Location<'static>,
     )> {
         let active = self.active.lock();
-        active.get(&seq).and_then(|round| round.first.get().copied())
+        active
+            .get(&seq)
+            .and_then(|round| round.first.get().copied())
     }
 
     /// Leaves a round; the last rank to leave removes it.

@@ -348,7 +348,14 @@ mod tests {
     fn the_selector_picks_algorithms_the_collective_has() {
         for &c in Collective::ALL {
             for size in [1, 2, 3, 4, 8, 16, 32, 64, 1024] {
-                for bytes in [None, Some(0), Some(8), Some(1024), Some(65536), Some(1 << 20)] {
+                for bytes in [
+                    None,
+                    Some(0),
+                    Some(8),
+                    Some(1024),
+                    Some(65536),
+                    Some(1 << 20),
+                ] {
                     let a = select_local(c, size, bytes);
                     assert!(c.algorithms().contains(&a), "{c} {size} {bytes:?}: {a}");
                 }
