@@ -321,7 +321,9 @@ pub(crate) fn select_local(collective: Collective, size: usize, bytes: Option<us
         Collective::Broadcast if size == 2 => Linear,
         Collective::Broadcast if size <= 4 && b <= KIB => Linear,
         Collective::Broadcast if size <= 4 && b < MIB => Binomial,
-        Collective::Broadcast if (8..=32).contains(&size) && b >= MIB => Binomial,
+        Collective::Broadcast if (16..=32).contains(&size) && (MIB..4 * MIB).contains(&b) => {
+            Binomial
+        }
         Collective::Reduce if size == 4 && b <= 64 => Binomial,
         Collective::Reduce if size == 2 || (size <= 4 && b < MIB) => Linear,
         Collective::AllReduce if size == 2 => RecursiveDoubling,
