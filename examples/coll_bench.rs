@@ -94,11 +94,10 @@ fn run_once(world: &SimpleCommunicator, name: &str, elems: usize, b: &mut Buffer
         }
         "gather_varcount" => {
             if is_root {
-                let mut part =
-                    PartitionMut::new(&mut b.recv[..n * elems], &b.counts[..], &b.displs[..]);
+                let mut part = PartitionMut::new(&mut b.recv[..n * elems], b.counts, b.displs);
                 root.gather_varcount_into_root(&b.send[..elems], &mut part)
             } else if b.known_counts {
-                root.gather_varcount_into_known(&b.send[..elems], &b.counts[..], &b.displs[..])
+                root.gather_varcount_into_known(&b.send[..elems], b.counts, b.displs)
             } else {
                 root.gather_varcount_into(&b.send[..elems])
             }
@@ -106,14 +105,16 @@ fn run_once(world: &SimpleCommunicator, name: &str, elems: usize, b: &mut Buffer
         "all_gather" => world.all_gather_into(&b.send[..elems], &mut b.recv[..n * elems]),
         "all_to_all" => world.all_to_all_into(&b.send[..n * elems], &mut b.recv[..n * elems]),
         "all_to_all_varcount" => {
-            let send = Partition::new(&b.send[..n * elems], &b.counts[..], &b.displs[..]);
-            let mut recv =
-                PartitionMut::new(&mut b.recv[..n * elems], &b.counts[..], &b.displs[..]);
+            let send = Partition::new(&b.send[..n * elems], b.counts, b.displs);
+            let mut recv = PartitionMut::new(&mut b.recv[..n * elems], b.counts, b.displs);
             world.all_to_all_varcount_into(&send, &mut recv)
         }
         other => panic!("unknown collective {other}"),
     }
 }
+
+/// Counts and displacements of the varcount calls, by block size.
+type Table = (&'static [Count], &'static [Count]);
 
 struct Buffers<'t> {
     send: Vec<u64>,
@@ -178,8 +179,7 @@ fn main() {
     }
     // One table of counts and displacements per block size, for all ranks
     // (leaked: they live as long as the program).
-    let tables: Mutex<HashMap<usize, (&'static [Count], &'static [Count])>> =
-        Mutex::new(HashMap::new());
+    let tables: Mutex<HashMap<usize, Table>> = Mutex::new(HashMap::new());
     let rows = myriad::Runtime::from_env().run(|universe| {
         let world = universe.world();
         let n = world.size() as usize;
