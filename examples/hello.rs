@@ -13,18 +13,8 @@ use std::time::Instant;
 
 use myriad::traits::*;
 
-/// Resident set size of this process in bytes.
-fn rss_bytes() -> u64 {
-    let statm = std::fs::read_to_string("/proc/self/statm").unwrap_or_default();
-    let pages: u64 = statm
-        .split_whitespace()
-        .nth(1)
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0);
-    // SAFETY: sysconf has no preconditions.
-    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) } as u64;
-    pages * page
-}
+mod common;
+use common::rss_bytes;
 
 fn main() {
     let runtime = myriad::Runtime::from_env();

@@ -23,7 +23,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::OnceLock;
 use std::time::Instant;
 
-use common::arg;
+use common::{arg, rss_bytes};
 use myriad::hls::{Hls, HlsLevel};
 use myriad::traits::*;
 
@@ -33,19 +33,6 @@ static WORKER_TABLE: Hls<Vec<u64>> = Hls::new(HlsLevel::Worker);
 
 /// Entries read (and checked) by each rank.
 const READS: u64 = 64;
-
-/// Resident set size of this process in bytes.
-fn rss_bytes() -> u64 {
-    let statm = std::fs::read_to_string("/proc/self/statm").unwrap_or_default();
-    let pages: u64 = statm
-        .split_whitespace()
-        .nth(1)
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0);
-    // SAFETY: sysconf has no preconditions.
-    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) } as u64;
-    pages * page
-}
 
 /// Entry `i` of the table (cheap to recompute, so reads can be checked).
 fn entry(i: u64) -> u64 {

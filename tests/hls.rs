@@ -3,7 +3,6 @@
 //! updated by generations, level barriers, poisoning, and failures.
 
 use std::panic::{self, AssertUnwindSafe};
-use std::process::Command;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc;
 use std::time::Duration;
@@ -108,39 +107,12 @@ fn worker_single_builds_one_table_per_worker() {
     }
 }
 
-const CHILD: &str = "MYRIAD_HLS_TEST_CHILD";
+mod common;
 
-/// In the child (named `name`): runs `body`. In the parent: re-runs this
-/// test alone in a child process with `envs` (environment variables are
-/// process-global) and checks that it passed.
+/// Re-runs the test `name` alone in a child process with `envs` set
+/// (environment variables are process-global) and checks that it passed.
 fn in_child(name: &str, envs: &[(&str, &str)], body: impl FnOnce()) {
-    if std::env::var(CHILD).as_deref() == Ok(name) {
-        body();
-        return;
-    }
-    let mut cmd = Command::new(std::env::current_exe().unwrap());
-    cmd.args([name, "--exact", "--nocapture", "--test-threads=1"])
-        .env(CHILD, name);
-    for var in [
-        "HWLOC_SYNTHETIC",
-        "HWLOC_THISSYSTEM",
-        "MYRIAD_MAP_BY",
-        "MYRIAD_RANK_ORDER",
-        "MYRIAD_WORKERS",
-        "MYRIAD_RANKS",
-    ] {
-        cmd.env_remove(var);
-    }
-    cmd.envs(envs.iter().copied());
-    let out = cmd.output().unwrap();
-    let (stdout, stderr) = (
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr),
-    );
-    assert!(
-        out.status.success() && stdout.contains("1 passed"),
-        "child {name} with {envs:?} failed\n{stdout}\n{stderr}"
-    );
+    common::in_child(name, envs, body);
 }
 
 static NUMA_TABLE: Hls<Vec<u64>> = Hls::new(HlsLevel::Numa);

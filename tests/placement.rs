@@ -5,47 +5,11 @@
 //! this test binary (re-run with a filter naming the test) and the parent
 //! checks the child's report.
 
-use std::process::Command;
-
 use myriad::topology::{Level, RankOrder};
 use myriad::Runtime;
 
-const CHILD: &str = "MYRIAD_PLACEMENT_TEST_CHILD";
-
-/// In the child (named `name`): runs `body` and returns `None`. In the
-/// parent: runs the child with `envs` and returns its stderr, after checking
-/// that it passed.
-fn child_stderr(name: &str, envs: &[(&str, &str)], body: impl FnOnce()) -> Option<String> {
-    if std::env::var(CHILD).as_deref() == Ok(name) {
-        body();
-        return None;
-    }
-    let mut cmd = Command::new(std::env::current_exe().unwrap());
-    cmd.args([name, "--exact", "--nocapture", "--test-threads=1"])
-        .env(CHILD, name);
-    for var in [
-        "HWLOC_SYNTHETIC",
-        "HWLOC_THISSYSTEM",
-        "MYRIAD_MAP_BY",
-        "MYRIAD_RANK_ORDER",
-        "MYRIAD_REPORT_BINDINGS",
-        "MYRIAD_WORKERS",
-        "MYRIAD_RANKS",
-    ] {
-        cmd.env_remove(var);
-    }
-    cmd.envs(envs.iter().copied());
-    let out = cmd.output().unwrap();
-    let (stdout, stderr) = (
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    );
-    assert!(
-        out.status.success() && stdout.contains("1 passed"),
-        "child {name} with {envs:?} failed\n{stdout}\n{stderr}"
-    );
-    Some(stderr)
-}
+mod common;
+use common::in_child as child_stderr;
 
 /// `(worker, numa, package, ranks)` of each report line.
 fn report(stderr: &str) -> Vec<(usize, usize, usize, usize)> {

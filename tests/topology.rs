@@ -5,48 +5,17 @@
 //! a child process: this binary re-runs itself with the variables and a filter naming the
 //! test, because the environment is process-global and tests run in parallel.
 
-use std::process::Command;
-
 use myriad::topology::{
     allowed_cpus, bind_current_thread, binding_report, current_cpu, place_workers, Level,
     RankAssignment, RankOrder, Topology, TopologySource,
 };
 
-/// Set in the child to the name of the test it runs.
-const CHILD: &str = "MYRIAD_TOPOLOGY_TEST_CHILD";
+mod common;
 
 /// Runs `body` in a child process of this test binary with `envs` set (and hwloc's other
 /// variables cleared); `name` must be the calling test's function name.
 fn in_child(name: &str, envs: &[(&str, &str)], body: impl FnOnce()) {
-    if std::env::var(CHILD).as_deref() == Ok(name) {
-        body();
-        return;
-    }
-    let mut cmd = Command::new(std::env::current_exe().unwrap());
-    cmd.args([name, "--exact", "--nocapture", "--test-threads=1"])
-        .env(CHILD, name);
-    for var in [
-        "HWLOC_SYNTHETIC",
-        "HWLOC_THISSYSTEM",
-        "HWLOC_XMLFILE",
-        "HWLOC_FSROOT",
-    ] {
-        cmd.env_remove(var);
-    }
-    cmd.envs(envs.iter().copied());
-    let out = cmd.output().unwrap();
-    let (stdout, stderr) = (
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr),
-    );
-    assert!(
-        out.status.success(),
-        "child {name} with {envs:?} failed\n{stdout}\n{stderr}"
-    );
-    assert!(
-        stdout.contains("1 passed"),
-        "child {name} ran no test\n{stdout}"
-    );
+    common::in_child(name, envs, body);
 }
 
 /// One parsed line of the binding report.

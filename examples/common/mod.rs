@@ -52,3 +52,16 @@ pub(crate) fn median(values: &mut [f64]) -> f64 {
         (values[n / 2 - 1] + values[n / 2]) / 2.0
     }
 }
+
+/// Resident set size of this process in bytes.
+pub(crate) fn rss_bytes() -> u64 {
+    let statm = std::fs::read_to_string("/proc/self/statm").unwrap_or_default();
+    let pages: u64 = statm
+        .split_whitespace()
+        .nth(1)
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    // SAFETY: sysconf has no preconditions.
+    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) } as u64;
+    pages * page
+}

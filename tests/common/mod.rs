@@ -1,0 +1,51 @@
+//! Helpers shared by the integration tests.
+
+#![allow(dead_code)]
+
+use std::process::Command;
+
+/// Set in a child process to the name of the test it runs.
+const CHILD: &str = "MYRIAD_TEST_CHILD";
+
+/// Variables a child starts without unless the test sets them: the
+/// environment of `cargo test` must not change what the child measures.
+const CLEARED: &[&str] = &[
+    "HWLOC_SYNTHETIC",
+    "HWLOC_THISSYSTEM",
+    "HWLOC_XMLFILE",
+    "HWLOC_FSROOT",
+    "MYRIAD_MAP_BY",
+    "MYRIAD_RANK_ORDER",
+    "MYRIAD_REPORT_BINDINGS",
+    "MYRIAD_WORKERS",
+    "MYRIAD_RANKS",
+];
+
+/// Runs a test whose body needs environment variables (process-global, and
+/// tests run in parallel threads). In the child (this binary re-run with a
+/// filter naming the test `name`, the caller): runs `body` and returns
+/// `None`. In the parent: runs the child with `envs` set, checks that its
+/// one test passed, and returns the child's standard error.
+pub(crate) fn in_child(name: &str, envs: &[(&str, &str)], body: impl FnOnce()) -> Option<String> {
+    if std::env::var(CHILD).as_deref() == Ok(name) {
+        body();
+        return None;
+    }
+    let mut cmd = Command::new(std::env::current_exe().unwrap());
+    cmd.args([name, "--exact", "--nocapture", "--test-threads=1"])
+        .env(CHILD, name);
+    for var in CLEARED {
+        cmd.env_remove(var);
+    }
+    cmd.envs(envs.iter().copied());
+    let out = cmd.output().unwrap();
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    );
+    assert!(
+        out.status.success() && stdout.contains("1 passed"),
+        "child {name} with {envs:?} failed\n{stdout}\n{stderr}"
+    );
+    Some(stderr)
+}
