@@ -514,36 +514,15 @@ pub(crate) fn probe(
     blocking: bool,
     site: &'static Location<'static>,
 ) -> Result<Option<Status>, Error> {
-    let ctx = comm.caller()?;
-    check_receive(comm, "probe", source, tag)?;
-    let spec = MatchSpec {
-        context: comm.p2p_context(),
+    wait_for_message(
+        comm,
+        "probe",
         source,
         tag,
-    };
-    let job = comm.job();
-    let mailbox = &job.p2p.mailboxes[comm.world() as usize];
-    let info = WaitInfo {
-        op: WaitOp::Probe,
-        peer: source,
-        tag,
-        comm: comm.p2p_context(),
+        blocking,
         site,
-    };
-    loop {
-        let mut queues = mailbox.lock();
-        if let Some(msg) = queues.peek_unexpected(&spec) {
-            return Ok(Some(probe_status(msg)));
-        }
-        if !blocking {
-            drop(queues);
-            sched::yield_now();
-            return Ok(None);
-        }
-        queues.add_prober(ctx.slot);
-        drop(queues);
-        sched::park_once(ctx, &info)?;
-    }
+        |queues, spec| queues.peek_unexpected(spec).map(probe_status),
+    )
 }
 
 /// A message removed from the queue by a matched probe.
@@ -566,8 +545,38 @@ pub(crate) fn matched_probe(
     blocking: bool,
     site: &'static Location<'static>,
 ) -> Result<Option<Matched>, Error> {
+    let taken = wait_for_message(
+        comm,
+        "matched_probe",
+        source,
+        tag,
+        blocking,
+        site,
+        |queues, spec| queues.take_unexpected(spec),
+    )?;
+    Ok(taken.map(|msg| {
+        if let Payload::Rendezvous { completion, .. } = &msg.payload {
+            // SAFETY: the sender keeps its completion alive until done.
+            unsafe { (**completion).hold() };
+        }
+        Matched { msg }
+    }))
+}
+
+/// The loop of the probes: `look` at the calling rank's unexpected messages
+/// under its mailbox lock; if it finds nothing, park until a message
+/// arrives (`blocking`) or yield and answer `None`.
+fn wait_for_message<T>(
+    comm: &CommCore,
+    op: &'static str,
+    source: Rank,
+    tag: Tag,
+    blocking: bool,
+    site: &'static Location<'static>,
+    mut look: impl FnMut(&mut mailbox::Queues, &MatchSpec) -> Option<T>,
+) -> Result<Option<T>, Error> {
     let ctx = comm.caller()?;
-    check_receive(comm, "matched_probe", source, tag)?;
+    check_receive(comm, op, source, tag)?;
     let spec = MatchSpec {
         context: comm.p2p_context(),
         source,
@@ -584,13 +593,8 @@ pub(crate) fn matched_probe(
     };
     loop {
         let mut queues = mailbox.lock();
-        if let Some(msg) = queues.take_unexpected(&spec) {
-            drop(queues);
-            if let Payload::Rendezvous { completion, .. } = &msg.payload {
-                // SAFETY: the sender keeps its completion alive until done.
-                unsafe { (**completion).hold() };
-            }
-            return Ok(Some(Matched { msg }));
+        if let Some(found) = look(&mut queues, &spec) {
+            return Ok(Some(found));
         }
         if !blocking {
             drop(queues);
