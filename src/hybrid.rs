@@ -38,7 +38,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 use crate::sched::micro::MicroTask;
-use crate::sched::{self, RankCtx, WaitInfo, WaitOp};
+use crate::sched::{self, RankCtx};
 
 /// Runs `f(i)` for every `i` of `range`, in chunks of `chunk` indices taken
 /// dynamically by the rank and by every worker of its job.
@@ -249,24 +249,14 @@ impl<F> HelperGuard<'_, '_, F> {
 /// the thread. It returns (or lets the unwind go on) only once `done()`:
 /// the micro-tasks borrow the caller's stack.
 fn wait_for(ctx: &RankCtx, site: &'static Location<'static>, done: impl Fn() -> bool) {
-    struct Drain<'a, D: Fn() -> bool>(&'a RankCtx, &'a D);
-    impl<D: Fn() -> bool> Drop for Drain<'_, D> {
-        fn drop(&mut self) {
-            while !(self.1)() {
-                match self.0.job().sched.micro.pop() {
-                    Some(task) => {
-                        let _ = panic::catch_unwind(AssertUnwindSafe(task.run));
-                    }
-                    None => std::thread::yield_now(),
-                }
+    sched::wait_fully(Some(ctx), site, done, || {
+        match ctx.job().sched.micro.pop() {
+            Some(task) => {
+                let _ = panic::catch_unwind(AssertUnwindSafe(task.run));
             }
+            None => std::thread::yield_now(),
         }
-    }
-    let _drain = Drain(ctx, &done);
-    if !std::thread::panicking() {
-        let info = WaitInfo::simple(WaitOp::Other, site);
-        let _ = sched::wait_until(ctx, &info, &done);
-    }
+    });
 }
 
 impl<F> Drop for HelperGuard<'_, '_, F> {

@@ -38,7 +38,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use crate::runtime::job::Job;
-use crate::sched::{self, WaitInfo, WaitOp};
+use crate::sched;
 
 /// Whom to wake when a thread ends: the rank (slot) that will join it.
 struct Joiner {
@@ -102,21 +102,8 @@ impl Drop for Finished<'_> {
 /// thread until `done()` instead: it never returns or lets an unwind go on
 /// before `done()`, because the threads may borrow the caller's stack.
 fn wait(site: &'static Location<'static>, done: impl Fn() -> bool) {
-    struct Spin<'a, D: Fn() -> bool>(&'a D);
-    impl<D: Fn() -> bool> Drop for Spin<'_, D> {
-        fn drop(&mut self) {
-            while !(self.0)() {
-                std::thread::yield_now();
-            }
-        }
-    }
-    let _spin = Spin(&done);
-    if !std::thread::panicking() {
-        if let Some(ctx) = sched::rank::current().filter(|c| !c.is_thread()) {
-            let info = WaitInfo::simple(WaitOp::Other, site);
-            let _ = sched::wait_until(ctx, &info, &done);
-        }
-    }
+    let ctx = sched::rank::current().filter(|c| !c.is_thread());
+    sched::wait_fully(ctx, site, done, std::thread::yield_now);
 }
 
 /// The state a spawned thread shares with its handle.

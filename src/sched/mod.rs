@@ -152,6 +152,32 @@ pub(crate) fn wait_until(
     Ok(())
 }
 
+/// Waits until `done()` for a caller whose stack other threads borrow (the
+/// helpers of a parallel region, the threads of a scope): parks `ctx` when
+/// there is one and it may suspend; otherwise (no rank, unwinding, or
+/// unwound while parked because the job failed) calls `idle` between looks.
+/// It never returns, nor lets an unwind go on, before `done()`.
+pub(crate) fn wait_fully(
+    ctx: Option<&RankCtx>,
+    site: &'static Location<'static>,
+    done: impl Fn() -> bool,
+    mut idle: impl FnMut(),
+) {
+    struct Finish<'a, D: Fn() -> bool, I: FnMut()>(&'a D, &'a mut I);
+    impl<D: Fn() -> bool, I: FnMut()> Drop for Finish<'_, D, I> {
+        fn drop(&mut self) {
+            while !(self.0)() {
+                (self.1)();
+            }
+        }
+    }
+    let _finish = Finish(&done, &mut idle);
+    if let Some(ctx) = ctx.filter(|_| !std::thread::panicking()) {
+        let info = WaitInfo::simple(WaitOp::Other, site);
+        let _ = wait_until(ctx, &info, &done);
+    }
+}
+
 /// The job is aborting: a rank that is unwinding gets an error (its
 /// destructors must not block); any other rank is handed to its worker for
 /// good, which unwinds it once every worker has stopped.
