@@ -38,7 +38,7 @@ const LAYERS: &[(&str, u8)] = &[
 ];
 
 /// Files whose layer is not their module's.
-const FILE_LAYERS: &[(&str, u8)] = &[("runtime/job.rs", 5)];
+const FILE_LAYERS: &[(&str, u8)] = &[("runtime/job.rs", 5), ("comm/communicator.rs", 5)];
 
 /// Names defined or re-exported at the crate root, by the module that
 /// defines them (`lib` for the root's own constants and type aliases).
