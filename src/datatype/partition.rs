@@ -17,12 +17,66 @@ pub trait Partitioned {
 }
 
 /// A readable partitioned buffer.
+///
+/// Implementing it takes an `unsafe impl` (the collectives trust
+/// `total_count`):
+///
+/// ```compile_fail,E0200
+/// use std::ffi::c_void;
+/// use myriad::datatype::SystemDatatype;
+/// use myriad::traits::*;
+/// use myriad::Count;
+///
+/// struct Parts(Vec<u8>, [Count; 1], [Count; 1]);
+/// impl Partitioned for Parts {
+///     fn counts(&self) -> &[Count] { &self.1 }
+///     fn displs(&self) -> &[Count] { &self.2 }
+/// }
+/// // SAFETY: the vector's elements.
+/// unsafe impl Pointer for Parts {
+///     fn pointer(&self) -> *const c_void { self.0.as_ptr().cast() }
+/// }
+/// impl AsDatatype for Parts {
+///     type Out = SystemDatatype;
+///     fn as_datatype(&self) -> SystemDatatype { u8::equivalent_datatype() }
+/// }
+/// impl PartitionedBuffer for Parts {
+///     fn total_count(&self) -> Count { self.0.len() as Count }
+/// }
+/// ```
 pub trait PartitionedBuffer: Partitioned + Pointer + AsDatatype {
     /// Elements in the whole underlying buffer (to check the partition).
     fn total_count(&self) -> Count;
 }
 
 /// A writable partitioned buffer.
+///
+/// Implementing it takes an `unsafe impl` (the collectives trust
+/// `total_count`):
+///
+/// ```compile_fail,E0200
+/// use std::ffi::c_void;
+/// use myriad::datatype::SystemDatatype;
+/// use myriad::traits::*;
+/// use myriad::Count;
+///
+/// struct Parts(Vec<u8>, [Count; 1], [Count; 1]);
+/// impl Partitioned for Parts {
+///     fn counts(&self) -> &[Count] { &self.1 }
+///     fn displs(&self) -> &[Count] { &self.2 }
+/// }
+/// // SAFETY: the vector's elements.
+/// unsafe impl PointerMut for Parts {
+///     fn pointer_mut(&mut self) -> *mut c_void { self.0.as_mut_ptr().cast() }
+/// }
+/// impl AsDatatype for Parts {
+///     type Out = SystemDatatype;
+///     fn as_datatype(&self) -> SystemDatatype { u8::equivalent_datatype() }
+/// }
+/// impl PartitionedBufferMut for Parts {
+///     fn total_count(&self) -> Count { self.0.len() as Count }
+/// }
+/// ```
 pub trait PartitionedBufferMut: Partitioned + PointerMut + AsDatatype {
     /// Elements in the whole underlying buffer (to check the partition).
     fn total_count(&self) -> Count;
