@@ -456,3 +456,29 @@ fn a_view_at_an_unaligned_address_is_not_a_slice() {
     assert!(!as_slice, "but the address is odd");
     assert_eq!(len, 1);
 }
+
+// ------------------------------------------------------- recorded alignment
+
+#[test]
+fn type_maps_record_the_rust_alignment() {
+    fn align<T: Equivalence>() -> usize {
+        T::equivalent_datatype().type_map().align()
+    }
+    assert_eq!(align::<Wide>(), 32);
+    assert_eq!(align::<P>(), 1);
+    assert_eq!(align::<f64>(), std::mem::align_of::<f64>());
+    assert_eq!(align::<(u8, u16)>(), std::mem::align_of::<(u8, u16)>());
+    assert_eq!(align::<[Wide; 3]>(), 32);
+    assert_eq!(align::<[P; 3]>(), 1);
+    // A derived type describing `Wide`'s fields gets their alignment (and
+    // MPI's padding to 16 bytes), not `Wide`'s 32: it is not `Wide`.
+    let (u64s, u32s) = (u64::equivalent_datatype(), u32::equivalent_datatype());
+    let fields = UserDatatype::structured(&[1, 1], &[0, 8], &[u64s, u32s]);
+    assert_eq!(
+        (fields.type_map().extent(), fields.type_map().align()),
+        (16, 8)
+    );
+    // Built from `Wide` itself, it is `Wide`s.
+    let wides = UserDatatype::contiguous(2, &Wide::equivalent_datatype());
+    assert_eq!(wides.type_map().align(), 32);
+}
