@@ -16,7 +16,7 @@
 //!             type_name::<Self>(),
 //!             &[(offset_of!(Self, f1), <T1 as Equivalence>::equivalent_datatype().type_map(), 1), ...],
 //!             size_of::<Self>(),
-//!         ))
+//!         ).with_align(align_of::<Self>()))
 //!     }
 //! }
 //! ```
@@ -31,9 +31,13 @@
 //! for the body to type-check; for the other field types a where-clause bound
 //! would be a "trivial bound", reported at the `#[derive]` instead of at the
 //! field, so the body's use, spanned at the field type, is what checks them).
-//! The offsets and the size come from the compiler (`offset_of!`, `size_of`),
-//! never from the macro's own idea of the layout: whatever the `repr`, the map
-//! covers exactly the fields' data, and padding stays out of every segment. A
+//! The offsets, the size and the alignment come from the compiler
+//! (`offset_of!`, `size_of`, `align_of`), never from the macro's own idea of
+//! the layout: whatever the `repr`, the map covers exactly the fields' data,
+//! padding stays out of every segment, and a `#[repr(align(N))]` or
+//! `#[repr(packed)]` struct has the alignment it really has (scratch space
+//! for it is allocated so, and a packed `struct P(f64)` is not taken for an
+//! `f64`). A
 //! struct whose fields are all valid for any matching data is itself valid for
 //! any matching data, and is `Send`-safe when they are. Enums and unions are
 //! rejected: their valid bit patterns depend on a discriminant or on which
@@ -116,6 +120,7 @@ pub(crate) fn derive(input: DeriveInput) -> syn::Result<TokenStream> {
             &[#(#entries),*],
             ::core::mem::size_of::<Self>(),
         )
+        .with_align(::core::mem::align_of::<Self>())
     };
     let map = if is_generic {
         quote! {

@@ -103,9 +103,11 @@ use proc_macro::TokenStream;
 /// field's signature is a valid value of that field, and may cross threads;
 /// field types that involve the struct's generic parameters are bounded in
 /// the impl's where-clause, the others are checked where the impl uses
-/// them), and the offsets and size come from `core::mem::offset_of!` and
-/// `core::mem::size_of`, so the map describes the real layout whatever the
-/// `repr`. Like a struct with public fields, a derived struct can then be
+/// them), and the offsets, size and alignment come from
+/// `core::mem::offset_of!`, `core::mem::size_of` and `core::mem::align_of`,
+/// so the map describes the real layout whatever the `repr` (an
+/// `#[repr(align(32))]` struct's map has alignment 32, a `#[repr(packed)]`
+/// one's alignment 1). Like a struct with public fields, a derived struct can then be
 /// built from any field values: do not derive it for a type whose other code
 /// relies on an invariant between its fields.
 ///

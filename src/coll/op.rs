@@ -241,14 +241,27 @@ pub struct DynBufferMut<'a> {
     map: &'a TypeMap,
 }
 
+/// Whether elements of `map` are `T`s: `T`'s own map, or one with the same
+/// layout, signature and alignment (a `#[repr(packed)]` wrapper of an `f64`
+/// has `f64`'s layout and signature but not its alignment).
 fn same_type<T: Equivalence>(map: &TypeMap) -> bool {
     let dt = T::equivalent_datatype();
     let theirs = dt.type_map();
     std::ptr::eq(theirs, map)
         || (theirs.extent() == map.extent()
+            && theirs.align() == map.align()
             && theirs.segments() == map.segments()
             && theirs.signature() == map.signature()
             && std::mem::size_of::<T>() == map.extent())
+}
+
+/// Whether `ptr` may start a `&[T]`: not null and aligned for `T`. Checked
+/// on every downcast, whatever the type map says: a buffer's elements may
+/// be `T`s at an address no `T` can have (a datatype view of bytes at an
+/// odd offset). Runtime scratch is allocated aligned for its type map, so
+/// this holds for it.
+fn fits<T>(ptr: *const u8) -> bool {
+    !ptr.is_null() && ptr.cast::<T>().is_aligned()
 }
 
 /// What both buffer views offer alike (they differ only in mutability).
@@ -265,7 +278,8 @@ macro_rules! common_methods {
                 self.count == 0
             }
 
-            /// Whether the elements are `T`s.
+            /// Whether the elements are `T`s: the same layout, type signature
+            /// and alignment as `T`'s datatype.
             pub fn is<T: Equivalence>(&self) -> bool {
                 same_type::<T>(self.map)
             }
@@ -277,22 +291,28 @@ common_methods!(DynBuffer);
 common_methods!(DynBufferMut);
 
 impl<'a> DynBuffer<'a> {
-    /// The elements as `T`s, if they are.
+    /// The elements as `T`s, if they are ([`is`](Self::is)) and lie at an
+    /// address aligned for `T`. The buffers of a reduction over `T`s always
+    /// do; elements of a datatype [`View`](crate::datatype::View) that
+    /// starts at an address `T` cannot have give `None`.
     pub fn downcast<T: Equivalence>(self) -> Option<&'a [T]> {
-        if !self.is::<T>() {
+        if !self.is::<T>() || !fits::<T>(self.ptr) {
             return None;
         }
-        // SAFETY: the buffer holds `count` elements of a type with T's
-        // layout, valid and aligned (it was given to the reduction as such),
-        // and is not written during the call.
+        // SAFETY: the buffer holds `count` elements of T's layout,
+        // signature and size, initialised and valid as `T`s (`Equivalence`:
+        // data matching the signature is a valid `T`), one `size_of::<T>()`
+        // apart; the first is aligned for `T` (`fits`), so all are; it is
+        // not written during the call.
         Some(unsafe { std::slice::from_raw_parts(self.ptr as *const T, self.count) })
     }
 }
 
 impl<'a> DynBufferMut<'a> {
-    /// The elements as `T`s, if they are.
+    /// The elements as `T`s, if they are ([`is`](Self::is)) and lie at an
+    /// address aligned for `T` (as for [`DynBuffer::downcast`]).
     pub fn downcast<T: Equivalence>(&mut self) -> Option<&mut [T]> {
-        if !self.is::<T>() {
+        if !self.is::<T>() || !fits::<T>(self.ptr) {
             return None;
         }
         // SAFETY: as in `DynBuffer::downcast`; this is the only access to the
@@ -327,7 +347,7 @@ pub(crate) fn check_supported(op: &OpRef<'_>, map: &TypeMap) -> Result<(), Error
 /// # Safety
 ///
 /// `input` must be valid for reads and `inout` for reads and writes of
-/// `count` elements laid out as `map`, aligned for it, and must not overlap;
+/// `count` elements laid out as `map`, and must not overlap;
 /// `check_supported` must have accepted `op` for `map`.
 pub(crate) unsafe fn apply(
     op: &OpRef<'_>,

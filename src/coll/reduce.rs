@@ -139,7 +139,7 @@ fn shm_commutative(
     if round.arrive() {
         {
             let mut total = round.acc.lock();
-            total.reserve(bytes);
+            total.reserve(bytes, send.ty.map().align());
             let dst = total.layout(send);
             for part in round.partials.iter() {
                 let mut part = part.lock();
@@ -177,7 +177,7 @@ fn fold(part: &SpinLock<Accumulator>, op: &OpRef<'_>, send: &Layout, bytes: usiz
     let mut acc = part.lock();
     let first = acc.contributions == 0;
     if first {
-        acc.reserve(bytes);
+        acc.reserve(bytes, send.ty.map().align());
     }
     let target = acc.layout(send);
     if first {
@@ -202,7 +202,7 @@ fn shm_in_order(
     if round.arrive() {
         {
             let mut acc = round.acc.lock();
-            acc.reserve(bytes);
+            acc.reserve(bytes, send.ty.map().align());
             let dst = acc.layout(send);
             let operand = |r: usize| Layout {
                 base: round.deposits[r].send(),

@@ -21,6 +21,7 @@
 use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 use std::sync::Arc;
 
+use super::operand::AlignedBytes;
 use super::Call;
 use crate::datatype::copy::Layout;
 use crate::error::Error;
@@ -92,22 +93,26 @@ pub(crate) struct Round {
 }
 
 /// A reduction's running result: raw elements of the operands' type, in
-/// storage aligned for any primitive (user operations downcast it to `&[T]`).
+/// storage aligned for that type (user operations downcast it to `&[T]`).
 #[derive(Debug, Default)]
 pub(crate) struct Accumulator {
-    data: Vec<u128>,
+    data: AlignedBytes,
     /// Contributions reduced into it so far.
     pub(crate) contributions: u32,
 }
 
 impl Accumulator {
-    /// Makes room for `bytes` bytes.
-    pub(crate) fn reserve(&mut self, bytes: usize) {
-        self.data.resize(bytes.div_ceil(16), 0);
+    /// Makes room for `bytes` bytes aligned to `align` (the operands' type
+    /// map's), before the first contribution: what was there is not kept.
+    pub(crate) fn reserve(&mut self, bytes: usize, align: usize) {
+        debug_assert_eq!(self.contributions, 0, "reserved after a contribution");
+        if self.data.len() < bytes || self.data.align() < align {
+            self.data = AlignedBytes::zeroed(bytes, align);
+        }
     }
 
     pub(crate) fn ptr(&mut self) -> *mut u8 {
-        self.data.as_mut_ptr() as *mut u8
+        self.data.as_mut_ptr()
     }
 
     /// The accumulated elements, described with the type and count of

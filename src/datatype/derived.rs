@@ -16,7 +16,10 @@
 //! * `structured` alone then rounds the extent up to a multiple of the
 //!   largest alignment of its base types (MPI's "epsilon", as MPICH and Open
 //!   MPI apply it to `MPI_Type_create_struct`), so that a type describing a
-//!   Rust struct gets `size_of` as its extent.
+//!   Rust struct gets `size_of` as its extent;
+//! * the alignment ([`TypeMap::align`], not an MPI notion) is the largest
+//!   alignment of the old types of non-empty blocks that divides the extent,
+//!   so that a type describing a Rust struct gets its `align_of` too.
 //!
 //! Negative strides and displacements are accepted: they give negative
 //! offsets, which are fine inside a type that is nested at a larger
@@ -29,7 +32,7 @@
 //! [`MAX_RUNS`] separate data runs or signature runs are refused with
 //! `Error::Unsupported` (maps are stored flattened, one entry per run).
 
-use super::typemap::push_run;
+use super::typemap::{dividing, push_run};
 use super::{Run, Segment, TypeMap};
 use crate::{Address, Count, Error};
 
@@ -225,6 +228,8 @@ struct Builder {
     signature: Vec<Run>,
     /// `(lb, ub)` of the blocks so far.
     bounds: Option<(i128, i128)>,
+    /// The largest alignment of the blocks' old types so far.
+    align: usize,
 }
 
 impl Builder {
@@ -234,6 +239,7 @@ impl Builder {
             segments: Vec::new(),
             signature: Vec::new(),
             bounds: None,
+            align: 1,
         }
     }
 
@@ -242,6 +248,7 @@ impl Builder {
         if count == 0 {
             return Ok(());
         }
+        self.align = self.align.max(old.align());
         let extent = old.extent() as i128;
         let first = disp + old.lb() as i128;
         let end = first + count as i128 * extent;
@@ -332,7 +339,8 @@ impl Builder {
             size = size.checked_add(len).ok_or_else(|| self.overflow())?;
             segments.push(Segment { offset, len });
         }
-        let map = TypeMap::from_parts(name, lb_isize, extent, segments, self.signature);
+        let align = dividing(self.align, extent);
+        let map = TypeMap::from_parts(name, lb_isize, extent, segments, self.signature, align);
         debug_assert_eq!(
             map.size(),
             map.signature()
@@ -503,6 +511,25 @@ mod tests {
         let v = contiguous(2, &s).unwrap();
         assert_eq!(v.segments(), &[seg(0, 5), seg(8, 5)]);
         assert_eq!((v.size(), v.extent()), (10, 16));
+    }
+
+    #[test]
+    fn alignment_is_the_old_types_that_divides_the_extent() {
+        // Doubles 8 apart: 8. Doubles 12 bytes apart: every other element
+        // would be misaligned at 8, so 4.
+        assert_eq!(vector(2, 2, 3, f64m()).unwrap().align(), 8);
+        let odd = heterogeneous_indexed(&[1, 1], &[0, 12], f64m()).unwrap();
+        assert_eq!((odd.extent(), odd.align()), (20, 4));
+        // Blocks of length 0 do not count; no blocks at all: 1.
+        let u8m = map::<u8>();
+        let bytes = structured(&[2, 0], &[0, 8], &[&u8m, f64m()]).unwrap();
+        assert_eq!(bytes.align(), 1);
+        assert_eq!(contiguous(0, f64m()).unwrap().align(), 1);
+        // Padded `structured` types keep the base types' alignment.
+        let s = structured(&[1, 1], &[0, 8], &[f64m(), &u8m]).unwrap();
+        assert_eq!((s.extent(), s.align()), (16, 8));
+        // Packed data has none.
+        assert_eq!(TypeMap::packed(&s).align(), 1);
     }
 
     #[test]

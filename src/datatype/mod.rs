@@ -31,9 +31,13 @@
 //!   Element `i` of a buffer at address `p` starts at `p + lb + i * extent`,
 //!   and the segment offsets count from that start, so `count` elements
 //!   always lie in the `count * extent` bytes after the first element's
-//!   lower bound.
+//!   lower bound;
+//! * the **alignment** (not an MPI notion): `align_of` of the Rust type the
+//!   map describes, which scratch space for its elements gets, so that a
+//!   user operation can view them as `&[T]`.
 //!
-//! For the types of Rust values `lb = 0` and `extent = size_of::<T>()`.
+//! For the types of Rust values `lb = 0`, `extent = size_of::<T>()` and
+//! the alignment `align_of::<T>()`.
 //! For derived types built with [`UserDatatype`]'s constructors the MPI
 //! rules apply: every block of `n > 0` copies of an old type at byte
 //! displacement `d` spans `d + old.lb .. d + old.lb + n * old.extent`; `lb`
@@ -43,7 +47,9 @@
 //! [`UserDatatype::structured`] alone then rounds the extent up to the
 //! largest alignment of its base types (MPI's "epsilon"), so a type that
 //! describes a Rust struct field by field gets the struct's size as its
-//! extent. myriad has no explicit `lb`/`ub` markers (`MPI_Type_create_resized`).
+//! extent. A derived type's alignment is the largest of its old types' that
+//! divides its extent. myriad has no explicit `lb`/`ub` markers
+//! (`MPI_Type_create_resized`).
 //!
 //! Negative displacements and strides **work** when building types: offsets
 //! may be negative, and such a type may be nested at a displacement that
@@ -115,6 +121,15 @@ pub use view::{MutView, View};
 /// ranks, which run on other threads, so the type must be safe to send there
 /// (what `Send` promises). `#[derive(Equivalence)]` checks all of this field
 /// by field.
+///
+/// The map's [alignment](TypeMap::align) should be `align_of::<Self>()`
+/// (`TypeMap::structure` finds a struct's from its fields; a
+/// `#[repr(align(N))]` or `#[repr(packed)]` struct sets it with
+/// [`TypeMap::with_align`], as the derive does). Soundness does not rest on
+/// it: a reduction's scratch space is allocated with it, and a user
+/// operation's [`downcast`](crate::collective::DynBuffer::downcast) to
+/// `&[Self]` checks the address it gets, so a wrong alignment makes that
+/// downcast give `None`, nothing worse.
 pub unsafe trait Equivalence {
     /// The datatype handle.
     type Out: Datatype;

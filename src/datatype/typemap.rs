@@ -16,6 +16,12 @@
 //! lower bound: code that allocates scratch space for a layout, or slices it
 //! by elements, never needs to know about `lb`. Only the step from a user's
 //! buffer pointer to that first lower bound does (`copy::Layout::of`).
+//!
+//! A map also records an *alignment* ([`TypeMap::align`]): `align_of` of the
+//! Rust type it describes. Scratch space for elements is allocated with it,
+//! so that a user operation can view scratch elements as `&[T]`, and it
+//! tells apart types whose bytes look alike but whose places in memory do
+//! not (`f64` and a `#[repr(packed)]` wrapper of one).
 
 use std::borrow::Cow;
 use std::fmt;
@@ -119,6 +125,7 @@ pub struct TypeMap {
     segments: Cow<'static, [Segment]>,
     signature: Cow<'static, [Run]>,
     contiguous: bool,
+    align: usize,
 }
 
 impl fmt::Debug for TypeMap {
@@ -128,6 +135,7 @@ impl fmt::Debug for TypeMap {
             .field("size", &self.size)
             .field("lb", &self.lb)
             .field("extent", &self.extent)
+            .field("align", &self.align)
             .field("contiguous", &self.contiguous)
             .finish()
     }
@@ -140,26 +148,30 @@ impl TypeMap {
         segments: &'static [Segment],
         signature: &'static [Run],
     ) -> TypeMap {
-        let size = signature[0].kind.size();
+        let kind = signature[0].kind;
         TypeMap {
             name: Cow::Borrowed(name),
-            size,
+            size: kind.size(),
             lb: 0,
-            extent: size,
+            extent: kind.size(),
             segments: Cow::Borrowed(segments),
             signature: Cow::Borrowed(signature),
             contiguous: true,
+            align: kind.align(),
         }
     }
 
-    /// A map from its parts: segments relative to `lb`, in type-map order.
+    /// A map from its parts: segments relative to `lb`, in type-map order;
+    /// `align` a power of two dividing `extent` (or any, for extent 0).
     pub(super) fn from_parts(
         name: String,
         lb: isize,
         extent: usize,
         segments: Vec<Segment>,
         signature: Vec<Run>,
+        align: usize,
     ) -> TypeMap {
+        debug_assert!(align.is_power_of_two() && extent % align == 0);
         let size = segments.iter().map(|s| s.len).sum();
         let contiguous = segments.len() == 1 && segments[0].offset == 0 && size == extent;
         TypeMap {
@@ -170,6 +182,7 @@ impl TypeMap {
             segments: Cow::Owned(segments),
             signature: Cow::Owned(signature),
             contiguous,
+            align,
         }
     }
 
@@ -178,7 +191,11 @@ impl TypeMap {
     /// fields (elements at the field map's extent), and the structure's size.
     /// The structure's lower bound is 0 (its address) and its extent the
     /// given size, as for any Rust value; a field's data sits at `offset`
-    /// plus the field map's own lower bound.
+    /// plus the field map's own lower bound. Its alignment is the largest
+    /// of the fields' that divides the extent (a Rust struct's, without
+    /// `#[repr(align)]` or `#[repr(packed)]`; set it with
+    /// [`with_align`](Self::with_align) when the struct has one of those, as
+    /// `#[derive(Equivalence)]` does).
     ///
     /// # Panics
     ///
@@ -191,6 +208,8 @@ impl TypeMap {
     ) -> TypeMap {
         let mut segments: Vec<Segment> = Vec::new();
         let mut signature: Vec<Run> = Vec::new();
+        // A zero-length array field still aligns the struct, as in Rust.
+        let align = dividing(fields.iter().map(|f| f.1.align).max().unwrap_or(1), extent);
         for &(offset, field, repeat) in fields {
             if repeat == 0 {
                 continue;
@@ -232,7 +251,43 @@ impl TypeMap {
             segments: Cow::Owned(segments),
             signature: Cow::Owned(signature),
             contiguous,
+            align: 1,
         }
+        .with_align(align)
+    }
+
+    /// The same map with alignment `align`: `align_of` of the Rust type it
+    /// describes, for a struct with `#[repr(align(N))]` or
+    /// `#[repr(packed)]` (`#[derive(Equivalence)]` passes
+    /// `align_of::<Self>()`).
+    ///
+    /// ```
+    /// use myriad::datatype::TypeMap;
+    /// use myriad::traits::*;
+    ///
+    /// #[repr(C, align(32))]
+    /// struct Wide(f64);
+    /// let f64s = f64::equivalent_datatype();
+    /// let map = TypeMap::structure("Wide", &[(0, f64s.type_map(), 1)], 32).with_align(32);
+    /// assert_eq!(map.align(), std::mem::align_of::<Wide>());
+    /// ```
+    ///
+    /// # Panics
+    ///
+    /// If `align` is not a power of two dividing the extent (or the extent
+    /// is 0): elements follow each other at the extent, so every one of
+    /// them must be aligned when the first is.
+    #[track_caller]
+    pub fn with_align(mut self, align: usize) -> TypeMap {
+        assert!(
+            align.is_power_of_two() && self.extent % align == 0,
+            "TypeMap::with_align: the alignment of `{}` must be a power of two dividing its \
+             extent {}, not {align}",
+            self.name,
+            self.extent
+        );
+        self.align = align;
+        self
     }
 
     /// `count` elements of `elem` back to back (an array type).
@@ -258,6 +313,8 @@ impl TypeMap {
             }]),
             signature: map.signature.clone(),
             contiguous: true,
+            // Base values at any byte offset.
+            align: 1,
         }
     }
 
@@ -275,6 +332,17 @@ impl TypeMap {
     /// extent).
     pub fn extent(&self) -> usize {
         self.extent
+    }
+
+    /// The alignment elements are laid out for, in bytes: `align_of` of the
+    /// Rust type the map describes; for derived datatypes the largest
+    /// alignment of the types they are built from that divides the extent.
+    /// Scratch space for elements is allocated with it. It promises nothing
+    /// about a user's buffer (a [`View`](super::View) may start at any
+    /// address), so code that views elements as `&[T]` checks the address
+    /// too.
+    pub fn align(&self) -> usize {
+        self.align
     }
 
     /// Lower bound: where an element starts relative to the buffer address,
@@ -354,6 +422,16 @@ impl TypeMap {
             .iter()
             .all(|r| r.kind == first)
             .then_some(first)
+    }
+}
+
+/// The largest power of two that is at most `align` (a power of two) and
+/// divides `extent` (`align` itself for extent 0): the alignment every
+/// element keeps when elements follow each other at the extent.
+pub(super) fn dividing(align: usize, extent: usize) -> usize {
+    match extent {
+        0 => align,
+        _ => align.min(1 << extent.trailing_zeros()),
     }
 }
 
@@ -515,6 +593,39 @@ mod tests {
                 }
             ]
         );
+    }
+
+    #[test]
+    fn structures_take_their_fields_alignment() {
+        #[repr(C)]
+        struct S {
+            a: u8,
+            b: u64,
+        }
+        let (u8m, u64m) = (map::<u8>(), map::<u64>());
+        let fields = [(0, &u8m, 1), (std::mem::offset_of!(S, b), &u64m, 1)];
+        let s = TypeMap::structure("S", &fields, std::mem::size_of::<S>());
+        assert_eq!(s.align(), std::mem::align_of::<S>());
+        // A packed layout: the largest alignment dividing the extent (9).
+        assert_eq!(
+            TypeMap::structure("P", &[(0, &u8m, 1), (1, &u64m, 1)], 9).align(),
+            1
+        );
+        // A zero-length array field still aligns.
+        assert_eq!(TypeMap::structure("Z", &[(0, &u64m, 0)], 0).align(), 8);
+        assert_eq!(s.clone().with_align(16).align(), 16);
+        assert_ne!(
+            s.clone().with_align(16),
+            s,
+            "the alignment is part of the type"
+        );
+    }
+
+    #[test]
+    #[should_panic(expected = "must be a power of two dividing its extent 16, not 32")]
+    fn alignments_must_divide_the_extent() {
+        let s = TypeMap::structure("S", &[(0, &map::<u64>(), 2)], 16);
+        let _ = s.with_align(32);
     }
 
     #[test]
