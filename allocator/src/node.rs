@@ -381,7 +381,7 @@ impl NodePool {
         // SAFETY: forwarded from the caller; from now on the slab is under the node lock.
         unsafe {
             let class = (*slab).class();
-            (*slab).set_owner(0);
+            (*slab).set_owner(crate::cache::NO_OWNER);
             s.orphans[class].push(slab);
         }
     }
