@@ -64,7 +64,8 @@ fn threads_allocate_from_the_pool_of_their_node() {
         assert_eq!(s.node(1).large_in_use + (2 << 20), node1_before, "{s}");
         assert!(s.node(1).kept >= 2 << 20, "{s}");
         // And a new block on this thread comes from node 0.
-        let small_node0 = vec![1u8; 1 << 20];
+        // (black_box: a release build would elide the unused allocation)
+        let small_node0 = std::hint::black_box(vec![1u8; 1 << 20]);
         let s = myriad_alloc::stats();
         assert!(s.node(0).large_in_use >= 1 << 20, "{s}");
         // Node 0 exists on every machine, so binding its arena must have succeeded.
@@ -181,7 +182,7 @@ fn a_huge_block_freed_on_another_node_is_cached_on_its_own_node() {
     thread::spawn(|| {
         assert!(pin_to(1));
         let before = myriad_alloc::stats();
-        let again = vec![4u8; HUGE];
+        let again = std::hint::black_box(vec![4u8; HUGE]);
         let after = myriad_alloc::stats();
         assert_eq!(after.os.mmap, before.os.mmap, "node 1 mapped anew\n{after}");
         assert!(
