@@ -23,6 +23,20 @@
 //! pushes. If registering the destructor itself allocates (platforms without
 //! `__cxa_thread_atexit_impl`), the re-entrant call sees `STARTING` and uses the fallback too.
 //!
+//! ## Identity
+//! A cache is named in slab descriptors (`Slab::owner`) by a serial drawn from one
+//! process-wide counter when it starts, never by its address: the TLS block of an exited
+//! thread is reused by a later thread, and in a child process glibc hands the cached stacks of
+//! the parent's other threads (which do not exist in the child, and never tore their caches
+//! down) to the child's new threads, at the same addresses. A serial is never given twice:
+//! the counter only grows, and a child inherits its value, so its threads get serials above
+//! every owner recorded in the slabs it inherited. The fallback cache has the fixed serial
+//! [`FALLBACK_ID`]; 0 means "no owner" (an orphan slab, a cache not started yet).
+//!
+//! The cache registry (for the statistics) links caches through their own memory; in a child
+//! the entries of the parent's other threads are dropped at once (`fork_child`), before any
+//! new thread can overwrite them.
+//!
 //! [`RemoteFreeList`]: crate::remote::RemoteFreeList
 
 use core::cell::{Cell, UnsafeCell};
@@ -34,7 +48,7 @@ use crate::global::Global;
 use crate::node::node_of_arena;
 use crate::size_class::{CLASSES, CLASS_SIZE};
 use crate::slab::{Slab, SlabList, IN_FULL, IN_NONE, IN_PARTIAL};
-use crate::sync::{lock, AtomicU64, Locked, Ordering};
+use crate::sync::{lock, AtomicU64, AtomicUsize, Locked, Ordering};
 
 const UNINIT: u8 = 0;
 const STARTING: u8 = 1;
@@ -43,6 +57,14 @@ const DEAD: u8 = 3;
 
 /// Empty slabs kept per class.
 const SPARE_SLABS: u32 = 1;
+
+/// The owner id of no cache (orphan slabs; a thread's cache before it starts).
+pub(crate) const NO_OWNER: usize = 0;
+/// The owner id of the shared fallback cache.
+const FALLBACK_ID: usize = 1;
+/// The next thread cache's owner id (see "Identity" in the module docs). A 64-bit counter
+/// does not wrap in practice (one new thread per nanosecond for 584 years).
+static NEXT_ID: AtomicUsize = AtomicUsize::new(FALLBACK_ID + 1);
 
 #[derive(Debug)]
 struct ClassCache {
@@ -67,6 +89,8 @@ impl ClassCache {
 /// whoever holds its mutex).
 #[derive(Debug)]
 pub(crate) struct ThreadCache {
+    /// The owner id of this cache in slab descriptors ([`NO_OWNER`] until it starts).
+    id: usize,
     classes: [ClassCache; CLASSES],
     /// Bytes of small blocks allocated minus freed through this cache (wrapping; one writer).
     small_bytes: AtomicU64,
@@ -76,8 +100,9 @@ pub(crate) struct ThreadCache {
 }
 
 impl ThreadCache {
-    const fn new() -> Self {
+    const fn new(id: usize) -> Self {
         ThreadCache {
+            id,
             classes: [const { ClassCache::new() }; CLASSES],
             small_bytes: AtomicU64::new(0),
             registered: false,
@@ -86,10 +111,10 @@ impl ThreadCache {
         }
     }
 
-    /// The owner id of this cache in slab descriptors: its address.
+    /// The owner id of this cache in slab descriptors.
     #[inline(always)]
     fn id(&self) -> usize {
-        self as *const Self as usize
+        self.id
     }
 
     #[inline(always)]
@@ -340,7 +365,7 @@ impl Drop for Guard {
 
 thread_local! {
     static LOCAL: Local = const {
-        Local { state: Cell::new(UNINIT), cache: UnsafeCell::new(ThreadCache::new()) }
+        Local { state: Cell::new(UNINIT), cache: UnsafeCell::new(ThreadCache::new(NO_OWNER)) }
     };
     static GUARD: Guard = const { Guard };
 }
@@ -350,7 +375,8 @@ struct Fallback(UnsafeCell<ThreadCache>);
 // SAFETY: the cache is only used under the FALLBACK mutex.
 unsafe impl Send for Fallback {}
 
-static FALLBACK: Mutex<Fallback> = Mutex::new(Fallback(UnsafeCell::new(ThreadCache::new())));
+static FALLBACK: Mutex<Fallback> =
+    Mutex::new(Fallback(UnsafeCell::new(ThreadCache::new(FALLBACK_ID))));
 
 /// Small in-use bytes of caches that are gone, plus frees made without a cache.
 static RETIRED_SMALL: AtomicU64 = AtomicU64::new(0);
@@ -405,6 +431,65 @@ pub(crate) fn fork_unlock() {
     unsafe {
         drop((*FORK_GUARDS.registry.get()).take());
         drop((*FORK_GUARDS.fallback.get()).take());
+    }
+}
+
+/// `pthread_atfork` child, while the locks of the prepare handler are still held: drops from
+/// the registry the caches of the parent's other threads, which do not exist here.
+///
+/// Their memory (the TLS of their stacks) is still mapped now, but glibc hands those stacks to
+/// the child's next threads, whose new caches would be overwritten in place while still
+/// linked (a cycle the statistics would follow forever). Their small in-use bytes move to
+/// [`RETIRED_SMALL`]: the blocks stay allocated in the child. Their slabs are left as they
+/// are, owned by serials no thread of the child will have; their blocks can be freed (as
+/// remote frees) but are not handed out again here.
+pub(crate) fn fork_child() {
+    // SAFETY: the prepare handler stored both guards, and only this thread exists now.
+    let (registry, fallback) = unsafe {
+        (
+            (*FORK_GUARDS.registry.get()).as_mut(),
+            (*FORK_GUARDS.fallback.get()).as_ref(),
+        )
+    };
+    let (Some(r), Some(fallback)) = (registry, fallback) else {
+        return;
+    };
+    let own = LOCAL.with(|l| {
+        if l.state.get() == LIVE {
+            l.cache.get()
+        } else {
+            ptr::null_mut()
+        }
+    });
+    let fallback = fallback.0.get();
+    let mut kept = [ptr::null_mut::<ThreadCache>(); 2];
+    let mut c = r.head;
+    // SAFETY: registered caches are mapped (this is before any thread of the child exists);
+    // we hold the registry lock.
+    while let Some(cache) = unsafe { c.as_ref() } {
+        let next = cache.reg_next;
+        if c == own {
+            kept[0] = c;
+        } else if c == fallback {
+            kept[1] = c;
+        } else {
+            let bytes = cache.small_bytes.load(Ordering::Relaxed);
+            RETIRED_SMALL.fetch_add(bytes, Ordering::Relaxed);
+        }
+        c = next;
+    }
+    r.head = ptr::null_mut();
+    for c in kept.into_iter().filter(|c| !c.is_null()) {
+        // SAFETY: `c` is this thread's cache or the fallback one (whose lock we hold), both
+        // live; we hold the registry lock.
+        unsafe {
+            (*c).reg_prev = ptr::null_mut();
+            (*c).reg_next = r.head;
+            if let Some(head) = r.head.as_mut() {
+                head.reg_prev = c;
+            }
+        }
+        r.head = c;
     }
 }
 
@@ -485,7 +570,10 @@ fn alloc_cold(l: &Local, class: usize) -> *mut u8 {
         // in which case the nested call sees STARTING).
         GUARD.with(|_| ());
         // SAFETY: not LIVE yet, so nothing else borrows the cache.
-        register(unsafe { &mut *l.cache.get() });
+        let cache = unsafe { &mut *l.cache.get() };
+        // Relaxed: the counter only has to hand out distinct values.
+        cache.id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
+        register(cache);
         l.state.set(LIVE);
         // SAFETY: LIVE, only borrow (as in `alloc`).
         return unsafe { &mut *l.cache.get() }.alloc(class);

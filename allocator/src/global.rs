@@ -8,7 +8,9 @@
 //! cache, then the node pools in index order, then the cache registry; node locks are never
 //! nested with each other), and release them in the parent and in the child afterwards. The
 //! child can then allocate freely; blocks of slabs owned by threads that do not exist in the
-//! child are simply never reused there.
+//! child are simply never reused there (their owner serials are never given to a thread of
+//! the child, see `cache`), and before releasing the locks the child drops those threads'
+//! caches from the cache registry (`cache::fork_child`).
 
 use core::cell::UnsafeCell;
 use std::sync::Once;
@@ -63,7 +65,7 @@ impl Global {
             }
             // SAFETY: registers plain functions that only take and release our locks.
             unsafe {
-                libc::pthread_atfork(Some(fork_prepare), Some(fork_release), Some(fork_release))
+                libc::pthread_atfork(Some(fork_prepare), Some(fork_release), Some(fork_child))
             };
         });
     }
@@ -102,7 +104,13 @@ extern "C" fn fork_prepare() {
     crate::cache::fork_lock_registry();
 }
 
-/// `pthread_atfork` parent and child handler: releases the locks taken by `fork_prepare`.
+/// `pthread_atfork` child handler: forgets the parent's other threads, then releases the locks.
+extern "C" fn fork_child() {
+    crate::cache::fork_child();
+    fork_release();
+}
+
+/// `pthread_atfork` parent handler: releases the locks taken by `fork_prepare`.
 extern "C" fn fork_release() {
     for pool in GLOBAL.pools.iter() {
         pool.fork_unlock();

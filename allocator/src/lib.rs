@@ -100,8 +100,8 @@ mod alloc_impl {
     use crate::arena::USABLE_PAGES;
     use crate::cache;
     use crate::global::Global;
-    use crate::node::node_of_arena;
-    use crate::os::{self, PAGE};
+    use crate::node::{self, node_of_arena};
+    use crate::os::PAGE;
     use crate::size_class::{class_for, class_of, SMALL_MAX};
     use crate::stats::HUGE_IN_USE;
     use crate::sync::Ordering;
@@ -179,8 +179,13 @@ mod alloc_impl {
     /// `ptr` must be a live huge block of `bytes` bytes.
     unsafe fn free_huge(ptr: *mut u8, bytes: usize) {
         HUGE_IN_USE.fetch_sub(bytes as u64, Ordering::Relaxed);
-        // SAFETY: forwarded from the caller.
-        unsafe { Global::get().current_pool().free_huge(ptr, bytes) }
+        // SAFETY: forwarded from the caller; the block goes back to the pool that mapped it
+        // (bound to that pool's node), not to the freeing thread's.
+        unsafe {
+            Global::get()
+                .pool(node::huge_node(ptr))
+                .free_huge(ptr, bytes)
+        }
     }
 
     #[cold]
@@ -262,8 +267,8 @@ mod alloc_impl {
                     if a == b {
                         return ptr;
                     }
-                    // SAFETY: a huge block is exactly one mapping of `a` bytes.
-                    if let Some(p) = unsafe { os::remap(ptr, a, b) } {
+                    // SAFETY: `ptr` is a live huge block of `a` bytes (caller), page-aligned.
+                    if let Some(p) = unsafe { node::remap_huge(ptr, a, b) } {
                         if b > a {
                             HUGE_IN_USE.fetch_add((b - a) as u64, Ordering::Relaxed);
                         } else {

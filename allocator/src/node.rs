@@ -381,19 +381,25 @@ impl NodePool {
         // SAFETY: forwarded from the caller; from now on the slab is under the node lock.
         unsafe {
             let class = (*slab).class();
-            (*slab).set_owner(0);
+            (*slab).set_owner(crate::cache::NO_OWNER);
             s.orphans[class].push(slab);
         }
     }
 
     /// Maps (or reuses) a huge block of `bytes` (a multiple of the page size) aligned to
-    /// `align`.
+    /// `align`, with its header page (see [`HugeHeader`]) naming this pool.
     pub(crate) fn alloc_huge(&self, bytes: usize, align: usize) -> *mut u8 {
+        let Some(total) = bytes.checked_add(HUGE_HEADER) else {
+            return ptr::null_mut();
+        };
         {
             let mut s = self.lock();
             let mut best: Option<usize> = None;
             for (i, &(p, len)) in s.huge.iter().enumerate() {
-                let fits = p != 0 && len >= bytes && len / 2 <= bytes && p % align == 0;
+                let fits = p != 0
+                    && len >= total
+                    && (len - HUGE_HEADER) / 2 <= bytes
+                    && (p + HUGE_HEADER) % align == 0;
                 if fits && best.is_none_or(|b| s.huge[b].1 > len) {
                     best = Some(i);
                 }
@@ -404,39 +410,54 @@ impl NodePool {
                 s.huge_bytes -= len;
                 self.publish_kept(&s);
                 drop(s);
-                if len > bytes {
+                if len > total {
                     // SAFETY: the tail belongs to the cached mapping, which holds no data.
-                    unsafe { os::unmap((p + bytes) as *mut u8, len - bytes) };
+                    unsafe { os::unmap((p + total) as *mut u8, len - total) };
                 }
-                return p as *mut u8;
+                // The header already names this pool: only its own blocks are cached here.
+                return (p + HUGE_HEADER) as *mut u8;
             }
         }
-        let Some(p) = os::map(bytes, align.max(PAGE)) else {
+        let Some(base) = os::map_offset(total, align.max(PAGE), HUGE_HEADER) else {
             return ptr::null_mut();
         };
         let s = self.lock();
-        if s.bind && !os::bind(p.as_ptr(), bytes, s.id) {
+        if s.bind && !os::bind(base.as_ptr(), total, s.id) {
             add(&self.counters.bind_failures, 1);
         }
         if s.hugepages {
             // SAFETY: the whole range is our fresh mapping.
-            unsafe { os::advise_hugepages(p.as_ptr(), bytes) };
+            unsafe { os::advise_hugepages(base.as_ptr(), total) };
         }
-        p.as_ptr()
+        // Written after binding, so the header page is placed on the node too.
+        // SAFETY: the first page of our fresh mapping, page-aligned and unused.
+        unsafe {
+            base.as_ptr().cast::<HugeHeader>().write(HugeHeader {
+                node: s.id,
+                magic: HUGE_MAGIC,
+            })
+        };
+        // SAFETY: the block starts one header page into the mapping of `total` bytes.
+        unsafe { base.as_ptr().add(HUGE_HEADER) }
     }
 
-    /// Takes back a huge block: cached for reuse within the keep bound, else unmapped.
+    /// Takes back a huge block of this pool: cached for reuse within the keep bound, else
+    /// unmapped.
     ///
     /// # Safety
-    /// `[ptr, ptr + bytes)` must be exactly a huge block handed out by some pool and no longer
-    /// used.
+    /// `ptr` must be a huge block of `bytes` bytes handed out by this pool (its header names
+    /// this pool, see [`huge_node`]) and no longer used.
     pub(crate) unsafe fn free_huge(&self, ptr: *mut u8, bytes: usize) {
+        let base = ptr as usize - HUGE_HEADER;
+        let total = bytes + HUGE_HEADER;
         let mut s = self.lock();
-        let mut evict: Option<(usize, usize)> = Some((ptr as usize, bytes));
-        if s.huge_bytes + s.dirty_pages * PAGE + bytes <= s.keep_bytes {
+        // SAFETY: `ptr` is a live huge block (caller).
+        debug_assert_eq!(s.id, unsafe { huge_node(ptr) }, "freed into another pool");
+        let mut evict: Option<(usize, usize)> = Some((base, total));
+        if s.huge_bytes + s.dirty_pages * PAGE + total <= s.keep_bytes {
             if let Some(slot) = s.huge.iter().position(|&(p, _)| p == 0) {
-                s.huge[slot] = (ptr as usize, bytes);
-                s.huge_bytes += bytes;
+                s.huge[slot] = (base, total);
+                s.huge_bytes += total;
                 evict = None;
             }
         }
@@ -516,6 +537,57 @@ impl NodePool {
             }
         }
     }
+}
+
+/// The page in front of every huge block (a direct mapping): the pool that mapped it, which
+/// is the node its memory is bound to. A huge block is freed, and cached, there, whichever
+/// thread frees it; only blocks of a pool are cached in it, so a reused block's header stays
+/// right. `dealloc` finds small and large blocks from the layout and the address alone; a
+/// huge block costs this one extra page (and its first fault) per mapping.
+#[derive(Debug)]
+#[repr(C)]
+struct HugeHeader {
+    node: usize,
+    magic: usize,
+}
+
+/// Bytes of a huge mapping in front of the block.
+const HUGE_HEADER: usize = PAGE;
+/// Marks a header page (checked in debug builds).
+const HUGE_MAGIC: usize = 0x6875_6765_6865_6164; // "hugehead"
+
+/// The pool of the huge block at `ptr`.
+///
+/// # Safety
+/// `ptr` must be a live huge block handed out by [`NodePool::alloc_huge`].
+pub(crate) unsafe fn huge_node(ptr: *mut u8) -> usize {
+    // SAFETY: a huge block is preceded by its header page, in the same mapping (caller).
+    let header = unsafe { &*ptr.sub(HUGE_HEADER).cast::<HugeHeader>() };
+    debug_assert_eq!(header.magic, HUGE_MAGIC, "not a huge block");
+    header.node
+}
+
+/// Resizes the huge block at `ptr` from `bytes` to `new_bytes` (multiples of the page size)
+/// with `mremap`, moving it if needed; its header page moves along. `None` if the kernel
+/// refused (the block is untouched).
+///
+/// # Safety
+/// `ptr` must be a live huge block of `bytes` bytes aligned to at most a page.
+pub(crate) unsafe fn remap_huge(
+    ptr: *mut u8,
+    bytes: usize,
+    new_bytes: usize,
+) -> Option<core::ptr::NonNull<u8>> {
+    // SAFETY: the block and its header page are exactly one mapping (caller).
+    let base = unsafe {
+        os::remap(
+            ptr.sub(HUGE_HEADER),
+            bytes + HUGE_HEADER,
+            new_bytes.checked_add(HUGE_HEADER)?,
+        )
+    }?;
+    // SAFETY: the block starts one header page into the moved mapping.
+    core::ptr::NonNull::new(unsafe { base.as_ptr().add(HUGE_HEADER) })
 }
 
 /// The pool owning the arena of `ptr`.

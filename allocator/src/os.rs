@@ -58,7 +58,15 @@ fn sub_mapped(bytes: usize) {
 /// Alignment above a page is obtained by over-mapping and unmapping the excess at both ends, so
 /// the result is exactly one mapping of `len` bytes.
 pub(crate) fn map(len: usize, align: usize) -> Option<NonNull<u8>> {
+    map_offset(len, align, 0)
+}
+
+/// Like [`map`], but the address `offset` bytes into the mapping (a multiple of [`PAGE`],
+/// below `len`) is the one aligned to `align`: room for a header page in front of an aligned
+/// block.
+pub(crate) fn map_offset(len: usize, align: usize, offset: usize) -> Option<NonNull<u8>> {
     debug_assert!(len % PAGE == 0 && align.is_power_of_two() && align >= PAGE);
+    debug_assert!(offset % PAGE == 0 && offset < len);
     let extra = align.saturating_sub(PAGE);
     let total = len.checked_add(extra)?;
     if total > isize::MAX as usize {
@@ -81,7 +89,8 @@ pub(crate) fn map(len: usize, align: usize) -> Option<NonNull<u8>> {
         return None;
     }
     let start = raw as usize;
-    let aligned = (start + align - 1) & !(align - 1);
+    // `start + offset` is page-aligned, so rounding it up moves it by at most `extra`.
+    let aligned = ((start + offset + align - 1) & !(align - 1)) - offset;
     let head = aligned - start;
     let tail = total - head - len;
     add_mapped(total);
@@ -183,4 +192,27 @@ pub(crate) fn bind(ptr: *mut u8, len: usize, node: usize) -> bool {
         count(&COUNTERS.mbind_failed);
     }
     rc == 0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn map_offset_aligns_the_address_after_the_offset() {
+        for (len, align, offset) in [
+            (3 * PAGE, 2 << 20, PAGE),
+            (PAGE * 2, PAGE, PAGE),
+            (5 * PAGE, 8 << 20, 2 * PAGE),
+        ] {
+            let p = map_offset(len, align, offset).expect("map");
+            let a = p.as_ptr() as usize;
+            assert_eq!((a + offset) % align, 0, "{len} {align} {offset}");
+            // SAFETY: the whole range is our fresh mapping; unmapped once.
+            unsafe {
+                p.as_ptr().write_bytes(1, len);
+                unmap(p.as_ptr(), len);
+            }
+        }
+    }
 }

@@ -3,8 +3,9 @@
 //! ## Who touches what
 //! - `remote` is the lock-free [`RemoteFreeList`]: any thread pushes blocks it frees when it is
 //!   not the owner.
-//! - `owner` is the id of the owning thread cache (its address), or 0 while the slab is an
-//!   orphan parked in its node pool (its owner thread exited with blocks still live). Only the
+//! - `owner` is the id of the owning thread cache (a serial never given twice, see
+//!   `cache`), or 0 while the slab is an orphan parked in its node pool (its owner thread
+//!   exited with blocks still live). Only the
 //!   owner changes it away from its own id (when abandoning the slab), and only an adopter
 //!   holding the node lock changes it from 0, so a thread that reads its own id is the owner;
 //!   any other reader just pushes to `remote`, which is correct whoever owns the slab.

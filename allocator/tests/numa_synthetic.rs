@@ -64,7 +64,8 @@ fn threads_allocate_from_the_pool_of_their_node() {
         assert_eq!(s.node(1).large_in_use + (2 << 20), node1_before, "{s}");
         assert!(s.node(1).kept >= 2 << 20, "{s}");
         // And a new block on this thread comes from node 0.
-        let small_node0 = vec![1u8; 1 << 20];
+        // (black_box: a release build would elide the unused allocation)
+        let small_node0 = std::hint::black_box(vec![1u8; 1 << 20]);
         let s = myriad_alloc::stats();
         assert!(s.node(0).large_in_use >= 1 << 20, "{s}");
         // Node 0 exists on every machine, so binding its arena must have succeeded.
@@ -125,4 +126,71 @@ fn a_count_spec_deals_cpus_round_robin() {
     if cpu >= 0 {
         assert_eq!(myriad_alloc::current_node(), t.node_of_cpu(cpu as usize));
     }
+}
+
+#[test]
+fn a_huge_block_freed_on_another_node_is_cached_on_its_own_node() {
+    if common::in_child(
+        "a_huge_block_freed_on_another_node_is_cached_on_its_own_node",
+        &[
+            ("MYRIAD_ALLOC_NODES", "0;1-1023"),
+            ("MYRIAD_ALLOC_KEEP", "1G"),
+        ],
+    ) {
+        return;
+    }
+    if cpus() < 2 {
+        eprintln!("only one CPU usable: nothing to check");
+        return;
+    }
+    const HUGE: usize = 24 << 20;
+    // A huge block (a direct mapping) made by a thread of node 1.
+    let block = thread::spawn(|| {
+        assert!(pin_to(1));
+        assert_eq!(myriad_alloc::current_node(), 1);
+        vec![3u8; HUGE]
+    })
+    .join()
+    .unwrap();
+    // Freed by a thread of node 0: the mapping belongs to node 1 (bound there), so node 1's
+    // huge-mapping cache must keep it, not node 0's.
+    thread::spawn(move || {
+        assert!(pin_to(0));
+        assert_eq!(myriad_alloc::current_node(), 0);
+        assert_eq!(block[HUGE - 1], 3);
+        let before = myriad_alloc::stats();
+        drop(block);
+        let after = myriad_alloc::stats();
+        assert_eq!(
+            after.huge_in_use + HUGE as u64,
+            before.huge_in_use,
+            "{after}"
+        );
+        assert_eq!(
+            after.node(0).kept,
+            before.node(0).kept,
+            "node 0 kept a huge block of node 1\n{after}"
+        );
+        assert!(
+            after.node(1).kept >= before.node(1).kept + HUGE as u64,
+            "node 1 did not keep its huge block\n{after}"
+        );
+    })
+    .join()
+    .unwrap();
+    // A thread of node 1 gets the cached mapping back without a new mapping.
+    thread::spawn(|| {
+        assert!(pin_to(1));
+        let before = myriad_alloc::stats();
+        let again = std::hint::black_box(vec![4u8; HUGE]);
+        let after = myriad_alloc::stats();
+        assert_eq!(after.os.mmap, before.os.mmap, "node 1 mapped anew\n{after}");
+        assert!(
+            after.node(1).kept + HUGE as u64 <= before.node(1).kept,
+            "{after}"
+        );
+        drop(again);
+    })
+    .join()
+    .unwrap();
 }
