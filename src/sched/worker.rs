@@ -27,6 +27,13 @@
 //!    withdraws them (or waits for the claimer copying right now). Unwound
 //!    first, the rank would free those buffers while they are still
 //!    reachable from a mailbox. Tasks not started yet are dropped first too.
+//!
+//! Destructors that run during the unwinding may call MPI (a guard flushing
+//! a last message). Once the job aborts no party claims a descriptor that
+//! points into another party's memory (`p2p::claim`): such calls fail
+//! instead, and a descriptor leaves its mailbox only by its owner's
+//! withdrawal. Workers unwind in parallel; what one worker's unwinding frees
+//! is reachable from another worker only through such descriptors.
 
 use std::cell::{Cell, RefCell};
 use std::cmp::Reverse;
