@@ -30,9 +30,9 @@
 //!
 //! Destructors that run during the unwinding may call MPI (a guard flushing
 //! a last message). Once the job aborts no party claims a descriptor that
-//! points into another party's memory (`p2p::claim`): such calls fail
-//! instead, and a descriptor leaves its mailbox only by its owner's
-//! withdrawal. Workers unwind in parallel; what one worker's unwinding frees
+//! points into another party's memory (`p2p::claim`): such calls go on as
+//! if the peer had not come yet (and fail where they would wait), and a
+//! descriptor leaves its mailbox only by its owner's withdrawal. Workers unwind in parallel; what one worker's unwinding frees
 //! is reachable from another worker only through such descriptors.
 
 use std::cell::{Cell, RefCell};
