@@ -11,6 +11,8 @@
 //! compiled here, by path, against loom's atomics and cells: the model tests
 //! the very code the runtime runs. (loom cannot model a stackful context
 //! switch, so a rank's suspension is modelled as a blocked loom thread.)
+//! The mailbox claim/withdraw protocol (`src/p2p/claim.rs`) is modelled in
+//! `claim_models`.
 //! myriad-alloc's remote-free list is modelled in `tests/alloc_remote_free.rs`.
 
 #[cfg(loom)]
@@ -33,5 +35,13 @@ mod idle;
 #[path = "../../src/p2p/completion.rs"]
 mod completion;
 
+#[cfg(loom)]
+#[allow(dead_code)]
+#[path = "../../src/p2p/claim.rs"]
+mod claim;
+
 #[cfg(all(loom, test))]
 mod models;
+
+#[cfg(all(loom, test))]
+mod claim_models;

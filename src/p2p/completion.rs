@@ -17,7 +17,10 @@
 //! * A matched probe holds a rendezvous message for a while (`HELD`) before it
 //!   receives it; every other claim is followed by `complete` without the
 //!   completer ever parking in between, so a waiter that finds its descriptor
-//!   gone from the mailbox may simply wait for `DONE`.
+//!   gone from the mailbox may simply wait for `DONE`. The holder leaves
+//!   `HELD` (back to a plain claim) just before it receives; once the job
+//!   aborts, the sender may give up a message that is still `HELD`. Both
+//!   decide under the mailbox lock (`p2p::claim`).
 
 use crate::sync::{AtomicU8, Ordering, UnsafeCell};
 
@@ -100,6 +103,14 @@ impl Completion {
     /// Marks the completion as held by a matched probe.
     pub(crate) fn hold(&self) {
         self.state.store(HELD, Ordering::Release);
+    }
+
+    /// The holder of a held message starts receiving (or releasing) it:
+    /// the completion is claimed again, and will be done without the
+    /// holder parking (see `p2p::claim::take_held`).
+    pub(crate) fn release_hold(&self) {
+        debug_assert!(self.is_held());
+        self.state.store(PENDING, Ordering::Release);
     }
 
     /// Publishes the outcome. The completion may be freed as soon as this

@@ -17,6 +17,11 @@
 //! order and each takes the lock), this gives MPI's non-overtaking rule per
 //! (source, communicator), whatever the protocol of each message.
 //!
+//! Taking an entry out of either queue is a *claim*, removing one's own a
+//! *withdrawal*; who may then touch the memory an entry points into is the
+//! protocol of [`claim`] (in short: claims are refused once the job
+//! aborts).
+//!
 //! A probe waits for *any* new message: the slots of waiting probers (the
 //! rank, or a task acting for it) are listed in `probers`, and the next
 //! sender wakes them all to look again.
@@ -26,6 +31,7 @@
 
 use std::collections::VecDeque;
 
+use super::claim;
 use super::completion::Completion;
 use super::eager::EagerBuf;
 use crate::datatype::copy::Layout;
@@ -117,18 +123,27 @@ pub(crate) struct Queues {
 }
 
 impl Queues {
-    /// Claims the first posted receive matching `env`.
+    /// Claims the first posted receive matching `env`, unless the job is
+    /// aborting (`aborting` is read only if one matches; see
+    /// [`claim::claim`]).
     #[inline]
-    pub(crate) fn take_posted(&mut self, env: &Envelope) -> Option<Posted> {
-        let i = self.posted.iter().position(|p| p.spec.matches(env))?;
-        remove_at(&mut self.posted, i)
+    pub(crate) fn take_posted(
+        &mut self,
+        env: &Envelope,
+        aborting: impl FnOnce() -> bool,
+    ) -> Option<Posted> {
+        claim::claim(&mut self.posted, |p| p.spec.matches(env), aborting)
     }
 
-    /// Claims the first unexpected message matching `spec`.
+    /// Claims the first unexpected message matching `spec`, unless the job
+    /// is aborting (as [`take_posted`](Self::take_posted)).
     #[inline]
-    pub(crate) fn take_unexpected(&mut self, spec: &MatchSpec) -> Option<Unexpected> {
-        let i = self.unexpected.iter().position(|u| spec.matches(&u.env))?;
-        remove_at(&mut self.unexpected, i)
+    pub(crate) fn take_unexpected(
+        &mut self,
+        spec: &MatchSpec,
+        aborting: impl FnOnce() -> bool,
+    ) -> Option<Unexpected> {
+        claim::claim(&mut self.unexpected, |u| spec.matches(&u.env), aborting)
     }
 
     /// The first unexpected message matching `spec`, left in place.
@@ -138,27 +153,15 @@ impl Queues {
 
     /// Withdraws the posted receive completing `completion`.
     pub(crate) fn withdraw_posted(&mut self, completion: *const Completion) -> bool {
-        match self.posted.iter().position(|p| p.completion == completion) {
-            Some(i) => {
-                self.posted.remove(i);
-                true
-            }
-            None => false,
-        }
+        claim::withdraw(&mut self.posted, |p| p.completion == completion)
     }
 
     /// Withdraws the rendezvous message completing `completion`.
     pub(crate) fn withdraw_rendezvous(&mut self, completion: *const Completion) -> bool {
-        let found = self.unexpected.iter().position(
+        claim::withdraw(
+            &mut self.unexpected,
             |u| matches!(u.payload, Payload::Rendezvous { completion: c, .. } if c == completion),
-        );
-        match found {
-            Some(i) => {
-                self.unexpected.remove(i);
-                true
-            }
-            None => false,
-        }
+        )
     }
 
     /// Takes the waiting probers: they must be woken.
@@ -172,17 +175,6 @@ impl Queues {
         if !self.probers.contains(&slot) {
             self.probers.push(slot);
         }
-    }
-}
-
-/// Removes element `i`; the first element (the common case: matching is
-/// mostly in order) without shifting anything.
-#[inline]
-fn remove_at<T>(queue: &mut VecDeque<T>, i: usize) -> Option<T> {
-    if i == 0 {
-        queue.pop_front()
-    } else {
-        queue.remove(i)
     }
 }
 

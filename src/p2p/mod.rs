@@ -23,12 +23,15 @@
 //! the same lock; the claimer then copies and completes without parking, so a
 //! waiter that cannot find its descriptor only has to wait for `DONE`.
 //! Matched probes are the one exception (they hold a rendezvous message
-//! between the probe and the receive) and mark it `HELD`.
+//! between the probe and the receive) and mark it `HELD`. Once the job
+//! aborts, claims are refused, and a sender may give up a message still
+//! held; [`claim`] states the whole protocol.
 //!
 //! The engine never asks where the peer runs: a remote transport will queue
 //! the same [`mailbox::Unexpected`] entries and complete the same
 //! [`Completion`]s.
 
+pub(crate) mod claim;
 pub(crate) mod completion;
 pub(crate) mod eager;
 pub(crate) mod mailbox;
@@ -150,7 +153,7 @@ pub(crate) fn start_send(
     let dest_world = comm.world_rank(dest);
     let mailbox = &job.p2p.mailboxes[dest_world as usize];
     let mut queues = mailbox.lock();
-    if let Some(posted) = queues.take_posted(&env) {
+    if let Some(posted) = queues.take_posted(&env, || job.sched.is_aborting()) {
         drop(queues);
         let bytes = src.bytes();
         deliver(job, &env, src, posted);
@@ -312,7 +315,7 @@ pub(crate) fn start_receive(
     };
     let mailbox = &job.p2p.mailboxes[comm.world() as usize];
     let mut queues = mailbox.lock();
-    if let Some(msg) = queues.take_unexpected(&spec) {
+    if let Some(msg) = queues.take_unexpected(&spec, || job.sched.is_aborting()) {
         drop(queues);
         return Started::Done(consume(job, msg, dst));
     }
@@ -425,10 +428,28 @@ pub(crate) fn settle(job: &Job, queued: Queued, completion: &Completion) {
     // which run no more once the job aborts.
     let long = matches!(queued, Queued::Task);
     while !completion.is_done() {
-        if (long || completion.is_held()) && job.sched.is_aborting() {
-            return;
+        if job.sched.is_aborting() {
+            // A task is unwound before the rank it acts for (its
+            // descriptors are gone by then: `sched::worker`); a held message
+            // is given up only if its holder has not started receiving it.
+            if long || (completion.is_held() && abandon_held(job, queued, completion)) {
+                return;
+            }
         }
         std::thread::yield_now();
+    }
+}
+
+/// Gives up a rendezvous message still held by a matched probe, once the
+/// job aborts: `true` if it did (see [`claim::abandon_held`]).
+#[cold]
+fn abandon_held(job: &Job, queued: Queued, completion: &Completion) -> bool {
+    match queued {
+        Queued::Send(dest) => {
+            let _queues = job.p2p.mailboxes[dest as usize].lock();
+            claim::abandon_held(completion, job.sched.is_aborting())
+        }
+        Queued::Receive(_) | Queued::Task => false,
     }
 }
 
@@ -529,6 +550,9 @@ pub(crate) fn probe(
 #[derive(Debug)]
 pub(crate) struct Matched {
     msg: Unexpected,
+    /// The mailbox it was queued in (its holder's), whose lock guards the
+    /// hold (see [`claim`]).
+    mailbox: u32,
 }
 
 impl Matched {
@@ -545,6 +569,7 @@ pub(crate) fn matched_probe(
     blocking: bool,
     site: &'static Location<'static>,
 ) -> Result<Option<Matched>, Error> {
+    let job = comm.job();
     let taken = wait_for_message(
         comm,
         "matched_probe",
@@ -552,14 +577,19 @@ pub(crate) fn matched_probe(
         tag,
         blocking,
         site,
-        |queues, spec| queues.take_unexpected(spec),
+        |queues, spec| {
+            let msg = queues.take_unexpected(spec, || job.sched.is_aborting())?;
+            if let Payload::Rendezvous { completion, .. } = &msg.payload {
+                // SAFETY: we claimed the message (under the lock we still
+                // hold), so its sender waits on its completion until done.
+                claim::hold(unsafe { &**completion });
+            }
+            Some(msg)
+        },
     )?;
-    Ok(taken.map(|msg| {
-        if let Payload::Rendezvous { completion, .. } = &msg.payload {
-            // SAFETY: the sender keeps its completion alive until done.
-            unsafe { (**completion).hold() };
-        }
-        Matched { msg }
+    Ok(taken.map(|msg| Matched {
+        msg,
+        mailbox: comm.world(),
     }))
 }
 
@@ -607,14 +637,32 @@ fn wait_for_message<T>(
     }
 }
 
-/// Receives a matched message into `dst`.
+/// Whether the holder of `matched` may still touch its sender's memory:
+/// always for an eager message (its data is here), for a rendezvous one
+/// only while the job is not aborting (see [`claim::take_held`]).
+fn take_held(job: &Job, matched: &Matched) -> bool {
+    let Payload::Rendezvous { completion, .. } = matched.msg.payload else {
+        return true;
+    };
+    let _queues = job.p2p.mailboxes[matched.mailbox as usize].lock();
+    // SAFETY: under the lock of the mailbox the message was queued in, with
+    // the flag read under it; we hold the message (`matched_probe`).
+    unsafe { claim::take_held(completion, job.sched.is_aborting()) }
+}
+
+/// Receives a matched message into `dst`; refused once the job aborts (its
+/// sender may have given it up).
 pub(crate) fn receive_matched(
     comm: &CommCore,
     matched: Matched,
     dst: &Layout,
 ) -> Result<Status, Error> {
     comm.caller()?;
-    let outcome = consume(comm.job(), matched.msg, dst);
+    let job = comm.job();
+    if !take_held(job, &matched) {
+        return Err(Error::Aborted);
+    }
+    let outcome = consume(job, matched.msg, dst);
     receive_result(comm, outcome)
 }
 
@@ -622,16 +670,16 @@ pub(crate) fn receive_matched(
 /// a rendezvous sender is released with a cancelled status so it does not
 /// wait forever; during an abort nothing is touched.
 pub(crate) fn drop_matched(job: &Job, matched: Matched) {
+    if !take_held(job, &matched) {
+        return;
+    }
     match matched.msg.payload {
         Payload::Eager { buf, .. } => job.p2p.eager.give(buf),
         Payload::Rendezvous { completion, .. } => {
-            if job.sched.is_aborting() {
-                return;
-            }
-            // SAFETY: the sender waits on its completion; read the waiter
-            // before completing.
+            // SAFETY: the sender waits on its completion (we took the held
+            // message above); read the waiter before completing.
             let waiter = unsafe { (*completion).waiter() };
-            // SAFETY: we hold the claimed message.
+            // SAFETY: we are the message's only completer.
             unsafe {
                 (*completion).complete(Outcome {
                     cancelled: true,

@@ -14,12 +14,26 @@
 //! ## Ending a job
 //!
 //! A job ends when its last rank finishes or when it fails (a rank panics, a
-//! deadlock is found). On failure every worker stops resuming ranks, then all
-//! workers meet at a barrier (so no rank code runs any more, and no rank is
-//! half-way through copying into another rank's buffer), and only then each
-//! worker drops its suspended coroutines, which unwinds their stacks. The
-//! barrier is what makes the unwinding safe: destructors run while no other
-//! rank can touch the memory they free.
+//! deadlock is found). On failure:
+//!
+//! 1. every worker stops resuming ranks, then all workers meet at a barrier:
+//!    no rank code runs any more, and no rank is half-way through copying
+//!    into another rank's buffer (a claimer copies and completes without
+//!    suspending, so a claim made before the abort is finished by then);
+//! 2. each worker drops its suspended coroutines, which unwinds their
+//!    stacks, **tasks before ranks**. A task (an immediate collective) acts
+//!    for a rank of the same worker: its posted receives and rendezvous
+//!    sends point into that rank's buffers, and only its own unwinding
+//!    withdraws them (or waits for the claimer copying right now). Unwound
+//!    first, the rank would free those buffers while they are still
+//!    reachable from a mailbox. Tasks not started yet are dropped first too.
+//!
+//! Destructors that run during the unwinding may call MPI (a guard flushing
+//! a last message). Once the job aborts no party claims a descriptor that
+//! points into another party's memory (`p2p::claim`): such calls go on as
+//! if the peer had not come yet (and fail where they would wait), and a
+//! descriptor leaves its mailbox only by its owner's withdrawal. Workers unwind in parallel; what one worker's unwinding frees
+//! is reachable from another worker only through such descriptors.
 
 use std::cell::{Cell, RefCell};
 use std::cmp::Reverse;
@@ -584,10 +598,20 @@ impl Worker<'_> {
         sleep.cancel(announcement);
     }
 
-    /// Drops the coroutines of ranks that did not finish (the job failed),
-    /// unwinding their stacks with their own context installed.
+    /// Drops the coroutines that did not finish (the job failed), unwinding
+    /// their stacks with their own context installed: first everything that
+    /// acts for a rank, then the ranks (see "Ending a job" in the module
+    /// docs).
     fn teardown(&mut self) {
-        for task in self.tasks.drain(..).flatten() {
+        // Tasks not started yet: their bodies borrow their rank's buffers.
+        drop(std::mem::take(&mut *self.local.spawned.borrow_mut()));
+        let ranks = self.job.sched.slots.ranks();
+        let (ranks, tasks): (Vec<Task>, Vec<Task>) = self
+            .tasks
+            .drain(..)
+            .flatten()
+            .partition(|task| (task.slot as usize) < ranks);
+        for task in tasks.into_iter().chain(ranks) {
             rank::set_current(task.ctx);
             let Task { co, .. } = task;
             let _ = panic::catch_unwind(AssertUnwindSafe(move || drop(co)));
