@@ -413,22 +413,50 @@ impl Drop for PendingGuard<'_> {
     }
 }
 
-/// Makes sure no descriptor refers to `completion` any more: withdraws it or
-/// waits until its claimer completed it (or, during an abort, until nobody
-/// can touch it).
+/// Makes sure no descriptor refers to `completion` any more, without
+/// parking: withdraws it or waits until its claimer completed it (or, during
+/// an abort, until nobody can touch it).
+///
+/// For callers that cannot park on `completion` (a rank unwinding, the job
+/// aborting, code other than the owning rank). A claimer that may take long
+/// (a matched probe holding the message, a task running a collective) may
+/// need this very thread (a task always runs on its rank's worker), so it
+/// is not waited for: the job fails, and once it aborts they run no more.
 pub(crate) fn settle(job: &Job, queued: Queued, completion: &Completion) {
     if completion.is_done() || withdraw(job, queued, completion) {
         return;
     }
     // Claimed: the claimer copies and completes without parking, except for
-    // a matched probe holding the message, and a task running a collective,
-    // which run no more once the job aborts.
+    // a matched probe holding the message, and a task running a collective.
     let long = matches!(queued, Queued::Task);
     while !completion.is_done() {
-        if (long || completion.is_held()) && job.sched.is_aborting() {
+        if long || completion.is_held() {
+            if !job.sched.is_aborting() {
+                job.sched.fail(unsettled(job, long, completion));
+            }
             return;
         }
         std::thread::yield_now();
+    }
+}
+
+/// The error of a pending operation given up where it could not be waited
+/// for while a long claimer still holds it (see [`settle`]).
+#[cold]
+fn unsettled(job: &Job, task: bool, completion: &Completion) -> Error {
+    let rank = job.sched.slots.get(completion.waiter()).rank();
+    let what = if task {
+        "an immediate collective whose task is still running"
+    } else {
+        "a send whose message a matched probe holds"
+    };
+    Error::Comm {
+        message: format!(
+            "rank {rank} gave up {what}: its request was dropped or waited for where it \
+             cannot wait (while unwinding from a panic, or outside of rank {rank}), and \
+             its buffer must not be freed while the other side may still use it, so \
+             the job is aborted"
+        ),
     }
 }
 
