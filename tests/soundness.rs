@@ -40,8 +40,13 @@ thread_local! {
     static STASHED_BARRIER: RefCell<Option<Request<'static, ()>>> = const { RefCell::new(None) };
 }
 
+/// A buffer for a `StaticScope` receive. Its address stays in a static so
+/// that LeakSanitizer does not report it once the request is gone.
 fn leaked_buffer() -> &'static mut [u64; 4] {
-    Box::leak(Box::new([0; 4]))
+    static KEPT: Mutex<Vec<usize>> = Mutex::new(Vec::new());
+    let buffer = Box::leak(Box::new([0; 4]));
+    KEPT.lock().unwrap().push(buffer as *mut [u64; 4] as usize);
+    buffer
 }
 
 /// Item 1: rank 0 posts a receive and stashes its request in a
