@@ -171,6 +171,55 @@ fn an_immediate_collective_waited_by_another_rank_fails_the_job() {
     );
 }
 
+/// Item 1, a claimed message: rank 1's matched probe holds rank 0's
+/// synchronous send (a claim that may last), and rank 2 waits for rank 0's
+/// stashed request. It cannot withdraw the send nor wait for rank 1 (it
+/// would block the worker rank 1 needs), so the job fails instead of
+/// freeing the completion rank 1's receive then writes into.
+#[test]
+fn a_held_send_waited_by_another_rank_fails_the_job() {
+    static DATA: [u64; 4] = [3; 4];
+    thread_local! {
+        static SEND: RefCell<Option<Request<'static, [u64; 4]>>> = const { RefCell::new(None) };
+    }
+    let out = within_time_limit("held send waited by another rank", || {
+        Runtime::builder().ranks(3).workers(1).run(|universe| {
+            let world = universe.world();
+            match world.rank() {
+                0 => {
+                    let request = world
+                        .process_at_rank(1)
+                        .immediate_synchronous_send(StaticScope, &DATA);
+                    SEND.with(|s| *s.borrow_mut() = Some(request));
+                    world.barrier();
+                    world.barrier();
+                    world.barrier();
+                }
+                1 => {
+                    world.barrier();
+                    let (message, _) = world.process_at_rank(0).matched_probe();
+                    world.barrier(); // rank 2 waits for the send now
+                    world.barrier();
+                    let (got, _) = message.matched_receive::<[u64; 4]>();
+                    assert_eq!(got, DATA);
+                }
+                _ => {
+                    world.barrier();
+                    world.barrier();
+                    let request = SEND.with(|s| s.borrow_mut().take()).expect("stashed");
+                    let _ = request.try_wait();
+                    world.barrier();
+                }
+            }
+        })
+    });
+    let message = out.expect_err("the job fails").to_string();
+    assert!(
+        message.contains("matched probe") && message.contains("rank 0"),
+        "{message}"
+    );
+}
+
 /// Item 1 audit: a rank unwinding out of a `WaitGuard` of a running
 /// immediate collective cannot wait for the task (it must not suspend while
 /// unwinding, and the task needs its worker). It used to spin on the worker
