@@ -34,11 +34,12 @@
 
 use std::marker::PhantomData;
 use std::panic::Location;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use crate::runtime::job::Job;
 use crate::sched;
+use crate::sched::join::JoinLatch;
 
 /// A rank (its job and park slot) that waits for threads: the rank that
 /// opened a [`Scope`].
@@ -87,13 +88,10 @@ struct Finished<'a>(&'a Shared);
 impl Drop for Finished<'_> {
     fn drop(&mut self) {
         let shared = self.0;
-        // `SeqCst` store then load, mirrored in `JoinHandle::join`: either
-        // the joiner sees `finished` before it parks, or this sees its slot.
-        shared.finished.store(true, Ordering::SeqCst);
+        let waiter = shared.end.finish();
         if let Some(job) = &shared.job {
-            let waiter = shared.waiter.load(Ordering::SeqCst);
-            if waiter != NO_WAITER {
-                sched::unpark(job, waiter);
+            if let Some(slot) = waiter {
+                sched::unpark(job, slot);
             }
             thread_ended(job);
         }
@@ -108,22 +106,17 @@ fn wait(site: &'static Location<'static>, done: impl Fn() -> bool) {
     sched::wait_fully(caller_rank(), site, done, std::thread::yield_now);
 }
 
-/// No rank waits in `join` (`Shared::waiter`).
-const NO_WAITER: u32 = u32::MAX;
-
 /// The state a spawned thread shares with its handle.
 ///
 /// Whoever holds the handle may join: the spawning rank, another rank it
 /// handed the handle to, or a plain thread. A rank of the spawner's job
-/// records its slot in `waiter` before it parks, and the thread wakes that
-/// slot when it ends (its `external` count keeps the job from being reported
-/// as deadlocked meanwhile).
+/// registers its slot with `end` before it parks, and the thread wakes that
+/// slot when it ends (`sched::join`); its `external` count keeps the job
+/// from being reported as deadlocked meanwhile.
 struct Shared {
-    finished: AtomicBool,
+    end: JoinLatch,
     /// The spawning rank's job; none if spawned outside any rank.
     job: Option<Arc<Job>>,
-    /// The slot of the rank parked in `join`, or `NO_WAITER`.
-    waiter: AtomicU32,
 }
 
 /// An owned permission to join a thread started by [`spawn`].
@@ -136,7 +129,7 @@ pub struct JoinHandle<T> {
 impl std::fmt::Debug for Shared {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Shared")
-            .field("finished", &self.finished.load(Ordering::Relaxed))
+            .field("finished", &self.end.is_finished())
             .finish()
     }
 }
@@ -156,16 +149,16 @@ impl<T> JoinHandle<T> {
             });
         if let Some(ctx) = joiner {
             let site = Location::caller();
-            // `SeqCst`: see `Finished::drop`.
-            self.shared.waiter.store(ctx.slot, Ordering::SeqCst);
-            wait(site, || self.shared.finished.load(Ordering::SeqCst));
+            if self.shared.end.register(ctx.slot) {
+                wait(site, || self.shared.end.is_finished());
+            }
         }
         self.inner.join()
     }
 
     /// Whether the thread has finished running its closure.
     pub fn is_finished(&self) -> bool {
-        self.shared.finished.load(Ordering::Acquire)
+        self.shared.end.is_finished()
     }
 
     /// The underlying `std` thread.
@@ -186,12 +179,11 @@ where
     T: Send + 'static,
 {
     let shared = Arc::new(Shared {
-        finished: AtomicBool::new(false),
+        end: JoinLatch::new(),
         job: caller_rank().map(|ctx| {
             // SAFETY: the job outlives its running ranks.
             unsafe { Job::arc_from_ptr(ctx.job) }
         }),
-        waiter: AtomicU32::new(NO_WAITER),
     });
     if let Some(job) = &shared.job {
         count_thread(job);

@@ -33,5 +33,10 @@ mod idle;
 #[path = "../../src/p2p/completion.rs"]
 mod completion;
 
+#[cfg(loom)]
+#[allow(dead_code)]
+#[path = "../../src/sched/join.rs"]
+mod join;
+
 #[cfg(all(loom, test))]
 mod models;

@@ -20,6 +20,7 @@
 pub(crate) mod deadlock;
 pub(crate) mod guard;
 pub(crate) mod idle;
+pub(crate) mod join;
 pub(crate) mod micro;
 pub(crate) mod park;
 pub(crate) mod rank;
