@@ -35,7 +35,7 @@ use crate::datatype::{Buffer, BufferMut, Partitioned, PartitionedBuffer, Partiti
 use crate::error::{Error, OrRaise};
 use crate::p2p::completion::{Completion, Outcome};
 use crate::p2p::Queued;
-use crate::request::{Kind as RequestKind, Op, PendingOp, Request, Scope, StaticScope};
+use crate::request::{Kind as RequestKind, PendingOp, Request, Scope, StaticScope};
 use crate::sched::{self, task};
 use crate::{Count, Rank};
 
@@ -98,7 +98,9 @@ fn immediate<'a, D: ?Sized, Sc: Scope<'a>>(
         // A failure fails the job (the task panics with the error).
         body(&call).or_raise();
         // SAFETY: the request keeps the completion alive until it is done
-        // (a request dropped early waits for it); read the waiter first.
+        // (dropping it early settles it: its rank waits for this task, and
+        // where it cannot wait the job fails and this task never resumes);
+        // read the waiter first.
         let waiter = unsafe { (*completion).waiter() };
         // SAFETY: this task is the completion's only completer.
         unsafe { (*completion).complete(Outcome::default()) };
@@ -108,7 +110,7 @@ fn immediate<'a, D: ?Sized, Sc: Scope<'a>>(
     // scope of 'a, completes (or its drop waits) only once the task's body
     // has returned.
     unsafe { task::spawn(ctx, Box::new(run)) }.or_raise();
-    Request::new(Op::Pending(pending), data, scope)
+    Request::new(pending.into_op(), data, scope)
 }
 
 fn bytes_of(layout: &Layout) -> Option<usize> {

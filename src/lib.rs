@@ -49,6 +49,16 @@
 //! values. Operations that rsmpi makes infallible panic with these errors;
 //! the `try_*` variants return them.
 //!
+//! A rank never waits while it unwinds from a panic (a destructor calling
+//! MPI during the unwind): a blocking call that would have to wait fails at
+//! once with an error saying so, after withdrawing what it queued;
+//! [`yield_now`] and [`sleep`] then yield or sleep the thread. Destructors
+//! that communicate should use the `try_*` forms: a panic inside a
+//! destructor during an unwind aborts the process. A request must be
+//! completed by the rank that started it: waiting for it elsewhere (another
+//! rank, a parallel region) is an error that withdraws the operation, or
+//! fails the job when its peer may still be using its buffer.
+//!
 //! ## One caveat of thread-based MPI
 //!
 //! Ranks share the process: a plain `static` (or `std::thread_local!`,

@@ -268,7 +268,7 @@ where
     let context = core.p2p_context();
     let op = match p2p::start_send(core, context, rank, tag, &layout, mode, &pending.completion) {
         Started::Done(outcome) => Op::Done(Ok(request::send_status(rank, tag, outcome))),
-        Started::Pending => Op::Pending(pending),
+        Started::Pending => pending.into_op(),
     };
     Request::new(op, buf, scope)
 }
@@ -483,7 +483,7 @@ pub trait Source: AsCore {
         let op = match p2p::start_receive(core, context, source, tag, &layout, &pending.completion)
         {
             Started::Done(outcome) => Op::Done(p2p::receive_result(core, outcome)),
-            Started::Pending => Op::Pending(pending),
+            Started::Pending => pending.into_op(),
         };
         Request::new(op, buf as *const Buf, scope)
     }

@@ -32,8 +32,33 @@ use crate::{Rank, Tag};
 pub(crate) enum Op {
     /// Completed when it started.
     Done(Result<Status, Error>),
-    /// A descriptor is queued in a mailbox.
-    Pending(Box<PendingOp>),
+    /// A descriptor is queued in a mailbox, or a task runs the operation.
+    Pending(Pending),
+}
+
+/// A started immediate operation whose peer (the rank that will match its
+/// queued descriptor, or the task running its collective) holds pointers to
+/// its [`Completion`] and its buffer until the completion is done or the
+/// descriptor is withdrawn.
+///
+/// Dropping it *settles* it ([`PendingOp::settle`]) before the box is freed,
+/// on every path: a wait that fails (wrong caller, abort, unwinding), a
+/// request dropped unfinished, a guard, an unwind through any of them. Only
+/// [`PendingOp::into_op`] makes one, once the descriptor is queued.
+pub(crate) struct Pending(Box<PendingOp>);
+
+impl std::ops::Deref for Pending {
+    type Target = PendingOp;
+
+    fn deref(&self) -> &PendingOp {
+        &self.0
+    }
+}
+
+impl Drop for Pending {
+    fn drop(&mut self) {
+        self.0.settle();
+    }
 }
 
 /// A queued immediate operation and the completion its peer will signal.
@@ -69,6 +94,12 @@ impl PendingOp {
             completion: Completion::new(waiter),
             kind,
         })
+    }
+
+    /// The operation's descriptor is queued (or its task spawned): from now
+    /// on a peer may touch it, and dropping it settles it.
+    pub(crate) fn into_op(self: Box<Self>) -> Op {
+        Op::Pending(Pending(self))
     }
 
     fn result(&self) -> Result<Status, Error> {
@@ -116,23 +147,45 @@ impl PendingOp {
         }
     }
 
-    /// Makes sure no peer refers to this operation any more.
+    /// Makes sure no peer refers to this operation any more: it is done,
+    /// or withdraws its descriptor, or waits for the peer that claimed it.
+    ///
+    /// Only the rank that started the operation is woken by its completion,
+    /// and only when it may suspend (it is not unwinding) does it park for
+    /// it. Anyone else (another rank the request was handed to through a
+    /// thread-local, a micro-task of a parallel region, a rank unwinding or
+    /// unwound by a failing job) settles without parking (`p2p::settle`),
+    /// which fails the job rather than free what a long claimer (a task, a
+    /// matched probe) may still touch.
     fn settle(&self) {
         if self.completion.is_done() {
             return;
         }
-        if !std::thread::panicking() {
-            if let Ok(ctx) = self.comm.caller() {
-                if p2p::withdraw(self.comm.job(), self.queued, &self.completion) {
-                    return;
-                }
-                let info = self.wait_info(Location::caller());
-                if sched::wait_until(ctx, &info, || self.completion.is_done()).is_ok() {
-                    return;
+        let job = self.comm.job();
+        let owner = self
+            .comm
+            .caller()
+            .ok()
+            .filter(|_| !std::thread::panicking());
+        if let Some(ctx) = owner {
+            if p2p::withdraw(job, self.queued, &self.completion) {
+                return;
+            }
+            /// Settles without parking if the parking wait ends early: the
+            /// job fails (an error), or tears the rank down (an unwind).
+            struct Otherwise<'a>(&'a PendingOp);
+            impl Drop for Otherwise<'_> {
+                fn drop(&mut self) {
+                    let p = self.0;
+                    p2p::settle(p.comm.job(), p.queued, &p.completion);
                 }
             }
+            let _otherwise = Otherwise(self);
+            let info = self.wait_info(Location::caller());
+            let _ = sched::wait_until(ctx, &info, || self.completion.is_done());
+            return;
         }
-        p2p::settle(self.comm.job(), self.queued, &self.completion);
+        p2p::settle(job, self.queued, &self.completion);
     }
 }
 
@@ -156,12 +209,10 @@ impl Op {
         match self {
             Op::Done(result) => result,
             Op::Pending(p) => {
+                // On an error `p` is dropped, which settles it.
                 let ctx = p.comm.caller()?;
                 let info = p.wait_info(site);
-                if let Err(err) = sched::wait_until(ctx, &info, || p.completion.is_done()) {
-                    p.settle();
-                    return Err(err);
-                }
+                sched::wait_until(ctx, &info, || p.completion.is_done())?;
                 p.result()
             }
         }
@@ -312,11 +363,9 @@ impl<'a, D: ?Sized, S: Scope<'a>> Drop for Request<'a, D, S> {
     fn drop(&mut self) {
         // SAFETY: the destructor runs once and the op is not used after.
         let op = unsafe { ManuallyDrop::take(&mut self.op) };
-        if let Op::Pending(p) = &op {
-            p.settle();
-        }
+        // Settles a pending operation.
         drop(op);
-        // SAFETY: the operation is over (settled above).
+        // SAFETY: the operation is over (settled by the drop above).
         unsafe { self.scope.unregister() };
         if !std::thread::panicking() {
             panic!(
@@ -471,11 +520,9 @@ impl<'a, D: ?Sized, S: Scope<'a>> Drop for WaitGuard<'a, D, S> {
     fn drop(&mut self) {
         if let Some(request) = self.0.take() {
             if std::thread::panicking() {
-                // Settle without raising a second panic.
-                let (op, _, _) = request.into_parts();
-                if let Op::Pending(p) = &op {
-                    p.settle();
-                }
+                // Settle (dropping the operation) without raising a second
+                // panic.
+                drop(request.into_parts());
             } else {
                 request.wait();
             }

@@ -39,60 +39,61 @@ use std::sync::Arc;
 
 use crate::runtime::job::Job;
 use crate::sched;
+use crate::sched::join::JoinLatch;
 
-/// Whom to wake when a thread ends: the rank (slot) that will join it.
+/// A rank (its job and park slot) that waits for threads: the rank that
+/// opened a [`Scope`].
 struct Joiner {
     job: Arc<Job>,
     slot: u32,
 }
 
 impl Joiner {
-    /// Whether the calling rank is this joiner.
-    fn is_caller(&self) -> bool {
-        sched::rank::current().is_some_and(|ctx| {
-            !ctx.is_thread() && ctx.slot == self.slot && std::ptr::eq(ctx.job, &*self.job)
+    fn of_caller() -> Option<Joiner> {
+        let ctx = caller_rank()?;
+        Some(Joiner {
+            // SAFETY: the job outlives its running ranks.
+            job: unsafe { Job::arc_from_ptr(ctx.job) },
+            slot: ctx.slot,
         })
     }
-
-    fn of_caller() -> Option<Joiner> {
-        sched::rank::current()
-            .filter(|ctx| !ctx.is_thread())
-            .map(|ctx| Joiner {
-                // SAFETY: the job outlives its running ranks.
-                job: unsafe { Job::arc_from_ptr(ctx.job) },
-                slot: ctx.slot,
-            })
-    }
-
-    /// Counts a thread about to start: while it runs, the rank waiting for
-    /// it is not deadlocked (`Shared::external`).
-    fn count_thread(&self) {
-        self.job.sched.external.fetch_add(1, Ordering::SeqCst);
-    }
-
-    /// The thread runs: it tells MPI waits it is counted.
-    fn thread_started(&self) {
-        sched::thread::counted_as_external(&self.job);
-    }
-
-    /// The thread is done (after waking whoever waits for it).
-    fn thread_ended(&self) {
-        self.job.sched.external.fetch_sub(1, Ordering::SeqCst);
-    }
 }
 
-/// Signals the end of a thread (also when it panics) and wakes the joiner.
-struct Finished<'a> {
-    flag: &'a AtomicBool,
-    joiner: Option<&'a Joiner>,
+/// The context of the calling rank, if the caller is a rank's coroutine
+/// (not an OS thread acting for one, nor code outside any rank).
+fn caller_rank() -> Option<&'static sched::RankCtx> {
+    sched::rank::current().filter(|ctx| !ctx.is_thread())
 }
+
+/// Counts a thread about to start in `job`: while it runs, a rank waiting
+/// for it is not deadlocked (`Shared::external`).
+fn count_thread(job: &Job) {
+    job.sched.external.fetch_add(1, Ordering::SeqCst);
+}
+
+/// The thread runs: it tells MPI waits it is counted.
+fn thread_started(job: &Job) {
+    sched::thread::counted_as_external(job);
+}
+
+/// The thread is done (after waking whoever waits for it).
+fn thread_ended(job: &Job) {
+    job.sched.external.fetch_sub(1, Ordering::SeqCst);
+}
+
+/// Signals the end of a spawned thread (also when it panics) and wakes the
+/// rank that joins it, if one parked.
+struct Finished<'a>(&'a Shared);
 
 impl Drop for Finished<'_> {
     fn drop(&mut self) {
-        self.flag.store(true, Ordering::Release);
-        if let Some(joiner) = self.joiner {
-            sched::unpark(&joiner.job, joiner.slot);
-            joiner.thread_ended();
+        let shared = self.0;
+        let waiter = shared.end.finish();
+        if let Some(job) = &shared.job {
+            if let Some(slot) = waiter {
+                sched::unpark(job, slot);
+            }
+            thread_ended(job);
         }
     }
 }
@@ -102,14 +103,20 @@ impl Drop for Finished<'_> {
 /// thread until `done()` instead: it never returns or lets an unwind go on
 /// before `done()`, because the threads may borrow the caller's stack.
 fn wait(site: &'static Location<'static>, done: impl Fn() -> bool) {
-    let ctx = sched::rank::current().filter(|c| !c.is_thread());
-    sched::wait_fully(ctx, site, done, std::thread::yield_now);
+    sched::wait_fully(caller_rank(), site, done, std::thread::yield_now);
 }
 
 /// The state a spawned thread shares with its handle.
+///
+/// Whoever holds the handle may join: the spawning rank, another rank it
+/// handed the handle to, or a plain thread. A rank of the spawner's job
+/// registers its slot with `end` before it parks, and the thread wakes that
+/// slot when it ends (`sched::join`); its `external` count keeps the job
+/// from being reported as deadlocked meanwhile.
 struct Shared {
-    finished: AtomicBool,
-    joiner: Option<Joiner>,
+    end: JoinLatch,
+    /// The spawning rank's job; none if spawned outside any rank.
+    job: Option<Arc<Job>>,
 }
 
 /// An owned permission to join a thread started by [`spawn`].
@@ -122,29 +129,36 @@ pub struct JoinHandle<T> {
 impl std::fmt::Debug for Shared {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Shared")
-            .field("finished", &self.finished.load(Ordering::Relaxed))
+            .field("finished", &self.end.is_finished())
             .finish()
     }
 }
 
 impl<T> JoinHandle<T> {
     /// Waits for the thread to finish and returns its result (`Err` with
-    /// the panic payload if it panicked). Inside a rank, the rank parks
-    /// meanwhile and its worker runs other ranks.
+    /// the panic payload if it panicked). Inside a rank of the job the
+    /// thread was spawned in (the spawning rank, or any rank the handle was
+    /// handed to) the rank parks meanwhile and its worker runs other ranks.
+    /// Elsewhere (a plain thread, a micro-task of a parallel region, a rank
+    /// of another job) it blocks the calling thread, like `std`'s join.
     #[track_caller]
     pub fn join(self) -> std::thread::Result<T> {
-        // Only the spawning rank is woken by the thread's end; anyone else
-        // (another rank, a plain thread) blocks in `std`'s join.
-        if self.shared.joiner.as_ref().is_some_and(Joiner::is_caller) {
+        let joiner =
+            self.shared.job.as_ref().and_then(|job| {
+                caller_rank().filter(|ctx| std::ptr::eq(ctx.job, Arc::as_ptr(job)))
+            });
+        if let Some(ctx) = joiner {
             let site = Location::caller();
-            wait(site, || self.shared.finished.load(Ordering::Acquire));
+            if self.shared.end.register(ctx.slot) {
+                wait(site, || self.shared.end.is_finished());
+            }
         }
         self.inner.join()
     }
 
     /// Whether the thread has finished running its closure.
     pub fn is_finished(&self) -> bool {
-        self.shared.finished.load(Ordering::Acquire)
+        self.shared.end.is_finished()
     }
 
     /// The underlying `std` thread.
@@ -154,7 +168,7 @@ impl<T> JoinHandle<T> {
 }
 
 /// Spawns an OS thread (`std::thread::spawn`) whose [`JoinHandle::join`]
-/// parks the calling rank instead of blocking its worker.
+/// parks the joining rank instead of blocking its worker.
 ///
 /// # Panics
 ///
@@ -165,21 +179,21 @@ where
     T: Send + 'static,
 {
     let shared = Arc::new(Shared {
-        finished: AtomicBool::new(false),
-        joiner: Joiner::of_caller(),
+        end: JoinLatch::new(),
+        job: caller_rank().map(|ctx| {
+            // SAFETY: the job outlives its running ranks.
+            unsafe { Job::arc_from_ptr(ctx.job) }
+        }),
     });
-    if let Some(joiner) = &shared.joiner {
-        joiner.count_thread();
+    if let Some(job) = &shared.job {
+        count_thread(job);
     }
     let theirs = Arc::clone(&shared);
     let inner = std::thread::spawn(move || {
-        if let Some(joiner) = &theirs.joiner {
-            joiner.thread_started();
+        if let Some(job) = &theirs.job {
+            thread_started(job);
         }
-        let _finished = Finished {
-            flag: &theirs.finished,
-            joiner: theirs.joiner.as_ref(),
-        };
+        let _finished = Finished(&theirs);
         f()
     });
     JoinHandle { inner, shared }
@@ -269,7 +283,7 @@ impl<'scope, 'env> Scope<'scope, 'env> {
     {
         self.running.fetch_add(1, Ordering::AcqRel);
         if let Some(joiner) = &self.joiner {
-            joiner.count_thread();
+            count_thread(&joiner.job);
         }
         let me: &'scope Scope<'scope, 'env> = self;
         let me_addr = me as *const Scope<'scope, 'env> as usize;
@@ -278,7 +292,7 @@ impl<'scope, 'env> Scope<'scope, 'env> {
             // `running` to reach zero before it returns or unwinds).
             let scope = unsafe { &*(me_addr as *const Scope<'scope, 'env>) };
             if let Some(joiner) = &scope.joiner {
-                joiner.thread_started();
+                thread_started(&joiner.job);
             }
             let _finished = ScopeFinished(scope);
             f();
@@ -291,7 +305,7 @@ impl<'scope, 'env> Scope<'scope, 'env> {
             Err(err) => {
                 self.running.fetch_sub(1, Ordering::AcqRel);
                 if let Some(joiner) = &self.joiner {
-                    joiner.thread_ended();
+                    thread_ended(&joiner.job);
                 }
                 panic!("failed to spawn a thread: {err}");
             }

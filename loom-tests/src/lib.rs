@@ -40,6 +40,11 @@ mod completion;
 #[path = "../../src/p2p/claim.rs"]
 mod claim;
 
+#[cfg(loom)]
+#[allow(dead_code)]
+#[path = "../../src/sched/join.rs"]
+mod join;
+
 #[cfg(all(loom, test))]
 mod models;
 

@@ -14,6 +14,7 @@ use loom::thread;
 
 use crate::completion::{Completion, Outcome};
 use crate::idle::Sleep;
+use crate::join::JoinLatch;
 use crate::park::ParkState;
 
 /// Parks the calling "rank" until `done()`: the runtime's `wait_until`.
@@ -199,5 +200,36 @@ fn spin_lock_excludes_and_publishes() {
         let got = other.join().unwrap() + mine;
         assert!(got >= 1);
         assert_eq!(lock.try_lock().map(|v| *v), Some(got));
+    });
+}
+
+/// `thread::JoinHandle::join` from any rank: the joiner registers its slot
+/// and parks until the thread has finished; the ending thread marks the
+/// latch and wakes the slot it finds. Whatever the interleaving, the joiner
+/// is woken (a lost wake-up would leave it parked: a loom deadlock), and a
+/// wake is sent only to a registered slot.
+#[test]
+fn join_latch_wakes_a_joiner_that_registers_at_any_time() {
+    loom::model(|| {
+        let latch = Arc::new(JoinLatch::new());
+        let state = Arc::new(ParkState::new());
+        let requeues = Arc::new(AtomicUsize::new(0));
+        let joiner = {
+            let (latch, state) = (latch.clone(), state.clone());
+            thread::spawn(move || {
+                if latch.register(4) {
+                    wait_until(&state, || latch.is_finished())
+                } else {
+                    0
+                }
+            })
+        };
+        // The thread ends.
+        if let Some(slot) = latch.finish() {
+            assert_eq!(slot, 4);
+            wake(&state, &requeues, joiner.thread());
+        }
+        let parks = joiner.join().unwrap();
+        assert_eq!(parks, requeues.load(Ordering::SeqCst));
     });
 }

@@ -416,22 +416,31 @@ impl Drop for PendingGuard<'_> {
     }
 }
 
-/// Makes sure no descriptor refers to `completion` any more: withdraws it or
-/// waits until its claimer completed it (or, during an abort, until nobody
-/// can touch it).
+/// Makes sure no descriptor refers to `completion` any more, without
+/// parking: withdraws it or waits until its claimer completed it (or, during
+/// an abort, until nobody can touch it).
+///
+/// For callers that cannot park on `completion` (a rank unwinding, the job
+/// aborting, code other than the owning rank). A claimer that may take long
+/// (a matched probe holding the message, a task running a collective) may
+/// need this very thread (a task always runs on its rank's worker), so it
+/// is not waited for: the job fails, and once it aborts they run no more.
 pub(crate) fn settle(job: &Job, queued: Queued, completion: &Completion) {
     if completion.is_done() || withdraw(job, queued, completion) {
         return;
     }
     // Claimed: the claimer copies and completes without parking, except for
-    // a matched probe holding the message, and a task running a collective,
-    // which run no more once the job aborts.
+    // a matched probe holding the message, and a task running a collective.
     let long = matches!(queued, Queued::Task);
     while !completion.is_done() {
-        if job.sched.is_aborting() {
-            // A task is unwound before the rank it acts for (its
-            // descriptors are gone by then: `sched::worker`); a held message
-            // is given up only if its holder has not started receiving it.
+        if long || completion.is_held() {
+            if !job.sched.is_aborting() {
+                job.sched.fail(unsettled(job, long, completion));
+            }
+            // Aborting now. A task is unwound before the rank it acts for
+            // (its descriptors are gone by then: `sched::worker`); a held
+            // message is given up only if its holder has not started
+            // receiving it (else the holder finishes its copy: keep waiting).
             if long || (completion.is_held() && abandon_held(job, queued, completion)) {
                 return;
             }
@@ -450,6 +459,35 @@ fn abandon_held(job: &Job, queued: Queued, completion: &Completion) -> bool {
             claim::abandon_held(completion, job.sched.is_aborting())
         }
         Queued::Receive(_) | Queued::Task => false,
+    }
+}
+
+/// The error of a pending operation given up where it could not be waited
+/// for while a long claimer still holds it (see [`settle`]): the rank's own
+/// panic when it is unwinding from one, else what happened.
+#[cold]
+fn unsettled(job: &Job, task: bool, completion: &Completion) -> Error {
+    let rank = job.sched.slots.get(completion.waiter()).rank();
+    if std::thread::panicking() {
+        if let Some(message) = crate::sched::worker::recorded_panic() {
+            return Error::Panic {
+                rank: rank as Rank,
+                message,
+            };
+        }
+    }
+    let what = if task {
+        "an immediate collective whose task is still running"
+    } else {
+        "a send whose message a matched probe holds"
+    };
+    Error::Comm {
+        message: format!(
+            "rank {rank} gave up {what}: its request was dropped or waited for where it \
+             cannot wait (while unwinding from a panic, or outside of rank {rank}), and \
+             its buffer must not be freed while the other side may still use it, so \
+             the job is aborted"
+        ),
     }
 }
 

@@ -12,11 +12,15 @@
 //! *pinned*): its stack may hold values that are not `Send`. Ranks that have
 //! not started are just numbers in crossbeam deques, stolen by idle workers.
 //! A rank that waits parks and is requeued only when woken; a worker with
-//! nothing to run spins briefly, then sleeps until work arrives.
+//! nothing to run spins briefly, then sleeps until work arrives. A rank that
+//! unwinds from a panic never suspends (a panic in progress belongs to the
+//! worker thread, not to the coroutine): its waits fail at once instead
+//! (see `unwinding`).
 
 pub(crate) mod deadlock;
 pub(crate) mod guard;
 pub(crate) mod idle;
+pub(crate) mod join;
 pub(crate) mod micro;
 pub(crate) mod park;
 pub(crate) mod rank;
@@ -119,9 +123,15 @@ impl Shared {
 
 /// Parks the calling rank once: returns after it was woken, or at once if a
 /// wake-up was pending. Callers loop, re-checking their condition.
+///
+/// A rank that unwinds from a panic never suspends (see [`unwinding`]): the
+/// call fails at once instead.
 pub(crate) fn park_once(ctx: &RankCtx, info: &WaitInfo) -> Result<(), Error> {
     if ctx.is_thread() {
         return thread::park_once(ctx, info);
+    }
+    if std::thread::panicking() {
+        return Err(unwinding(ctx, info));
     }
     let job = ctx.job();
     if job.sched.is_aborting() {
@@ -178,16 +188,52 @@ pub(crate) fn wait_fully(
     }
 }
 
-/// The job is aborting: a rank that is unwinding gets an error (its
-/// destructors must not block); any other rank is handed to its worker for
-/// good, which unwinds it once every worker has stopped.
+/// The job is aborting: the rank is handed to its worker for good, which
+/// unwinds it once every worker has stopped. (A rank that is unwinding
+/// already never gets here: `park_once` refuses to suspend it.)
 #[cold]
 fn aborted(ctx: &RankCtx) -> Result<(), Error> {
-    if std::thread::panicking() {
-        return Err(Error::Aborted);
-    }
+    debug_assert!(!std::thread::panicking());
     loop {
         ctx.suspend(Suspend::Parked);
+    }
+}
+
+/// Why a rank that unwinds from a panic must not wait, and what it does
+/// instead.
+///
+/// Suspending a coroutine in the middle of its unwind would leave the panic
+/// in progress on the worker *thread*: `std::thread::panicking()` and the
+/// panic count are per thread, so every rank the worker resumes next would
+/// believe it is panicking (destructors taking other paths, mutexes
+/// poisoned by guards dropped in ordinary code, a second panic aborting the
+/// process). So while a rank unwinds nothing suspends it:
+///
+/// * a blocking MPI call that would have to wait fails at once with this
+///   error, after settling what it started (a queued receive or rendezvous
+///   send is withdrawn; a claimed one is finished by its claimer without
+///   waiting, see `p2p::settle`); one that completes without waiting (the
+///   message is already there, an eager send) succeeds;
+/// * [`yield_now`] yields the thread instead of the rank, and [`sleep`]
+///   sleeps the thread (the worker's other ranks wait that long);
+/// * waits that must not end early (parallel regions, thread scopes) run
+///   their helpers or yield the thread until done (`wait_fully`).
+///
+/// The panicking forms of MPI calls raise this error as a panic, which Rust
+/// turns into an abort of the process when it happens in a destructor
+/// during unwinding: destructors that communicate should use the `try_`
+/// forms.
+#[cold]
+fn unwinding(ctx: &RankCtx, info: &WaitInfo) -> Error {
+    Error::Comm {
+        message: format!(
+            "rank {} called a blocking operation ({}, at {}) that would have to wait \
+             while the rank unwinds from a panic; a rank cannot wait while it unwinds \
+             (it would suspend mid-unwind), so the call fails at once",
+            ctx.rank,
+            info.op.describe(),
+            info.site
+        ),
     }
 }
 
@@ -242,10 +288,14 @@ pub(crate) fn unpark_many(job: &Job, slots: &[u32]) {
 /// outside any rank it yields the thread. Use it in polling loops: a rank
 /// that spins without calling MPI would keep its worker to itself. (MPI calls
 /// that answer "not yet", such as `Request::test`, already yield.)
+///
+/// While the rank unwinds from a panic (in a destructor) it yields the
+/// thread instead: a rank never suspends mid-unwind. A polling loop in a
+/// destructor then waits for other workers only.
 pub fn yield_now() {
     match rank::current() {
-        Some(ctx) => ctx.suspend(Suspend::Yielded),
-        None => std::thread::yield_now(),
+        Some(ctx) if !std::thread::panicking() => ctx.suspend(Suspend::Yielded),
+        _ => std::thread::yield_now(),
     }
 }
 
@@ -253,10 +303,12 @@ pub fn yield_now() {
 /// worker (other ranks run meanwhile). Outside any rank it sleeps the thread.
 ///
 /// `std::thread::sleep` inside a rank would stop every rank of its worker.
+/// That is what it does while the rank unwinds from a panic (in a
+/// destructor), where a rank must never suspend.
 #[track_caller]
 pub fn sleep(duration: Duration) {
     let site = Location::caller();
-    let Some(ctx) = rank::current() else {
+    let Some(ctx) = rank::current().filter(|_| !std::thread::panicking()) else {
         std::thread::sleep(duration);
         return;
     };

@@ -222,6 +222,13 @@ pub(crate) fn record_panic(message: String) {
     LAST_PANIC.with(|p| *p.borrow_mut() = Some(message));
 }
 
+/// The message of the panic this thread is unwinding from, if a rank's
+/// panic was recorded and not yet taken (a rank that must fail the job while
+/// it unwinds reports its own panic, not the consequence).
+pub(crate) fn recorded_panic() -> Option<String> {
+    LAST_PANIC.with(|p| p.borrow().clone())
+}
+
 /// Runs a worker until its job ends.
 pub(crate) fn run(args: WorkerArgs<'_>) {
     let WorkerArgs {
