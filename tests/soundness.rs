@@ -223,8 +223,8 @@ fn a_held_send_waited_by_another_rank_fails_the_job() {
 /// Item 1 audit: a rank unwinding out of a `WaitGuard` of a running
 /// immediate collective cannot wait for the task (it must not suspend while
 /// unwinding, and the task needs its worker). It used to spin on the worker
-/// forever; now the job fails at once, and the task never touches the
-/// freed request.
+/// forever; now the job fails at once (with rank 0's panic), and the task
+/// never touches the freed request.
 #[test]
 fn unwinding_past_a_running_immediate_collective_fails_the_job() {
     let out = within_time_limit("unwinding past an immediate collective", || {
@@ -240,10 +240,11 @@ fn unwinding_past_a_running_immediate_collective_fails_the_job() {
             world.barrier();
         })
     });
-    let message = out.expect_err("the job fails").to_string();
+    // The job fails with the panic that started it all, not its consequence.
+    let error = out.expect_err("the job fails");
     assert!(
-        message.contains("immediate collective") && message.contains("rank 0"),
-        "{message}"
+        matches!(&error, myriad::Error::Panic { rank: 0, message } if message.contains("boom")),
+        "{error}"
     );
 }
 

@@ -437,11 +437,18 @@ pub(crate) fn settle(job: &Job, queued: Queued, completion: &Completion) {
             if !job.sched.is_aborting() {
                 job.sched.fail(unsettled(job, long, completion));
             }
-            // Aborting now. A task is unwound before the rank it acts for
-            // (its descriptors are gone by then: `sched::worker`); a held
-            // message is given up only if its holder has not started
-            // receiving it (else the holder finishes its copy: keep waiting).
-            if long || (completion.is_held() && abandon_held(job, queued, completion)) {
+            // Aborting now. A task's descriptors point into this rank's
+            // buffers and only its own unwinding (in teardown, before the
+            // rank's: `sched::worker`) withdraws them; claims are refused
+            // from now on, and once the other workers stopped no claim made
+            // before is still copying. A held message is given up only if
+            // its holder has not started receiving it (else the holder
+            // finishes its copy: keep waiting).
+            if long {
+                job.sched.wait_for_other_workers_to_stop();
+                return;
+            }
+            if completion.is_held() && abandon_held(job, queued, completion) {
                 return;
             }
         }

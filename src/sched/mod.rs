@@ -58,6 +58,8 @@ pub(crate) struct Shared {
     /// (transports, OS threads of `Threading::Multiple` ranks).
     pub(crate) external: AtomicUsize,
     aborting: AtomicBool,
+    /// Workers that left their loop: they resume no rank any more.
+    stopped: AtomicUsize,
     failure: Mutex<Option<Error>>,
     /// Micro-tasks of hybrid parallel regions.
     pub(crate) micro: micro::MicroQueue,
@@ -77,6 +79,7 @@ impl Shared {
             timers: AtomicUsize::new(0),
             external: AtomicUsize::new(0),
             aborting: AtomicBool::new(false),
+            stopped: AtomicUsize::new(0),
             failure: Mutex::new(None),
             micro: micro::MicroQueue::default(),
             threads: thread::Threads::default(),
@@ -87,6 +90,33 @@ impl Shared {
     #[inline]
     pub(crate) fn is_aborting(&self) -> bool {
         self.aborting.load(Ordering::Acquire)
+    }
+
+    /// Called by a worker when it leaves its loop and resumes no rank any
+    /// more.
+    pub(crate) fn worker_stopped(&self) {
+        self.stopped.fetch_add(1, Ordering::Release);
+    }
+
+    /// Once the job aborts, waits (without parking) until every other worker
+    /// has left its loop. From then on no rank code runs elsewhere, so no
+    /// claim made before the abort is half-way through its copy (a claimer
+    /// copies and completes without suspending), and claims after the abort
+    /// are refused (`p2p::claim`). For a party that must free memory a
+    /// descriptor it cannot withdraw points into while the job is still
+    /// running elsewhere: a rank unwinding past its own running task.
+    /// OS threads acting for ranks (`Threading::Multiple`) are not counted.
+    #[cold]
+    pub(crate) fn wait_for_other_workers_to_stop(&self) {
+        debug_assert!(self.is_aborting());
+        let others = if worker::on_worker_thread() {
+            self.workers.len() - 1
+        } else {
+            self.workers.len()
+        };
+        while self.stopped.load(Ordering::Acquire) < others {
+            std::thread::yield_now();
+        }
     }
 
     /// Ends the job with `error` (the first error wins) and wakes every

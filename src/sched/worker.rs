@@ -269,6 +269,7 @@ pub(crate) fn run(args: WorkerArgs<'_>) {
         stacks: Vec::new(),
     };
     worker.run_loop();
+    job.sched.worker_stopped();
     // Every worker stops resuming ranks before anyone unwinds one.
     exit.wait();
     worker.teardown();
