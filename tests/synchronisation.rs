@@ -2,11 +2,13 @@
 //! result depends on have entered it, for every algorithm, blocking and
 //! immediate.
 //!
-//! What MPI promises (MPI 4.1, §6.1 and §6.14): `MPI_Barrier` "blocks the
-//! caller until all group members have called it", so it returns nowhere
-//! before every rank has entered. Of every other collective the standard
-//! says only that it "may, or may not, have the effect of synchronizing all
-//! calling processes": a rank may return as soon as its own part is done.
+//! What MPI promises (chapter "Collective Communication": sections "Barrier
+//! Synchronization", "Introduction and Overview", "Correctness"):
+//! `MPI_Barrier` "blocks the caller until all group members have called
+//! it", so it returns nowhere before every rank has entered. Of every other
+//! collective the standard says only that it "may, or may not, have the
+//! effect of synchronizing all calling processes": a rank may return as
+//! soon as its own part is done.
 //! What still holds is what the data forces, since a rank cannot return a
 //! result made of inputs that were not yet given:
 //!
