@@ -49,14 +49,22 @@ fn build() -> PathBuf {
         None => panic!("no profile directory above {}", exe.display()),
     }
     let up = profile_dir.parent().expect("a target directory");
-    // Cargo marks the root of a target directory with CACHEDIR.TAG.
-    if up.join("CACHEDIR.TAG").is_file() {
-        cmd.arg("--target-dir").arg(up);
-    } else if let Some(root) = up.parent().filter(|r| r.join("CACHEDIR.TAG").is_file()) {
-        cmd.arg("--target-dir")
-            .arg(root)
-            .arg("--target")
-            .arg(up.file_name().expect("a target triple"));
+    // Cargo marks a target directory with CACHEDIR.TAG (with `--target`,
+    // maybe the triple's directory too): look for a triple first.
+    let is_target_dir = |dir: &Path| dir.join("CACHEDIR.TAG").is_file();
+    let triple = up
+        .file_name()
+        .and_then(|n| n.to_str())
+        .filter(|n| n.matches('-').count() >= 2);
+    match (triple, up.parent()) {
+        (Some(triple), Some(root)) if is_target_dir(root) => {
+            cmd.arg("--target-dir").arg(root).args(["--target", triple]);
+        }
+        _ if is_target_dir(up) => {
+            cmd.arg("--target-dir").arg(up);
+        }
+        // Cargo's own choice (CARGO_TARGET_DIR or the workspace's).
+        _ => {}
     }
     let out = cmd.output().expect("cannot run cargo to build the example");
     let stdout = String::from_utf8_lossy(&out.stdout);
