@@ -224,11 +224,20 @@ impl Algorithm {
     }
 }
 
-/// The `MYRIAD_COLL_*` choices of this process, parsed once.
+/// The prefix of the variables that choose collective algorithms.
+const ENV_PREFIX: &str = "MYRIAD_COLL_";
+
+/// The `MYRIAD_COLL_*` choices of this process, parsed once. A set
+/// `MYRIAD_COLL_<NAME>` whose NAME is no collective is an error too (it
+/// would otherwise be ignored), naming every collective's variable.
 pub(crate) fn env_defaults() -> Result<&'static [Algorithm], Error> {
     static DEFAULTS: OnceLock<Result<Vec<Algorithm>, Error>> = OnceLock::new();
     DEFAULTS
         .get_or_init(|| {
+            check_env_names(std::env::vars_os().filter_map(|(k, v)| {
+                let set = !v.to_string_lossy().trim().is_empty();
+                k.into_string().ok().filter(|_| set)
+            }))?;
             Collective::ALL
                 .iter()
                 .map(|&c| match std::env::var(c.env_var()) {
@@ -240,6 +249,19 @@ pub(crate) fn env_defaults() -> Result<&'static [Algorithm], Error> {
         })
         .as_deref()
         .map_err(Clone::clone)
+}
+
+/// Checks that every `MYRIAD_COLL_*` among the names of the set variables
+/// names a collective.
+fn check_env_names(mut names: impl Iterator<Item = String>) -> Result<(), Error> {
+    let known: Vec<String> = Collective::ALL.iter().map(|c| c.env_var()).collect();
+    match names.find(|n| n.starts_with(ENV_PREFIX) && !known.contains(n)) {
+        None => Ok(()),
+        Some(name) => Err(Error::config(format!(
+            "{name} names no collective; the variables are {}",
+            known.join(", ")
+        ))),
+    }
 }
 
 /// The algorithm choices of one communicator.
@@ -392,5 +414,28 @@ mod tests {
             "gather_varcount".parse::<Collective>().unwrap(),
             Collective::GatherVarcount
         );
+    }
+
+    #[test]
+    fn variables_that_name_no_collective_are_errors() {
+        let names = |n: &[&str]| check_env_names(n.iter().map(|s| s.to_string()));
+        assert!(names(&["PATH", "MYRIAD_RANKS", "MYRIAD_COLL_BROADCAST"]).is_ok());
+        assert!(names(&["MYRIAD_COLL_ALL_TO_ALL_VARCOUNT", "MYRIAD_COLLX"]).is_ok());
+        for bad in [
+            "MYRIAD_COLL_BRODCAST",
+            "MYRIAD_COLL_broadcast",
+            "MYRIAD_COLL_",
+        ] {
+            let text = names(&["MYRIAD_COLL_GATHER", bad]).unwrap_err().to_string();
+            assert!(
+                text.contains(&format!("{bad} names no collective")),
+                "{text}"
+            );
+            assert!(
+                text.contains("MYRIAD_COLL_BARRIER, MYRIAD_COLL_BROADCAST")
+                    && text.contains("MYRIAD_COLL_COMMUNICATOR_CREATE"),
+                "{text}"
+            );
+        }
     }
 }

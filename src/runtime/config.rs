@@ -98,12 +98,28 @@ pub(crate) fn parse_guard(knob: &str, value: &str) -> Result<Option<GuardMode>, 
     }
 }
 
-/// Values given as command-line flags (`--ranks N`, `--workers N`, both
-/// also as `--flag=N`); other arguments are left alone.
+/// The command-line flags [`Flags`] reads, without their dashes.
+const FLAG_NAMES: [&str; 2] = ["ranks", "workers"];
+
+/// Values given as command-line flags (with `Runtime::from_env`).
+///
+/// The command line is shared with the program, which has flags of its
+/// own, so not every unknown flag can be an error. The rule:
+/// * `--ranks N` and `--workers N` (also `--ranks=N`) are myriad's; each
+///   needs its value, and the last one given wins;
+/// * a flag that is one slip away from one of them (another case, one dash,
+///   one letter missing, extra, wrong or two letters swapped: `--rank`,
+///   `--Workers`, `-ranks`, `--rnaks`) is an error naming the flag meant,
+///   rather than a job silently run with the default;
+/// * everything else, and every argument after a lone `--`, is the
+///   program's and left alone (a program with a flag such as `--rank` of
+///   its own takes it after `--`).
 #[derive(Debug, Default, Clone)]
 pub(crate) struct Flags {
     pub(crate) ranks: Option<String>,
     pub(crate) workers: Option<String>,
+    /// The first flag that broke the rule.
+    pub(crate) error: Option<String>,
 }
 
 impl Flags {
@@ -111,18 +127,67 @@ impl Flags {
         let mut flags = Flags::default();
         let mut args = args.into_iter();
         while let Some(arg) = args.next() {
-            for (name, slot) in [
-                ("--ranks", &mut flags.ranks),
-                ("--workers", &mut flags.workers),
-            ] {
-                if arg == name {
-                    *slot = args.next();
-                } else if let Some(v) = arg.strip_prefix(name).and_then(|r| r.strip_prefix('=')) {
-                    *slot = Some(v.to_string());
+            if arg == "--" {
+                break;
+            }
+            let (name, inline) = match arg.split_once('=') {
+                Some((name, value)) => (name, Some(value.to_string())),
+                None => (arg.as_str(), None),
+            };
+            let slot = match name {
+                "--ranks" => &mut flags.ranks,
+                "--workers" => &mut flags.workers,
+                _ => {
+                    if let Some(meant) = slip_of(name) {
+                        flags.error.get_or_insert_with(|| {
+                            format!(
+                                "unknown flag {name:?}: did you mean --{meant}? (myriad reads \
+                                 --ranks N and --workers N, and leaves the arguments after \
+                                 `--` to the program)"
+                            )
+                        });
+                    }
+                    continue;
+                }
+            };
+            match inline.or_else(|| args.next()) {
+                Some(value) => *slot = Some(value),
+                None => {
+                    flags
+                        .error
+                        .get_or_insert_with(|| format!("{name} needs a value ({name} N)"));
                 }
             }
         }
         flags
+    }
+}
+
+/// The runtime flag `arg` is a slip of, if any (see [`Flags`]).
+fn slip_of(arg: &str) -> Option<&'static str> {
+    let bare = arg.strip_prefix('-')?.trim_start_matches('-');
+    let bare = bare.to_ascii_lowercase();
+    FLAG_NAMES
+        .into_iter()
+        .find(|flag| within_one_edit(&bare, flag))
+}
+
+/// Whether `a` becomes `b` by at most one insertion, deletion, substitution
+/// or swap of neighbours (ASCII).
+fn within_one_edit(a: &str, b: &str) -> bool {
+    let (a, b) = (a.as_bytes(), b.as_bytes());
+    let prefix = a.iter().zip(b).take_while(|(x, y)| x == y).count();
+    let (a, b) = (&a[prefix..], &b[prefix..]);
+    let same = |x: &[u8], y: &[u8]| x == y;
+    match (a.len(), b.len()) {
+        (0, 0) => true,
+        (la, lb) if la == lb => {
+            same(&a[1..], &b[1..])
+                || (la >= 2 && a[0] == b[1] && a[1] == b[0] && same(&a[2..], &b[2..]))
+        }
+        (la, lb) if la == lb + 1 => same(&a[1..], b),
+        (la, lb) if la + 1 == lb => same(a, &b[1..]),
+        _ => false,
     }
 }
 
@@ -154,14 +219,108 @@ mod tests {
         assert!(parse_bool("MYRIAD_BIND", "maybe").is_err());
     }
 
+    fn flags(args: &[&str]) -> Flags {
+        Flags::parse(args.iter().map(|s| s.to_string()))
+    }
+
     #[test]
-    fn flags() {
-        let f = Flags::parse(
-            ["prog", "--ranks", "12", "--size=3", "--workers=2"]
-                .iter()
-                .map(|s| s.to_string()),
-        );
+    fn runtime_flags() {
+        let f = flags(&["prog", "--ranks", "12", "--size=3", "--workers=2"]);
         assert_eq!(f.ranks.as_deref(), Some("12"));
         assert_eq!(f.workers.as_deref(), Some("2"));
+        assert!(f.error.is_none());
+        // The last one wins; values are checked later, as numbers.
+        let f = flags(&["--ranks", "1", "--ranks=7", "--workers", "-2"]);
+        assert_eq!(f.ranks.as_deref(), Some("7"));
+        assert_eq!(f.workers.as_deref(), Some("-2"));
+        assert!(f.error.is_none());
+    }
+
+    #[test]
+    fn slips_of_runtime_flags_are_errors() {
+        for (arg, meant) in [
+            ("--rank", "--ranks"),
+            ("--rank=3", "--ranks"),
+            ("--RANKS", "--ranks"),
+            ("-ranks", "--ranks"),
+            ("---ranks", "--ranks"),
+            ("--rnaks", "--ranks"),
+            ("--nranks", "--ranks"),
+            ("--ranls", "--ranks"),
+            ("--worker", "--workers"),
+            ("--Workers", "--workers"),
+            ("--wokers", "--workers"),
+            ("--workres", "--workers"),
+            ("--workerss", "--workers"),
+        ] {
+            let f = flags(&["prog", "--number", "7", arg, "3"]);
+            let err = f.error.unwrap_or_else(|| panic!("{arg} accepted"));
+            let name = arg.split('=').next().unwrap();
+            assert!(
+                err.contains(&format!("{name:?}")) && err.contains(meant),
+                "{arg}: {err}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_programs_flags_are_left_alone() {
+        // Flags of the examples and of the test harness.
+        let f = flags(&[
+            "prog",
+            "--n",
+            "64",
+            "--ranks-per-worker",
+            "3",
+            "--max-ranks=64",
+            "--hybrid-ranks",
+            "2",
+            "--tasks",
+            "4",
+            "--number",
+            "7",
+            "--sizes",
+            "8,1024",
+            "--laps",
+            "3",
+            "--rounds",
+            "3",
+            "--exact",
+            "--test-threads=1",
+            "-n",
+            "4",
+            "ranks",
+            "-",
+        ]);
+        assert!(f.error.is_none(), "{:?}", f.error);
+        assert!(f.ranks.is_none() && f.workers.is_none());
+        // After `--`, even the runtime's own flags are the program's.
+        let f = flags(&["--ranks", "2", "--", "--rank", "--workers", "x"]);
+        assert!(f.error.is_none(), "{:?}", f.error);
+        assert_eq!(f.ranks.as_deref(), Some("2"));
+        assert!(f.workers.is_none());
+    }
+
+    #[test]
+    fn a_runtime_flag_needs_its_value() {
+        let err = flags(&["prog", "--workers"]).error.unwrap();
+        assert!(err.contains("--workers needs a value"), "{err}");
+        // The next argument is the value, whatever it looks like.
+        let f = flags(&["--ranks", "--workers", "2"]);
+        assert_eq!(f.ranks.as_deref(), Some("--workers"));
+    }
+
+    #[test]
+    fn one_edit() {
+        assert!(within_one_edit("ranks", "ranks"));
+        assert!(within_one_edit("rank", "ranks"));
+        assert!(within_one_edit("ranks", "rank"));
+        assert!(within_one_edit("rnaks", "ranks"));
+        assert!(within_one_edit("ranka", "ranks"));
+        assert!(within_one_edit("aranks", "ranks"));
+        assert!(!within_one_edit("tasks", "ranks"));
+        assert!(!within_one_edit("rans", "workers"));
+        assert!(!within_one_edit("", "ranks"));
+        assert!(!within_one_edit("knars", "ranks"));
     }
 }

@@ -19,7 +19,9 @@ use crate::topology::{Level, RankOrder};
 ///
 /// Each setting is taken from, in order: the builder method, the
 /// command-line flag (only with [`Runtime::from_env`]), the `MYRIAD_*`
-/// environment variable, the default. See the README's configuration table.
+/// environment variable, the default. A variable that is set must be valid
+/// even when the builder or a flag overrides it. See the README's
+/// configuration table.
 ///
 /// ```
 /// let sums = myriad::Runtime::builder()
@@ -68,10 +70,21 @@ impl Runtime {
     }
 
     /// Like [`builder`](Self::builder), and also reads `--ranks N` and
-    /// `--workers N` from the command line (other arguments are ignored).
+    /// `--workers N` (or `--ranks=N`) from the command line.
+    ///
+    /// The other arguments are the program's and left alone, except a slip
+    /// of myriad's two flags (`--rank`, `--Workers`, `-ranks`, `--rnaks`):
+    /// that, and a flag without its value, make [`run`](Self::run) fail
+    /// with a configuration error naming the flag. Arguments after a lone
+    /// `--` are never read: a program with a flag such as `--rank` of its
+    /// own takes it there.
     pub fn from_env() -> Runtime {
         Runtime {
-            flags: Flags::parse(std::env::args().skip(1)),
+            flags: Flags::parse(
+                std::env::args_os()
+                    .skip(1)
+                    .map(|a| a.to_string_lossy().into_owned()),
+            ),
             ..Runtime::default()
         }
     }
@@ -167,16 +180,45 @@ impl Runtime {
     }
 
     /// Resolves every setting.
+    ///
+    /// A variable that is set must be valid even where a builder value or a
+    /// flag overrides it (a mistake there would otherwise go unnoticed
+    /// until the override is gone).
     pub(crate) fn config(&self) -> Result<Config, Error> {
-        let pus = crate::topology::Topology::detect()
-            .map(|t| t.pus().len())
-            .unwrap_or(1)
-            .max(1);
-        let ranks = match (self.ranks, &self.flags.ranks, var("MYRIAD_RANKS")) {
-            (Some(n), _, _) => n,
-            (None, Some(v), _) => parse_count("--ranks", v)?,
-            (None, None, Some(v)) => parse_count("MYRIAD_RANKS", &v)?,
-            (None, None, None) => pus,
+        if let Some(message) = &self.flags.error {
+            return Err(Error::config(message.clone()));
+        }
+        /// The variable `name`, parsed by `parse` if it is set.
+        fn env<T>(
+            name: &str,
+            parse: impl FnOnce(&str, &str) -> Result<T, Error>,
+        ) -> Result<Option<T>, Error> {
+            var(name).map(|v| parse(name, &v)).transpose()
+        }
+        /// A variable of a type with a `FromStr` whose error names the
+        /// valid values.
+        fn parsed<T: std::str::FromStr>(name: &str, v: &str) -> Result<T, Error>
+        where
+            T::Err: std::fmt::Display,
+        {
+            v.parse::<T>()
+                .map_err(|e| Error::config(format!("{name}: {e}")))
+        }
+        // Detected only if a default needs it.
+        let detected = std::cell::OnceCell::new();
+        let pus = || {
+            *detected.get_or_init(|| {
+                crate::topology::Topology::detect()
+                    .map(|t| t.pus().len())
+                    .unwrap_or(1)
+                    .max(1)
+            })
+        };
+        let env_ranks = env("MYRIAD_RANKS", parse_count)?;
+        let ranks = match (self.ranks, &self.flags.ranks) {
+            (Some(n), _) => n,
+            (None, Some(v)) => parse_count("--ranks", v)?,
+            (None, None) => env_ranks.unwrap_or_else(pus),
         };
         if ranks == 0 {
             return Err(Error::config("a job needs at least one rank"));
@@ -186,66 +228,56 @@ impl Runtime {
                 "{ranks} ranks is more than myriad supports"
             )));
         }
-        let workers = match (self.workers, &self.flags.workers, var("MYRIAD_WORKERS")) {
-            (Some(n), _, _) => n,
-            (None, Some(v), _) => parse_count("--workers", v)?,
-            (None, None, Some(v)) => parse_count("MYRIAD_WORKERS", &v)?,
-            (None, None, None) => pus,
+        let env_workers = env("MYRIAD_WORKERS", parse_count)?;
+        let workers = match (self.workers, &self.flags.workers) {
+            (Some(n), _) => n,
+            (None, Some(v)) => parse_count("--workers", v)?,
+            (None, None) => env_workers.unwrap_or_else(pus),
         };
         if workers == 0 {
             return Err(Error::config("a job needs at least one worker"));
         }
-        let stack_size = match (self.stack_size, var("MYRIAD_STACK_SIZE")) {
-            (Some(n), _) => n,
-            (None, Some(v)) => parse_size("MYRIAD_STACK_SIZE", &v)?,
-            (None, None) => config::DEFAULT_STACK_SIZE,
-        };
-        let bind = match (self.bind, var("MYRIAD_BIND")) {
-            (Some(b), _) => b,
-            (None, Some(v)) => parse_bool("MYRIAD_BIND", &v)?,
-            (None, None) => true,
-        };
-        let report_bindings = match (self.report_bindings, var("MYRIAD_REPORT_BINDINGS")) {
-            (Some(b), _) => b,
-            (None, Some(v)) => parse_bool("MYRIAD_REPORT_BINDINGS", &v)?,
-            (None, None) => false,
-        };
-        let eager_limit = match (self.eager_limit, var("MYRIAD_EAGER_LIMIT")) {
-            (Some(n), _) => n,
-            (None, Some(v)) => parse_size("MYRIAD_EAGER_LIMIT", &v)?,
-            (None, None) => config::DEFAULT_EAGER_LIMIT,
-        };
-        let guard = match (self.stack_guard, var("MYRIAD_STACK_GUARD")) {
-            (Some(g), _) => g,
-            (None, Some(v)) => parse_guard("MYRIAD_STACK_GUARD", &v)?,
-            (None, None) => None,
-        };
-        let check_collectives = match (self.check_collectives, var("MYRIAD_CHECK_COLLECTIVES")) {
-            (Some(b), _) => b,
-            (None, Some(v)) => parse_bool("MYRIAD_CHECK_COLLECTIVES", &v)?,
-            (None, None) => true,
-        };
-        let threading = match (self.threading, var("MYRIAD_THREADING")) {
-            (Some(t), _) => t,
-            (None, Some(v)) => v
-                .parse::<Threading>()
-                .map_err(|e| Error::config(format!("MYRIAD_THREADING: {e}")))?,
-            (None, None) => Threading::Single,
-        };
-        let map_by = match (self.map_by, var("MYRIAD_MAP_BY")) {
-            (Some(l), _) => l,
-            (None, Some(v)) => v
-                .parse::<Level>()
-                .map_err(|e| Error::config(format!("MYRIAD_MAP_BY: {e}")))?,
-            (None, None) => Level::Core,
-        };
-        let rank_order = match (self.rank_order, var("MYRIAD_RANK_ORDER")) {
-            (Some(o), _) => o,
-            (None, Some(v)) => v
-                .parse::<RankOrder>()
-                .map_err(|e| Error::config(format!("MYRIAD_RANK_ORDER: {e}")))?,
-            (None, None) => RankOrder::Block,
-        };
+        let stack_size = pick(
+            self.stack_size,
+            env("MYRIAD_STACK_SIZE", parse_size)?,
+            config::DEFAULT_STACK_SIZE,
+        );
+        let bind = pick(self.bind, env("MYRIAD_BIND", parse_bool)?, true);
+        let report_bindings = pick(
+            self.report_bindings,
+            env("MYRIAD_REPORT_BINDINGS", parse_bool)?,
+            false,
+        );
+        let eager_limit = pick(
+            self.eager_limit,
+            env("MYRIAD_EAGER_LIMIT", parse_size)?,
+            config::DEFAULT_EAGER_LIMIT,
+        );
+        let guard = pick(
+            self.stack_guard,
+            env("MYRIAD_STACK_GUARD", parse_guard)?,
+            None,
+        );
+        let check_collectives = pick(
+            self.check_collectives,
+            env("MYRIAD_CHECK_COLLECTIVES", parse_bool)?,
+            true,
+        );
+        let threading = pick(
+            self.threading,
+            env("MYRIAD_THREADING", parsed::<Threading>)?,
+            Threading::Single,
+        );
+        let map_by = pick(
+            self.map_by,
+            env("MYRIAD_MAP_BY", parsed::<Level>)?,
+            Level::Core,
+        );
+        let rank_order = pick(
+            self.rank_order,
+            env("MYRIAD_RANK_ORDER", parsed::<RankOrder>)?,
+            RankOrder::Block,
+        );
         Ok(Config {
             ranks,
             threading,
@@ -304,6 +336,11 @@ impl Runtime {
             std::process::exit(1);
         }
     }
+}
+
+/// The builder's value, else the variable's, else the default.
+fn pick<T>(builder: Option<T>, env: Option<T>, default: T) -> T {
+    builder.or(env).unwrap_or(default)
 }
 
 /// Runs `f` on `ranks` ranks and returns their results in rank order
