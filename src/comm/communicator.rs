@@ -152,7 +152,7 @@ pub trait Communicator: AsCore {
 
     /// A new communicator with the same ranks in the same order and a new
     /// context (`MPI_Comm_dup`). Attributes whose type sets
-    /// [`CommAttribute::CLONE_ON_DUP`] are copied to it. Collective.
+    /// [`CommAttribute::CLONE_ON_DUP`](super::CommAttribute::CLONE_ON_DUP) are copied to it. Collective.
     #[track_caller]
     fn duplicate(&self) -> SimpleCommunicator {
         let core = self.core();

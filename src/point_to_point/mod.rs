@@ -1,0 +1,69 @@
+//! Point-to-point communication, shaped like rsmpi's `mpi::point_to_point`.
+//!
+//! Sends go through a [`Destination`] (`world.process_at_rank(r)`), receives
+//! through a [`Source`] (`world.process_at_rank(r)` or `world.any_process()`).
+//! Plain sends use tag 0; plain receives and probes accept any tag.
+//!
+//! As in rsmpi, failures panic (the job then fails with the message, naming
+//! the rank and values involved); the `try_*` methods return
+//! [`crate::Error`] instead.
+//!
+//! | file | what it holds |
+//! |---|---|
+//! | `send.rs` | [`Destination`]: standard, buffered and synchronous sends, blocking and immediate |
+//! | `receive.rs` | [`Source`]: receives, probes, matched probes, immediate receives |
+//! | `message.rs` | [`Message`] (a matched probe's message) and [`MatchedReceiveVec`] |
+//! | `send_receive.rs` | `send_receive*` (`MPI_Sendrecv`, `MPI_Sendrecv_replace`) |
+
+use std::mem::MaybeUninit;
+use std::panic::Location;
+
+use crate::comm::{AnyProcess, AsCore, CommCore, Process};
+use crate::datatype::copy::Layout;
+use crate::datatype::{Buffer, BufferMut, Datatype, Equivalence};
+use crate::error::{raise, Error, OrRaise};
+use crate::p2p::completion::Completion;
+use crate::p2p::{self, Matched, PendingGuard, Queued, SendMode, Started};
+use crate::request::{self, Kind, Op, PendingOp, Request, Scope};
+use crate::sched::{WaitInfo, WaitOp};
+use crate::{Rank, Tag, ANY_SOURCE, ANY_TAG};
+
+mod message;
+mod receive;
+mod send;
+mod send_receive;
+
+pub use crate::p2p::Status;
+pub use message::{MatchedReceiveVec, Message};
+pub use receive::Source;
+pub use send::Destination;
+pub use send_receive::{
+    send_receive, send_receive_into, send_receive_into_with_tags, send_receive_replace_into,
+    send_receive_replace_into_with_tags, send_receive_with_tags,
+};
+
+fn send_layout<B: Buffer + ?Sized>(buf: &B) -> Layout {
+    Layout::of(buf)
+}
+
+fn recv_layout<B: BufferMut + ?Sized>(buf: &mut B) -> Layout {
+    Layout::of_mut(buf)
+}
+
+/// Checks that a message received as one `Msg` had exactly its size.
+fn check_one<Msg: Equivalence>(core: &CommCore, status: &Status, want: usize) -> Result<(), Error> {
+    if status.bytes() != want {
+        return Err(Error::Count {
+            message: format!(
+                "rank {} expected one value of type {} ({want} bytes) from rank {} (tag {}), \
+                 but the message has {} bytes; use receive_vec or receive_into for other sizes",
+                core.rank(),
+                std::any::type_name::<Msg>(),
+                status.source_rank(),
+                status.tag(),
+                status.bytes()
+            ),
+        });
+    }
+    Ok(())
+}
