@@ -1,0 +1,210 @@
+//! Collective operations, shaped like rsmpi's `mpi::collective`.
+//!
+//! Collectives that have no root are methods of every communicator
+//! ([`CommunicatorCollectives`]); rooted ones are methods of the root
+//! process ([`Root`]): `world.process_at_rank(0).broadcast_into(&mut buf)` on
+//! every rank, `gather_into_root` on the root and `gather_into` elsewhere.
+//! Every blocking collective has an `immediate_*` form returning a
+//! [`Request`]; several may be outstanding on one communicator.
+//!
+//! Each collective call is checked against the other ranks' (same
+//! operation, root, sizes and algorithm); a mismatch fails the job with both
+//! calls and their call sites instead of hanging. Algorithms are chosen per
+//! call by the selector, per communicator with
+//! [`CommunicatorCollectives::set_collective_algorithm`], or per process
+//! with `MYRIAD_COLL_<COLLECTIVE>=<algorithm>` (see [`Collective`] and
+//! [`Algorithm`]).
+//!
+//! As in rsmpi, failures panic (the job then fails with the message); the
+//! message names the rank, the operation and the values.
+
+//!
+//! | file | what it holds |
+//! |---|---|
+//! | `mod.rs` | a call's life shared by all collectives: blocking and immediate runs, operation bodies, partition checks |
+//! | `all.rs` | [`CommunicatorCollectives`]: barrier, all-gather(v), all-to-all(v), all-reduce, reduce-scatter, scans |
+//! | `rooted.rs` | [`Root`]: broadcast, gather(v), scatter(v), reduce |
+
+use std::panic::Location;
+
+mod all;
+mod rooted;
+
+pub use all::CommunicatorCollectives;
+pub use rooted::Root;
+
+pub use crate::coll::gather::{last_root_stats, RootStats};
+pub use crate::coll::op::{
+    reduce_local_into, DynBuffer, DynBufferMut, Operation, SystemOperation, UserOperation,
+};
+pub use crate::coll::{Algorithm, Collective};
+
+use crate::coll::check::Signature;
+use crate::coll::parts::Parts;
+use crate::coll::{self, Call};
+use crate::comm::{AsCore, CommCore, Communicator, Process};
+use crate::datatype::copy::Layout;
+use crate::datatype::{Buffer, BufferMut, Partitioned, PartitionedBuffer, PartitionedBufferMut};
+use crate::error::{Error, OrRaise};
+use crate::p2p::completion::{Completion, Outcome};
+use crate::p2p::Queued;
+use crate::request::{Kind as RequestKind, PendingOp, Request, Scope, StaticScope};
+use crate::sched::{self, task};
+use crate::{Count, Rank};
+
+/// Runs a blocking collective: begins the call, runs `body`.
+fn blocking(
+    core: &CommCore,
+    signature: Signature,
+    site: &'static Location<'static>,
+    body: impl FnOnce(&Call<'_>) -> Result<(), Error>,
+) -> Result<(), Error> {
+    let call = coll::begin(core, signature, Algorithm::Auto, site)?;
+    body(&call)
+}
+
+/// Runs a blocking rooted collective: checks the root (errors name `op`),
+/// then as [`blocking`].
+fn blocking_rooted(
+    core: &CommCore,
+    op: &'static str,
+    root: Rank,
+    signature: Signature,
+    site: &'static Location<'static>,
+    body: impl FnOnce(&Call<'_>) -> Result<(), Error>,
+) -> Result<(), Error> {
+    coll::check_root(core, op, root)?;
+    blocking(core, signature, site, body)
+}
+
+/// Starts an immediate collective: begins the call now (its sequence number
+/// fixes its place among the communicator's collectives) and runs `body` on
+/// a task; the request completes when the body returns.
+#[track_caller]
+fn immediate<'a, D: ?Sized, Sc: Scope<'a>>(
+    core: &CommCore,
+    mut signature: Signature,
+    data: *const D,
+    scope: Sc,
+    body: impl FnOnce(&Call<'_>) -> Result<(), Error> + 'a,
+) -> Request<'a, D, Sc> {
+    let site = Location::caller();
+    let ctx = core.caller().or_raise();
+    let (seq, kind, algorithm, signature) = {
+        let call = coll::begin_as(core, ctx, &mut signature, Algorithm::Auto, site).or_raise();
+        (call.seq, call.kind, call.algorithm, call.signature)
+    };
+    let pending = PendingOp::new(core, ctx.slot, Queued::Task, RequestKind::Collective);
+    let completion: *const Completion = &pending.completion;
+    let comm = core.clone();
+    let run = move || {
+        let ctx = sched::rank::current().expect("a task runs on a worker");
+        let call = Call {
+            comm: &comm,
+            ctx,
+            seq,
+            kind,
+            algorithm,
+            site,
+            signature,
+        };
+        // A failure fails the job (the task panics with the error).
+        body(&call).or_raise();
+        // SAFETY: the request keeps the completion alive until it is done
+        // (dropping it early settles it: its rank waits for this task, and
+        // where it cannot wait the job fails and this task never resumes);
+        // read the waiter first.
+        let waiter = unsafe { (*completion).waiter() };
+        // SAFETY: this task is the completion's only completer.
+        unsafe { (*completion).complete(Outcome::default()) };
+        sched::unpark(comm.job(), waiter);
+    };
+    // SAFETY: the task borrows buffers for 'a; the request, registered in a
+    // scope of 'a, completes (or its drop waits) only once the task's body
+    // has returned.
+    unsafe { task::spawn(ctx, Box::new(run)) }.or_raise();
+    Request::new(pending.into_op(), data, scope)
+}
+
+fn bytes_of(layout: &Layout) -> Option<usize> {
+    Some(layout.bytes())
+}
+
+/// The body of a reduction, blocking or immediate: checks the operation
+/// and the buffers, then reduces to `root` (`None`: to every rank).
+fn reduce_body<O: Operation + ?Sized>(
+    call: &Call<'_>,
+    root: Option<Rank>,
+    op: &O,
+    send: &Layout,
+    recv: Option<&Layout>,
+) -> Result<(), Error> {
+    let (opref, commutative) = (op.op(), op.is_commutative());
+    coll::reduce::check(call, &opref, send, recv)?;
+    coll::reduce::reduce(call, root, &opref, commutative, send, recv)
+}
+
+/// The body of a reduce-scatter-block, blocking or immediate.
+fn reduce_scatter_block_body<O: Operation + ?Sized>(
+    call: &Call<'_>,
+    op: &O,
+    send: &Layout,
+    recv: &Layout,
+) -> Result<(), Error> {
+    let opref = op.op();
+    coll::reduce::check(call, &opref, send, None)?;
+    coll::reduce::reduce_scatter_block(call, &opref, send, recv)
+}
+
+/// The body of an inclusive or exclusive scan (`kind`), blocking or
+/// immediate.
+fn scan_body<O: Operation + ?Sized>(
+    call: &Call<'_>,
+    kind: Collective,
+    op: &O,
+    send: &Layout,
+    recv: &Layout,
+) -> Result<(), Error> {
+    let (opref, commutative) = (op.op(), op.is_commutative());
+    coll::reduce::check(call, &opref, send, Some(recv))?;
+    let exclusive = kind == Collective::ExclusiveScan;
+    coll::scan::scan(call, &opref, commutative, send, recv, exclusive)
+}
+
+fn parts_of<P: Partitioned + ?Sized>(
+    op: &'static str,
+    core: &CommCore,
+    buf: Layout,
+    p: &P,
+    total: Count,
+    receive: bool,
+) -> Result<Parts, Error> {
+    Parts::new(op, buf, p.counts(), p.displs(), total, core.size(), receive)
+}
+
+fn send_parts<B: PartitionedBuffer + ?Sized>(
+    op: &'static str,
+    core: &CommCore,
+    buf: &B,
+) -> Result<Parts, Error> {
+    let layout = Layout::at(
+        buf.pointer() as *const u8,
+        buf.total_count() as usize,
+        crate::datatype::Datatype::handle(&buf.as_datatype()),
+    );
+    parts_of(op, core, layout, buf, buf.total_count(), false)
+}
+
+fn recv_parts<B: PartitionedBufferMut + ?Sized>(
+    op: &'static str,
+    core: &CommCore,
+    buf: &mut B,
+) -> Result<Parts, Error> {
+    let total = buf.total_count();
+    let layout = Layout::at(
+        buf.pointer_mut() as *const u8,
+        total as usize,
+        crate::datatype::Datatype::handle(&buf.as_datatype()),
+    );
+    parts_of(op, core, layout, &*buf, total, true)
+}
