@@ -39,6 +39,7 @@ use std::sync::Mutex;
 
 use crate::sched::micro::MicroTask;
 use crate::sched::{self, RankCtx};
+use crate::sync::SendPtr;
 
 /// Runs `f(i)` for every `i` of `range`, in chunks of `chunk` indices taken
 /// dynamically by the rank and by every worker of its job.
@@ -71,14 +72,14 @@ where
     };
     let helpers = job.sched.workers.len().min(chunks - 1);
     region.helpers.store(helpers, Ordering::Release);
-    let region_ptr = &region as *const Region<'_, F> as usize;
+    let region_ptr = SendPtr::new(&region);
     let rank = ctx.rank;
     let tasks: Vec<MicroTask> = (0..helpers)
         .map(|_| {
             let run: Box<dyn FnOnce() + Send + '_> = Box::new(move || {
                 // SAFETY: the region lives on the rank's stack until every
                 // helper has signalled (`HelperGuard`, also on unwind).
-                let region = unsafe { &*(region_ptr as *const Region<'_, F>) };
+                let region = unsafe { region_ptr.get() };
                 region.help();
             });
             MicroTask {
@@ -303,12 +304,12 @@ impl<'scope> Scope<'scope> {
             return;
         };
         self.pending.fetch_add(1, Ordering::AcqRel);
-        let me = self as *const Scope<'scope> as usize;
+        let me = SendPtr::new(self);
         let run: Box<dyn FnOnce() + Send + 'scope> = Box::new(move || {
             let outcome = panic::catch_unwind(AssertUnwindSafe(f));
             // SAFETY: the scope waits for every spawned closure before it
             // returns (also when unwinding), so it is alive here.
-            let scope = unsafe { &*(me as *const Scope<'scope>) };
+            let scope = unsafe { me.get() };
             if outcome.is_err() {
                 scope.panicked.store(true, Ordering::Relaxed);
             }

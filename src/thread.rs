@@ -40,6 +40,7 @@ use std::sync::Arc;
 use crate::runtime::job::Job;
 use crate::sched;
 use crate::sched::join::JoinLatch;
+use crate::sync::SendPtr;
 
 /// A rank (its job and park slot) that waits for threads: the rank that
 /// opened a [`Scope`].
@@ -285,12 +286,11 @@ impl<'scope, 'env> Scope<'scope, 'env> {
         if let Some(joiner) = &self.joiner {
             count_thread(&joiner.job);
         }
-        let me: &'scope Scope<'scope, 'env> = self;
-        let me_addr = me as *const Scope<'scope, 'env> as usize;
+        let me = SendPtr::new(self);
         let body = move || {
             // SAFETY: the scope outlives its threads (`scope` waits for
             // `running` to reach zero before it returns or unwinds).
-            let scope = unsafe { &*(me_addr as *const Scope<'scope, 'env>) };
+            let scope: &Scope<'scope, 'env> = unsafe { me.get() };
             if let Some(joiner) = &scope.joiner {
                 thread_started(&joiner.job);
             }

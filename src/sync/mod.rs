@@ -6,7 +6,12 @@
 //! [`spin`]) depend on nothing but this module, which is what lets
 //! `loom-tests` compile them on their own with loom's types.
 
+#[cfg(not(loom))]
+mod send_ptr;
 pub(crate) mod spin;
+
+#[cfg(not(loom))]
+pub(crate) use send_ptr::SendPtr;
 
 #[cfg(not(loom))]
 pub(crate) use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering};
