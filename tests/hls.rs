@@ -268,9 +268,6 @@ fn level_barriers_wait_for_every_rank_of_the_group() {
 static FAILING: Hls<Vec<u64>> = Hls::new(HlsLevel::Process);
 
 #[test]
-// Races under ASan's slow unwinding: the poison is published while rank 0 unwinds, its panic is
-// recorded after, so a waiter's "poisoned" panic can become the job's error first.
-#[cfg_attr(feature = "sanitizer", ignore = "races under ASan; see the comment")]
 fn a_panic_in_single_fails_the_job_with_its_message_and_nothing_hangs() {
     let err = within_a_minute(|| {
         Runtime::builder()

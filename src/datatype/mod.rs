@@ -304,12 +304,14 @@ pub fn cached_type_map<T: 'static>(build: impl FnOnce() -> TypeMap) -> &'static 
     if let Some(map) = registry.read().unwrap_or_else(|e| e.into_inner()).get(&id) {
         return map;
     }
-    let map: &'static TypeMap = Box::leak(Box::new(build()));
+    // Built outside the lock (building may look up other types' maps); a
+    // thread that lost the race to insert drops its copy instead of leaking it.
+    let built = build();
     registry
         .write()
         .unwrap_or_else(|e| e.into_inner())
         .entry(id)
-        .or_insert(map)
+        .or_insert_with(|| Box::leak(Box::new(built)))
 }
 
 // SAFETY: an array is `N` elements of `T` at `T`'s extent (its size), so the

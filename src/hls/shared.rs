@@ -347,7 +347,9 @@ impl<T: Send + Sync + 'static> Hls<T> {
     #[track_caller]
     fn poisoned(&'static self, ctx: &RankCtx, poison: Poison) -> ! {
         let group = self.level.group();
-        panic!(
+        // A consequence of the builder's panic: if that panic fails the job
+        // too, the job reports it rather than this one.
+        sched::worker::panic_as_consequence(format!(
             "Hls::single on a {} value of type {} (group {} of {} ranks) is poisoned: rank {} \
              panicked while running generation {} of it (this is rank {})",
             self.level,
@@ -357,7 +359,7 @@ impl<T: Send + Sync + 'static> Hls<T> {
             poison.rank,
             poison.generation,
             ctx.rank
-        )
+        ))
     }
 }
 

@@ -60,7 +60,9 @@ pub(crate) struct Shared {
     aborting: AtomicBool,
     /// Workers that left their loop: they resume no rank any more.
     stopped: AtomicUsize,
-    failure: Mutex<Option<Error>>,
+    /// The error that ended the job, and whether it is only a consequence
+    /// of another failure.
+    failure: Mutex<Option<(Error, bool)>>,
     /// Micro-tasks of hybrid parallel regions.
     pub(crate) micro: micro::MicroQueue,
     /// OS threads acting for ranks.
@@ -119,13 +121,28 @@ impl Shared {
         }
     }
 
-    /// Ends the job with `error` (the first error wins) and wakes every
-    /// worker so that it stops.
+    /// Ends the job with `error` (the first error wins, but over a
+    /// consequence: see [`fail_as_consequence`](Self::fail_as_consequence))
+    /// and wakes every worker so that it stops.
     pub(crate) fn fail(&self, error: Error) {
+        self.record_failure(error, false);
+    }
+
+    /// Ends the job with `error`, which follows from another party's failure
+    /// (a waiter that found an `Hls` generation poisoned by a panicking
+    /// rank): if the cause fails the job too, even later, the job reports
+    /// the cause.
+    pub(crate) fn fail_as_consequence(&self, error: Error) {
+        self.record_failure(error, true);
+    }
+
+    fn record_failure(&self, error: Error, consequence: bool) {
         {
             let mut failure = self.failure.lock().unwrap_or_else(|e| e.into_inner());
-            if failure.is_none() {
-                *failure = Some(error);
+            match &*failure {
+                Some((_, false)) => {}
+                Some((_, true)) if consequence => {}
+                _ => *failure = Some((error, consequence)),
             }
         }
         self.aborting.store(true, Ordering::SeqCst);
@@ -139,6 +156,7 @@ impl Shared {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .take()
+            .map(|(error, _)| error)
     }
 
     /// Wakes every sleeping worker (job finished or aborting).
@@ -348,4 +366,33 @@ pub fn sleep(duration: Duration) {
     let info = WaitInfo::simple(WaitOp::Sleep, site);
     // An abort while sleeping never returns here.
     let _ = wait_until(ctx, &info, || Instant::now() >= deadline);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn panic_of(rank: i32) -> Error {
+        Error::Panic {
+            rank,
+            message: format!("rank {rank}'s panic"),
+        }
+    }
+
+    #[test]
+    fn a_failure_replaces_a_consequence_but_not_another_failure() {
+        let shared = Shared::new(4, Box::new([]));
+        shared.fail_as_consequence(panic_of(1));
+        shared.fail_as_consequence(panic_of(2));
+        shared.fail(panic_of(0));
+        shared.fail(panic_of(3));
+        shared.fail_as_consequence(panic_of(2));
+        assert!(shared.is_aborting());
+        assert_eq!(shared.take_failure(), Some(panic_of(0)));
+
+        let shared = Shared::new(4, Box::new([]));
+        shared.fail_as_consequence(panic_of(1));
+        shared.fail_as_consequence(panic_of(2));
+        assert_eq!(shared.take_failure(), Some(panic_of(1)));
+    }
 }

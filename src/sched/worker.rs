@@ -214,19 +214,59 @@ pub(crate) struct WorkerArgs<'a> {
 
 thread_local! {
     /// The last panic of a rank on this thread, recorded by the panic hook.
-    static LAST_PANIC: RefCell<Option<String>> = const { RefCell::new(None) };
+    static LAST_PANIC: RefCell<Option<RecordedPanic>> = const { RefCell::new(None) };
+    /// The next panic on this thread follows from another failure
+    /// ([`panic_as_consequence`]).
+    static NEXT_IS_CONSEQUENCE: Cell<bool> = const { Cell::new(false) };
+}
+
+/// A rank's panic as the hook saw it.
+struct RecordedPanic {
+    message: String,
+    /// Raised by [`panic_as_consequence`].
+    consequence: bool,
 }
 
 /// Records the panic message of the running rank (called by the hook).
 pub(crate) fn record_panic(message: String) {
-    LAST_PANIC.with(|p| *p.borrow_mut() = Some(message));
+    let consequence = NEXT_IS_CONSEQUENCE.with(|c| c.replace(false));
+    LAST_PANIC.with(|p| {
+        *p.borrow_mut() = Some(RecordedPanic {
+            message,
+            consequence,
+        })
+    });
 }
 
 /// The message of the panic this thread is unwinding from, if a rank's
 /// panic was recorded and not yet taken (a rank that must fail the job while
 /// it unwinds reports its own panic, not the consequence).
 pub(crate) fn recorded_panic() -> Option<String> {
-    LAST_PANIC.with(|p| p.borrow().clone())
+    LAST_PANIC.with(|p| p.borrow().as_ref().map(|r| r.message.clone()))
+}
+
+/// Panics with `message` (an ordinary `String` payload, so user code that
+/// catches it sees nothing special), marked as following from another
+/// party's failure: a job that fails with it reports the cause instead when
+/// the cause fails the job too (`Shared::fail_as_consequence`).
+#[cold]
+#[track_caller]
+pub(crate) fn panic_as_consequence(message: String) -> ! {
+    NEXT_IS_CONSEQUENCE.with(|c| c.set(true));
+    panic!("{message}")
+}
+
+/// The message of the panic a rank or task just ended with, and whether it
+/// was a consequence.
+fn take_panic(payload: &(dyn std::any::Any + Send)) -> (String, bool) {
+    NEXT_IS_CONSEQUENCE.with(|c| c.set(false));
+    match LAST_PANIC.with(|p| p.borrow_mut().take()) {
+        Some(RecordedPanic {
+            message,
+            consequence,
+        }) => (message, consequence),
+        None => (payload_message(payload), false),
+    }
 }
 
 /// Runs a worker until its job ends.
@@ -502,11 +542,16 @@ impl Worker<'_> {
             }
             Ok(CoroutineResult::Return(())) => self.finish(index),
             Err(payload) => {
-                let message = LAST_PANIC
-                    .with(|p| p.borrow_mut().take())
-                    .unwrap_or_else(|| payload_message(&*payload));
-                let rank = task.rank as i32;
-                self.job.sched.fail(Error::Panic { rank, message });
+                let (message, consequence) = take_panic(&*payload);
+                let error = Error::Panic {
+                    rank: task.rank as i32,
+                    message,
+                };
+                if consequence {
+                    self.job.sched.fail_as_consequence(error);
+                } else {
+                    self.job.sched.fail(error);
+                }
                 self.finish(index);
             }
         }
@@ -637,9 +682,7 @@ impl Worker<'_> {
 fn run_micro(job: &Job, task: super::micro::MicroTask) {
     let (rank, run) = (task.rank, task.run);
     if let Err(payload) = panic::catch_unwind(AssertUnwindSafe(run)) {
-        let message = LAST_PANIC
-            .with(|p| p.borrow_mut().take())
-            .unwrap_or_else(|| payload_message(&*payload));
+        let (message, _) = take_panic(&*payload);
         job.sched.fail(Error::Panic {
             rank: rank as i32,
             message: format!("in a task of its parallel region: {message}"),
