@@ -74,6 +74,7 @@ mod comm;
 pub mod datatype;
 pub mod environment;
 mod error;
+mod hardware;
 pub mod hls;
 pub mod hybrid;
 mod p2p;

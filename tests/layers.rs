@@ -17,7 +17,7 @@ const LAYERS: &[(&str, u8)] = &[
     ("sync", 0),
     ("error", 0),
     ("datatype", 0),
-    ("topology", 0),
+    ("hardware", 0),
     ("sched", 1),
     ("p2p", 2),
     ("transport", 2),
@@ -31,6 +31,7 @@ const LAYERS: &[(&str, u8)] = &[
     ("hybrid", 5),
     ("thread", 5),
     ("environment", 5),
+    ("topology", 5),
     ("malleable", 5),
     ("trace", 5),
     ("runtime", 6),
@@ -88,7 +89,6 @@ const KNOWN: &[(&str, &str)] = &[
     ("sched/thread.rs", "runtime::job"),
     ("sched/worker.rs", "hls"),
     ("sched/worker.rs", "runtime::job"),
-    ("topology/mod.rs", "comm"),
 ];
 
 fn layer_of_module(module: &str) -> Option<u8> {

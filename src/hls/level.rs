@@ -16,9 +16,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::AccessError;
 use crate::error::OrRaise;
+use crate::hardware::{RankAssignment, WorkerPlacement};
 use crate::sched::{self, RankCtx, WaitInfo, WaitOp};
 use crate::sync::spin::SpinLock;
-use crate::topology::{RankAssignment, WorkerPlacement};
 
 /// A level of the machine whose ranks share [`Hls`](super::Hls) values.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -9,8 +9,8 @@ use std::collections::HashMap;
 
 use super::level::{GroupBarrier, HlsLevel, Layout};
 use super::shared::GroupCell;
+use crate::hardware::{RankAssignment, WorkerPlacement};
 use crate::sync::Mutex;
-use crate::topology::{RankAssignment, WorkerPlacement};
 
 /// The HLS state of one job (a field of `Job`).
 pub(crate) struct JobHls {

@@ -6,8 +6,8 @@ use std::env;
 
 use crate::environment::Threading;
 use crate::error::Error;
+use crate::hardware::{Level, RankOrder};
 use crate::sched::stack::GuardMode;
-use crate::topology::{Level, RankOrder};
 
 /// Default usable stack size of a rank.
 pub(crate) const DEFAULT_STACK_SIZE: usize = 256 * 1024;

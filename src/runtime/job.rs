@@ -18,11 +18,11 @@ use super::config::Config;
 use crate::comm;
 use crate::environment::{Threading, Universe};
 use crate::error::Error;
+use crate::hardware::{self, RankAssignment, Topology};
 use crate::p2p;
 use crate::sched::stack::StackPool;
 use crate::sched::worker::{self, WorkerArgs, WorkerShared};
 use crate::sched::{self};
-use crate::topology::{self, RankAssignment, Topology};
 
 /// Everything the ranks of one job share.
 #[derive(Debug)]
@@ -111,7 +111,7 @@ where
     crate::coll::env_defaults()?;
     let ranks = config.ranks;
     let topo = Topology::detect().map_err(|e| Error::config(e.to_string()))?;
-    let placements = topology::place_workers(&topo, config.workers, config.map_by)
+    let placements = hardware::place_workers(&topo, config.workers, config.map_by)
         .map_err(|e| Error::config(format!("placing workers by {}: {e}", config.map_by)))?;
     let binds = config.bind && topo.binds_for_real();
     let workers = placements.len();
@@ -146,7 +146,7 @@ where
         eprintln!("[myriad] {topo}; stack guards: {:?}", pool.mode());
         eprint!(
             "{}",
-            topology::binding_report(&placements, &assignment.counts(), binds)
+            hardware::binding_report(&placements, &assignment.counts(), binds)
         );
     }
 

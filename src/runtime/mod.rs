@@ -12,8 +12,8 @@ use config::{parse_bool, parse_count, parse_guard, parse_size, var, Config, Flag
 
 use crate::environment::{Threading, Universe};
 use crate::error::Error;
+use crate::hardware::{Level, RankOrder};
 use crate::sched::stack::GuardMode;
-use crate::topology::{Level, RankOrder};
 
 /// Configures and runs jobs.
 ///
@@ -208,7 +208,7 @@ impl Runtime {
         let detected = std::cell::OnceCell::new();
         let pus = || {
             *detected.get_or_init(|| {
-                crate::topology::Topology::detect()
+                crate::hardware::Topology::detect()
                     .map(|t| t.pus().len())
                     .unwrap_or(1)
                     .max(1)

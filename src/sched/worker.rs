@@ -283,7 +283,7 @@ pub(crate) fn run(args: WorkerArgs<'_>) {
     } = args;
     let _altstack = AltStack::ensure();
     if let Some(cpu) = bind_to {
-        if let Err(err) = crate::topology::bind_current_thread(cpu) {
+        if let Err(err) = crate::hardware::bind_current_thread(cpu) {
             eprintln!("myriad: worker {index} could not bind to PU {cpu}: {err}; running unbound");
         }
     }

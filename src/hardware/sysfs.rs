@@ -140,7 +140,7 @@ fn parse_cpulist(s: &str) -> Option<Vec<usize>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::topology::Level;
+    use crate::hardware::Level;
     use std::path::PathBuf;
 
     /// A scratch sysfs tree, removed on drop.

@@ -62,7 +62,7 @@ pub fn binding_report(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::topology::{place_workers, Level, Topology};
+    use crate::hardware::{place_workers, Level, Topology};
 
     #[test]
     fn one_line_per_worker() {

@@ -39,7 +39,7 @@ pub struct WorkerPlacement {
 }
 
 /// Chooses a PU for each of `workers` workers, spreading them over the objects of `map_by`
-/// as described in the [module docs](self).
+/// as described in the [module docs](crate::topology).
 ///
 /// ```
 /// use myriad::topology::{place_workers, Level, Topology};
