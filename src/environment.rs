@@ -9,6 +9,8 @@ use crate::error::{raise, Error};
 use crate::runtime::job::Job;
 use crate::sched;
 
+pub use crate::sched::Threading;
+
 /// A rank's handle on the MPI environment (rsmpi's `Universe`). Every rank
 /// has its own; dropping it is `MPI_Finalize` for that rank (nothing to do in
 /// one process).
@@ -66,62 +68,6 @@ impl Universe {
     }
 }
 
-/// MPI's thread-support levels (`MPI_THREAD_*`), ordered.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Threading {
-    /// Only the rank itself calls MPI, and it has no other threads.
-    Single,
-    /// The rank may have threads, but only the rank itself calls MPI.
-    Funneled,
-    /// Any thread of the rank may call MPI, one at a time.
-    Serialized,
-    /// Any thread of the rank may call MPI at any time.
-    Multiple,
-}
-
-impl Threading {
-    /// Every level, lowest first.
-    pub const ALL: [Threading; 4] = [
-        Threading::Single,
-        Threading::Funneled,
-        Threading::Serialized,
-        Threading::Multiple,
-    ];
-
-    /// The level's name as it is displayed and parsed (`MYRIAD_THREADING`).
-    pub fn name(self) -> &'static str {
-        match self {
-            Threading::Single => "single",
-            Threading::Funneled => "funneled",
-            Threading::Serialized => "serialized",
-            Threading::Multiple => "multiple",
-        }
-    }
-}
-
-impl std::fmt::Display for Threading {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-impl std::str::FromStr for Threading {
-    type Err = String;
-
-    fn from_str(s: &str) -> Result<Threading, String> {
-        let t = s.trim().to_ascii_lowercase();
-        let t = t.strip_prefix("mpi_thread_").unwrap_or(&t);
-        Threading::ALL
-            .into_iter()
-            .find(|l| l.name() == t)
-            .ok_or_else(|| {
-                format!(
-                    "unknown thread level {s:?}; expected single, funneled, serialized or multiple"
-                )
-            })
-    }
-}
-
 /// Initialises MPI for the calling rank and returns its [`Universe`]; `None`
 /// if the rank already initialised (rsmpi's `initialize`). Equivalent to
 /// `initialize_with_threading(Threading::Single)`.
@@ -168,7 +114,9 @@ pub fn initialize_with_threading(threading: Threading) -> Option<(Universe, Thre
 /// The thread level of the calling rank (`MPI_Query_thread`); `Single`
 /// outside any rank.
 pub fn threading_support() -> Threading {
-    sched::rank::current().map_or(Threading::Single, |ctx| ctx.job().threading_of(ctx.rank))
+    sched::rank::current().map_or(Threading::Single, |ctx| {
+        ctx.job().sched.threading_of(ctx.rank)
+    })
 }
 
 /// Number of worker threads of the calling rank's job (0 outside any rank;

@@ -81,13 +81,8 @@ const KNOWN: &[(&str, &str)] = &[
     ("sched/deadlock.rs", "runtime::job"),
     ("sched/micro.rs", "runtime::job"),
     ("sched/mod.rs", "runtime::job"),
-    ("sched/rank.rs", "environment"),
-    ("sched/rank.rs", "hls"),
     ("sched/rank.rs", "runtime::job"),
-    ("sched/thread.rs", "environment"),
-    ("sched/thread.rs", "hls"),
     ("sched/thread.rs", "runtime::job"),
-    ("sched/worker.rs", "hls"),
     ("sched/worker.rs", "runtime::job"),
 ];
 

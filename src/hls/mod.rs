@@ -86,10 +86,9 @@ mod level;
 mod local;
 mod shared;
 mod store;
-pub(crate) mod table;
 
+pub use crate::sched::locals::AccessError;
 pub use level::{HlsGroup, HlsLevel};
-pub use local::{AccessError, RankLocalKey};
+pub use local::RankLocalKey;
 pub use shared::Hls;
 pub(crate) use store::JobHls;
-pub(crate) use table::RankLocals;

@@ -47,10 +47,10 @@ use std::ptr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use super::level::{own_rank, HlsGroup, HlsLevel, OrRaiseAccess};
-use super::table::KeyId;
 use super::AccessError;
 use crate::error::OrRaise;
 use crate::runtime::job::Job;
+use crate::sched::locals::KeyId;
 use crate::sched::{self, RankCtx, WaitInfo, WaitOp};
 use crate::sync::spin::SpinLock;
 

@@ -16,7 +16,7 @@ use crossbeam_deque::Worker as Deque;
 
 use super::config::Config;
 use crate::comm;
-use crate::environment::{Threading, Universe};
+use crate::environment::Universe;
 use crate::error::Error;
 use crate::hardware::{self, RankAssignment, Topology};
 use crate::p2p;
@@ -31,8 +31,6 @@ pub(crate) struct Job {
     pub(crate) sched: sched::Shared,
     pub(crate) p2p: p2p::Shared,
     pub(crate) comms: comm::Registry,
-    /// The thread level of ranks that did not ask for one.
-    pub(crate) threading: Threading,
     /// `Hls` values and the groups of ranks that share them.
     pub(crate) hls: crate::hls::JobHls,
 }
@@ -51,15 +49,6 @@ impl Job {
             Arc::increment_strong_count(ptr);
             Arc::from_raw(ptr)
         }
-    }
-
-    /// The thread level of rank `rank`.
-    pub(crate) fn threading_of(&self, rank: u32) -> Threading {
-        self.sched
-            .slots
-            .get(rank)
-            .threading()
-            .unwrap_or(self.threading)
     }
 
     /// The name of a communicator by context id, for reports.
@@ -136,10 +125,9 @@ where
         .collect();
     let job = Arc::new(Job {
         size: ranks as u32,
-        sched: sched::Shared::new(ranks, shared),
+        sched: sched::Shared::new(ranks, shared, config.threading),
         p2p: p2p::Shared::new(ranks, config.eager_limit),
         comms: comm::Registry::new(ranks as u32, config.check_collectives),
-        threading: config.threading,
         hls: crate::hls::JobHls::new(&placements, assignment),
     });
     if config.report_bindings {

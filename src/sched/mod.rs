@@ -21,6 +21,8 @@ pub(crate) mod deadlock;
 pub(crate) mod guard;
 pub(crate) mod idle;
 pub(crate) mod join;
+mod level;
+pub(crate) mod locals;
 pub(crate) mod micro;
 pub(crate) mod park;
 pub(crate) mod rank;
@@ -35,6 +37,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+pub use level::Threading;
 pub(crate) use rank::{RankCtx, WaitInfo, WaitOp};
 
 use crate::error::Error;
@@ -67,10 +70,16 @@ pub(crate) struct Shared {
     pub(crate) micro: micro::MicroQueue,
     /// OS threads acting for ranks.
     pub(crate) threads: thread::Threads,
+    /// The thread level of ranks that did not ask for one.
+    threading: Threading,
 }
 
 impl Shared {
-    pub(crate) fn new(ranks: usize, workers: Box<[worker::WorkerShared]>) -> Shared {
+    pub(crate) fn new(
+        ranks: usize,
+        workers: Box<[worker::WorkerShared]>,
+        threading: Threading,
+    ) -> Shared {
         let count = workers.len();
         Shared {
             slots: slots::Slots::new(ranks),
@@ -85,7 +94,14 @@ impl Shared {
             failure: Mutex::new(None),
             micro: micro::MicroQueue::default(),
             threads: thread::Threads::default(),
+            threading,
         }
+    }
+
+    /// The thread level of rank `rank`: the one it asked for, else the
+    /// job's default.
+    pub(crate) fn threading_of(&self, rank: u32) -> Threading {
+        self.slots.get(rank).threading().unwrap_or(self.threading)
     }
 
     /// Whether the job is being torn down.
@@ -381,7 +397,7 @@ mod tests {
 
     #[test]
     fn a_failure_replaces_a_consequence_but_not_another_failure() {
-        let shared = Shared::new(4, Box::new([]));
+        let shared = Shared::new(4, Box::new([]), Threading::Single);
         shared.fail_as_consequence(panic_of(1));
         shared.fail_as_consequence(panic_of(2));
         shared.fail(panic_of(0));
@@ -390,7 +406,7 @@ mod tests {
         assert!(shared.is_aborting());
         assert_eq!(shared.take_failure(), Some(panic_of(0)));
 
-        let shared = Shared::new(4, Box::new([]));
+        let shared = Shared::new(4, Box::new([]), Threading::Single);
         shared.fail_as_consequence(panic_of(1));
         shared.fail_as_consequence(panic_of(2));
         assert_eq!(shared.take_failure(), Some(panic_of(1)));

@@ -19,7 +19,7 @@ use std::sync::atomic::{AtomicI32, AtomicPtr, AtomicU32, AtomicU64, AtomicU8, Or
 use corosensei::Yielder;
 
 use super::park::ParkState;
-use crate::environment::Threading;
+use super::Threading;
 use crate::runtime::job::Job;
 use crate::{Rank, Tag};
 
@@ -262,7 +262,7 @@ pub(crate) struct RankCtx {
     pub(crate) initialized: Cell<bool>,
     /// The rank's `rank_local!` values (refusing every access in contexts
     /// that are not a rank's own: tasks, OS threads).
-    pub(crate) locals: crate::hls::RankLocals,
+    pub(crate) locals: super::locals::RankLocals,
 }
 
 impl std::fmt::Debug for RankCtx {

@@ -30,7 +30,7 @@ use std::thread::Thread;
 
 use super::deadlock;
 use super::rank::{Life, RankCtx, WaitInfo};
-use crate::environment::Threading;
+use super::Threading;
 use crate::error::Error;
 use crate::runtime::job::Job;
 
@@ -119,7 +119,7 @@ thread_local! {
 /// The rank's thread level is below `Serialized`, or the job has ended or
 /// failed.
 pub(crate) fn context(job: &Arc<Job>, rank: u32) -> Result<&'static RankCtx, Error> {
-    let level = job.threading_of(rank);
+    let level = job.sched.threading_of(rank);
     if level < Threading::Serialized {
         return Err(Error::Comm {
             message: format!(
@@ -174,7 +174,7 @@ fn create(job: &Arc<Job>, rank: u32) -> Result<*const RankCtx, Error> {
             worker,
             yielder: ptr::null(),
             initialized: Cell::new(true),
-            locals: crate::hls::RankLocals::for_thread(),
+            locals: super::locals::RankLocals::for_thread(),
         },
         job: Arc::downgrade(job),
     });

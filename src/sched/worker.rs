@@ -50,11 +50,11 @@ use crossbeam_deque::{Steal, Stealer, Worker as Deque};
 
 use super::deadlock;
 use super::guard::AltStack;
+use super::locals::RankLocals;
 use super::rank::{self, RankCtx, Suspend};
 use super::stack::{PooledStack, StackPool};
 use super::task::Spawn;
 use crate::error::Error;
-use crate::hls::RankLocals;
 use crate::runtime::job::Job;
 
 /// What a rank runs: the job's body, called with the world rank.

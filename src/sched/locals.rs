@@ -27,6 +27,10 @@
 //! rank's context still current; a destructor that touches a value already
 //! dropped, or one never initialised, gets [`AccessError::Destroyed`].
 //!
+//! The table is the scheduler's (a rank context carries it, and the worker
+//! destroys it when the rank ends); the `rank_local!` and `Hls` APIs over it
+//! are in `crate::hls`.
+//!
 //! Contexts that are not a rank's own (tasks acting for a rank, OS threads
 //! calling MPI for it) have a table that refuses every access.
 
@@ -35,7 +39,58 @@ use std::mem;
 use std::ptr;
 use std::sync::atomic::{AtomicU32, Ordering};
 
-use super::AccessError;
+use std::fmt;
+
+/// Why a rank-local value could not be reached.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum AccessError {
+    /// No rank runs on this thread: a plain thread, or a closure of a
+    /// parallel region ([`parallel_for`](crate::parallel_for),
+    /// [`hybrid::scope`](crate::hybrid::scope)), which runs outside of any
+    /// rank wherever it runs.
+    OutsideRank,
+    /// The code runs in a task acting for `rank` (for instance a
+    /// user-defined operation of an immediate collective): tasks may
+    /// outlive their rank's values, so they get none.
+    Task {
+        /// The rank the task acts for.
+        rank: crate::Rank,
+    },
+    /// The rank is ending and its rank-local values are being dropped: a
+    /// destructor touched a value already dropped, or one never created.
+    Destroyed,
+    /// An [`Hls`](crate::hls::Hls) value was read by a rank that has not
+    /// completed a [`single`](crate::hls::Hls::single) on it yet.
+    Uninitialized,
+}
+
+impl fmt::Display for AccessError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            AccessError::OutsideRank => f.write_str(
+                "accessed outside of any rank (from a plain thread, or from a closure of a \
+                 parallel_for/scope region, which runs outside of any rank): read the value \
+                 in the rank and pass it in",
+            ),
+            AccessError::Task { rank } => write!(
+                f,
+                "accessed from a task acting for rank {rank} (such as a user-defined \
+                 operation of an immediate collective); only the rank itself has rank-local \
+                 values"
+            ),
+            AccessError::Destroyed => f.write_str(
+                "accessed while the rank's rank-local values are being dropped (from the \
+                 destructor of another one)",
+            ),
+            AccessError::Uninitialized => {
+                f.write_str("read before this rank completed a `single` on it: call `single` first")
+            }
+        }
+    }
+}
+
+impl std::error::Error for AccessError {}
 
 /// Allocates key ids, process-wide. 0 means "not allocated yet".
 static NEXT_KEY: AtomicU32 = AtomicU32::new(1);
