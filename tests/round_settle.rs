@@ -284,3 +284,33 @@ fn a_reduction_owner_thread_waits_for_the_reducer_in_its_send_buffer() {
     static FLAGS: Flags = Flags::new();
     FLAGS.check(reduce_case(&FLAGS));
 }
+
+/// The rank-order reduction's reducer reads every rank's send buffer with
+/// its own type and count: with the collective check off, a rank that
+/// contributes fewer elements must be an error, not a read past its buffer
+/// (before: `Ok` with whatever lay behind it; under AddressSanitizer a
+/// heap-buffer-overflow).
+#[test]
+fn a_rank_order_reduction_checks_every_operand_it_reads() {
+    let op = UserOperation::associative(|x, mut y| {
+        let x: &[u64] = x.downcast().unwrap();
+        for (y, x) in y.downcast::<u64>().unwrap().iter_mut().zip(x) {
+            *y = x.wrapping_mul(31).wrapping_add(*y);
+        }
+    });
+    let outcome = Runtime::builder()
+        .ranks(3)
+        .check_collectives(false)
+        .run(|universe| {
+            let world = universe.world();
+            world
+                .set_collective_algorithm(Collective::AllReduce, Algorithm::SharedMemory)
+                .unwrap();
+            let count = if world.rank() == 1 { 2 } else { 64 };
+            let send = vec![world.rank() as u64; count];
+            let mut recv = vec![0u64; count];
+            world.all_reduce_into(&send[..], &mut recv[..], &op);
+        });
+    let err = outcome.expect_err("the contributions differ");
+    assert!(err.to_string().contains("contribut"), "{err}");
+}
