@@ -5,7 +5,8 @@
 //!   lock), so the work is spread over the ranks and a rank's buffer is free
 //!   again at once; once everyone arrived, every rank (or the root) copies
 //!   the result out. With a non-commutative operation ranks publish their
-//!   buffers and the last to arrive reduces them in rank order.
+//!   buffers and the last to arrive reduces them in rank order, in the
+//!   round's one turn, which the others wait out.
 //! * `linear` (reduce): the root receives every contribution and reduces in
 //!   rank order.
 //! * `binomial` (reduce): a binomial tree; for a non-commutative operation the
@@ -17,13 +18,11 @@
 //!   binomial broadcast.
 //! * `reduce_scatter` (reduce-scatter-block): reduce to rank 0, then scatter.
 
-use std::sync::atomic::Ordering;
-
 use super::doubling::Doubling;
 use super::exchange::Exchange;
 use super::op::{self, OpRef};
 use super::operand::{combine, copy_same, Scratch};
-use super::round::{Accumulator, Round};
+use super::round::{Accumulator, Readers, Round};
 use super::{bcast, Algorithm, Call};
 use crate::datatype::copy::Layout;
 use crate::error::Error;
@@ -106,7 +105,11 @@ fn shm(
     recv: Option<&Layout>,
 ) -> Result<(), Error> {
     let rounds = &call.comm.shared().coll.rounds;
-    let round = rounds.join_checked(call, !commutative)?;
+    let round = if commutative {
+        rounds.join_checked(call)?
+    } else {
+        rounds.join_published(call, Readers::One)?
+    };
     let result = if commutative {
         shm_commutative(
             call,
@@ -155,14 +158,14 @@ fn shm_commutative(
                 total.contributions += part.contributions;
             }
         }
-        // The result is published: `root_ready` doubles as "result ready".
-        round.publish(call);
+        // The result is in: `root_ready` doubles as "result ready".
+        round.set_ready(call);
     }
     let Some(recv) = recv else {
         // A contributor that gets no result is done: its data is in.
         return Ok(());
     };
-    round.wait_published(call)?;
+    round.wait_ready(call)?;
     let mut total = round.acc.lock();
     let src = total.layout(send);
     match block {
@@ -197,30 +200,53 @@ fn shm_in_order(
     send: &Layout,
     recv: Option<&Layout>,
 ) -> Result<(), Error> {
-    let bytes = send.count * send.ty.map().extent();
-    round.deposits[call.rank() as usize].set(send.base, std::ptr::null_mut(), send.count);
-    if round.arrive() {
-        {
-            let mut acc = round.acc.lock();
-            acc.reserve(bytes);
-            let dst = acc.layout(send);
-            let operand = |r: usize| Layout {
-                base: round.deposits[r].send(),
-                ..send.clone()
-            };
-            let n = round.size as usize;
-            copy_same(&operand(n - 1), &dst);
-            for r in (0..n - 1).rev() {
-                combine(op, &operand(r), &dst);
-            }
+    let n = round.size as usize;
+    // Returns once the reducer is done with every buffer.
+    round.publish(call, call.rank() as usize, send, || {
+        if !round.arrive() {
+            return Ok(());
         }
-        round.done.store(round.size, Ordering::Release);
-        round.wake_all(call);
-    }
-    // Everyone waits: the last rank reads every buffer.
-    round.wait(call, || round.all_done())?;
-    if let Some(recv) = recv {
+        let turn = round.enter(call)?;
+        let operand = |r: usize| {
+            let theirs = turn.deposit::<Layout>(r);
+            let (a, b) = (send.ty.map(), theirs.ty.map());
+            if theirs.count != send.count || !std::ptr::eq(a, b) && a != b {
+                return Err(Error::Type {
+                    message: format!(
+                        "{}: rank {r} contributes {} × {} but rank {} contributes {} × {}; a \
+                         reduction needs one type and count",
+                        call.kind,
+                        theirs.count,
+                        b.name(),
+                        call.rank(),
+                        send.count,
+                        a.name()
+                    ),
+                });
+            }
+            Ok(theirs)
+        };
         let mut acc = round.acc.lock();
+        acc.reserve(send.count * send.ty.map().extent());
+        let dst = acc.layout(send);
+        copy_same(operand(n - 1)?, &dst);
+        for r in (0..n - 1).rev() {
+            combine(op, operand(r)?, &dst);
+        }
+        acc.contributions = round.size;
+        Ok(())
+    })?;
+    let mut acc = round.acc.lock();
+    if acc.contributions != round.size {
+        return Err(Error::Type {
+            message: format!(
+                "{}: the ranks' contributions differ in type or count (the rank that reduced \
+                 them names which)",
+                call.kind
+            ),
+        });
+    }
+    if let Some(recv) = recv {
         let src = acc.layout(send);
         copy_same(&src, &recv.slice(0, send.count));
     }
@@ -414,7 +440,7 @@ pub(crate) fn reduce_scatter_block(
         _ => {
             // The shared-memory all-reduce, then each rank takes its block.
             let rounds = &call.comm.shared().coll.rounds;
-            let round = rounds.join_checked(call, false)?;
+            let round = rounds.join_checked(call)?;
             let result = shm_commutative(
                 call,
                 &round,
