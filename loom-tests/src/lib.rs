@@ -33,5 +33,13 @@ mod idle;
 #[path = "../../src/p2p/completion.rs"]
 mod completion;
 
+#[cfg(loom)]
+#[allow(dead_code)]
+#[path = "../../src/coll/published.rs"]
+mod published;
+
 #[cfg(all(loom, test))]
 mod models;
+
+#[cfg(all(loom, test))]
+mod round_gate;
