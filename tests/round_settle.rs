@@ -23,7 +23,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::SeqCst};
 use std::sync::{Mutex, Once};
 use std::time::{Duration, Instant};
 
-use myriad::collective::{Algorithm, Collective, UserOperation};
+use myriad::collective::{Algorithm, Collective, SystemOperation, UserOperation};
 use myriad::topology::{Color, SimpleCommunicator};
 use myriad::traits::*;
 use myriad::{Error, Runtime, Threading};
@@ -313,4 +313,29 @@ fn a_rank_order_reduction_checks_every_operand_it_reads() {
         });
     let err = outcome.expect_err("the contributions differ");
     assert!(err.to_string().contains("contribut"), "{err}");
+}
+
+/// The commutative shared-memory reduction folds every contribution into
+/// per-worker accumulators laid out like the first one: with the collective
+/// check off, one of another count must be an error, not a reduction past
+/// the accumulator's end (before: a hang or heap corruption; under
+/// AddressSanitizer a heap-buffer-overflow in `op::apply`).
+#[test]
+fn a_commutative_reduction_checks_every_contribution_it_folds() {
+    let outcome = Runtime::builder()
+        .ranks(3)
+        .workers(1)
+        .check_collectives(false)
+        .run(|universe| {
+            let world = universe.world();
+            world
+                .set_collective_algorithm(Collective::AllReduce, Algorithm::SharedMemory)
+                .unwrap();
+            let count = if world.rank() == 0 { 2 } else { 4096 };
+            let send = vec![1u64; count];
+            let mut recv = vec![0u64; count];
+            world.all_reduce_into(&send[..], &mut recv[..], SystemOperation::sum());
+        });
+    let err = outcome.expect_err("the contributions differ");
+    assert!(err.to_string().contains("contributions differ"), "{err}");
 }
