@@ -22,7 +22,7 @@ use super::doubling::Doubling;
 use super::exchange::Exchange;
 use super::op::{self, OpRef};
 use super::operand::{combine, copy_same, Scratch};
-use super::round::{Accumulator, Readers, Round};
+use super::round::{Accumulator, Readers, Round, Shape};
 use super::{bcast, Algorithm, Call};
 use crate::datatype::copy::Layout;
 use crate::error::Error;
@@ -143,10 +143,16 @@ fn shm_commutative(
         {
             let mut total = round.acc.lock();
             total.reserve(bytes);
+            total.shape = Some(Shape::of(send));
             let dst = total.layout(send);
             for part in round.partials.iter() {
                 let mut part = part.lock();
                 if part.contributions == 0 {
+                    continue;
+                }
+                // Every partial was laid out like its first contribution.
+                if part.mismatched || !part.shape.as_ref().is_some_and(|s| s.fits(send)) {
+                    total.mismatched = true;
                     continue;
                 }
                 let src = part.layout(send);
@@ -167,6 +173,9 @@ fn shm_commutative(
     };
     round.wait_ready(call)?;
     let mut total = round.acc.lock();
+    if total.mismatched || !total.shape.as_ref().is_some_and(|s| s.fits(send)) {
+        return Err(contributions_differ(call, send));
+    }
     let src = total.layout(send);
     match block {
         None => copy_same(&src, &recv),
@@ -175,12 +184,33 @@ fn shm_commutative(
     Ok(())
 }
 
-/// Reduces `send` into `part`: the first contribution is copied.
+/// Contributions of another type or count than the first were left out
+/// (with the collective check off, nothing else compares them).
+#[cold]
+fn contributions_differ(call: &Call<'_>, send: &Layout) -> Error {
+    Error::Type {
+        message: format!(
+            "{}: the ranks' contributions differ in type or count (rank {} contributes {} × \
+             {}); a reduction needs one type and count",
+            call.kind,
+            call.rank(),
+            send.count,
+            send.ty.map().name()
+        ),
+    }
+}
+
+/// Reduces `send` into `part`: the first contribution is copied; one of
+/// another type or count is left out and marks the partial.
 fn fold(part: &SpinLock<Accumulator>, op: &OpRef<'_>, send: &Layout, bytes: usize) {
     let mut acc = part.lock();
     let first = acc.contributions == 0;
     if first {
         acc.reserve(bytes);
+        acc.shape = Some(Shape::of(send));
+    } else if !acc.shape.as_ref().is_some_and(|s| s.fits(send)) {
+        acc.mismatched = true;
+        return;
     }
     let target = acc.layout(send);
     if first {
@@ -238,13 +268,8 @@ fn shm_in_order(
     })?;
     let mut acc = round.acc.lock();
     if acc.contributions != round.size {
-        return Err(Error::Type {
-            message: format!(
-                "{}: the ranks' contributions differ in type or count (the rank that reduced \
-                 them names which)",
-                call.kind
-            ),
-        });
+        // The reducer found an operand that differs (and names it).
+        return Err(contributions_differ(call, send));
     }
     if let Some(recv) = recv {
         let src = acc.layout(send);

@@ -142,6 +142,13 @@ pub(crate) struct Shape {
 }
 
 impl Shape {
+    /// Whether `layout` has this type (by address, else by type map) and
+    /// count.
+    pub(crate) fn fits(&self, layout: &Layout) -> bool {
+        let (a, b) = (self.ty.map(), layout.ty.map());
+        self.count == layout.count && (std::ptr::eq(a, b) || a == b)
+    }
+
     pub(crate) fn of(layout: &Layout) -> Shape {
         Shape {
             count: layout.count,
@@ -245,6 +252,10 @@ pub(crate) struct Accumulator {
     data: Vec<u128>,
     /// Contributions reduced into it so far.
     pub(crate) contributions: u32,
+    /// The type and count of the first one, which every other must have.
+    pub(crate) shape: Option<Shape>,
+    /// A contribution had another type or count (and was left out).
+    pub(crate) mismatched: bool,
 }
 
 impl Accumulator {
