@@ -377,6 +377,8 @@ impl Round {
     /// new one).
     pub(crate) fn enter<'r>(&'r self, call: &'r Call<'_>) -> Result<Access<'r>, Error> {
         if self.gate.enter() {
+            #[cfg(test)]
+            tests::on_turn();
             return Ok(Access { round: self, call });
         }
         Err(self.refused(call))
@@ -540,5 +542,211 @@ impl Rounds {
         if round.left.fetch_add(1, Ordering::AcqRel) + 1 == round.size {
             self.active.lock().remove(&call.seq);
         }
+    }
+}
+
+/// Jobs whose owner's wait fails while a reader's turn has begun, for the
+/// algorithms whose accesses run no user code (broadcast, gather): a hook
+/// (`on_turn`, compiled into `Round::enter` for unit tests only) holds the
+/// reader at the start of its turn, on the reader's own thread, until the
+/// owner is back or a window has passed. Before the round had a gate the
+/// owner came back while the reader was about to copy out of (broadcast) or
+/// into (gather) its buffer; now it waits for the turn. The calls go through
+/// the crate's own `Result`-returning entry points and the job fails without
+/// a panic, so that no panic hook (backtraces are slow under
+/// AddressSanitizer) lies on anyone's way.
+#[cfg(test)]
+mod tests {
+    use std::cell::Cell;
+    use std::panic::Location;
+    use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
+    use std::sync::Mutex;
+    use std::time::{Duration, Instant};
+
+    use crate::coll::check::Signature;
+    use crate::coll::{self, Algorithm, Call, Collective};
+    use crate::comm::AsCore;
+    use crate::datatype::copy::Layout;
+    use crate::topology::SimpleCommunicator;
+    use crate::traits::*;
+    use crate::{Error, Runtime, Threading};
+
+    thread_local! {
+        static ON_TURN: Cell<Option<fn()>> = const { Cell::new(None) };
+    }
+
+    /// Called by `Round::enter` once a turn is granted.
+    pub(super) fn on_turn() {
+        if let Some(hook) = ON_TURN.with(Cell::get) {
+            hook();
+        }
+    }
+
+    const WINDOW: Duration = Duration::from_millis(500);
+    /// Elements of the buffers (more than a broadcast stages).
+    const LEN: usize = 1024;
+    const DATA: u64 = 0x5eed;
+    const POISON: u64 = 0xdead;
+    const FAILURE: &str = "rank 2 fails the job";
+
+    struct Flags {
+        inside: AtomicBool,
+        left: AtomicBool,
+        owner_back: AtomicBool,
+        violations: Mutex<Vec<String>>,
+    }
+
+    impl Flags {
+        const fn new() -> Flags {
+            Flags {
+                inside: AtomicBool::new(false),
+                left: AtomicBool::new(false),
+                owner_back: AtomicBool::new(false),
+                violations: Mutex::new(Vec::new()),
+            }
+        }
+
+        /// The hook: signal, then give the owner the window to come back.
+        fn hold(&self) {
+            self.inside.store(true, SeqCst);
+            let deadline = Instant::now() + WINDOW;
+            while !self.owner_back.load(SeqCst) && Instant::now() < deadline {
+                std::thread::yield_now();
+            }
+        }
+
+        fn violate(&self, what: impl Into<String>) {
+            self.violations.lock().unwrap().push(what.into());
+        }
+
+        /// The owner is back from its call: the reader must not be in its
+        /// turn. Then it reuses its buffer (poison) and lets it go.
+        fn owner_back(&self, mut buffer: Vec<u64>) {
+            if self.inside.load(SeqCst) && !self.left.load(SeqCst) {
+                self.violate("the owner came back while a reader's turn was in progress");
+            }
+            buffer.fill(POISON);
+            drop(buffer);
+            self.owner_back.store(true, SeqCst);
+        }
+
+        fn check(&self, outcome: Result<Vec<()>, Error>) {
+            let err = outcome.expect_err("the job must fail");
+            assert!(err.to_string().contains(FAILURE), "{err}");
+            assert!(self.inside.load(SeqCst), "the reader never had its turn");
+            let violations = self.violations.lock().unwrap();
+            assert!(violations.is_empty(), "{violations:#?}");
+        }
+    }
+
+    /// Runs `body` as a shared-memory `kind` call of the calling rank (or
+    /// OS thread) on `world`, rooted at rank 0.
+    fn call(
+        world: &SimpleCommunicator,
+        kind: Collective,
+        data: &Layout,
+        body: impl FnOnce(&Call<'_>) -> Result<(), Error>,
+    ) -> Result<(), Error> {
+        let signature = Signature::new(kind, Some(0), Some(data.bytes())).typed(data);
+        let call = coll::begin(world.core(), signature, Algorithm::Auto, Location::caller())?;
+        body(&call)
+    }
+
+    /// World ranks 0 (the root, whose OS thread owns the buffer) and 1 (the
+    /// reader, whose OS thread has `hook`) run `root` and `reader`; rank 2
+    /// fails the job once the reader's turn has begun.
+    fn job(
+        flags: &'static Flags,
+        hook: fn(),
+        collective: Collective,
+        root: impl Fn(&SimpleCommunicator) -> Vec<u64> + Sync,
+        reader: impl Fn(&SimpleCommunicator) + Sync,
+    ) -> Result<Vec<()>, Error> {
+        Runtime::builder()
+            .ranks(3)
+            .workers(2)
+            .threading(Threading::Multiple)
+            .check_collectives(false)
+            .run(|universe| {
+                let world = universe.world();
+                world
+                    .set_collective_algorithm(collective, Algorithm::SharedMemory)
+                    .unwrap();
+                match world.rank() {
+                    0 => crate::thread::scope(|s| {
+                        s.spawn(|| flags.owner_back(root(&world)));
+                    }),
+                    1 => crate::thread::scope(|s| {
+                        s.spawn(|| {
+                            ON_TURN.with(|h| h.set(Some(hook)));
+                            reader(&world);
+                            flags.left.store(true, SeqCst);
+                        });
+                    }),
+                    _ => {
+                        while !flags.inside.load(SeqCst) {
+                            crate::yield_now();
+                        }
+                        let job = crate::sched::rank::current().expect("a rank").job();
+                        job.sched.fail(Error::Arg {
+                            message: FAILURE.into(),
+                        });
+                    }
+                }
+            })
+    }
+
+    #[test]
+    fn a_broadcast_root_waits_for_the_reader_in_its_turn() {
+        static FLAGS: Flags = Flags::new();
+        FLAGS.check(job(
+            &FLAGS,
+            || FLAGS.hold(),
+            Collective::Broadcast,
+            |world| {
+                let mut buf = vec![DATA; LEN];
+                let layout = Layout::of_mut(&mut buf[..]);
+                let _ = call(world, Collective::Broadcast, &layout, |c| {
+                    coll::bcast::broadcast(c, 0, &layout)
+                });
+                buf
+            },
+            |world| {
+                let mut buf = vec![0u64; LEN];
+                let layout = Layout::of_mut(&mut buf[..]);
+                let _ = call(world, Collective::Broadcast, &layout, |c| {
+                    coll::bcast::broadcast(c, 0, &layout)
+                });
+                // What it copied came from the root's call, not from after.
+                if buf.contains(&POISON) {
+                    FLAGS.violate("the reader copied what the root wrote after its call");
+                }
+            },
+        ));
+    }
+
+    #[test]
+    fn a_gather_root_waits_for_the_writer_in_its_turn() {
+        static FLAGS: Flags = Flags::new();
+        let send = vec![DATA; LEN];
+        FLAGS.check(job(
+            &FLAGS,
+            || FLAGS.hold(),
+            Collective::Gather,
+            |world| {
+                let mut buf = vec![0u64; 3 * LEN];
+                let (data, recv) = (Layout::of(&send[..]), Layout::of_mut(&mut buf[..]));
+                let _ = call(world, Collective::Gather, &data, |c| {
+                    coll::gather::gather(c, 0, &data, Some(&recv))
+                });
+                buf
+            },
+            |world| {
+                let data = Layout::of(&send[..]);
+                let _ = call(world, Collective::Gather, &data, |c| {
+                    coll::gather::gather(c, 0, &data, None)
+                });
+            },
+        ));
     }
 }
