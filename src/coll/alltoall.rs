@@ -13,9 +13,10 @@
 //!   part of every rank's send buffer straight into its own receive buffer
 //!   (it only ever writes its own memory; it starts with the rank after it
 //!   and goes round, so that the ranks do not all read one buffer at once).
-//!   The outbox puts what a reader needs in one cache line: with p² small
-//!   parts, misses on the senders' count and displacement arrays would cost
-//!   more than the copies. A rank leaves only when every rank's turn is
+//!   A slot puts what a reader needs in one cache line, and the round's
+//!   deposit points at the slots directly: with p² small parts, misses on
+//!   the senders' count and displacement arrays, or on their outboxes,
+//!   would cost more than the copies. A rank leaves only when every rank's turn is
 //!   over, since until then others may still read its send buffer.
 //! * `linear`: every rank posts its p − 1 receives, then its p − 1 sends
 //!   (to r + 1, r + 2, ... so the ranks do not all send to rank 0 first), and
@@ -88,7 +89,7 @@ fn own(call: &Call<'_>, send: &Parts, recv: &Parts) -> Result<(), Error> {
 
 /// Where one part of a rank's send buffer is, for the rank it goes to.
 #[derive(Debug, Clone, Copy)]
-struct Slot {
+pub(crate) struct Slot {
     base: *const u8,
     count: usize,
     /// The sender's type map (compared by address only).
@@ -96,11 +97,18 @@ struct Slot {
 }
 
 /// What a rank publishes in a shared-memory all-to-all: a slot per
-/// destination rank, and its send type.
+/// destination rank (its table, which the deposit points to directly), and
+/// its send type.
 #[derive(Debug)]
 pub(crate) struct Outbox {
     slots: Vec<Slot>,
     ty: TypeHandle,
+}
+
+impl Outbox {
+    pub(crate) fn slots(&self) -> &[Slot] {
+        &self.slots
+    }
 }
 
 fn shm(call: &Call<'_>, send: &Parts, recv: &Parts) -> Result<(), Error> {
@@ -129,8 +137,9 @@ fn shm(call: &Call<'_>, send: &Parts, recv: &Parts) -> Result<(), Error> {
         let ours = recv.buf.ty.map();
         for k in 1..n {
             let from = (rank + k) % n;
-            let theirs = turn.deposit::<Outbox>(from);
-            let slot = theirs.slots[rank];
+            // Our slot, found through the deposit (one line) without
+            // reading the outbox (another).
+            let slot = turn.table::<Outbox>(from)[rank];
             let dst = recv.part(from);
             if slot.count != dst.count {
                 return Err(count_mismatch(call, from, slot.count, dst.count));
@@ -142,7 +151,7 @@ fn shm(call: &Call<'_>, send: &Parts, recv: &Parts) -> Result<(), Error> {
                 ty: if std::ptr::eq(slot.map, ours) {
                     recv.buf.ty.clone()
                 } else {
-                    theirs.ty.clone()
+                    turn.deposit::<Outbox>(from).ty.clone()
                 },
             };
             // We write only our own receive buffer, whose parts do not
