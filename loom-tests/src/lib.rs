@@ -45,8 +45,16 @@ mod claim;
 #[path = "../../src/sched/join.rs"]
 mod join;
 
+#[cfg(loom)]
+#[allow(dead_code)]
+#[path = "../../src/coll/published.rs"]
+mod published;
+
 #[cfg(all(loom, test))]
 mod models;
 
 #[cfg(all(loom, test))]
 mod claim_models;
+
+#[cfg(all(loom, test))]
+mod round_gate;

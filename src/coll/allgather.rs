@@ -41,7 +41,7 @@ use super::doubling::Doubling;
 use super::exchange::Exchange;
 use super::gather;
 use super::parts::{check_elements, packed, Parts, Sides};
-use super::round::{Round, Shared};
+use super::round::{Round, Shape};
 use super::{bcast, copy_checked, Algorithm, Call};
 use crate::datatype::copy::Layout;
 use crate::datatype::{Datatype, Equivalence};
@@ -100,7 +100,7 @@ fn header_bytes(n: usize) -> usize {
 /// The round's buffer, laid out by the first rank to arrive from its own
 /// partition; returns its address and the packed type (and total count)
 /// every contribution must have.
-fn lay_out(call: &Call<'_>, round: &Round, send: &Layout, parts: &Parts) -> (*mut u8, Layout) {
+fn lay_out(call: &Call<'_>, round: &Round, send: &Layout, parts: &Parts) -> (*mut u8, Shape) {
     let n = round.size as usize;
     let mut shared = round.shared.lock();
     if shared.is_empty() {
@@ -122,22 +122,18 @@ fn lay_out(call: &Call<'_>, round: &Round, send: &Layout, parts: &Parts) -> (*mu
         // Zeroed: a block whose rank failed its checks unpacks as zeros,
         // valid values of any base type.
         shared.resize(total, 0);
-        *round.root.lock() = Some(Shared(Layout {
-            base: std::ptr::null(),
-            count: at,
-            ty,
-        }));
+        *round.root.lock() = Some(Shape { count: at, ty });
     }
     // Never resized again: the address stays valid while the round lives.
     let base = shared.as_mut_ptr();
     drop(shared);
-    let reference = round.root.lock().clone().expect("laid out").0;
+    let reference = round.root.lock().clone().expect("laid out");
     (base, reference)
 }
 
 fn shm(call: &Call<'_>, send: &Layout, parts: &Parts) -> Result<(), Error> {
     let rounds = &call.comm.shared().coll.rounds;
-    let round = rounds.join_checked(call, false)?;
+    let round = rounds.join_checked(call)?;
     let (rank, n) = (call.rank() as usize, round.size as usize);
     let (base, reference) = lay_out(call, &round, send, parts);
     let word = |i: usize| {
@@ -204,13 +200,12 @@ fn shm(call: &Call<'_>, send: &Layout, parts: &Parts) -> Result<(), Error> {
             }
             in_order &= displ == offset(r);
         }
-        let copy = |from: usize, src: &Layout, dst: &Layout| {
-            // SAFETY: every rank packed its slot before counting its arrival
-            // (AcqRel) and we saw all arrivals (Acquire); nobody writes the
-            // buffer any more, and it lives as long as the round, which we
-            // hold. We write only our own receive buffer.
-            unsafe { copy_checked(call, from as Rank, src, dst) }
-        };
+        // Every rank packed its slot before counting its arrival (AcqRel)
+        // and we saw all arrivals (Acquire); nobody writes the buffer any
+        // more, and it lives as long as the round, which we hold. We write
+        // only our own receive buffer.
+        let copy =
+            |from: usize, src: &Layout, dst: &Layout| copy_checked(call, from as Rank, src, dst);
         if in_order {
             let all = Layout {
                 base: data,
@@ -228,8 +223,8 @@ fn shm(call: &Call<'_>, send: &Layout, parts: &Parts) -> Result<(), Error> {
 
 fn ring(call: &Call<'_>, send: &Layout, parts: &Parts) -> Result<(), Error> {
     let (rank, size) = (call.rank(), call.size());
-    // SAFETY: our own buffers, distinct.
-    unsafe { copy_checked(call, rank, send, &parts.part(rank as usize))? };
+    // Our own buffers, distinct.
+    copy_checked(call, rank, send, &parts.part(rank as usize))?;
     let (left, right) = ((rank + size - 1) % size, (rank + 1) % size);
     for k in 0..size - 1 {
         let out = (rank + size - k) % size;
@@ -249,8 +244,8 @@ fn recursive_doubling(
     block: usize,
 ) -> Result<(), Error> {
     let (rank, n) = (call.rank(), call.size());
-    // SAFETY: our own buffers, distinct.
-    unsafe { copy_checked(call, rank, send, &recv.slice(rank as usize * block, block))? };
+    // Our own buffers, distinct.
+    copy_checked(call, rank, send, &recv.slice(rank as usize * block, block))?;
     let doubling = Doubling::new(n);
     let rem = doubling.rem;
     // The first real rank whose block virtual rank `v` holds.
@@ -347,15 +342,13 @@ fn gather_broadcast_v(call: &Call<'_>, send: &Layout, parts: &Parts) -> Result<(
     }
     bcast::broadcast(&tree, 0, &all)?;
     for r in 0..n {
-        // SAFETY: `tmp` is ours and distinct from the receive buffer.
-        unsafe {
-            copy_checked(
-                call,
-                r as Rank,
-                &all.slice(displs[r], counts[r]),
-                &parts.part(r),
-            )?
-        };
+        // `tmp` is ours and distinct from the receive buffer.
+        copy_checked(
+            call,
+            r as Rank,
+            &all.slice(displs[r], counts[r]),
+            &parts.part(r),
+        )?;
     }
     drop(tmp);
     Ok(())

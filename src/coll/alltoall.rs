@@ -7,16 +7,17 @@
 //! same data size. Part `j` of rank `i`'s send buffer goes to part `i` of
 //! rank `j`'s receive buffer; rank `i` copies its own part locally.
 //!
-//! * `shm`: every rank deposits the addresses of its send partition and of
-//!   a table of its send parts (address, count, type) and counts its
-//!   arrival; once everyone arrived, each rank copies its part of every
-//!   rank's send buffer straight into its own receive buffer (it only ever
-//!   writes its own memory; it starts with the rank after it and goes
-//!   round, so that the ranks do not all read one buffer at once). The
-//!   table puts what a reader needs in one cache line: with p² small parts,
-//!   misses on the senders' count and displacement arrays would cost more
-//!   than the copies. A rank counts itself done and leaves only when every
-//!   rank is done, since until then others may still read its send buffer.
+//! * `shm`: every rank publishes an outbox (the address, count and type of
+//!   each of its send parts, by destination) and counts its arrival; once
+//!   everyone arrived, each rank takes its turn of the round and copies its
+//!   part of every rank's send buffer straight into its own receive buffer
+//!   (it only ever writes its own memory; it starts with the rank after it
+//!   and goes round, so that the ranks do not all read one buffer at once).
+//!   A slot puts what a reader needs in one cache line, and the round's
+//!   deposit points at the slots directly: with p² small parts, misses on
+//!   the senders' count and displacement arrays, or on their outboxes,
+//!   would cost more than the copies. A rank leaves only when every rank's turn is
+//!   over, since until then others may still read its send buffer.
 //! * `linear`: every rank posts its p − 1 receives, then its p − 1 sends
 //!   (to r + 1, r + 2, ... so the ranks do not all send to rank 0 first), and
 //!   waits for them all: one step, p·(p − 1) messages in flight.
@@ -26,9 +27,10 @@
 
 use super::exchange::Exchange;
 use super::parts::{check_elements, Parts, Sides};
+use super::round::Readers;
 use super::{copy_checked, Algorithm, Call};
 use crate::datatype::copy::Layout;
-use crate::datatype::TypeMap;
+use crate::datatype::{TypeHandle, TypeMap};
 use crate::error::Error;
 use crate::Rank;
 
@@ -81,82 +83,86 @@ fn own(call: &Call<'_>, send: &Parts, recv: &Parts) -> Result<(), Error> {
     if src.count != dst.count {
         return Err(count_mismatch(call, rank, src.count, dst.count));
     }
-    // SAFETY: our own buffers, distinct.
-    unsafe { copy_checked(call, call.rank(), &src, &dst) }
+    // Our own buffers, distinct.
+    copy_checked(call, call.rank(), &src, &dst)
 }
 
 /// Where one part of a rank's send buffer is, for the rank it goes to.
-#[derive(Clone, Copy)]
-struct Slot {
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Slot {
     base: *const u8,
     count: usize,
     /// The sender's type map (compared by address only).
     map: *const TypeMap,
 }
 
+/// What a rank publishes in a shared-memory all-to-all: a slot per
+/// destination rank (its table, which the deposit points to directly), and
+/// its send type.
+#[derive(Debug)]
+pub(crate) struct Outbox {
+    slots: Vec<Slot>,
+    ty: TypeHandle,
+}
+
+impl Outbox {
+    pub(crate) fn slots(&self) -> &[Slot] {
+        &self.slots
+    }
+}
+
 fn shm(call: &Call<'_>, send: &Parts, recv: &Parts) -> Result<(), Error> {
     let rounds = &call.comm.shared().coll.rounds;
-    let round = rounds.join_checked(call, true)?;
+    let round = rounds.join_published(call, Readers::Every)?;
     let (rank, n) = (call.rank() as usize, round.size as usize);
-    // Our parts' addresses and counts side by side, so that a reader finds
-    // its part in one cache line rather than in our partition's tables.
     let map: *const TypeMap = send.buf.ty.map();
-    let slots: Vec<Slot> = (0..n)
-        .map(|to| {
-            let part = send.part(to);
-            Slot {
-                base: part.base,
-                count: part.count,
-                map,
-            }
-        })
-        .collect();
-    // Publish them and our partition (for its type), which live in our
-    // frame, which stays put until every rank is done.
-    round.deposits[rank].set(
-        send as *const Parts as *const u8,
-        slots.as_ptr() as *mut u8,
-        slots.len(),
-    );
-    let copied = round.arrive_and_wait(call).and_then(|()| {
+    let outbox = Outbox {
+        slots: (0..n)
+            .map(|to| {
+                let part = send.part(to);
+                Slot {
+                    base: part.base,
+                    count: part.count,
+                    map,
+                }
+            })
+            .collect(),
+        ty: send.buf.ty.clone(),
+    };
+    // Returns once every rank's turn is over (even after an error).
+    let copied = round.publish(call, rank, &outbox, || {
+        round.arrive_and_wait(call)?;
+        let turn = round.enter(call)?;
         own(call, send, recv)?;
         let ours = recv.buf.ty.map();
         for k in 1..n {
             let from = (rank + k) % n;
-            let deposit = &round.deposits[from];
-            // SAFETY: [1] every rank deposited before counting its arrival
-            // (AcqRel), and we saw all arrivals (Acquire); [2] the depositor
-            // stays in the round, its frame and buffers intact, until every
-            // rank is done; [3] it published `n` slots.
-            let slot = unsafe { *(deposit.recv() as *const Slot).add(rank) };
+            // Our slot, found through the deposit (one line) without
+            // reading the outbox (another).
+            let slot = turn.table::<Outbox>(from)[rank];
             let dst = recv.part(from);
             if slot.count != dst.count {
                 return Err(count_mismatch(call, from, slot.count, dst.count));
             }
-            let src = if std::ptr::eq(slot.map, ours) {
+            let src = Layout {
+                base: slot.base,
+                count: slot.count,
                 // The same type as ours: describe the part with our handle.
-                Layout {
-                    base: slot.base,
-                    count: slot.count,
-                    ty: recv.buf.ty.clone(),
-                }
-            } else {
-                // SAFETY: as above.
-                unsafe { &*(deposit.send() as *const Parts) }.part(rank)
+                ty: if std::ptr::eq(slot.map, ours) {
+                    recv.buf.ty.clone()
+                } else {
+                    turn.deposit::<Outbox>(from).ty.clone()
+                },
             };
-            // SAFETY: as above; we write only our own receive buffer, whose
-            // parts do not overlap (checked by `Parts::new`) and which no
-            // send buffer overlaps.
-            unsafe { copy_checked(call, from as Rank, &src, &dst)? };
+            // We write only our own receive buffer, whose parts do not
+            // overlap (checked by `Parts::new`) and which no send buffer
+            // overlaps.
+            copy_checked(call, from as Rank, &src, &dst)?;
         }
         Ok(())
     });
-    // Done (even after an error): others may still read our send buffer,
-    // so wait for them all before leaving.
-    let done = round.finish_and_wait(call);
     rounds.leave(call, round);
-    drop(slots);
-    copied.and(done)
+    copied
 }
 
 fn linear(call: &Call<'_>, send: &Parts, recv: &Parts) -> Result<(), Error> {

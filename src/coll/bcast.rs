@@ -1,8 +1,10 @@
 //! Broadcast algorithms.
 //!
 //! * `shm`: the root publishes its buffer; every other rank copies from it
-//!   as soon as it is published (copies run in parallel on all workers) and
-//!   the last copier wakes the root, which may then return.
+//!   as soon as it is published, in its turn of the round (copies run in
+//!   parallel on all workers), and the last copier wakes the root, which may
+//!   then return. Up to [`STAGED_BYTES`] the root copies its data into the
+//!   round instead and returns at once.
 //! * `linear`: the root sends to every rank.
 //! * `binomial`: a binomial tree rooted at the root (⌈log2 p⌉ steps).
 //! * `symmetric`: seed 001's algorithm: the root cuts the message into p
@@ -12,8 +14,8 @@
 
 use super::exchange::Exchange;
 use super::parts::piece;
-use super::round::Shared;
-use super::{check_transfer, copy_checked, Algorithm, Call};
+use super::round::{Readers, Shape};
+use super::{check_transfer, copy_checked, pack_to, unpack_from, Algorithm, Call};
 use crate::datatype::copy::Layout;
 use crate::error::Error;
 
@@ -38,44 +40,37 @@ const STAGED_BYTES: usize = 4096;
 
 fn shm(call: &Call<'_>, root: i32, buf: &Layout) -> Result<(), Error> {
     let rounds = &call.comm.shared().coll.rounds;
-    let round = rounds.join_checked(call, false)?;
+    let round = rounds.join_published(call, Readers::NonRoots)?;
     let result = if call.rank() == root {
-        *round.root.lock() = Some(Shared(buf.clone()));
         if buf.bytes() <= STAGED_BYTES {
+            // The readers take the type and count from the shape, the data
+            // from the round: nobody touches our buffer.
+            *round.root.lock() = Some(Shape::of(buf));
             {
                 let mut staged = round.shared.lock();
                 staged.resize(buf.bytes(), 0);
-                // SAFETY: `buf` is the root's valid buffer; `staged` holds
-                // its data bytes.
-                unsafe { crate::datatype::copy::pack(buf, staged.as_mut_ptr()) };
+                pack_to(buf, &mut staged);
             }
-            // The readers use the published layout for its type and count
-            // only, never its address.
-            round.publish_staged(call);
+            round.set_staged(call);
             Ok(())
         } else {
-            round.publish(call);
-            // Wait until every other rank has copied out of our buffer.
-            round.wait_released(call)
+            // Returns once every other rank has copied out of our buffer.
+            round.publish(call, root as usize, buf, || {
+                round.set_ready(call);
+                Ok(())
+            })
         }
     } else {
-        let copied = round.wait_published(call).and_then(|()| {
-            let src = round.root.lock().clone().expect("the root published").0;
+        round.wait_ready(call).and_then(|()| {
             if round.is_staged() {
-                check_transfer(call, root, &src, buf)?;
-                let staged = round.shared.lock();
-                // SAFETY: the staged bytes are `src`'s data, whose signature
-                // matches `buf`'s and which fits in it (checked).
-                unsafe { crate::datatype::copy::unpack(staged.as_ptr(), staged.len(), buf) };
+                let shape = round.root.lock().clone().expect("the root staged");
+                check_transfer(call, root, &shape.unplaced(), buf)?;
+                unpack_from(&round.shared.lock(), buf);
                 return Ok(());
             }
-            // SAFETY: the root stays in the round until every copy is
-            // done; our buffer is ours.
-            unsafe { copy_checked(call, root, &src, buf) }
-        });
-        // Count the copy even if it failed, so the root is released.
-        round.release_root(call);
-        copied
+            let turn = round.enter(call)?;
+            copy_checked(call, root, turn.deposit::<Layout>(root as usize), buf)
+        })
     };
     rounds.leave(call, round);
     result

@@ -1,8 +1,9 @@
 //! Gather and Gatherv algorithms.
 //!
-//! * `shm`: the root publishes its receive buffer and partition; every other
-//!   rank copies its data straight into its part (copies run in parallel on
-//!   all workers); the last copier wakes the root.
+//! * `shm`: the root publishes its receive buffer's partition; every other
+//!   rank, in its turn of the round, checks its count and copies its data
+//!   straight into its part (copies run in parallel on all workers); the
+//!   last copier wakes the root.
 //! * `linear`: every rank sends to the root, which receives straight into
 //!   its buffer: p − 1 peers at the root (MPICH's and Open MPI's Gatherv).
 //! * `binomial` (Gather) and `binomial_conservative` / `binomial_aggressive`
@@ -37,8 +38,8 @@
 
 use super::exchange::Exchange;
 use super::parts::{check_elements, packed, Parts, Sides, Table};
-use super::round::Shared;
-use super::{bcast, copy_checked, Algorithm, Call};
+use super::round::Readers;
+use super::{bcast, copy_checked, pack_to, Algorithm, Call};
 use crate::datatype::copy::Layout;
 use crate::datatype::{Datatype, Equivalence, TypeHandle};
 use crate::error::Error;
@@ -149,69 +150,35 @@ fn place_own(call: &Call<'_>, root: Rank, send: &Layout, parts: &Parts) -> Resul
     if send.count != expected {
         return Err(count_mismatch(call, rank, send.count, expected));
     }
-    // SAFETY: the root's own send and receive buffers, distinct.
-    unsafe { copy_checked(call, root, send, &parts.part(rank)) }
+    // The root's own send and receive buffers, distinct.
+    copy_checked(call, root, send, &parts.part(rank))
 }
 
 fn shm(call: &Call<'_>, root: Rank, send: &Layout, parts: Option<&Parts>) -> Result<(), Error> {
     let rounds = &call.comm.shared().coll.rounds;
-    let round = rounds.join_checked(call, false)?;
+    let round = rounds.join_published(call, Readers::NonRoots)?;
     let rank = call.rank() as usize;
     let result = if let Some(parts) = parts {
-        *round.root.lock() = Some(Shared(parts.buf.clone()));
-        // Publish the partition for the senders: a uniform count, or the
-        // counts then the displacements.
-        {
-            let mut shared = round.shared.lock();
-            shared.clear();
-            let mut put = |v: usize| shared.extend_from_slice(&v.to_ne_bytes());
-            match parts.uniform {
-                Some(c) => {
-                    put(1);
-                    put(c);
-                }
-                None => {
-                    put(0);
-                    parts
-                        .counts
-                        .iter()
-                        .chain(&parts.displs)
-                        .for_each(|&v| put(v));
-                }
-            }
-        }
-        round.publish(call);
-        let own = place_own(call, root, send, parts);
-        let waited = round.wait_released(call);
+        // Returns once every other rank has written its part.
+        let placed = round.publish(call, rank, parts, || {
+            round.set_ready(call);
+            place_own(call, root, send, parts)
+        });
         set_root_stats(RootStats {
             peers: 0,
             tmp_bytes: 0,
         });
-        own.and(waited)
+        placed
     } else {
-        let copied = round.wait_published(call).and_then(|()| {
-            let buf = round.root.lock().clone().expect("the root published").0;
-            let (count, displ) = {
-                let shared = round.shared.lock();
-                let word = |i: usize| {
-                    let w = std::mem::size_of::<usize>();
-                    usize::from_ne_bytes(shared[i * w..(i + 1) * w].try_into().expect("a word"))
-                };
-                if word(0) == 1 {
-                    (word(1), rank * word(1))
-                } else {
-                    (word(1 + rank), word(1 + round.size as usize + rank))
-                }
-            };
-            if send.count != count {
-                return Err(count_mismatch(call, rank, send.count, count));
+        round.wait_ready(call).and_then(|()| {
+            let turn = round.enter(call)?;
+            let part = turn.deposit::<Parts>(root as usize).part(rank);
+            if send.count != part.count {
+                return Err(count_mismatch(call, rank, send.count, part.count));
             }
-            // SAFETY: the root stays in the round until every copy is
-            // done; parts do not overlap (checked at the root).
-            unsafe { copy_checked(call, call.rank(), send, &buf.slice(displ, count)) }
-        });
-        round.release_root(call);
-        copied
+            // Parts do not overlap (checked at the root): we write only ours.
+            copy_checked(call, call.rank(), send, &part)
+        })
     };
     rounds.leave(call, round);
     result
@@ -395,14 +362,14 @@ pub(crate) fn binomial_tree(
         total += table.count(absolute(r));
     }
     let mut tmp = vec![0u8; total * esize];
+    // Our own data first, at offset 0.
+    pack_to(send, &mut tmp);
     let base = tmp.as_mut_ptr();
     let at = |from: usize, count: usize| Layout {
         base: base.wrapping_add(offsets[from - v] * esize) as *const u8,
         count,
         ty: elem.clone(),
     };
-    // SAFETY: `tmp` holds `table.count(rank)` packed elements at offset 0.
-    unsafe { crate::datatype::copy::pack(send, base) };
     let mut ex = Exchange::new(call);
     for &(s, e) in &subtrees {
         let count: usize = (s..e).map(|r| table.count(absolute(r))).sum();
@@ -497,8 +464,8 @@ fn binomial_root(
                     count: table.count(a),
                     ty: elem.clone(),
                 };
-                // SAFETY: `tmp` holds the chain; parts do not overlap.
-                unsafe { copy_checked(call, a as Rank, &src, &parts.part(a))? };
+                // `tmp` holds the chain; parts do not overlap.
+                copy_checked(call, a as Rank, &src, &parts.part(a))?;
                 offset += table.count(a);
             }
         }

@@ -20,6 +20,23 @@
 //! Immediate collectives run the same algorithms on a task
 //! (`sched::task`) with the sequence number taken at the call, so several
 //! may be outstanding on one communicator.
+//!
+//! ## Buffers
+//!
+//! Algorithms see memory as [`Layout`]s (address, count, type) and copy,
+//! pack and reduce through safe functions ([`copy_checked`],
+//! [`pack_to`], [`unpack_from`], `operand::copy_same`, `operand::combine`,
+//! `exchange::Exchange`) on this invariant: *a layout an algorithm uses is
+//! valid for what it does with it while it does it*. The call's own buffers
+//! are, for the whole call (the API builds their layouts from the caller's
+//! borrows, receive buffers from exclusive ones); scratch is while the
+//! algorithm holds it; another rank's buffers are only reached through a
+//! deposit of a shared-memory round, which hands them out for the lifetime
+//! of a turn ([`round::Access`]) whose end the owner waits for, whatever
+//! happens (`round.rs`, `published.rs`). The unsafe code that relies on the
+//! invariant sits in those few functions.
+
+use crate::datatype::copy::Layout;
 
 pub(crate) mod allgather;
 pub(crate) mod alltoall;
@@ -32,6 +49,7 @@ pub(crate) mod gather;
 pub(crate) mod op;
 mod operand;
 pub(crate) mod parts;
+pub(crate) mod published;
 pub(crate) mod reduce;
 pub(crate) mod round;
 pub(crate) mod scan;
@@ -184,23 +202,41 @@ pub(crate) fn check_root(comm: &CommCore, op: &'static str, root: i32) -> Result
     Ok(())
 }
 
-/// Copies `src` (published by rank `from`) into `dst` for a shared-memory
-/// algorithm, checking type signatures and sizes like a receive does.
-///
-/// # Safety
-///
-/// Both layouts must be valid (their owners stay in the round until the
-/// copy is done) and must not overlap.
-pub(crate) unsafe fn copy_checked(
+/// Copies `src` (the data of rank `from`) into `dst`, checking type
+/// signatures and sizes like a receive does. The layouts must not overlap:
+/// they are different ranks' buffers (a receive buffer is borrowed
+/// exclusively), or distinct buffers of one rank.
+pub(crate) fn copy_checked(
     call: &Call<'_>,
     from: i32,
-    src: &crate::datatype::copy::Layout,
-    dst: &crate::datatype::copy::Layout,
+    src: &Layout,
+    dst: &Layout,
 ) -> Result<(), Error> {
     check_transfer(call, from, src, dst)?;
-    // SAFETY: the caller's contract.
+    // SAFETY: both layouts are valid (the module's buffer invariant) and do
+    // not overlap (the caller's word, above).
     unsafe { crate::datatype::copy::copy(src, dst) };
     Ok(())
+}
+
+/// Packs the data of `src` into the start of `out`.
+///
+/// # Panics
+///
+/// If `out` is shorter than `src`'s data.
+pub(crate) fn pack_to(src: &Layout, out: &mut [u8]) {
+    assert!(out.len() >= src.bytes(), "packing into too small a buffer");
+    // SAFETY: `src` is valid (the module's buffer invariant) and `out`
+    // holds its data bytes (checked); a `&mut` slice overlaps nothing.
+    unsafe { crate::datatype::copy::pack(src, out.as_mut_ptr()) };
+}
+
+/// Unpacks packed data into `dst`, as much as fits.
+pub(crate) fn unpack_from(bytes: &[u8], dst: &Layout) {
+    // SAFETY: `dst` is valid for writes (the module's buffer invariant) and
+    // `bytes` for reads of its length; a shared slice is not `dst`, which
+    // is exclusively ours to write.
+    unsafe { crate::datatype::copy::unpack(bytes.as_ptr(), bytes.len(), dst) };
 }
 
 /// The checks of [`copy_checked`] (type signatures, size), without the
@@ -208,8 +244,8 @@ pub(crate) unsafe fn copy_checked(
 pub(crate) fn check_transfer(
     call: &Call<'_>,
     from: i32,
-    src: &crate::datatype::copy::Layout,
-    dst: &crate::datatype::copy::Layout,
+    src: &Layout,
+    dst: &Layout,
 ) -> Result<(), Error> {
     if src.count > 0 {
         if let Some((index, sent, expected)) =

@@ -5,7 +5,8 @@
 //!   lock), so the work is spread over the ranks and a rank's buffer is free
 //!   again at once; once everyone arrived, every rank (or the root) copies
 //!   the result out. With a non-commutative operation ranks publish their
-//!   buffers and the last to arrive reduces them in rank order.
+//!   buffers and the last to arrive reduces them in rank order, in the
+//!   round's one turn, which the others wait out.
 //! * `linear` (reduce): the root receives every contribution and reduces in
 //!   rank order.
 //! * `binomial` (reduce): a binomial tree; for a non-commutative operation the
@@ -17,13 +18,11 @@
 //!   binomial broadcast.
 //! * `reduce_scatter` (reduce-scatter-block): reduce to rank 0, then scatter.
 
-use std::sync::atomic::Ordering;
-
 use super::doubling::Doubling;
 use super::exchange::Exchange;
 use super::op::{self, OpRef};
 use super::operand::{combine, copy_same, Scratch};
-use super::round::{Accumulator, Round};
+use super::round::{Accumulator, Readers, Round, Shape};
 use super::{bcast, Algorithm, Call};
 use crate::datatype::copy::Layout;
 use crate::error::Error;
@@ -106,7 +105,11 @@ fn shm(
     recv: Option<&Layout>,
 ) -> Result<(), Error> {
     let rounds = &call.comm.shared().coll.rounds;
-    let round = rounds.join_checked(call, !commutative)?;
+    let round = if commutative {
+        rounds.join_checked(call)?
+    } else {
+        rounds.join_published(call, Readers::One)?
+    };
     let result = if commutative {
         shm_commutative(
             call,
@@ -140,10 +143,16 @@ fn shm_commutative(
         {
             let mut total = round.acc.lock();
             total.reserve(bytes, send.ty.map().align());
+            total.shape = Some(Shape::of(send));
             let dst = total.layout(send);
             for part in round.partials.iter() {
                 let mut part = part.lock();
                 if part.contributions == 0 {
+                    continue;
+                }
+                // Every partial was laid out like its first contribution.
+                if part.mismatched || !part.shape.as_ref().is_some_and(|s| s.fits(send)) {
+                    total.mismatched = true;
                     continue;
                 }
                 let src = part.layout(send);
@@ -155,15 +164,18 @@ fn shm_commutative(
                 total.contributions += part.contributions;
             }
         }
-        // The result is published: `root_ready` doubles as "result ready".
-        round.publish(call);
+        // The result is in: `root_ready` doubles as "result ready".
+        round.set_ready(call);
     }
     let Some(recv) = recv else {
         // A contributor that gets no result is done: its data is in.
         return Ok(());
     };
-    round.wait_published(call)?;
+    round.wait_ready(call)?;
     let mut total = round.acc.lock();
+    if total.mismatched || !total.shape.as_ref().is_some_and(|s| s.fits(send)) {
+        return Err(contributions_differ(call, send));
+    }
     let src = total.layout(send);
     match block {
         None => copy_same(&src, &recv),
@@ -172,12 +184,33 @@ fn shm_commutative(
     Ok(())
 }
 
-/// Reduces `send` into `part`: the first contribution is copied.
+/// Contributions of another type or count than the first were left out
+/// (with the collective check off, nothing else compares them).
+#[cold]
+fn contributions_differ(call: &Call<'_>, send: &Layout) -> Error {
+    Error::Type {
+        message: format!(
+            "{}: the ranks' contributions differ in type or count (rank {} contributes {} × \
+             {}); a reduction needs one type and count",
+            call.kind,
+            call.rank(),
+            send.count,
+            send.ty.map().name()
+        ),
+    }
+}
+
+/// Reduces `send` into `part`: the first contribution is copied; one of
+/// another type or count is left out and marks the partial.
 fn fold(part: &SpinLock<Accumulator>, op: &OpRef<'_>, send: &Layout, bytes: usize) {
     let mut acc = part.lock();
     let first = acc.contributions == 0;
     if first {
         acc.reserve(bytes, send.ty.map().align());
+        acc.shape = Some(Shape::of(send));
+    } else if !acc.shape.as_ref().is_some_and(|s| s.fits(send)) {
+        acc.mismatched = true;
+        return;
     }
     let target = acc.layout(send);
     if first {
@@ -197,30 +230,48 @@ fn shm_in_order(
     send: &Layout,
     recv: Option<&Layout>,
 ) -> Result<(), Error> {
-    let bytes = send.count * send.ty.map().extent();
-    round.deposits[call.rank() as usize].set(send.base, std::ptr::null_mut(), send.count);
-    if round.arrive() {
-        {
-            let mut acc = round.acc.lock();
-            acc.reserve(bytes, send.ty.map().align());
-            let dst = acc.layout(send);
-            let operand = |r: usize| Layout {
-                base: round.deposits[r].send(),
-                ..send.clone()
-            };
-            let n = round.size as usize;
-            copy_same(&operand(n - 1), &dst);
-            for r in (0..n - 1).rev() {
-                combine(op, &operand(r), &dst);
-            }
+    let n = round.size as usize;
+    // Returns once the reducer is done with every buffer.
+    round.publish(call, call.rank() as usize, send, || {
+        if !round.arrive() {
+            return Ok(());
         }
-        round.done.store(round.size, Ordering::Release);
-        round.wake_all(call);
-    }
-    // Everyone waits: the last rank reads every buffer.
-    round.wait(call, || round.all_done())?;
-    if let Some(recv) = recv {
+        let turn = round.enter(call)?;
+        let operand = |r: usize| {
+            let theirs = turn.deposit::<Layout>(r);
+            let (a, b) = (send.ty.map(), theirs.ty.map());
+            if theirs.count != send.count || !std::ptr::eq(a, b) && a != b {
+                return Err(Error::Type {
+                    message: format!(
+                        "{}: rank {r} contributes {} × {} but rank {} contributes {} × {}; a \
+                         reduction needs one type and count",
+                        call.kind,
+                        theirs.count,
+                        b.name(),
+                        call.rank(),
+                        send.count,
+                        a.name()
+                    ),
+                });
+            }
+            Ok(theirs)
+        };
         let mut acc = round.acc.lock();
+        acc.reserve(send.count * send.ty.map().extent(), send.ty.map().align());
+        let dst = acc.layout(send);
+        copy_same(operand(n - 1)?, &dst);
+        for r in (0..n - 1).rev() {
+            combine(op, operand(r)?, &dst);
+        }
+        acc.contributions = round.size;
+        Ok(())
+    })?;
+    let mut acc = round.acc.lock();
+    if acc.contributions != round.size {
+        // The reducer found an operand that differs (and names it).
+        return Err(contributions_differ(call, send));
+    }
+    if let Some(recv) = recv {
         let src = acc.layout(send);
         copy_same(&src, &recv.slice(0, send.count));
     }
@@ -414,7 +465,7 @@ pub(crate) fn reduce_scatter_block(
         _ => {
             // The shared-memory all-reduce, then each rank takes its block.
             let rounds = &call.comm.shared().coll.rounds;
-            let round = rounds.join_checked(call, false)?;
+            let round = rounds.join_checked(call)?;
             let result = shm_commutative(
                 call,
                 &round,

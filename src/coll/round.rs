@@ -2,13 +2,33 @@
 //! collective call (the scheduler-managed shared-memory path).
 //!
 //! Call number `seq` of a communicator has one [`Round`], created by the
-//! first rank to arrive and dropped by the last to leave. Ranks deposit the
-//! addresses of their buffers, count their arrival, and park until the round
-//! reaches the state they need (everyone arrived, the root arrived, every
-//! copy done); whoever brings the round to that state wakes the waiters.
-//! Data moves once, straight between the ranks' buffers. A rank's buffers
-//! stay valid while it is in the round, and a rank only leaves once no other
-//! rank can still read or write them (the algorithms' second phase).
+//! first rank to arrive and dropped by the last to leave. Ranks publish
+//! their buffers, count their arrival, and park until the round reaches the
+//! state they need (everyone arrived, the root arrived, every access done);
+//! whoever brings the round to that state wakes the waiters. Data moves
+//! once, straight between the ranks' buffers.
+//!
+//! ## Who may touch another rank's buffers
+//!
+//! A rank lends its buffers to the round with [`Round::publish`]: it
+//! deposits a value describing them (a [`Publish`] type: a layout, a
+//! partition, ...) for the others, runs its part of the algorithm, and
+//! returns only when no other rank can touch them any more. Another rank
+//! reaches a deposit only through an [`Access`], its turn in the round's
+//! [`Gate`] (protocol and memory ordering in `published.rs`): taking the
+//! turn fails once an owner has closed the round, and an owner leaves
+//! either when every turn is over or, on any other way out (its wait failed
+//! because the job is failing, a panic, an unwind at teardown), after
+//! closing the round and waiting for the turns in progress. Accesses are
+//! copies and reductions that never block (a turn never spans a park; user
+//! operations may not call MPI, as MPI requires), so that wait is short,
+//! and it spins: it must also work where parking is impossible (unwinding),
+//! and at teardown, where only OS threads can still be inside a turn.
+//!
+//! Every rank of a round runs the same algorithm (the round's signature
+//! check compares kind and algorithm even with checking off), so the ranks
+//! agree on the round's number of turns ([`Readers`]) and on what each
+//! deposit holds (also checked, by [`Publish::KIND`]).
 //!
 //! ## Waiting without losing a wake-up
 //!
@@ -18,41 +38,168 @@
 //! waiter's registration (the waiter is woken), or before it, and then the
 //! lock orders the condition's update before the waiter's re-check.
 
-use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
+use std::ptr::NonNull;
+use std::sync::atomic::{AtomicPtr, AtomicU32, AtomicU8, Ordering};
 use std::sync::Arc;
 
 use super::operand::AlignedBytes;
+use super::parts::Parts;
+use super::published::Gate;
 use super::Call;
 use crate::datatype::copy::Layout;
+use crate::datatype::TypeHandle;
 use crate::error::Error;
 use crate::sched;
 use crate::sync::spin::SpinLock;
 
-/// What one rank deposits: addresses and a count, published by its arrival.
+/// A value a rank may publish into a round ([`Round::publish`]) for the
+/// other ranks to read through an [`Access`].
+///
+/// # Safety
+///
+/// [`KIND`](Self::KIND) must differ between implementors, and a shared
+/// reference to the value (and to its [`table`](Self::table)) may be used
+/// from the other ranks' threads for as long as its owner stays in the
+/// round: its raw pointers, if any, describe buffers whose accesses the
+/// round's protocol orders (this is what the raw pointers' missing `Sync`
+/// would otherwise forbid).
+pub(crate) unsafe trait Publish: 'static {
+    /// Tells deposits of different types apart.
+    const KIND: u8;
+    /// What the readers look up most, one entry per rank say.
+    type Entry: Copy + 'static;
+    /// Entries whose address the deposit keeps next to the value's, so that
+    /// a reader finds its entry without first reading the value (one cache
+    /// miss per entry instead of two: see `alltoall.rs`).
+    fn table(&self) -> &[Self::Entry] {
+        &[]
+    }
+}
+
+// SAFETY: a layout is an address, a count and a type handle (`Sync`); the
+// readers read those and access the memory only under a turn. Kind 1.
+unsafe impl Publish for Layout {
+    const KIND: u8 = 1;
+    type Entry = ();
+}
+
+// SAFETY: a layout and plain tables, as above. Kind 2.
+unsafe impl Publish for Parts {
+    const KIND: u8 = 2;
+    type Entry = ();
+}
+
+// SAFETY: addresses of the owner's send parts, counts, type map addresses
+// (compared, never dereferenced) and a type handle, as above. Kind 3.
+unsafe impl Publish for super::alltoall::Outbox {
+    const KIND: u8 = 3;
+    type Entry = super::alltoall::Slot;
+    fn table(&self) -> &[super::alltoall::Slot] {
+        self.slots()
+    }
+}
+
+// SAFETY: two layouts, as above. Kind 4.
+unsafe impl Publish for super::scan::Operands {
+    const KIND: u8 = 4;
+    type Entry = ();
+}
+
+/// What one rank deposits: the address of a value it publishes, its kind,
+/// and the address and length of its table. Written once per round, by
+/// [`Round::publish`] only.
 #[derive(Debug, Default)]
 pub(crate) struct Deposit {
-    pub(crate) send: AtomicUsize,
-    pub(crate) recv: AtomicUsize,
-    pub(crate) count: AtomicUsize,
+    value: AtomicPtr<()>,
+    table: AtomicPtr<()>,
+    len: AtomicU32,
+    kind: AtomicU8,
 }
 
 impl Deposit {
-    pub(crate) fn set(&self, send: *const u8, recv: *mut u8, count: usize) {
-        self.send.store(send as usize, Ordering::Relaxed);
-        self.recv.store(recv as usize, Ordering::Relaxed);
-        self.count.store(count, Ordering::Relaxed);
+    fn set<D: Publish>(&self, value: &D) {
+        let table = value.table();
+        self.kind.store(D::KIND, Ordering::Relaxed);
+        self.table
+            .store(table.as_ptr() as *mut (), Ordering::Relaxed);
+        self.len.store(
+            u32::try_from(table.len()).expect("a table of at most one entry per rank"),
+            Ordering::Relaxed,
+        );
+        // Release: the value, its table and the fields above are visible to
+        // whoever sees the address.
+        self.value
+            .store(value as *const D as *mut (), Ordering::Release);
     }
 
-    pub(crate) fn send(&self) -> *const u8 {
-        self.send.load(Ordering::Relaxed) as *const u8
+    /// The value's address, if one of type `D` is deposited.
+    fn get<D: Publish>(&self) -> Option<NonNull<D>> {
+        let value = NonNull::new(self.value.load(Ordering::Acquire))?;
+        (self.kind.load(Ordering::Relaxed) == D::KIND).then(|| value.cast())
     }
 
-    pub(crate) fn recv(&self) -> *mut u8 {
-        self.recv.load(Ordering::Relaxed) as *mut u8
+    /// The table's address and length (after a `get` that saw the value).
+    fn table<D: Publish>(&self) -> (*const D::Entry, usize) {
+        (
+            self.table.load(Ordering::Relaxed) as *const D::Entry,
+            self.len.load(Ordering::Relaxed) as usize,
+        )
+    }
+}
+
+/// Which ranks access the published buffers of a round, each once: the
+/// round's turns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Readers {
+    /// Every rank but the root (broadcast, gather, scatter).
+    NonRoots,
+    /// Every rank (all-to-all, scan).
+    Every,
+    /// One rank (the rank-order reduction's reducer).
+    One,
+}
+
+impl Readers {
+    fn turns(self, size: u32) -> u32 {
+        match self {
+            Readers::NonRoots => size.saturating_sub(1),
+            Readers::Every => size,
+            Readers::One => 1,
+        }
+    }
+}
+
+/// A buffer's type and count without its address: what the readers of data
+/// staged in the round compare their buffers with.
+#[derive(Debug, Clone)]
+pub(crate) struct Shape {
+    pub(crate) count: usize,
+    pub(crate) ty: TypeHandle,
+}
+
+impl Shape {
+    /// Whether `layout` has this type (by address, else by type map) and
+    /// count.
+    pub(crate) fn fits(&self, layout: &Layout) -> bool {
+        let (a, b) = (self.ty.map(), layout.ty.map());
+        self.count == layout.count && (std::ptr::eq(a, b) || a == b)
     }
 
-    pub(crate) fn count(&self) -> usize {
-        self.count.load(Ordering::Relaxed)
+    pub(crate) fn of(layout: &Layout) -> Shape {
+        Shape {
+            count: layout.count,
+            ty: layout.ty.clone(),
+        }
+    }
+
+    /// A layout of this shape at no real address, for checks that read
+    /// only the type and count (never for a copy).
+    pub(crate) fn unplaced(&self) -> Layout {
+        Layout {
+            base: NonNull::<u8>::dangling().as_ptr(),
+            count: self.count,
+            ty: self.ty.clone(),
+        }
     }
 }
 
@@ -62,9 +209,8 @@ pub(crate) struct Round {
     pub(crate) size: u32,
     /// Ranks that arrived (deposited).
     pub(crate) arrived: AtomicU32,
-    /// Ranks done with the first phase (e.g. their copies).
-    pub(crate) done: AtomicU32,
-    /// A flag set by the root (1 once its deposit is published).
+    /// A flag set by the root (1 once its deposit is published, 2 once its
+    /// data is staged in [`shared`](Self::shared)).
     pub(crate) root_ready: AtomicU32,
     left: AtomicU32,
     /// Parked slots, one list per worker: a rank registers on its own
@@ -79,17 +225,79 @@ pub(crate) struct Round {
         crate::Rank,
         &'static std::panic::Location<'static>,
     )>,
-    /// Per-rank deposits (empty for collectives that need none).
-    pub(crate) deposits: Box<[Deposit]>,
-    /// A shared buffer (a partition, a reduction's accumulator) and the
-    /// number of contributions in it, under its lock.
+    /// The turns of the ranks that access published buffers.
+    gate: Padded<Gate>,
+    /// Per-rank deposits (empty in rounds where nobody publishes).
+    deposits: Box<[Deposit]>,
+    /// A buffer of the round's own (staged data, an all-gather's blocks).
     pub(crate) shared: SpinLock<Vec<u8>>,
     pub(crate) acc: SpinLock<Accumulator>,
-    /// The root's buffer (broadcast, gather, scatter, reduce).
-    pub(crate) root: SpinLock<Option<Shared<Layout>>>,
+    /// The shape of the data in [`shared`](Self::shared).
+    pub(crate) root: SpinLock<Option<Shape>>,
     /// Communicator creation: the ranks' requests and the communicators
     /// made for them (protocol in `comm/split.rs`).
     pub(crate) comm_create: SpinLock<crate::comm::split::Meeting>,
+}
+
+/// A rank's turn to access the buffers other ranks published into a round
+/// ([`Round::enter`]): while it lives, their owners stay in the round, so
+/// the deposits it hands out, and the buffers they describe, stay valid.
+/// Dropping it ends the turn.
+#[derive(Debug)]
+pub(crate) struct Access<'r> {
+    round: &'r Round,
+    call: &'r Call<'r>,
+}
+
+impl Access<'_> {
+    /// The value rank `rank` published.
+    ///
+    /// # Panics
+    ///
+    /// If rank `rank` published nothing of type `D` in this round (the
+    /// algorithm reads a deposit its protocol does not make).
+    pub(crate) fn deposit<D: Publish>(&self, rank: usize) -> &D {
+        let value = self.round.deposits[rank]
+            .get::<D>()
+            .expect("a deposit the round's algorithm makes before any turn");
+        // SAFETY: [1] only `Round::publish` sets a deposit, to a reference
+        // it holds until it returns, and it returns only once every turn is
+        // over or, after closing the gate, every turn in progress is: not
+        // while this turn lasts (`published.rs`), and the returned
+        // reference borrows this turn; [2] a rank publishes once per round,
+        // and after its `publish` returns no turn can start, so the address
+        // is its current one; [3] Release/Acquire on the address make the
+        // value visible; [4] sharing `&D` with this thread is allowed by
+        // `Publish`.
+        unsafe { value.as_ref() }
+    }
+
+    /// The table of the value rank `rank` published
+    /// ([`Publish::table`]), read without reading the value.
+    ///
+    /// # Panics
+    ///
+    /// As [`deposit`](Self::deposit).
+    pub(crate) fn table<D: Publish>(&self, rank: usize) -> &[D::Entry] {
+        let deposit = &self.round.deposits[rank];
+        deposit
+            .get::<D>()
+            .expect("a deposit the round's algorithm makes before any turn");
+        let (entries, len) = deposit.table::<D>();
+        // SAFETY: the table is `value.table()` of the value `get` saw (set
+        // before the address, with Release, which `get` read with
+        // Acquire); it is borrowed from that value, which stays valid
+        // while this turn lasts, as in `deposit`.
+        unsafe { std::slice::from_raw_parts(entries, len) }
+    }
+}
+
+impl Drop for Access<'_> {
+    fn drop(&mut self) {
+        if self.round.gate.leave() {
+            self.round.wake_all(self.call);
+        }
+    }
 }
 
 /// A reduction's running result: raw elements of the operands' type, in
@@ -99,6 +307,10 @@ pub(crate) struct Accumulator {
     data: AlignedBytes,
     /// Contributions reduced into it so far.
     pub(crate) contributions: u32,
+    /// The type and count of the first one, which every other must have.
+    pub(crate) shape: Option<Shape>,
+    /// A contribution had another type or count (and was left out).
+    pub(crate) mismatched: bool,
 }
 
 impl Accumulator {
@@ -137,29 +349,21 @@ impl<T> std::ops::Deref for Padded<T> {
     }
 }
 
-/// A layout published to the other ranks of a round.
-#[derive(Debug, Clone)]
-pub(crate) struct Shared<T>(pub(crate) T);
-
-// SAFETY: a published layout points into the buffer of a rank that stays in
-// the round (parked) until every reader is done with it (module docs).
-unsafe impl<T> Send for Shared<T> {}
-
 impl Round {
-    fn new(size: u32, workers: usize, deposits: bool) -> Round {
+    fn new(size: u32, workers: usize, readers: Option<Readers>) -> Round {
         Round {
             size,
             arrived: AtomicU32::new(0),
-            done: AtomicU32::new(0),
             root_ready: AtomicU32::new(0),
             left: AtomicU32::new(0),
             waiters: (0..workers).map(|_| Padded::default()).collect(),
             partials: (0..workers).map(|_| Padded::default()).collect(),
             first: std::sync::OnceLock::new(),
-            deposits: if deposits {
-                (0..size).map(|_| Deposit::default()).collect()
-            } else {
-                Box::new([])
+            // No readers: no turn is ever granted.
+            gate: Padded(Gate::new(readers.map_or(0, |r| r.turns(size)))),
+            deposits: match readers {
+                Some(_) => (0..size).map(|_| Deposit::default()).collect(),
+                None => Box::new([]),
             },
             shared: SpinLock::new(Vec::new()),
             acc: SpinLock::new(Accumulator::default()),
@@ -173,17 +377,8 @@ impl Round {
         self.arrived.fetch_add(1, Ordering::AcqRel) + 1 == self.size
     }
 
-    /// Counts a rank done with the first phase; `true` for the last.
-    pub(crate) fn finish(&self) -> bool {
-        self.done.fetch_add(1, Ordering::AcqRel) + 1 == self.size
-    }
-
     pub(crate) fn all_arrived(&self) -> bool {
         self.arrived.load(Ordering::Acquire) == self.size
-    }
-
-    pub(crate) fn all_done(&self) -> bool {
-        self.done.load(Ordering::Acquire) == self.size
     }
 
     /// Counts this rank's arrival (after its deposit) and waits until every
@@ -196,57 +391,91 @@ impl Round {
         self.wait(call, || self.all_arrived())
     }
 
-    /// Counts this rank done (after an error too) and waits until every rank
-    /// is; the last wakes the others. For ranks whose buffers the others may
-    /// read or write until then.
-    pub(crate) fn finish_and_wait(&self, call: &Call<'_>) -> Result<(), Error> {
-        if self.finish() {
-            self.wake_all(call);
-            return Ok(());
+    /// Publishes `value` as rank `rank`'s deposit, runs `body` (this rank's
+    /// part of the algorithm) and waits until every turn of the round is
+    /// over: no other rank can touch `value` or the buffers it describes
+    /// after this returns. On every other way out (`body` or the wait fails
+    /// or unwinds, also at teardown) it closes the round to turns not yet
+    /// taken and spins until those in progress are over. `body`'s error
+    /// comes first, then the wait's.
+    pub(crate) fn publish<D: Publish, R>(
+        &self,
+        call: &Call<'_>,
+        rank: usize,
+        value: &D,
+        body: impl FnOnce() -> Result<R, Error>,
+    ) -> Result<R, Error> {
+        /// Closes and drains the gate unless every turn is over.
+        struct Settle<'g> {
+            gate: &'g Gate,
+            finished: bool,
         }
-        self.wait(call, || self.all_done())
+        impl Drop for Settle<'_> {
+            fn drop(&mut self) {
+                if !self.finished {
+                    self.gate.close_and_drain();
+                }
+            }
+        }
+        self.deposits[rank].set(value);
+        let mut settle = Settle {
+            gate: &self.gate,
+            finished: false,
+        };
+        let out = body();
+        let waited = self.wait(call, || self.gate.finished());
+        settle.finished = waited.is_ok();
+        drop(settle);
+        out.and_then(|r| waited.map(|()| r))
+    }
+
+    /// Takes this rank's turn to access the deposits of the round. Refused
+    /// once an owner has closed the round: its wait failed or it unwinds, so
+    /// the job is failing; the refused rank then touches nothing and waits
+    /// for that failure to end its own wait (its error is the job's, not a
+    /// new one).
+    pub(crate) fn enter<'r>(&'r self, call: &'r Call<'_>) -> Result<Access<'r>, Error> {
+        if self.gate.enter() {
+            #[cfg(test)]
+            tests::on_turn();
+            return Ok(Access { round: self, call });
+        }
+        Err(self.refused(call))
+    }
+
+    #[cold]
+    fn refused(&self, call: &Call<'_>) -> Error {
+        match self.wait(call, || false) {
+            Err(err) => err,
+            Ok(()) => unreachable!("a wait for nothing ends only when it fails"),
+        }
     }
 
     /// Sets `root_ready` (Release) once the root's deposit (or a result) is
-    /// published, and wakes the ranks waiting for it.
-    pub(crate) fn publish(&self, call: &Call<'_>) {
+    /// in place, and wakes the ranks waiting for it.
+    pub(crate) fn set_ready(&self, call: &Call<'_>) {
         self.root_ready.store(1, Ordering::Release);
         self.wake_all(call);
     }
 
-    /// [`publish`](Self::publish) for a root that staged its data in
+    /// [`set_ready`](Self::set_ready) for a root that staged its data in
     /// [`shared`](Self::shared) rather than leaving its buffer to be read:
     /// it does not wait for the readers.
-    pub(crate) fn publish_staged(&self, call: &Call<'_>) {
+    pub(crate) fn set_staged(&self, call: &Call<'_>) {
         self.root_ready.store(2, Ordering::Release);
         self.wake_all(call);
     }
 
-    /// Whether the root staged its data (after [`wait_published`](Self::wait_published)).
+    /// Whether the root staged its data (after [`wait_ready`](Self::wait_ready)).
     pub(crate) fn is_staged(&self) -> bool {
         self.root_ready.load(Ordering::Acquire) == 2
     }
 
-    /// Waits until [`publish`](Self::publish) or
-    /// [`publish_staged`](Self::publish_staged); what was published before
-    /// it is visible after.
-    pub(crate) fn wait_published(&self, call: &Call<'_>) -> Result<(), Error> {
+    /// Waits until [`set_ready`](Self::set_ready) or
+    /// [`set_staged`](Self::set_staged); what was written before it is
+    /// visible after.
+    pub(crate) fn wait_ready(&self, call: &Call<'_>) -> Result<(), Error> {
         self.wait(call, || self.root_ready.load(Ordering::Acquire) != 0)
-    }
-
-    /// A rank other than the root is done with the root's buffer (its copy
-    /// succeeded or failed: either way the root must not wait for it); the
-    /// last one wakes the root.
-    pub(crate) fn release_root(&self, call: &Call<'_>) {
-        if self.done.fetch_add(1, Ordering::AcqRel) + 2 == self.size {
-            self.wake_all(call);
-        }
-    }
-
-    /// The root waits until every other rank has released its buffer
-    /// ([`release_root`](Self::release_root)).
-    pub(crate) fn wait_released(&self, call: &Call<'_>) -> Result<(), Error> {
-        self.wait(call, || self.done.load(Ordering::Acquire) == self.size - 1)
     }
 
     /// Parks the caller until `ready()` holds.
@@ -300,30 +529,41 @@ pub(crate) struct Rounds {
 impl Rounds {
     /// The round of call `call.seq`, created by the first rank to ask, and
     /// whether this call created it.
-    fn join_created(&self, call: &Call<'_>, deposits: bool) -> (Arc<Round>, bool) {
+    fn join_created(&self, call: &Call<'_>, readers: Option<Readers>) -> (Arc<Round>, bool) {
         let workers = call.comm.job().sched.workers.len();
         let mut active = self.active.lock();
         let mut created = false;
         let round = active.entry(call.seq).or_insert_with(|| {
             created = true;
-            Arc::new(Round::new(call.comm.size() as u32, workers, deposits))
+            Arc::new(Round::new(call.comm.size() as u32, workers, readers))
         });
         (Arc::clone(round), created)
     }
 
-    /// Joins and checks the call's signature against the first caller's
-    /// (for algorithms whose calls skip the communicator's checker).
+    /// Joins a round in which nobody publishes buffers, and checks the
+    /// call's signature against the first caller's (for algorithms whose
+    /// calls skip the communicator's checker).
     ///
     /// The rank that creates the round also looks at the communicator's
     /// checker, where calls of message-based algorithms are checked (see
     /// `Checker::check`): a different collective at the same sequence number
     /// is caught on whichever side comes second.
-    pub(crate) fn join_checked(
+    pub(crate) fn join_checked(&self, call: &Call<'_>) -> Result<Arc<Round>, Error> {
+        self.join(call, None)
+    }
+
+    /// [`join_checked`](Self::join_checked) for a round whose ranks publish
+    /// buffers that `readers` access.
+    pub(crate) fn join_published(
         &self,
         call: &Call<'_>,
-        deposits: bool,
+        readers: Readers,
     ) -> Result<Arc<Round>, Error> {
-        let (round, created) = self.join_created(call, deposits);
+        self.join(call, Some(readers))
+    }
+
+    fn join(&self, call: &Call<'_>, readers: Option<Readers>) -> Result<Arc<Round>, Error> {
+        let (round, created) = self.join_created(call, readers);
         let mut checked = round.check(call);
         let checker = &call.comm.shared().coll.checker;
         if checked.is_ok() && created && checker.enabled() {
@@ -361,5 +601,211 @@ impl Rounds {
         if round.left.fetch_add(1, Ordering::AcqRel) + 1 == round.size {
             self.active.lock().remove(&call.seq);
         }
+    }
+}
+
+/// Jobs whose owner's wait fails while a reader's turn has begun, for the
+/// algorithms whose accesses run no user code (broadcast, gather): a hook
+/// (`on_turn`, compiled into `Round::enter` for unit tests only) holds the
+/// reader at the start of its turn, on the reader's own thread, until the
+/// owner is back or a window has passed. Before the round had a gate the
+/// owner came back while the reader was about to copy out of (broadcast) or
+/// into (gather) its buffer; now it waits for the turn. The calls go through
+/// the crate's own `Result`-returning entry points and the job fails without
+/// a panic, so that no panic hook (backtraces are slow under
+/// AddressSanitizer) lies on anyone's way.
+#[cfg(test)]
+mod tests {
+    use std::cell::Cell;
+    use std::panic::Location;
+    use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
+    use std::sync::Mutex;
+    use std::time::{Duration, Instant};
+
+    use crate::coll::check::Signature;
+    use crate::coll::{self, Algorithm, Call, Collective};
+    use crate::comm::AsCore;
+    use crate::datatype::copy::Layout;
+    use crate::topology::SimpleCommunicator;
+    use crate::traits::*;
+    use crate::{Error, Runtime, Threading};
+
+    thread_local! {
+        static ON_TURN: Cell<Option<fn()>> = const { Cell::new(None) };
+    }
+
+    /// Called by `Round::enter` once a turn is granted.
+    pub(super) fn on_turn() {
+        if let Some(hook) = ON_TURN.with(Cell::get) {
+            hook();
+        }
+    }
+
+    const WINDOW: Duration = Duration::from_millis(500);
+    /// Elements of the buffers (more than a broadcast stages).
+    const LEN: usize = 1024;
+    const DATA: u64 = 0x5eed;
+    const POISON: u64 = 0xdead;
+    const FAILURE: &str = "rank 2 fails the job";
+
+    struct Flags {
+        inside: AtomicBool,
+        left: AtomicBool,
+        owner_back: AtomicBool,
+        violations: Mutex<Vec<String>>,
+    }
+
+    impl Flags {
+        const fn new() -> Flags {
+            Flags {
+                inside: AtomicBool::new(false),
+                left: AtomicBool::new(false),
+                owner_back: AtomicBool::new(false),
+                violations: Mutex::new(Vec::new()),
+            }
+        }
+
+        /// The hook: signal, then give the owner the window to come back.
+        fn hold(&self) {
+            self.inside.store(true, SeqCst);
+            let deadline = Instant::now() + WINDOW;
+            while !self.owner_back.load(SeqCst) && Instant::now() < deadline {
+                std::thread::yield_now();
+            }
+        }
+
+        fn violate(&self, what: impl Into<String>) {
+            self.violations.lock().unwrap().push(what.into());
+        }
+
+        /// The owner is back from its call: the reader must not be in its
+        /// turn. Then it reuses its buffer (poison) and lets it go.
+        fn owner_back(&self, mut buffer: Vec<u64>) {
+            if self.inside.load(SeqCst) && !self.left.load(SeqCst) {
+                self.violate("the owner came back while a reader's turn was in progress");
+            }
+            buffer.fill(POISON);
+            drop(buffer);
+            self.owner_back.store(true, SeqCst);
+        }
+
+        fn check(&self, outcome: Result<Vec<()>, Error>) {
+            let err = outcome.expect_err("the job must fail");
+            assert!(err.to_string().contains(FAILURE), "{err}");
+            assert!(self.inside.load(SeqCst), "the reader never had its turn");
+            let violations = self.violations.lock().unwrap();
+            assert!(violations.is_empty(), "{violations:#?}");
+        }
+    }
+
+    /// Runs `body` as a shared-memory `kind` call of the calling rank (or
+    /// OS thread) on `world`, rooted at rank 0.
+    fn call(
+        world: &SimpleCommunicator,
+        kind: Collective,
+        data: &Layout,
+        body: impl FnOnce(&Call<'_>) -> Result<(), Error>,
+    ) -> Result<(), Error> {
+        let signature = Signature::new(kind, Some(0), Some(data.bytes())).typed(data);
+        let call = coll::begin(world.core(), signature, Algorithm::Auto, Location::caller())?;
+        body(&call)
+    }
+
+    /// World ranks 0 (the root, whose OS thread owns the buffer) and 1 (the
+    /// reader, whose OS thread has `hook`) run `root` and `reader`; rank 2
+    /// fails the job once the reader's turn has begun.
+    fn job(
+        flags: &'static Flags,
+        hook: fn(),
+        collective: Collective,
+        root: impl Fn(&SimpleCommunicator) -> Vec<u64> + Sync,
+        reader: impl Fn(&SimpleCommunicator) + Sync,
+    ) -> Result<Vec<()>, Error> {
+        Runtime::builder()
+            .ranks(3)
+            .workers(2)
+            .threading(Threading::Multiple)
+            .check_collectives(false)
+            .run(|universe| {
+                let world = universe.world();
+                world
+                    .set_collective_algorithm(collective, Algorithm::SharedMemory)
+                    .unwrap();
+                match world.rank() {
+                    0 => crate::thread::scope(|s| {
+                        s.spawn(|| flags.owner_back(root(&world)));
+                    }),
+                    1 => crate::thread::scope(|s| {
+                        s.spawn(|| {
+                            ON_TURN.with(|h| h.set(Some(hook)));
+                            reader(&world);
+                            flags.left.store(true, SeqCst);
+                        });
+                    }),
+                    _ => {
+                        while !flags.inside.load(SeqCst) {
+                            crate::yield_now();
+                        }
+                        let job = crate::sched::rank::current().expect("a rank").job();
+                        job.sched.fail(Error::Arg {
+                            message: FAILURE.into(),
+                        });
+                    }
+                }
+            })
+    }
+
+    #[test]
+    fn a_broadcast_root_waits_for_the_reader_in_its_turn() {
+        static FLAGS: Flags = Flags::new();
+        FLAGS.check(job(
+            &FLAGS,
+            || FLAGS.hold(),
+            Collective::Broadcast,
+            |world| {
+                let mut buf = vec![DATA; LEN];
+                let layout = Layout::of_mut(&mut buf[..]);
+                let _ = call(world, Collective::Broadcast, &layout, |c| {
+                    coll::bcast::broadcast(c, 0, &layout)
+                });
+                buf
+            },
+            |world| {
+                let mut buf = vec![0u64; LEN];
+                let layout = Layout::of_mut(&mut buf[..]);
+                let _ = call(world, Collective::Broadcast, &layout, |c| {
+                    coll::bcast::broadcast(c, 0, &layout)
+                });
+                // What it copied came from the root's call, not from after.
+                if buf.contains(&POISON) {
+                    FLAGS.violate("the reader copied what the root wrote after its call");
+                }
+            },
+        ));
+    }
+
+    #[test]
+    fn a_gather_root_waits_for_the_writer_in_its_turn() {
+        static FLAGS: Flags = Flags::new();
+        let send = vec![DATA; LEN];
+        FLAGS.check(job(
+            &FLAGS,
+            || FLAGS.hold(),
+            Collective::Gather,
+            |world| {
+                let mut buf = vec![0u64; 3 * LEN];
+                let (data, recv) = (Layout::of(&send[..]), Layout::of_mut(&mut buf[..]));
+                let _ = call(world, Collective::Gather, &data, |c| {
+                    coll::gather::gather(c, 0, &data, Some(&recv))
+                });
+                buf
+            },
+            |world| {
+                let data = Layout::of(&send[..]);
+                let _ = call(world, Collective::Gather, &data, |c| {
+                    coll::gather::gather(c, 0, &data, None)
+                });
+            },
+        ));
     }
 }

@@ -6,16 +6,16 @@
 //! everywhere; `op::apply` computes `inout = input op inout`, so the lower
 //! ranks' operand is always the input.
 //!
-//! * `shm`: every rank deposits the addresses of its send and receive
-//!   layouts and counts its arrival. The elements are then cut into chunks
+//! * `shm`: every rank publishes its send and receive layouts and counts
+//!   its arrival; each then takes its turn of the round. The elements are then cut into chunks
 //!   (at least [`CHUNK_BYTES`] each, at most one per rank), and each chunk is
 //!   scanned by one rank, spread over the communicator, straight into every
 //!   rank's receive buffer: `recv0 = x0`, `recv_r = recv_(r−1) op x_r`
 //!   (exclusive: `recv1 = x0`, `recv_r = recv_(r−1) op x_(r−1)`). Each
 //!   element is combined p − 1 times in all, the minimum, and large
-//!   messages are scanned in parallel. A rank counts itself done and leaves
-//!   only when every rank is done (others read its send buffer and write
-//!   its receive buffer until then).
+//!   messages are scanned in parallel. A rank leaves only when every rank's
+//!   turn is over (others read its send buffer and write its receive buffer
+//!   until then).
 //! * `linear`: a chain: rank r receives the prefix of ranks 0..r from r − 1,
 //!   combines its own operand, and sends the result on to r + 1 (p − 1
 //!   sequential steps, one message each; Open MPI's basic scan).
@@ -29,7 +29,7 @@ use super::exchange::Exchange;
 use super::op::OpRef;
 use super::operand::{combine, copy_same, Scratch};
 use super::parts::piece;
-use super::round::Round;
+use super::round::{Access, Readers};
 use super::{Algorithm, Call};
 use crate::datatype::copy::Layout;
 use crate::error::Error;
@@ -150,6 +150,14 @@ fn recursive_doubling(
     Ok(())
 }
 
+/// What a rank publishes in a shared-memory scan: its operand and where its
+/// result goes.
+#[derive(Debug)]
+pub(crate) struct Operands {
+    send: Layout,
+    recv: Layout,
+}
+
 fn shm(
     call: &Call<'_>,
     op: &OpRef<'_>,
@@ -158,54 +166,44 @@ fn shm(
     exclusive: bool,
 ) -> Result<(), Error> {
     let rounds = &call.comm.shared().coll.rounds;
-    let round = rounds.join_checked(call, true)?;
+    let round = rounds.join_published(call, Readers::Every)?;
     let (rank, n) = (call.rank() as usize, round.size as usize);
-    // Publish our layouts, not just the data's address: they carry the
-    // type, and live in our frame, which stays put until every rank is done.
-    round.deposits[rank].set(
-        send as *const Layout as *const u8,
-        recv as *const Layout as *mut u8,
-        send.count,
-    );
-    let scanned = round.arrive_and_wait(call).and_then(|()| {
+    let operands = Operands {
+        send: send.clone(),
+        recv: recv.clone(),
+    };
+    // Returns once every rank's turn is over (even after an error): until
+    // then others may read our send buffer or write our receive buffer.
+    let scanned = round.publish(call, rank, &operands, || {
+        round.arrive_and_wait(call)?;
+        let turn = round.enter(call)?;
         // Our own operand must agree with rank 0's (every chunk's scanner
         // checks them all before combining anything).
-        agree(call, &round, rank)?;
+        agree(call, &turn, rank)?;
         let bytes = send.count * send.ty.map().size();
         let chunks = (bytes / CHUNK_BYTES).clamp(1, n).min(send.count);
         // Chunk k is scanned by rank k·n/chunks: spread over the ranks, and
         // so over the workers, which hold ranks in blocks.
-        match (0..chunks).find(|&k| k * n / chunks == rank) {
-            Some(k) => {
-                (0..n).try_for_each(|r| agree(call, &round, r))?;
-                let (start, len) = piece(send.count, chunks, k);
-                scan_chunk(op, &round, start, len, exclusive);
-                Ok(())
-            }
-            None => Ok(()),
+        if let Some(k) = (0..chunks).find(|&k| k * n / chunks == rank) {
+            (0..n).try_for_each(|r| agree(call, &turn, r))?;
+            let (start, len) = piece(send.count, chunks, k);
+            scan_chunk(op, &turn, n, start, len, exclusive);
         }
+        Ok(())
     });
-    // Done (even after an error): others may still read our send buffer or
-    // write our receive buffer, so wait for them all before leaving.
-    let done = round.finish_and_wait(call);
     rounds.leave(call, round);
-    scanned.and(done)
+    scanned
 }
 
 /// The operand of rank `r` must have rank 0's count and type map, so that
 /// chunks line up and `op::apply` may combine them.
-fn agree(call: &Call<'_>, round: &Round, r: usize) -> Result<(), Error> {
-    // SAFETY: [1] every rank deposited before counting its arrival (AcqRel),
-    // and the caller saw all arrivals (Acquire); [2] depositors stay in the
-    // round, their frames intact, until every rank is done.
-    let (theirs, first) = unsafe {
-        (
-            &*(round.deposits[r].send() as *const Layout),
-            &*(round.deposits[0].send() as *const Layout),
-        )
-    };
+fn agree(call: &Call<'_>, turn: &Access<'_>, r: usize) -> Result<(), Error> {
+    let (theirs, first) = (
+        &turn.deposit::<Operands>(r).send,
+        &turn.deposit::<Operands>(0).send,
+    );
     let (a, b) = (first.ty.map(), theirs.ty.map());
-    let (mine, first_count) = (round.deposits[r].count(), round.deposits[0].count());
+    let (mine, first_count) = (theirs.count, first.count);
     if mine != first_count {
         return Err(Error::Count {
             message: format!(
@@ -228,23 +226,22 @@ fn agree(call: &Call<'_>, round: &Round, r: usize) -> Result<(), Error> {
 }
 
 /// Scans elements `[start, start + len)` through every rank, in rank order.
-fn scan_chunk(op: &OpRef<'_>, round: &Round, start: usize, len: usize, exclusive: bool) {
+fn scan_chunk(
+    op: &OpRef<'_>,
+    turn: &Access<'_>,
+    n: usize,
+    start: usize,
+    len: usize,
+    exclusive: bool,
+) {
     let at = |r: usize| {
-        // SAFETY: as in `agree`: published layouts of ranks still in the
-        // round, which stays so until we count ourselves done.
-        let (send, recv) = unsafe {
-            (
-                &*(round.deposits[r].send() as *const Layout),
-                &*(round.deposits[r].recv() as *const Layout),
-            )
-        };
-        (send.slice(start, len), recv.slice(start, len))
+        let theirs = turn.deposit::<Operands>(r);
+        (theirs.send.slice(start, len), theirs.recv.slice(start, len))
     };
-    let n = round.size as usize;
     // Inclusive: recv_r = recv_(r-1) op x_r; exclusive: recv_r =
     // recv_(r-1) op x_(r-1), from recv_1 = x0. Only this rank touches these
-    // elements of any buffer (chunks are disjoint); the owners are parked
-    // until every chunk is done. Types and counts agree (`agree`).
+    // elements of any buffer (chunks are disjoint); the owners stay in the
+    // round until our turn is over. Types and counts agree (`agree`).
     let shift = usize::from(exclusive);
     let mut prev = at(shift).1;
     copy_same(&at(0).0, &prev);

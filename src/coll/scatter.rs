@@ -4,13 +4,14 @@
 //! count, rank by rank ([`Parts::uniform`], which also checks that the
 //! root's send buffer holds them all); both share `shm` and `linear`.
 //!
-//! * `shm`: the root deposits the address of its partition (buffer, type,
-//!   counts and displacements), marks the round ready and wakes the others;
-//!   every rank copies its own part straight out of the root's buffer into
-//!   its receive buffer (copies run in parallel on all workers), checking the
-//!   count and the type signature. The last copier wakes the root, which only
-//!   then leaves the round (nobody reads its buffer any more). A non-root
-//!   leaves right after its copy: nobody else touches its buffer.
+//! * `shm`: the root publishes its partition (buffer, type, counts and
+//!   displacements), marks the round ready and wakes the others; every rank,
+//!   in its turn of the round, copies its own part straight out of the
+//!   root's buffer into its receive buffer (copies run in parallel on all
+//!   workers), checking the count and the type signature. The last copier
+//!   wakes the root, which only then leaves the round (nobody reads its
+//!   buffer any more). A non-root leaves right after its copy: nobody else
+//!   touches its buffer.
 //! * `linear`: the root sends part r to rank r (p − 1 messages, all posted
 //!   at once) and copies its own part.
 //! * `binomial` (Scatter): a binomial tree rooted at the root, ⌈log2 p⌉
@@ -31,7 +32,8 @@
 use super::exchange::Exchange;
 use super::gather::src_list;
 use super::parts::{check_elements, packed, Parts, Sides};
-use super::{copy_checked, Algorithm, Call};
+use super::round::Readers;
+use super::{copy_checked, pack_to, Algorithm, Call};
 use crate::datatype::copy::Layout;
 use crate::error::Error;
 use crate::Rank;
@@ -87,57 +89,30 @@ fn count_mismatch(call: &Call<'_>, rank: Rank, receives: usize, sent: usize) -> 
     }
 }
 
-/// Copies part `rank` of the root's `parts` into `recv`, checking the count.
-///
-/// # Safety
-///
-/// `parts` must be readable (its owner, the root, stays in the round or is
-/// the caller) and must not overlap `recv`.
-unsafe fn take_part(
-    call: &Call<'_>,
-    root: Rank,
-    parts: &Parts,
-    recv: &Layout,
-) -> Result<(), Error> {
+/// Copies part `rank` of the root's `parts` into `recv` (our own receive
+/// buffer, which no send buffer overlaps), checking the count.
+fn take_part(call: &Call<'_>, root: Rank, parts: &Parts, recv: &Layout) -> Result<(), Error> {
     let part = parts.part(call.rank() as usize);
     if part.count != recv.count {
         return Err(count_mismatch(call, call.rank(), recv.count, part.count));
     }
-    // SAFETY: the caller's contract.
-    unsafe { copy_checked(call, root, &part, recv) }
+    copy_checked(call, root, &part, recv)
 }
 
 fn shm(call: &Call<'_>, root: Rank, parts: Option<&Parts>, recv: &Layout) -> Result<(), Error> {
     let rounds = &call.comm.shared().coll.rounds;
-    let round = rounds.join_checked(call, true)?;
+    let round = rounds.join_published(call, Readers::NonRoots)?;
     let result = if let Some(parts) = parts {
-        // Publish the partition itself: it carries the buffer's address,
-        // its type and the table, and lives in our frame, which stays put
-        // until every rank has copied.
-        round.deposits[root as usize].set(
-            parts as *const Parts as *const u8,
-            recv.base as *mut u8,
-            0,
-        );
-        round.publish(call);
-        // SAFETY: our own buffers; send and receive buffers are distinct.
-        let own = unsafe { take_part(call, root, parts, recv) };
-        let waited = round.wait_released(call);
-        own.and(waited)
+        // Returns once every other rank has copied out of our buffer.
+        round.publish(call, root as usize, parts, || {
+            round.set_ready(call);
+            take_part(call, root, parts, recv)
+        })
     } else {
-        let copied = round.wait_published(call).and_then(|()| {
-            // SAFETY: [1] the root deposited the address of its `Parts`
-            // before `publish` (Release), which `wait_published` saw
-            // (Acquire); [2] it stays in the round, its frame intact,
-            // until every copy is counted in `done`, so the reference
-            // and the buffer it describes outlive this use.
-            let parts = unsafe { &*(round.deposits[root as usize].send() as *const Parts) };
-            // SAFETY: as above, and our receive buffer is ours alone.
-            unsafe { take_part(call, root, parts, recv) }
-        });
-        // Count the copy even if it failed, so the root is released.
-        round.release_root(call);
-        copied
+        round.wait_ready(call).and_then(|()| {
+            let turn = round.enter(call)?;
+            take_part(call, root, turn.deposit::<Parts>(root as usize), recv)
+        })
     };
     rounds.leave(call, round);
     result
@@ -152,8 +127,8 @@ fn linear(call: &Call<'_>, root: Rank, parts: Option<&Parts>, recv: &Layout) -> 
                 let r = (root + k) % size;
                 ex.send(r, &parts.part(r as usize));
             }
-            // SAFETY: our own buffers; send and receive buffers are distinct.
-            let own = unsafe { take_part(call, root, parts, recv) };
+            // Our own buffers; send and receive buffers are distinct.
+            let own = take_part(call, root, parts, recv);
             own.and(ex.wait())
         }
         None => {
@@ -197,17 +172,12 @@ fn binomial(
                 // [0, rest): pack both runs into one message. Subtrees are
                 // disjoint runs of relative ranks, so only one wraps.
                 let (head, rest) = (n - first, first + (e - s) - n);
-                wrapped.push(vec![0u8; (e - s) * block * esize]);
+                let mut packed = vec![0u8; (e - s) * block * esize];
+                let (front, back) = packed.split_at_mut(head * block * esize);
+                pack_to(&send.slice(first * block, head * block), front);
+                pack_to(&send.slice(0, rest * block), back);
+                wrapped.push(packed);
                 let at = wrapped.last_mut().expect("just pushed").as_mut_ptr();
-                // SAFETY: `wrapped` holds the data bytes of both runs, which
-                // lie inside the send buffer (checked by `Parts::uniform`).
-                unsafe {
-                    crate::datatype::copy::pack(&send.slice(first * block, head * block), at);
-                    crate::datatype::copy::pack(
-                        &send.slice(0, rest * block),
-                        at.add(head * block * esize),
-                    );
-                }
                 let tmp = Layout {
                     base: at as *const u8,
                     count: (e - s) * block,
@@ -221,8 +191,8 @@ fn binomial(
         for (s, layout) in &messages {
             ex.send(absolute(*s), layout);
         }
-        // SAFETY: our own buffers; send and receive buffers are distinct.
-        let own = unsafe { take_part(call, root as Rank, parts, recv) };
+        // Our own buffers; send and receive buffers are distinct.
+        let own = take_part(call, root as Rank, parts, recv);
         return own.and(ex.wait());
     }
 
@@ -251,7 +221,7 @@ fn binomial(
             &subtree.slice((s - v) * block, (e - s) * block),
         );
     }
-    // SAFETY: `tmp` and the receive buffer are distinct, both ours.
-    let own = unsafe { copy_checked(call, root as Rank, &subtree.slice(0, block), recv) };
+    // `tmp` and the receive buffer are distinct, both ours.
+    let own = copy_checked(call, root as Rank, &subtree.slice(0, block), recv);
     own.and(ex.wait())
 }

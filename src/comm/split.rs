@@ -224,7 +224,7 @@ pub(crate) fn create(
     // Checked in the round too: the shared-memory collectives check their
     // calls there only, so this is where a rank that called one of them
     // instead is caught.
-    let round = rounds.join_checked(&call, false)?;
+    let round = rounds.join_checked(&call)?;
     round.comm_create.lock().asks.push(ask);
     let waited = if round.arrive() {
         let asks = std::mem::take(&mut round.comm_create.lock().asks);

@@ -3,7 +3,7 @@
 //! at once (the pattern of tokio's `loom/` and crossbeam's `primitive`).
 //!
 //! The protocol modules (`sched::park`, `sched::idle`, `p2p::completion`,
-//! [`spin`]) depend on nothing but this module, which is what lets
+//! `coll::published`, [`spin`]) depend on nothing but this module, which is what lets
 //! `loom-tests` compile them on their own with loom's types.
 
 #[cfg(not(loom))]
@@ -14,13 +14,13 @@ pub(crate) mod spin;
 pub(crate) use send_ptr::SendPtr;
 
 #[cfg(not(loom))]
-pub(crate) use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering};
+pub(crate) use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 #[cfg(not(loom))]
 #[allow(unused_imports)]
 pub(crate) use std::sync::{Arc, Mutex, MutexGuard};
 
 #[cfg(loom)]
-pub(crate) use loom::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering};
+pub(crate) use loom::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 #[cfg(loom)]
 #[allow(unused_imports)]
 pub(crate) use loom::sync::{Arc, Mutex, MutexGuard};
