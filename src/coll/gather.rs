@@ -45,8 +45,10 @@ use crate::datatype::{Datatype, Equivalence, TypeHandle};
 use crate::error::Error;
 use crate::Rank;
 
-/// Statistics of the last Gatherv a rank ran as root (for `gatherv_algos`).
+/// Statistics of the last Gatherv a rank ran as root (for `gatherv_algos`
+/// and the tests; public only with the `stats` feature).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[cfg_attr(not(feature = "stats"), allow(unreachable_pub, dead_code))]
 pub struct RootStats {
     /// Distinct ranks the root received from.
     pub peers: usize,
@@ -54,6 +56,7 @@ pub struct RootStats {
     pub tmp_bytes: usize,
 }
 
+#[cfg(feature = "stats")]
 thread_local! {
     static LAST_ROOT_STATS: std::cell::Cell<RootStats> = const {
         std::cell::Cell::new(RootStats { peers: 0, tmp_bytes: 0 })
@@ -62,13 +65,19 @@ thread_local! {
 
 /// The statistics of the last gather the calling worker thread ran as root
 /// (read it right after the call, on the root rank).
+#[cfg(feature = "stats")]
 pub fn last_root_stats() -> RootStats {
     LAST_ROOT_STATS.with(|s| s.get())
 }
 
+#[cfg(feature = "stats")]
 fn set_root_stats(stats: RootStats) {
     LAST_ROOT_STATS.with(|s| s.set(stats));
 }
+
+#[cfg(not(feature = "stats"))]
+#[inline]
+fn set_root_stats(_: RootStats) {}
 
 /// Runs a Gatherv of `send` to `root`; `parts` at the root; `known` the
 /// counts and displacements where a non-root passed them (aggressive level).

@@ -33,6 +33,7 @@ mod rooted;
 pub use all::CommunicatorCollectives;
 pub use rooted::Root;
 
+#[cfg(feature = "stats")]
 pub use crate::coll::gather::{last_root_stats, RootStats};
 pub use crate::coll::op::{
     reduce_local_into, DynBuffer, DynBufferMut, Operation, SystemOperation, UserOperation,
