@@ -113,25 +113,101 @@ pub enum Error {
     Aborted,
 }
 
-impl Error {
-    /// The MPI error class name (`MPI_ERR_TRUNCATE`, ...).
-    pub fn class(&self) -> &'static str {
+/// The MPI error class of an [`Error`] (`MPI_ERR_TRUNCATE`, ...), as
+/// `MPI_Error_class` gives it; `Display` prints the class's name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ErrorClass {
+    /// `MPI_ERR_TRUNCATE`: a message longer than its receive buffer.
+    Truncate,
+    /// `MPI_ERR_RANK`: a rank outside the communicator.
+    Rank,
+    /// `MPI_ERR_TAG`: a tag outside `0..=TAG_UB`.
+    Tag,
+    /// `MPI_ERR_ROOT`: a root outside the communicator.
+    Root,
+    /// `MPI_ERR_COUNT`: a count or buffer size that does not fit.
+    Count,
+    /// `MPI_ERR_TYPE`: type signatures that differ.
+    Type,
+    /// `MPI_ERR_COMM`: a communicator used where it is not valid.
+    Comm,
+    /// `MPI_ERR_ARG`: an argument that is not valid.
+    Arg,
+    /// `MPI_ERR_UNSUPPORTED_OPERATION`: not implemented by myriad yet.
+    Unsupported,
+    /// `MPI_ERR_OTHER`: ranks called different collectives (or the same
+    /// one differently).
+    CollectiveMismatch,
+    /// `MPI_ERR_OTHER`: every rank waits and nothing can wake them.
+    Deadlock,
+    /// `MPI_ERR_OTHER`: a rank panicked.
+    Panic,
+    /// `MPI_ERR_NO_MEM`: a resource the job needs is missing.
+    NoMem,
+    /// `MPI_ERR_ARG`: invalid configuration (builder, variable or flag).
+    Config,
+    /// `MPI_ERR_OTHER`: the job was aborted.
+    Aborted,
+}
+
+impl ErrorClass {
+    /// The class's name as MPI spells it, with what myriad means by it where
+    /// MPI lumps several cases into one class (`MPI_ERR_OTHER (deadlock)`).
+    pub fn name(self) -> &'static str {
         match self {
-            Error::Truncate { .. } => "MPI_ERR_TRUNCATE",
-            Error::Rank { .. } => "MPI_ERR_RANK",
-            Error::Tag { .. } => "MPI_ERR_TAG",
-            Error::Root { .. } => "MPI_ERR_ROOT",
-            Error::Count { .. } => "MPI_ERR_COUNT",
-            Error::Type { .. } => "MPI_ERR_TYPE",
-            Error::Comm { .. } => "MPI_ERR_COMM",
-            Error::Arg { .. } => "MPI_ERR_ARG",
-            Error::Unsupported { .. } => "MPI_ERR_UNSUPPORTED_OPERATION",
-            Error::Collective { .. } => "MPI_ERR_OTHER (collective mismatch)",
-            Error::Deadlock { .. } => "MPI_ERR_OTHER (deadlock)",
-            Error::Panic { .. } => "MPI_ERR_OTHER (rank panicked)",
-            Error::Resources { .. } => "MPI_ERR_NO_MEM",
-            Error::Config { .. } => "MPI_ERR_ARG (configuration)",
-            Error::Aborted => "MPI_ERR_OTHER (aborted)",
+            ErrorClass::Truncate => "MPI_ERR_TRUNCATE",
+            ErrorClass::Rank => "MPI_ERR_RANK",
+            ErrorClass::Tag => "MPI_ERR_TAG",
+            ErrorClass::Root => "MPI_ERR_ROOT",
+            ErrorClass::Count => "MPI_ERR_COUNT",
+            ErrorClass::Type => "MPI_ERR_TYPE",
+            ErrorClass::Comm => "MPI_ERR_COMM",
+            ErrorClass::Arg => "MPI_ERR_ARG",
+            ErrorClass::Unsupported => "MPI_ERR_UNSUPPORTED_OPERATION",
+            ErrorClass::CollectiveMismatch => "MPI_ERR_OTHER (collective mismatch)",
+            ErrorClass::Deadlock => "MPI_ERR_OTHER (deadlock)",
+            ErrorClass::Panic => "MPI_ERR_OTHER (rank panicked)",
+            ErrorClass::NoMem => "MPI_ERR_NO_MEM",
+            ErrorClass::Config => "MPI_ERR_ARG (configuration)",
+            ErrorClass::Aborted => "MPI_ERR_OTHER (aborted)",
+        }
+    }
+}
+
+impl fmt::Display for ErrorClass {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl Error {
+    /// The MPI error class (`MPI_Error_class`).
+    ///
+    /// ```
+    /// use myriad::{Error, ErrorClass};
+    ///
+    /// let err = Error::Tag { op: "send", tag: -5 };
+    /// assert_eq!(err.class(), ErrorClass::Tag);
+    /// assert_eq!(err.class().to_string(), "MPI_ERR_TAG");
+    /// ```
+    pub fn class(&self) -> ErrorClass {
+        match self {
+            Error::Truncate { .. } => ErrorClass::Truncate,
+            Error::Rank { .. } => ErrorClass::Rank,
+            Error::Tag { .. } => ErrorClass::Tag,
+            Error::Root { .. } => ErrorClass::Root,
+            Error::Count { .. } => ErrorClass::Count,
+            Error::Type { .. } => ErrorClass::Type,
+            Error::Comm { .. } => ErrorClass::Comm,
+            Error::Arg { .. } => ErrorClass::Arg,
+            Error::Unsupported { .. } => ErrorClass::Unsupported,
+            Error::Collective { .. } => ErrorClass::CollectiveMismatch,
+            Error::Deadlock { .. } => ErrorClass::Deadlock,
+            Error::Panic { .. } => ErrorClass::Panic,
+            Error::Resources { .. } => ErrorClass::NoMem,
+            Error::Config { .. } => ErrorClass::Config,
+            Error::Aborted => ErrorClass::Aborted,
         }
     }
 
