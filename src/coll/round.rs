@@ -294,6 +294,8 @@ impl Access<'_> {
 
 impl Drop for Access<'_> {
     fn drop(&mut self) {
+        #[cfg(test)]
+        tests::on_leave();
         if self.round.gate.leave() {
             self.round.wake_all(self.call);
         }
@@ -632,11 +634,20 @@ mod tests {
 
     thread_local! {
         static ON_TURN: Cell<Option<fn()>> = const { Cell::new(None) };
+        static ON_LEAVE: Cell<Option<fn()>> = const { Cell::new(None) };
     }
 
     /// Called by `Round::enter` once a turn is granted.
     pub(super) fn on_turn() {
         if let Some(hook) = ON_TURN.with(Cell::get) {
+            hook();
+        }
+    }
+
+    /// Called when a turn ends, before the gate learns it: an owner that
+    /// waits for the turn can only come back after this.
+    pub(super) fn on_leave() {
+        if let Some(hook) = ON_LEAVE.with(Cell::get) {
             hook();
         }
     }
@@ -712,11 +723,13 @@ mod tests {
     }
 
     /// World ranks 0 (the root, whose OS thread owns the buffer) and 1 (the
-    /// reader, whose OS thread has `hook`) run `root` and `reader`; rank 2
-    /// fails the job once the reader's turn has begun.
+    /// reader, whose OS thread runs `hook` when its turn starts and `leave`
+    /// when it ends) run `root` and `reader`; rank 2 fails the job once the
+    /// reader's turn has begun.
     fn job(
         flags: &'static Flags,
         hook: fn(),
+        leave: fn(),
         collective: Collective,
         root: impl Fn(&SimpleCommunicator) -> Vec<u64> + Sync,
         reader: impl Fn(&SimpleCommunicator) + Sync,
@@ -738,8 +751,8 @@ mod tests {
                     1 => crate::thread::scope(|s| {
                         s.spawn(|| {
                             ON_TURN.with(|h| h.set(Some(hook)));
+                            ON_LEAVE.with(|h| h.set(Some(leave)));
                             reader(&world);
-                            flags.left.store(true, SeqCst);
                         });
                     }),
                     _ => {
@@ -761,6 +774,7 @@ mod tests {
         FLAGS.check(job(
             &FLAGS,
             || FLAGS.hold(),
+            || FLAGS.left.store(true, SeqCst),
             Collective::Broadcast,
             |world| {
                 let mut buf = vec![DATA; LEN];
@@ -791,6 +805,7 @@ mod tests {
         FLAGS.check(job(
             &FLAGS,
             || FLAGS.hold(),
+            || FLAGS.left.store(true, SeqCst),
             Collective::Gather,
             |world| {
                 let mut buf = vec![0u64; 3 * LEN];
