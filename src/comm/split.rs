@@ -473,11 +473,9 @@ pub(crate) fn create_group(
     } else {
         let info = WaitInfo {
             op: WaitOp::Collective,
+            label: Some(Collective::CommCreate.label()),
             peer: WaitInfo::NO_PEER,
-            tag: Collective::ALL
-                .iter()
-                .position(|&c| c == Collective::CommCreate)
-                .unwrap_or(0) as i32,
+            tag: WaitInfo::NO_TAG,
             comm: core.p2p_context() + 1,
             site,
         };

@@ -526,6 +526,7 @@ pub(crate) fn send(
                 } else {
                     WaitOp::Send
                 },
+                label: None,
                 peer: dest,
                 tag,
                 comm: comm.p2p_context(),
@@ -555,6 +556,7 @@ pub(crate) fn receive(
             let guard = PendingGuard::new(job, Queued::Receive(comm.world()), &completion);
             let info = WaitInfo {
                 op: WaitOp::Receive,
+                label: None,
                 peer: source,
                 tag,
                 comm: comm.p2p_context(),
@@ -661,6 +663,7 @@ fn wait_for_message<T>(
     let mailbox = &job.p2p.mailboxes[comm.world() as usize];
     let info = WaitInfo {
         op: WaitOp::Probe,
+        label: None,
         peer: source,
         tag,
         comm: comm.p2p_context(),

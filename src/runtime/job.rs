@@ -10,7 +10,7 @@
 //! 4. return the ranks' results, or the error that ended the job.
 
 use std::cell::UnsafeCell;
-use std::sync::{Arc, Barrier};
+use std::sync::{Arc, Barrier, Weak};
 
 use crossbeam_deque::Worker as Deque;
 
@@ -49,11 +49,6 @@ impl Job {
             Arc::increment_strong_count(ptr);
             Arc::from_raw(ptr)
         }
-    }
-
-    /// The name of a communicator by context id, for reports.
-    pub(crate) fn comm_name(&self, context: u32) -> String {
-        self.comms.name(context)
     }
 }
 
@@ -123,12 +118,21 @@ where
         .iter()
         .map(|d| WorkerShared::new(d.stealer()))
         .collect();
-    let job = Arc::new(Job {
-        size: ranks as u32,
-        sched: sched::Shared::new(ranks, shared, config.threading),
-        p2p: p2p::Shared::new(ranks, config.eager_limit),
-        comms: comm::Registry::new(ranks as u32, config.check_collectives),
-        hls: crate::hls::JobHls::new(&placements, assignment),
+    let job = Arc::new_cyclic(|this: &Weak<Job>| {
+        // Deadlock reports name communicators through the job (alive while
+        // any rank can be reported: `run_job` holds it).
+        let this = this.clone();
+        let namer = move |context: u32| {
+            this.upgrade()
+                .map_or_else(|| context.to_string(), |job| job.comms.name(context))
+        };
+        Job {
+            size: ranks as u32,
+            sched: sched::Shared::new(ranks, shared, config.threading, namer),
+            p2p: p2p::Shared::new(ranks, config.eager_limit),
+            comms: comm::Registry::new(ranks as u32, config.check_collectives),
+            hls: crate::hls::JobHls::new(&placements, assignment),
+        }
     });
     if config.report_bindings {
         eprintln!("[myriad] {topo}; stack guards: {:?}", pool.mode());

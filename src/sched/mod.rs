@@ -72,6 +72,18 @@ pub(crate) struct Shared {
     pub(crate) threads: thread::Threads,
     /// The thread level of ranks that did not ask for one.
     threading: Threading,
+    /// Names communicators (by context id) in deadlock reports.
+    namer: Namer,
+}
+
+/// How the layer that owns the communicators names one by its context id
+/// (the scheduler knows only the number a wait records).
+pub(crate) struct Namer(Box<dyn Fn(u32) -> String + Send + Sync>);
+
+impl std::fmt::Debug for Namer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Namer")
+    }
 }
 
 impl Shared {
@@ -79,6 +91,7 @@ impl Shared {
         ranks: usize,
         workers: Box<[worker::WorkerShared]>,
         threading: Threading,
+        namer: impl Fn(u32) -> String + Send + Sync + 'static,
     ) -> Shared {
         let count = workers.len();
         Shared {
@@ -95,7 +108,13 @@ impl Shared {
             micro: micro::MicroQueue::default(),
             threads: thread::Threads::default(),
             threading,
+            namer: Namer(Box::new(namer)),
         }
+    }
+
+    /// The name of the communicator with context id `context`, for reports.
+    pub(crate) fn comm_name(&self, context: u32) -> String {
+        (self.namer.0)(context)
     }
 
     /// The thread level of rank `rank`: the one it asked for, else the
@@ -397,7 +416,7 @@ mod tests {
 
     #[test]
     fn a_failure_replaces_a_consequence_but_not_another_failure() {
-        let shared = Shared::new(4, Box::new([]), Threading::Single);
+        let shared = Shared::new(4, Box::new([]), Threading::Single, |c| c.to_string());
         shared.fail_as_consequence(panic_of(1));
         shared.fail_as_consequence(panic_of(2));
         shared.fail(panic_of(0));
@@ -406,7 +425,7 @@ mod tests {
         assert!(shared.is_aborting());
         assert_eq!(shared.take_failure(), Some(panic_of(0)));
 
-        let shared = Shared::new(4, Box::new([]), Threading::Single);
+        let shared = Shared::new(4, Box::new([]), Threading::Single, |c| c.to_string());
         shared.fail_as_consequence(panic_of(1));
         shared.fail_as_consequence(panic_of(2));
         assert_eq!(shared.take_failure(), Some(panic_of(1)));

@@ -99,10 +99,21 @@ impl WaitOp {
     }
 }
 
+/// A name the layer above gives a wait (a collective's name), shown in
+/// deadlock reports as `<label> (<op>)`.
+///
+/// A reference to a `&'static str` rather than the `&str` itself: one word,
+/// so that a [`Slot`] keeps it in one atomic pointer (a million slots must
+/// stay small). Write it as `&"name"` (a promoted constant).
+pub(crate) type Label = &'static &'static str;
+
 /// Describes what a rank is about to wait for.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct WaitInfo {
     pub(crate) op: WaitOp,
+    /// What the wait is for, in the words of the layer that waits (`None`:
+    /// the operation alone describes it).
+    pub(crate) label: Option<Label>,
     /// Peer rank in `comm`, `ANY_SOURCE`, or `-2` for none.
     pub(crate) peer: Rank,
     /// Tag, `ANY_TAG`, or `i32::MIN` for none.
@@ -120,6 +131,7 @@ impl WaitInfo {
     pub(crate) fn simple(op: WaitOp, site: &'static Location<'static>) -> WaitInfo {
         WaitInfo {
             op,
+            label: None,
             peer: Self::NO_PEER,
             tag: Self::NO_TAG,
             comm: u32::MAX,
@@ -141,6 +153,7 @@ pub(crate) struct Slot {
     /// A rank's thread level: 0 for the job's default, else level + 1.
     threading: AtomicU8,
     wait_op: AtomicU8,
+    wait_label: AtomicPtr<&'static str>,
     wait_peer: AtomicI32,
     wait_tag: AtomicI32,
     wait_comm: AtomicU32,
@@ -156,6 +169,7 @@ impl Slot {
             life: AtomicU8::new(Life::NotStarted as u8),
             threading: AtomicU8::new(0),
             wait_op: AtomicU8::new(WaitOp::None as u8),
+            wait_label: AtomicPtr::new(ptr::null_mut()),
             wait_peer: AtomicI32::new(0),
             wait_tag: AtomicI32::new(0),
             wait_comm: AtomicU32::new(0),
@@ -223,6 +237,8 @@ impl Slot {
     #[inline]
     pub(crate) fn set_wait(&self, info: &WaitInfo) {
         self.wait_op.store(info.op as u8, Ordering::Relaxed);
+        let label = info.label.map_or(ptr::null(), |l| l as *const &'static str);
+        self.wait_label.store(label.cast_mut(), Ordering::Relaxed);
         self.wait_peer.store(info.peer, Ordering::Relaxed);
         self.wait_tag.store(info.tag, Ordering::Relaxed);
         self.wait_comm.store(info.comm, Ordering::Relaxed);
@@ -239,6 +255,9 @@ impl Slot {
         }
         Some(WaitInfo {
             op: WaitOp::from_u8(self.wait_op.load(Ordering::Relaxed)),
+            // SAFETY: only null or `Label`s (`&'static &'static str`) are
+            // stored.
+            label: unsafe { self.wait_label.load(Ordering::Relaxed).as_ref() },
             peer: self.wait_peer.load(Ordering::Relaxed),
             tag: self.wait_tag.load(Ordering::Relaxed),
             comm: self.wait_comm.load(Ordering::Relaxed),
@@ -333,4 +352,32 @@ pub(crate) fn current() -> Option<&'static RankCtx> {
 #[inline]
 pub(crate) fn set_current(ctx: *const RankCtx) -> *const RankCtx {
     CURRENT.with(|c| c.replace(ctx))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A million ranks have a million slots: 40 bytes before waits had
+    /// labels, one word more with them.
+    #[test]
+    fn a_slot_stays_small() {
+        assert!(
+            std::mem::size_of::<Slot>() <= 48,
+            "Slot is {} bytes",
+            std::mem::size_of::<Slot>()
+        );
+    }
+
+    #[test]
+    fn a_slot_keeps_the_label_of_a_wait() {
+        let slot = Slot::new(0);
+        let site = Location::caller();
+        let mut info = WaitInfo::simple(WaitOp::Collective, site);
+        info.label = Some(&"barrier");
+        slot.set_wait(&info);
+        assert_eq!(slot.wait().unwrap().label, Some(&"barrier"));
+        slot.set_wait(&WaitInfo::simple(WaitOp::Receive, site));
+        assert_eq!(slot.wait().unwrap().label, None);
+    }
 }

@@ -232,7 +232,7 @@ pub(crate) fn park_once(ctx: &RankCtx, info: &WaitInfo) -> Result<(), Error> {
             && job.sched.external.load(Ordering::SeqCst) == 0
         {
             // Nobody else may look: every worker already went to sleep.
-            if let Some(report) = deadlock::check_stable(job) {
+            if let Some(report) = deadlock::check_stable(&job.sched) {
                 job.sched.fail(Error::Deadlock { report });
             }
         }

@@ -633,7 +633,7 @@ impl Worker<'_> {
             && job.sched.timers.load(Ordering::SeqCst) == 0
             && job.sched.external.load(Ordering::SeqCst) == 0
         {
-            if let Some(report) = deadlock::check_stable(job) {
+            if let Some(report) = deadlock::check_stable(&job.sched) {
                 sleep.cancel(announcement);
                 job.sched.fail(Error::Deadlock { report });
                 return;
