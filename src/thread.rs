@@ -67,7 +67,7 @@ fn caller_rank() -> Option<&'static sched::RankCtx> {
 }
 
 /// Counts a thread about to start in `job`: while it runs, a rank waiting
-/// for it is not deadlocked (`Shared::external`).
+/// for it is not deadlocked (`Scheduler::external`).
 fn count_thread(job: &Job) {
     job.sched.external.fetch_add(1, Ordering::SeqCst);
 }

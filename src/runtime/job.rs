@@ -28,7 +28,7 @@ use crate::sched::{self};
 #[derive(Debug)]
 pub(crate) struct Job {
     pub(crate) size: u32,
-    pub(crate) sched: sched::Shared,
+    pub(crate) sched: sched::Scheduler,
     pub(crate) p2p: p2p::Shared,
     pub(crate) comms: comm::Registry,
     /// `Hls` values and the groups of ranks that share them.
@@ -128,7 +128,7 @@ where
         };
         Job {
             size: ranks as u32,
-            sched: sched::Shared::new(ranks, shared, config.threading, namer),
+            sched: sched::Scheduler::new(ranks, shared, config.threading, namer),
             p2p: p2p::Shared::new(ranks, config.eager_limit),
             comms: comm::Registry::new(ranks as u32, config.check_collectives),
             hls: crate::hls::JobHls::new(&placements, assignment),

@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write;
 
 use super::rank::{Life, WaitInfo, WaitOp};
-use super::Shared;
+use super::Scheduler;
 use crate::{ANY_SOURCE, ANY_TAG};
 
 /// At most this many ranks are listed one by one; the rest are summarised.
@@ -20,14 +20,14 @@ const LISTED: usize = 16;
 
 /// [`check`], confirmed: `None` unless no OS thread acting for a rank
 /// parked (and so possibly woke someone) while the slots were read.
-pub(crate) fn check_stable(sched: &Shared) -> Option<String> {
+pub(crate) fn check_stable(sched: &Scheduler) -> Option<String> {
     let epoch = sched.threads.epoch();
     let report = check(sched)?;
     (sched.threads.epoch() == epoch).then_some(report)
 }
 
 /// The deadlock report if every live rank of the job is parked, else `None`.
-pub(crate) fn check(sched: &Shared) -> Option<String> {
+pub(crate) fn check(sched: &Scheduler) -> Option<String> {
     let slots = &sched.slots;
     let mut waiting: Vec<Waiting> = Vec::new();
     for (rank, slot) in slots.rank_slots().iter().enumerate() {
@@ -96,7 +96,7 @@ impl Waiting {
     }
 }
 
-fn report(sched: &Shared, waiting: &[Waiting], ranks_waiting: usize) -> String {
+fn report(sched: &Scheduler, waiting: &[Waiting], ranks_waiting: usize) -> String {
     let finished = sched.slots.ranks() - ranks_waiting;
     let mut out = format!(
         "all {ranks_waiting} live ranks of the job are blocked and nothing can wake them ({finished} ranks finished):"
@@ -123,7 +123,7 @@ fn report(sched: &Shared, waiting: &[Waiting], ranks_waiting: usize) -> String {
     out
 }
 
-fn describe(sched: &Shared, info: Option<&WaitInfo>) -> String {
+fn describe(sched: &Scheduler, info: Option<&WaitInfo>) -> String {
     let Some(info) = info else {
         return "parked (no operation recorded)".to_string();
     };
@@ -173,7 +173,7 @@ mod tests {
     /// up itself: `<name> (collective), on communicator <name>, at <site>`.
     #[test]
     fn a_labelled_wait_names_its_collective_and_communicator() {
-        let sched = Shared::new(1, Box::new([]), Threading::Single, |c| format!("comm#{c}"));
+        let sched = Scheduler::new(1, Box::new([]), Threading::Single, |c| format!("comm#{c}"));
         let site = Location::caller();
         let info = WaitInfo {
             op: WaitOp::Collective,

@@ -46,7 +46,7 @@ use rank::Suspend;
 
 /// Scheduler state of one job, shared by its workers.
 #[derive(Debug)]
-pub(crate) struct Shared {
+pub(crate) struct Scheduler {
     /// Park slots: ranks first, then tasks.
     pub(crate) slots: slots::Slots,
     pub(crate) workers: Box<[worker::WorkerShared]>,
@@ -86,15 +86,15 @@ impl std::fmt::Debug for Namer {
     }
 }
 
-impl Shared {
+impl Scheduler {
     pub(crate) fn new(
         ranks: usize,
         workers: Box<[worker::WorkerShared]>,
         threading: Threading,
         namer: impl Fn(u32) -> String + Send + Sync + 'static,
-    ) -> Shared {
+    ) -> Scheduler {
         let count = workers.len();
-        Shared {
+        Scheduler {
             slots: slots::Slots::new(ranks),
             workers,
             sleep: idle::Sleep::new(count),
@@ -416,18 +416,18 @@ mod tests {
 
     #[test]
     fn a_failure_replaces_a_consequence_but_not_another_failure() {
-        let shared = Shared::new(4, Box::new([]), Threading::Single, |c| c.to_string());
-        shared.fail_as_consequence(panic_of(1));
-        shared.fail_as_consequence(panic_of(2));
-        shared.fail(panic_of(0));
-        shared.fail(panic_of(3));
-        shared.fail_as_consequence(panic_of(2));
-        assert!(shared.is_aborting());
-        assert_eq!(shared.take_failure(), Some(panic_of(0)));
+        let sched = Scheduler::new(4, Box::new([]), Threading::Single, |c| c.to_string());
+        sched.fail_as_consequence(panic_of(1));
+        sched.fail_as_consequence(panic_of(2));
+        sched.fail(panic_of(0));
+        sched.fail(panic_of(3));
+        sched.fail_as_consequence(panic_of(2));
+        assert!(sched.is_aborting());
+        assert_eq!(sched.take_failure(), Some(panic_of(0)));
 
-        let shared = Shared::new(4, Box::new([]), Threading::Single, |c| c.to_string());
-        shared.fail_as_consequence(panic_of(1));
-        shared.fail_as_consequence(panic_of(2));
-        assert_eq!(shared.take_failure(), Some(panic_of(1)));
+        let sched = Scheduler::new(4, Box::new([]), Threading::Single, |c| c.to_string());
+        sched.fail_as_consequence(panic_of(1));
+        sched.fail_as_consequence(panic_of(2));
+        assert_eq!(sched.take_failure(), Some(panic_of(1)));
     }
 }

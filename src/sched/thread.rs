@@ -204,7 +204,7 @@ fn check_alive(job: &Job) -> Result<(), Error> {
 }
 
 /// Starts counting the calling OS thread, a thread of a rank of `job`, as
-/// one that may still wake ranks (`Shared::external`): no deadlock is
+/// one that may still wake ranks (`Scheduler::external`): no deadlock is
 /// reported while it runs outside MPI waits. The caller already added it to
 /// the count (before the thread started, so that no report can slip in).
 pub(crate) fn counted_as_external(job: &Job) {

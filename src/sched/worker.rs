@@ -248,7 +248,7 @@ pub(crate) fn recorded_panic() -> Option<String> {
 /// Panics with `message` (an ordinary `String` payload, so user code that
 /// catches it sees nothing special), marked as following from another
 /// party's failure: a job that fails with it reports the cause instead when
-/// the cause fails the job too (`Shared::fail_as_consequence`).
+/// the cause fails the job too (`Scheduler::fail_as_consequence`).
 #[cold]
 #[track_caller]
 pub(crate) fn panic_as_consequence(message: String) -> ! {
