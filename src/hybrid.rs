@@ -96,7 +96,7 @@ where
         ctx,
         site,
     };
-    job.sched.micro.push(job, tasks);
+    job.sched.micro.push(&job.sched, tasks);
     // The rank works on its region too, as a helper would: outside of any
     // rank, so that chunks behave the same wherever they run.
     {
@@ -220,7 +220,7 @@ impl<F: Fn(usize) + Sync> Region<'_, F> {
         // may be gone right after it.
         let (waiter, job) = (self.waiter, self.job);
         if self.helpers.fetch_sub(1, Ordering::AcqRel) == 1 {
-            sched::unpark(job, waiter);
+            sched::unpark(&job.sched, waiter);
         }
         if let Err(payload) = done {
             panic::resume_unwind(payload);
@@ -317,7 +317,7 @@ impl<'scope> Scope<'scope> {
             let job = scope.job;
             if scope.pending.fetch_sub(1, Ordering::AcqRel) == 1 {
                 if let (Some(waiter), Some(job)) = (waiter, job) {
-                    sched::unpark(job, waiter);
+                    sched::unpark(&job.sched, waiter);
                 }
             }
             if let Err(payload) = outcome {
@@ -328,7 +328,7 @@ impl<'scope> Scope<'scope> {
         // waits for it (`scope`'s end, also on unwind) before 'scope ends.
         let run = unsafe { erase(run) };
         job.sched.micro.push(
-            job,
+            &job.sched,
             [MicroTask {
                 rank: self.rank,
                 run,

@@ -74,7 +74,7 @@ fn count_thread(job: &Job) {
 
 /// The thread runs: it tells MPI waits it is counted.
 fn thread_started(job: &Job) {
-    sched::thread::counted_as_external(job);
+    sched::thread::counted_as_external(&job.sched);
 }
 
 /// The thread is done (after waking whoever waits for it).
@@ -92,7 +92,7 @@ impl Drop for Finished<'_> {
         let waiter = shared.end.finish();
         if let Some(job) = &shared.job {
             if let Some(slot) = waiter {
-                sched::unpark(job, slot);
+                sched::unpark(&job.sched, slot);
             }
             thread_ended(job);
         }
@@ -328,7 +328,7 @@ impl Drop for ScopeFinished<'_, '_, '_> {
         let joiner = self.0.joiner.as_ref().map(|j| (Arc::clone(&j.job), j.slot));
         if self.0.running.fetch_sub(1, Ordering::AcqRel) == 1 {
             if let Some((job, slot)) = &joiner {
-                sched::unpark(job, *slot);
+                sched::unpark(&job.sched, *slot);
             }
         }
         if let Some((job, _)) = joiner {

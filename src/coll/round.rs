@@ -499,7 +499,7 @@ impl Round {
     pub(crate) fn wake_all(&self, call: &Call<'_>) {
         for list in self.waiters.iter() {
             let waiters = std::mem::take(&mut *list.lock());
-            sched::unpark_many(call.comm.job(), &waiters);
+            sched::unpark_many(&call.comm.job().sched, &waiters);
         }
     }
 

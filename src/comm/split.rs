@@ -469,7 +469,7 @@ pub(crate) fn create_group(
         let shared = registry.create(members.clone(), &format!("subgroup of {parent}"));
         *meeting.outcome.lock() = Some(shared);
         let waiters = std::mem::take(&mut *meeting.waiters.lock());
-        sched::unpark_many(job, &waiters);
+        sched::unpark_many(&job.sched, &waiters);
     } else {
         let info = WaitInfo {
             op: WaitOp::Collective,

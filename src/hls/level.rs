@@ -248,7 +248,7 @@ impl GroupBarrier {
             // Changed only under the lock.
             self.epoch.fetch_add(1, Ordering::Release);
             drop(synced);
-            sched::unpark_many(job, &waiters);
+            sched::unpark_many(&job.sched, &waiters);
             return;
         }
         let epoch = self.epoch.load(Ordering::Relaxed);

@@ -249,7 +249,7 @@ impl<T: Send + Sync + 'static> Hls<T> {
             let garbage = synced.collect(generation, cell.size);
             (waiters, garbage)
         };
-        sched::unpark_many(job, &waiters);
+        sched::unpark_many(&job.sched, &waiters);
         // Dropped outside the lock (a big table takes a while to free).
         drop(garbage);
         view.pass(generation, pointer.cast());
@@ -512,6 +512,6 @@ impl<T> Drop for PoisonOnUnwind<'_, T> {
             self.cell.poisoned.store(true, Ordering::Release);
             mem::take(&mut synced.waiters)
         };
-        sched::unpark_many(self.job, &waiters);
+        sched::unpark_many(&self.job.sched, &waiters);
     }
 }

@@ -41,7 +41,6 @@ pub use level::Threading;
 pub(crate) use rank::{RankCtx, WaitInfo, WaitOp};
 
 use crate::error::Error;
-use crate::runtime::job::Job;
 use rank::Suspend;
 
 /// Scheduler state of one job, shared by its workers.
@@ -320,40 +319,40 @@ fn unwinding(ctx: &RankCtx, info: &WaitInfo) -> Error {
     }
 }
 
-/// Wakes the party parked on slot `slot` of `job` (a rank: its world rank)
-/// after making its condition true.
+/// Wakes the party parked on slot `slot` of `sched` (a rank: its world
+/// rank) after making its condition true.
 #[inline]
-pub(crate) fn unpark(job: &Job, slot: u32) {
+pub(crate) fn unpark(sched: &Scheduler, slot: u32) {
     let slot_id = slot;
-    let slot = job.sched.slots.get(slot);
+    let slot = sched.slots.get(slot);
     if slot.park.unpark() {
         let home = slot.home();
         if home.0 == thread::HOME {
-            thread::wake(job, slot_id);
+            thread::wake(sched, slot_id);
         } else {
-            worker::schedule(job, home);
+            worker::schedule(sched, home);
         }
     }
 }
 
 /// Wakes every slot of `slots` (see [`unpark`]), requeueing the woken ones
 /// in batches per worker (slots of one worker in a row cost one push).
-pub(crate) fn unpark_many(job: &Job, slots: &[u32]) {
+pub(crate) fn unpark_many(sched: &Scheduler, slots: &[u32]) {
     let mut batch: Vec<u32> = Vec::new();
     let mut batch_worker = usize::MAX;
     for &id in slots {
-        let slot = job.sched.slots.get(id);
+        let slot = sched.slots.get(id);
         if !slot.park.unpark() {
             continue;
         }
         let (worker, task) = slot.home();
         if worker == thread::HOME {
-            thread::wake(job, id);
+            thread::wake(sched, id);
             continue;
         }
         if worker != batch_worker {
             if !batch.is_empty() {
-                worker::schedule_batch(job, batch_worker, &batch);
+                worker::schedule_batch(sched, batch_worker, &batch);
                 batch.clear();
             }
             batch_worker = worker;
@@ -361,7 +360,7 @@ pub(crate) fn unpark_many(job: &Job, slots: &[u32]) {
         batch.push(task as u32);
     }
     if !batch.is_empty() {
-        worker::schedule_batch(job, batch_worker, &batch);
+        worker::schedule_batch(sched, batch_worker, &batch);
     }
 }
 
@@ -397,7 +396,7 @@ pub fn sleep(duration: Duration) {
     };
     let deadline = Instant::now() + duration;
     let job = ctx.job();
-    worker::add_timer(job, ctx.slot, deadline);
+    worker::add_timer(&job.sched, ctx.slot, deadline);
     let info = WaitInfo::simple(WaitOp::Sleep, site);
     // An abort while sleeping never returns here.
     let _ = wait_until(ctx, &info, || Instant::now() >= deadline);

@@ -30,7 +30,7 @@ use std::thread::Thread;
 
 use super::deadlock;
 use super::rank::{Life, RankCtx, WaitInfo};
-use super::Threading;
+use super::{Scheduler, Threading};
 use crate::error::Error;
 use crate::runtime::job::Job;
 
@@ -103,7 +103,7 @@ impl Drop for ThreadCtx {
 thread_local! {
     /// The job whose `external` count includes this OS thread while it runs
     /// (threads started by `myriad::thread`).
-    static EXTERNAL: Cell<*const Job> = const { Cell::new(ptr::null()) };
+    static EXTERNAL: Cell<*const Scheduler> = const { Cell::new(ptr::null()) };
 
     /// The contexts of this OS thread, one per (job, rank) it acted for.
     /// Boxed: references handed out stay valid while the list grows.
@@ -207,8 +207,8 @@ fn check_alive(job: &Job) -> Result<(), Error> {
 /// one that may still wake ranks (`Scheduler::external`): no deadlock is
 /// reported while it runs outside MPI waits. The caller already added it to
 /// the count (before the thread started, so that no report can slip in).
-pub(crate) fn counted_as_external(job: &Job) {
-    EXTERNAL.with(|e| e.set(job));
+pub(crate) fn counted_as_external(sched: &Scheduler) {
+    EXTERNAL.with(|e| e.set(sched));
 }
 
 /// `sched::park_once` for a thread context: parks the OS thread until its
@@ -221,7 +221,7 @@ pub(crate) fn park_once(ctx: &RankCtx, info: &WaitInfo) -> Result<(), Error> {
     job.sched.threads.epoch.fetch_add(1, Ordering::SeqCst);
     // While parked it wakes nobody: out of the external count (its slot
     // stands for it instead).
-    let counted = EXTERNAL.with(|e| ptr::eq(e.get(), job));
+    let counted = EXTERNAL.with(|e| ptr::eq(e.get(), &job.sched));
     if counted {
         job.sched.external.fetch_sub(1, Ordering::SeqCst);
     }
@@ -258,9 +258,8 @@ impl Drop for Recount<'_> {
 
 /// Wakes the OS thread behind thread-context slot `slot` (its park state
 /// was just unparked).
-pub(crate) fn wake(job: &Job, slot: u32) {
-    if let Some(thread) = job
-        .sched
+pub(crate) fn wake(sched: &Scheduler, slot: u32) {
+    if let Some(thread) = sched
         .threads
         .registered
         .lock()

@@ -54,6 +54,7 @@ use super::locals::RankLocals;
 use super::rank::{self, RankCtx, Suspend};
 use super::stack::{PooledStack, StackPool};
 use super::task::Spawn;
+use super::Scheduler;
 use crate::error::Error;
 use crate::runtime::job::Job;
 
@@ -91,7 +92,8 @@ impl WorkerShared {
 
 /// The part of a worker only its own thread (and the ranks it runs) touch.
 struct WorkerLocal {
-    job: *const Job,
+    /// The scheduler of the worker's job (identifies it).
+    sched: *const Scheduler,
     index: usize,
     ready: RefCell<VecDeque<u32>>,
     timers: RefCell<BinaryHeap<Reverse<(Instant, u32)>>>,
@@ -110,52 +112,52 @@ pub(crate) fn on_worker_thread() -> bool {
     !WORKER.with(|w| w.get()).is_null()
 }
 
-/// Requeues a woken rank living at `(worker, task)` of `job`.
+/// Requeues a woken rank living at `(worker, task)` of `sched`.
 #[inline]
-pub(crate) fn schedule(job: &Job, (worker, task): (usize, usize)) {
+pub(crate) fn schedule(sched: &Scheduler, (worker, task): (usize, usize)) {
     let local = WORKER.with(|w| w.get());
     // SAFETY: the pointer is set by `run` for the life of the worker loop on
     // this thread and cleared before the `WorkerLocal` is dropped.
     if let Some(local) = unsafe { local.as_ref() } {
-        if ptr::eq(local.job, job) && local.index == worker {
+        if ptr::eq(local.sched, sched) && local.index == worker {
             local.ready.borrow_mut().push_back(task as u32);
             return;
         }
     }
-    let shared = &job.sched.workers[worker];
+    let shared = &sched.workers[worker];
     shared
         .inbox
         .lock()
         .unwrap_or_else(|e| e.into_inner())
         .push(task as u32);
     shared.pending.fetch_add(1, Ordering::SeqCst);
-    if job.sched.sleep.claim(worker) {
+    if sched.sleep.claim(worker) {
         shared.unpark();
     }
 }
 
 /// Requeues woken tasks `tasks` of worker `worker`: one push to the local
 /// run queue, or one inbox lock and one wake-up for another worker.
-pub(crate) fn schedule_batch(job: &Job, worker: usize, tasks: &[u32]) {
+pub(crate) fn schedule_batch(sched: &Scheduler, worker: usize, tasks: &[u32]) {
     if tasks.is_empty() {
         return;
     }
     let local = WORKER.with(|w| w.get());
     // SAFETY: as in `schedule`.
     if let Some(local) = unsafe { local.as_ref() } {
-        if ptr::eq(local.job, job) && local.index == worker {
+        if ptr::eq(local.sched, sched) && local.index == worker {
             local.ready.borrow_mut().extend(tasks.iter().copied());
             return;
         }
     }
-    let shared = &job.sched.workers[worker];
+    let shared = &sched.workers[worker];
     shared
         .inbox
         .lock()
         .unwrap_or_else(|e| e.into_inner())
         .extend_from_slice(tasks);
     shared.pending.fetch_add(tasks.len(), Ordering::SeqCst);
-    if job.sched.sleep.claim(worker) {
+    if sched.sleep.claim(worker) {
         shared.unpark();
     }
 }
@@ -169,12 +171,12 @@ pub(crate) fn push_spawn(spawn: Spawn) {
 }
 
 /// Arms a timer that wakes slot `slot`, running on this thread.
-pub(crate) fn add_timer(job: &Job, slot: u32, deadline: Instant) {
+pub(crate) fn add_timer(sched: &Scheduler, slot: u32, deadline: Instant) {
     let local = WORKER.with(|w| w.get());
     // SAFETY: as in `schedule`; a running rank is always on a worker thread.
     let local = unsafe { local.as_ref() }.expect("a rank runs on a worker thread");
-    debug_assert!(ptr::eq(local.job, job));
-    job.sched.timers.fetch_add(1, Ordering::SeqCst);
+    debug_assert!(ptr::eq(local.sched, sched));
+    sched.timers.fetch_add(1, Ordering::SeqCst);
     local.timers.borrow_mut().push(Reverse((deadline, slot)));
 }
 
@@ -289,7 +291,7 @@ pub(crate) fn run(args: WorkerArgs<'_>) {
     }
     let _ = job.sched.workers[index].thread.set(std::thread::current());
     let local = WorkerLocal {
-        job: Arc::as_ptr(job),
+        sched: &job.sched,
         index,
         ready: RefCell::new(VecDeque::new()),
         timers: RefCell::new(BinaryHeap::new()),
@@ -407,7 +409,7 @@ impl Worker<'_> {
             };
             fired = true;
             let job = &**self.job;
-            super::unpark(job, slot);
+            super::unpark(&job.sched, slot);
             job.sched.timers.fetch_sub(1, Ordering::SeqCst);
         }
     }
