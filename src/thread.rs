@@ -53,8 +53,7 @@ impl Joiner {
     fn of_caller() -> Option<Joiner> {
         let ctx = caller_rank()?;
         Some(Joiner {
-            // SAFETY: the job outlives its running ranks.
-            job: unsafe { Job::arc_from_ptr(ctx.job) },
+            job: Job::arc_of(ctx),
             slot: ctx.slot,
         })
     }
@@ -144,10 +143,11 @@ impl<T> JoinHandle<T> {
     /// of another job) it blocks the calling thread, like `std`'s join.
     #[track_caller]
     pub fn join(self) -> std::thread::Result<T> {
-        let joiner =
-            self.shared.job.as_ref().and_then(|job| {
-                caller_rank().filter(|ctx| std::ptr::eq(ctx.job, Arc::as_ptr(job)))
-            });
+        let joiner = self
+            .shared
+            .job
+            .as_ref()
+            .and_then(|job| caller_rank().filter(|ctx| job.hosts(ctx)));
         if let Some(ctx) = joiner {
             let site = Location::caller();
             if self.shared.end.register(ctx.slot) {
@@ -181,10 +181,7 @@ where
 {
     let shared = Arc::new(Shared {
         end: JoinLatch::new(),
-        job: caller_rank().map(|ctx| {
-            // SAFETY: the job outlives its running ranks.
-            unsafe { Job::arc_from_ptr(ctx.job) }
-        }),
+        job: caller_rank().map(Job::arc_of),
     });
     if let Some(job) = &shared.job {
         count_thread(job);

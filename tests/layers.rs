@@ -77,9 +77,6 @@ const KNOWN: &[(&str, &str)] = &[
     ("comm/split.rs", "coll"),
     ("p2p/mod.rs", "comm"),
     ("p2p/mod.rs", "runtime::job"),
-    ("sched/rank.rs", "runtime::job"),
-    ("sched/thread.rs", "runtime::job"),
-    ("sched/worker.rs", "runtime::job"),
 ];
 
 fn layer_of_module(module: &str) -> Option<u8> {

@@ -746,8 +746,8 @@ mod tests {
                         while !flags.inside.load(SeqCst) {
                             crate::yield_now();
                         }
-                        let job = crate::sched::rank::current().expect("a rank").job();
-                        job.sched.fail(Error::Arg {
+                        let ctx = crate::sched::rank::current().expect("a rank");
+                        ctx.sched().fail(Error::Arg {
                             message: FAILURE.into(),
                         });
                     }

@@ -22,7 +22,7 @@ use crate::hardware::{self, RankAssignment, Topology};
 use crate::p2p;
 use crate::sched::stack::StackPool;
 use crate::sched::worker::{self, WorkerArgs, WorkerShared};
-use crate::sched::{self};
+use crate::sched::{self, RankCtx};
 
 /// Everything the ranks of one job share.
 #[derive(Debug)]
@@ -36,19 +36,41 @@ pub(crate) struct Job {
 }
 
 impl Job {
-    /// Recovers a new `Arc` to a job from the pointer a rank context holds.
-    ///
-    /// # Safety
-    ///
-    /// `ptr` must come from `Arc::as_ptr` of a job that is still alive
-    /// (true for the job of any running rank: `run_job` holds an `Arc`).
-    pub(crate) unsafe fn arc_from_ptr(ptr: *const Job) -> Arc<Job> {
-        // SAFETY: the caller guarantees a live `Arc<Job>` owns `ptr`; we add
-        // the reference we are about to create.
+    /// The job of a rank context (`RankCtx::host` is opaque to `sched`).
+    #[inline]
+    pub(crate) fn of(ctx: &RankCtx) -> &Job {
+        // SAFETY: every context's host is `Arc::as_ptr` of its job: the
+        // workers get it from `run_job` (`WorkerArgs::host`) and thread
+        // contexts from the `Arc<Job>` they are created for
+        // (`sched::thread::context`, through `Host`), and no other type
+        // hosts ranks. The job outlives every rank context: workers, which
+        // own the ranks, are joined before `run_job` drops its `Arc`, and a
+        // thread context is used only by a caller holding its job.
+        unsafe { &*ctx.host().cast::<Job>() }
+    }
+
+    /// A new `Arc` of the job of a rank context.
+    pub(crate) fn arc_of(ctx: &RankCtx) -> Arc<Job> {
+        let ptr = Job::of(ctx) as *const Job;
+        // SAFETY: `ptr` is `Arc::as_ptr` of a live `Arc<Job>` (see `of`);
+        // we add the reference we are about to create.
         unsafe {
             Arc::increment_strong_count(ptr);
             Arc::from_raw(ptr)
         }
+    }
+
+    /// Whether `ctx` is a context of a rank of this job.
+    #[inline]
+    pub(crate) fn hosts(&self, ctx: &RankCtx) -> bool {
+        std::ptr::eq(ctx.host(), (self as *const Job).cast())
+    }
+}
+
+// The only type that hosts ranks: `Job::of` relies on it.
+impl sched::Host for Job {
+    fn scheduler(&self) -> &sched::Scheduler {
+        &self.sched
     }
 }
 
@@ -157,7 +179,8 @@ where
     std::thread::scope(|scope| {
         for (index, deque) in deques.into_iter().enumerate() {
             let args = WorkerArgs {
-                job: &job,
+                sched: &job.sched,
+                host: &*job,
                 index,
                 deque,
                 body: &body,

@@ -75,6 +75,15 @@ pub(crate) struct Scheduler {
     namer: Namer,
 }
 
+/// The job as the layer that owns it (`runtime::job`) hands it to OS threads
+/// acting for its ranks (`thread::context`): the scheduler keeps it by a
+/// `Weak` and needs only its scheduler. (Rank coroutines get the host as a
+/// plain address, `worker::WorkerArgs::host`.)
+pub(crate) trait Host: Send + Sync + 'static {
+    /// The job's scheduler.
+    fn scheduler(&self) -> &Scheduler;
+}
+
 /// How the layer that owns the communicators names one by its context id
 /// (the scheduler knows only the number a wait records).
 pub(crate) struct Namer(Box<dyn Fn(u32) -> String + Send + Sync>);
@@ -215,16 +224,16 @@ pub(crate) fn park_once(ctx: &RankCtx, info: &WaitInfo) -> Result<(), Error> {
     if std::thread::panicking() {
         return Err(unwinding(ctx, info));
     }
-    let job = ctx.job();
-    if job.sched.is_aborting() {
+    let sched = ctx.sched();
+    if sched.is_aborting() {
         return aborted(ctx);
     }
-    let slot = job.sched.slots.get(ctx.slot);
+    let slot = sched.slots.get(ctx.slot);
     slot.set_wait(info);
     if slot.park.try_park() {
         ctx.suspend(Suspend::Parked);
         slot.park.resumed();
-        if job.sched.is_aborting() {
+        if sched.is_aborting() {
             return aborted(ctx);
         }
     }
@@ -395,8 +404,8 @@ pub fn sleep(duration: Duration) {
         return;
     };
     let deadline = Instant::now() + duration;
-    let job = ctx.job();
-    worker::add_timer(&job.sched, ctx.slot, deadline);
+    let sched = ctx.sched();
+    worker::add_timer(sched, ctx.slot, deadline);
     let info = WaitInfo::simple(WaitOp::Sleep, site);
     // An abort while sleeping never returns here.
     let _ = wait_until(ctx, &info, || Instant::now() >= deadline);

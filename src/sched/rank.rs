@@ -19,8 +19,7 @@ use std::sync::atomic::{AtomicI32, AtomicPtr, AtomicU32, AtomicU64, AtomicU8, Or
 use corosensei::Yielder;
 
 use super::park::ParkState;
-use super::Threading;
-use crate::runtime::job::Job;
+use super::{Scheduler, Threading};
 use crate::{Rank, Tag};
 
 /// What a suspended rank tells its worker.
@@ -269,7 +268,14 @@ impl Slot {
 
 /// The context of the coroutine running on this thread; lives on its stack.
 pub(crate) struct RankCtx {
-    pub(crate) job: *const Job,
+    /// The scheduler of the rank's job.
+    pub(super) sched: *const Scheduler,
+    /// The job as the layer that owns it sees it, opaque here: the address
+    /// its owner gave when it started the workers (`WorkerArgs::host`) or
+    /// created the thread context (`thread::context`). Only that owner
+    /// (`runtime::job`) turns it back into its type; every context of a
+    /// process has a host of the same type.
+    pub(super) host: *const (),
     /// The world rank it acts for.
     pub(crate) rank: u32,
     /// Its park slot (the rank itself, or a task's own slot).
@@ -294,13 +300,21 @@ impl std::fmt::Debug for RankCtx {
 }
 
 impl RankCtx {
-    /// The job this rank belongs to.
+    /// The scheduler of the rank's job.
     #[inline]
-    pub(crate) fn job(&self) -> &Job {
-        // SAFETY: the job outlives every rank context (workers, which own
-        // the ranks, are joined before the job's last `Arc` can drop in
-        // `run`).
-        unsafe { &*self.job }
+    pub(crate) fn sched(&self) -> &Scheduler {
+        // SAFETY: the scheduler lives in its job, which outlives every rank
+        // context: workers, which own the ranks, are joined before the
+        // job's last `Arc` can drop in `run`; a thread context is used only
+        // by a caller holding its job (`thread::context`).
+        unsafe { &*self.sched }
+    }
+
+    /// The host pointer its job's owner gave (see the field); for that
+    /// owner to recover its job, and for anyone to compare.
+    #[inline]
+    pub(crate) fn host(&self) -> *const () {
+        self.host
     }
 
     /// Whether this is the context of an OS thread acting for the rank
