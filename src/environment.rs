@@ -105,8 +105,7 @@ pub fn initialize_with_threading(threading: Threading) -> Option<(Universe, Thre
     if ctx.initialized.replace(true) {
         return None;
     }
-    // SAFETY: the job outlives the running rank.
-    let job = unsafe { Job::arc_from_ptr(ctx.job) };
+    let job = Job::arc_of(ctx);
     job.sched.slots.get(ctx.rank).set_threading(threading);
     Some((Universe::new(job, ctx.rank), threading))
 }
@@ -114,15 +113,13 @@ pub fn initialize_with_threading(threading: Threading) -> Option<(Universe, Thre
 /// The thread level of the calling rank (`MPI_Query_thread`); `Single`
 /// outside any rank.
 pub fn threading_support() -> Threading {
-    sched::rank::current().map_or(Threading::Single, |ctx| {
-        ctx.job().sched.threading_of(ctx.rank)
-    })
+    sched::rank::current().map_or(Threading::Single, |ctx| ctx.sched().threading_of(ctx.rank))
 }
 
 /// Number of worker threads of the calling rank's job (0 outside any rank;
 /// a myriad extension).
 pub fn worker_count() -> usize {
-    sched::rank::current().map_or(0, |ctx| ctx.job().sched.workers.len())
+    sched::rank::current().map_or(0, |ctx| ctx.sched().workers.len())
 }
 
 /// Whether the calling rank has initialised MPI.

@@ -60,7 +60,7 @@ where
         range.for_each(f);
         return;
     }
-    let job = ctx.job();
+    let sched = ctx.sched();
     let region = Region {
         next: AtomicUsize::new(range.start),
         end: range.end,
@@ -68,9 +68,9 @@ where
         work: &f,
         helpers: AtomicUsize::new(0),
         waiter: ctx.slot,
-        job,
+        sched,
     };
-    let helpers = job.sched.workers.len().min(chunks - 1);
+    let helpers = sched.workers.len().min(chunks - 1);
     region.helpers.store(helpers, Ordering::Release);
     let region_ptr = SendPtr::new(&region);
     let rank = ctx.rank;
@@ -96,7 +96,7 @@ where
         ctx,
         site,
     };
-    job.sched.micro.push(job, tasks);
+    sched.micro.push(sched, tasks);
     // The rank works on its region too, as a helper would: outside of any
     // rank, so that chunks behave the same wherever they run.
     {
@@ -191,7 +191,7 @@ struct Region<'a, F> {
     /// Helpers still running (or queued).
     helpers: AtomicUsize,
     waiter: u32,
-    job: &'a crate::runtime::job::Job,
+    sched: &'a sched::Scheduler,
 }
 
 impl<F: Fn(usize) + Sync> Region<'_, F> {
@@ -218,9 +218,9 @@ impl<F: Fn(usize) + Sync> Region<'_, F> {
         }
         // Read what the wake-up needs before the last signal: the region
         // may be gone right after it.
-        let (waiter, job) = (self.waiter, self.job);
+        let (waiter, sched) = (self.waiter, self.sched);
         if self.helpers.fetch_sub(1, Ordering::AcqRel) == 1 {
-            sched::unpark(job, waiter);
+            sched::unpark(sched, waiter);
         }
         if let Err(payload) = done {
             panic::resume_unwind(payload);
@@ -250,13 +250,11 @@ impl<F> HelperGuard<'_, '_, F> {
 /// the thread. It returns (or lets the unwind go on) only once `done()`:
 /// the micro-tasks borrow the caller's stack.
 fn wait_for(ctx: &RankCtx, site: &'static Location<'static>, done: impl Fn() -> bool) {
-    sched::wait_fully(Some(ctx), site, done, || {
-        match ctx.job().sched.micro.pop() {
-            Some(task) => {
-                let _ = panic::catch_unwind(AssertUnwindSafe(task.run));
-            }
-            None => std::thread::yield_now(),
+    sched::wait_fully(Some(ctx), site, done, || match ctx.sched().micro.pop() {
+        Some(task) => {
+            let _ = panic::catch_unwind(AssertUnwindSafe(task.run));
         }
+        None => std::thread::yield_now(),
     });
 }
 
@@ -277,7 +275,7 @@ pub struct Scope<'scope> {
     panicked: AtomicBool,
     /// Closures of a scope used outside any rank, run at the end.
     serial: Mutex<Vec<Box<dyn FnOnce() + Send + 'scope>>>,
-    job: Option<&'scope crate::runtime::job::Job>,
+    sched: Option<&'scope sched::Scheduler>,
     marker: PhantomData<&'scope mut &'scope ()>,
 }
 
@@ -296,7 +294,7 @@ impl<'scope> Scope<'scope> {
     where
         F: FnOnce() + Send + 'scope,
     {
-        let Some(job) = self.job else {
+        let Some(sched) = self.sched else {
             self.serial
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
@@ -314,10 +312,10 @@ impl<'scope> Scope<'scope> {
                 scope.panicked.store(true, Ordering::Relaxed);
             }
             let waiter = scope.waiter;
-            let job = scope.job;
+            let sched = scope.sched;
             if scope.pending.fetch_sub(1, Ordering::AcqRel) == 1 {
-                if let (Some(waiter), Some(job)) = (waiter, job) {
-                    sched::unpark(job, waiter);
+                if let (Some(waiter), Some(sched)) = (waiter, sched) {
+                    sched::unpark(sched, waiter);
                 }
             }
             if let Err(payload) = outcome {
@@ -327,8 +325,8 @@ impl<'scope> Scope<'scope> {
         // SAFETY: the closure borrows data of lifetime 'scope; the scope
         // waits for it (`scope`'s end, also on unwind) before 'scope ends.
         let run = unsafe { erase(run) };
-        job.sched.micro.push(
-            job,
+        sched.micro.push(
+            sched,
             [MicroTask {
                 rank: self.rank,
                 run,
@@ -376,8 +374,7 @@ where
         rank: ctx.map_or(0, |c| c.rank),
         panicked: AtomicBool::new(false),
         serial: Mutex::new(Vec::new()),
-        // SAFETY: the job outlives its running ranks and this call.
-        job: ctx.map(|c| unsafe { &*c.job }),
+        sched: ctx.map(|c| c.sched()),
         marker: PhantomData,
     };
     struct Wait<'a, 's>(&'a Scope<'s>, &'static Location<'static>);

@@ -119,6 +119,7 @@ impl PendingOp {
         };
         WaitInfo {
             op,
+            label: None,
             peer,
             tag,
             comm: self.comm.p2p_context(),
@@ -401,6 +402,7 @@ pub fn wait_any<'a, D: ?Sized, S: Scope<'a>>(
         let ctx = comm.caller().or_raise();
         let info = WaitInfo {
             op: WaitOp::WaitAny,
+            label: None,
             peer: WaitInfo::NO_PEER,
             tag: WaitInfo::NO_TAG,
             comm: u32::MAX,

@@ -53,8 +53,7 @@ impl Joiner {
     fn of_caller() -> Option<Joiner> {
         let ctx = caller_rank()?;
         Some(Joiner {
-            // SAFETY: the job outlives its running ranks.
-            job: unsafe { Job::arc_from_ptr(ctx.job) },
+            job: Job::arc_of(ctx),
             slot: ctx.slot,
         })
     }
@@ -67,14 +66,14 @@ fn caller_rank() -> Option<&'static sched::RankCtx> {
 }
 
 /// Counts a thread about to start in `job`: while it runs, a rank waiting
-/// for it is not deadlocked (`Shared::external`).
+/// for it is not deadlocked (`Scheduler::external`).
 fn count_thread(job: &Job) {
     job.sched.external.fetch_add(1, Ordering::SeqCst);
 }
 
 /// The thread runs: it tells MPI waits it is counted.
 fn thread_started(job: &Job) {
-    sched::thread::counted_as_external(job);
+    sched::thread::counted_as_external(&job.sched);
 }
 
 /// The thread is done (after waking whoever waits for it).
@@ -92,7 +91,7 @@ impl Drop for Finished<'_> {
         let waiter = shared.end.finish();
         if let Some(job) = &shared.job {
             if let Some(slot) = waiter {
-                sched::unpark(job, slot);
+                sched::unpark(&job.sched, slot);
             }
             thread_ended(job);
         }
@@ -144,10 +143,11 @@ impl<T> JoinHandle<T> {
     /// of another job) it blocks the calling thread, like `std`'s join.
     #[track_caller]
     pub fn join(self) -> std::thread::Result<T> {
-        let joiner =
-            self.shared.job.as_ref().and_then(|job| {
-                caller_rank().filter(|ctx| std::ptr::eq(ctx.job, Arc::as_ptr(job)))
-            });
+        let joiner = self
+            .shared
+            .job
+            .as_ref()
+            .and_then(|job| caller_rank().filter(|ctx| job.hosts(ctx)));
         if let Some(ctx) = joiner {
             let site = Location::caller();
             if self.shared.end.register(ctx.slot) {
@@ -181,10 +181,7 @@ where
 {
     let shared = Arc::new(Shared {
         end: JoinLatch::new(),
-        job: caller_rank().map(|ctx| {
-            // SAFETY: the job outlives its running ranks.
-            unsafe { Job::arc_from_ptr(ctx.job) }
-        }),
+        job: caller_rank().map(Job::arc_of),
     });
     if let Some(job) = &shared.job {
         count_thread(job);
@@ -328,7 +325,7 @@ impl Drop for ScopeFinished<'_, '_, '_> {
         let joiner = self.0.joiner.as_ref().map(|j| (Arc::clone(&j.job), j.slot));
         if self.0.running.fetch_sub(1, Ordering::AcqRel) == 1 {
             if let Some((job, slot)) = &joiner {
-                sched::unpark(job, *slot);
+                sched::unpark(&job.sched, *slot);
             }
         }
         if let Some((job, _)) = joiner {

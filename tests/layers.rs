@@ -77,13 +77,6 @@ const KNOWN: &[(&str, &str)] = &[
     ("comm/split.rs", "coll"),
     ("p2p/mod.rs", "comm"),
     ("p2p/mod.rs", "runtime::job"),
-    ("sched/deadlock.rs", "coll"),
-    ("sched/deadlock.rs", "runtime::job"),
-    ("sched/micro.rs", "runtime::job"),
-    ("sched/mod.rs", "runtime::job"),
-    ("sched/rank.rs", "runtime::job"),
-    ("sched/thread.rs", "runtime::job"),
-    ("sched/worker.rs", "runtime::job"),
 ];
 
 fn layer_of_module(module: &str) -> Option<u8> {

@@ -126,9 +126,9 @@ impl Call<'_> {
     pub(crate) fn wait_info(&self) -> WaitInfo {
         WaitInfo {
             op: WaitOp::Collective,
+            label: Some(self.kind.label()),
             peer: WaitInfo::NO_PEER,
-            // For a collective the tag field names which one.
-            tag: self.kind.index() as i32,
+            tag: WaitInfo::NO_TAG,
             comm: self.context(),
             site: self.site,
         }

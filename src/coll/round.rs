@@ -501,7 +501,7 @@ impl Round {
     pub(crate) fn wake_all(&self, call: &Call<'_>) {
         for list in self.waiters.iter() {
             let waiters = std::mem::take(&mut *list.lock());
-            sched::unpark_many(call.comm.job(), &waiters);
+            sched::unpark_many(&call.comm.job().sched, &waiters);
         }
     }
 
@@ -759,8 +759,8 @@ mod tests {
                         while !flags.inside.load(SeqCst) {
                             crate::yield_now();
                         }
-                        let job = crate::sched::rank::current().expect("a rank").job();
-                        job.sched.fail(Error::Arg {
+                        let ctx = crate::sched::rank::current().expect("a rank");
+                        ctx.sched().fail(Error::Arg {
                             message: FAILURE.into(),
                         });
                     }

@@ -27,6 +27,12 @@ macro_rules! named_enum {
             pub fn name(self) -> &'static str {
                 match self { $($name::$variant => $text,)* }
             }
+
+            /// [`name`](Self::name) as a wait's label in deadlock reports.
+            #[allow(dead_code)]
+            pub(crate) fn label(self) -> crate::sched::rank::Label {
+                match self { $($name::$variant => &$text,)* }
+            }
         }
 
         impl fmt::Display for $name {

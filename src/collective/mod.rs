@@ -118,7 +118,7 @@ fn immediate<'a, D: ?Sized, Sc: Scope<'a>>(
         let waiter = unsafe { (*completion).waiter() };
         // SAFETY: this task is the completion's only completer.
         unsafe { (*completion).complete(Outcome::default()) };
-        sched::unpark(comm.job(), waiter);
+        sched::unpark(&comm.job().sched, waiter);
     };
     // SAFETY: the task borrows buffers for 'a; the request, registered in a
     // scope of 'a, completes (or its drop waits) only once the task's body

@@ -380,9 +380,7 @@ impl SimpleCommunicator {
                 message: "SimpleCommunicator::world() was called outside of any rank".into(),
             });
         };
-        // SAFETY: the job outlives the running rank; `Job::arc` recovers the
-        // `Arc` that owns it.
-        let job = unsafe { Job::arc_from_ptr(ctx.job) };
+        let job = Job::arc_of(ctx);
         let world = Arc::clone(&job.comms.world);
         SimpleCommunicator::from_core(CommCore::new(job, world, ctx.rank as Rank))
     }

@@ -300,7 +300,7 @@ impl CommCore {
     #[inline]
     pub(crate) fn caller(&self) -> Result<&'static RankCtx, Error> {
         match sched::rank::current() {
-            Some(ctx) if std::ptr::eq(ctx.job, &*self.job) && ctx.rank == self.world => Ok(ctx),
+            Some(ctx) if self.job.hosts(ctx) && ctx.rank == self.world => Ok(ctx),
             // An OS thread of the rank (thread levels Serialized, Multiple);
             // never a worker thread, which must not block in MPI.
             None if !sched::worker::on_worker_thread() => {
@@ -319,7 +319,7 @@ impl CommCore {
                  must not call blocking MPI operations)",
                 self.world
             ),
-            Some(ctx) if std::ptr::eq(ctx.job, &*self.job) => format!(
+            Some(ctx) if self.job.hosts(ctx) => format!(
                 "rank {} used a communicator handle that belongs to rank {}; handles must \
                  stay with the rank that created them",
                 ctx.rank, self.world

@@ -469,15 +469,13 @@ pub(crate) fn create_group(
         let shared = registry.create(members.clone(), &format!("subgroup of {parent}"));
         *meeting.outcome.lock() = Some(shared);
         let waiters = std::mem::take(&mut *meeting.waiters.lock());
-        sched::unpark_many(job, &waiters);
+        sched::unpark_many(&job.sched, &waiters);
     } else {
         let info = WaitInfo {
             op: WaitOp::Collective,
+            label: Some(Collective::CommCreate.label()),
             peer: WaitInfo::NO_PEER,
-            tag: Collective::ALL
-                .iter()
-                .position(|&c| c == Collective::CommCreate)
-                .unwrap_or(0) as i32,
+            tag: WaitInfo::NO_TAG,
             comm: core.p2p_context() + 1,
             site,
         };

@@ -17,6 +17,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use super::AccessError;
 use crate::error::OrRaise;
 use crate::hardware::{RankAssignment, WorkerPlacement};
+use crate::runtime::job::Job;
 use crate::sched::{self, RankCtx, WaitInfo, WaitOp};
 use crate::sync::spin::SpinLock;
 
@@ -65,7 +66,7 @@ impl HlsLevel {
     #[track_caller]
     pub fn group(self) -> HlsGroup {
         let ctx = own_rank().or_raise_access("HLS group");
-        ctx.job().hls.layout.group(self, ctx.rank)
+        Job::of(ctx).hls.layout.group(self, ctx.rank)
     }
 
     /// Waits until every rank of the calling rank's group at this level
@@ -92,7 +93,7 @@ impl HlsLevel {
     pub fn barrier(self) {
         let site = Location::caller();
         let ctx = own_rank().or_raise_access("HLS barrier");
-        let hls = &ctx.job().hls;
+        let hls = &Job::of(ctx).hls;
         let group = hls.layout.group(self, ctx.rank);
         hls.barriers[self.index()][group.index].wait(ctx, group.size, site);
     }
@@ -239,7 +240,7 @@ struct BarrierSynced {
 
 impl GroupBarrier {
     pub(crate) fn wait(&self, ctx: &RankCtx, size: usize, site: &'static Location<'static>) {
-        let job = ctx.job();
+        let job = Job::of(ctx);
         let mut synced = self.synced.lock();
         synced.arrived += 1;
         if synced.arrived >= size {
@@ -248,7 +249,7 @@ impl GroupBarrier {
             // Changed only under the lock.
             self.epoch.fetch_add(1, Ordering::Release);
             drop(synced);
-            sched::unpark_many(job, &waiters);
+            sched::unpark_many(&job.sched, &waiters);
             return;
         }
         let epoch = self.epoch.load(Ordering::Relaxed);

@@ -189,7 +189,7 @@ pub(crate) fn start_send(
     let probers = queues.take_probers();
     drop(queues);
     for slot in probers {
-        sched::unpark(job, slot);
+        sched::unpark(&job.sched, slot);
     }
     if eager {
         Started::Done(Outcome {
@@ -210,7 +210,7 @@ fn deliver(job: &Job, env: &Envelope, src: &Layout, posted: Posted) {
     let waiter = unsafe { (*posted.completion).waiter() };
     // SAFETY: as above.
     unsafe { (*posted.completion).complete(outcome) };
-    sched::unpark(job, waiter);
+    sched::unpark(&job.sched, waiter);
 }
 
 /// Checks signatures and sizes and copies `src` into `dst`.
@@ -290,7 +290,7 @@ pub(crate) fn consume(job: &Job, msg: Unexpected, dst: &Layout) -> Outcome {
             };
             // SAFETY: as above.
             unsafe { (*completion).complete(sent) };
-            sched::unpark(job, waiter);
+            sched::unpark(&job.sched, waiter);
             outcome
         }
     }
@@ -526,6 +526,7 @@ pub(crate) fn send(
                 } else {
                     WaitOp::Send
                 },
+                label: None,
                 peer: dest,
                 tag,
                 comm: comm.p2p_context(),
@@ -555,6 +556,7 @@ pub(crate) fn receive(
             let guard = PendingGuard::new(job, Queued::Receive(comm.world()), &completion);
             let info = WaitInfo {
                 op: WaitOp::Receive,
+                label: None,
                 peer: source,
                 tag,
                 comm: comm.p2p_context(),
@@ -661,6 +663,7 @@ fn wait_for_message<T>(
     let mailbox = &job.p2p.mailboxes[comm.world() as usize];
     let info = WaitInfo {
         op: WaitOp::Probe,
+        label: None,
         peer: source,
         tag,
         comm: comm.p2p_context(),
@@ -731,7 +734,7 @@ pub(crate) fn drop_matched(job: &Job, matched: Matched) {
                     ..Outcome::default()
                 })
             };
-            sched::unpark(job, waiter);
+            sched::unpark(&job.sched, waiter);
         }
     }
 }

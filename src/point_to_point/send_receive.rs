@@ -78,6 +78,7 @@ where
                 )?;
                 let info = WaitInfo {
                     op: WaitOp::Receive,
+                    label: None,
                     peer: from,
                     tag: receivetag,
                     comm: core.p2p_context(),

@@ -10,7 +10,7 @@
 //! 4. return the ranks' results, or the error that ended the job.
 
 use std::cell::UnsafeCell;
-use std::sync::{Arc, Barrier};
+use std::sync::{Arc, Barrier, Weak};
 
 use crossbeam_deque::Worker as Deque;
 
@@ -22,13 +22,13 @@ use crate::hardware::{self, RankAssignment, Topology};
 use crate::p2p;
 use crate::sched::stack::StackPool;
 use crate::sched::worker::{self, WorkerArgs, WorkerShared};
-use crate::sched::{self};
+use crate::sched::{self, RankCtx};
 
 /// Everything the ranks of one job share.
 #[derive(Debug)]
 pub(crate) struct Job {
     pub(crate) size: u32,
-    pub(crate) sched: sched::Shared,
+    pub(crate) sched: sched::Scheduler,
     pub(crate) p2p: p2p::Shared,
     pub(crate) comms: comm::Registry,
     /// `Hls` values and the groups of ranks that share them.
@@ -36,24 +36,41 @@ pub(crate) struct Job {
 }
 
 impl Job {
-    /// Recovers a new `Arc` to a job from the pointer a rank context holds.
-    ///
-    /// # Safety
-    ///
-    /// `ptr` must come from `Arc::as_ptr` of a job that is still alive
-    /// (true for the job of any running rank: `run_job` holds an `Arc`).
-    pub(crate) unsafe fn arc_from_ptr(ptr: *const Job) -> Arc<Job> {
-        // SAFETY: the caller guarantees a live `Arc<Job>` owns `ptr`; we add
-        // the reference we are about to create.
+    /// The job of a rank context (`RankCtx::host` is opaque to `sched`).
+    #[inline]
+    pub(crate) fn of(ctx: &RankCtx) -> &Job {
+        // SAFETY: every context's host is `Arc::as_ptr` of its job: the
+        // workers get it from `run_job` (`WorkerArgs::host`) and thread
+        // contexts from the `Arc<Job>` they are created for
+        // (`sched::thread::context`, through `Host`), and no other type
+        // hosts ranks. The job outlives every rank context: workers, which
+        // own the ranks, are joined before `run_job` drops its `Arc`, and a
+        // thread context is used only by a caller holding its job.
+        unsafe { &*ctx.host().cast::<Job>() }
+    }
+
+    /// A new `Arc` of the job of a rank context.
+    pub(crate) fn arc_of(ctx: &RankCtx) -> Arc<Job> {
+        let ptr = Job::of(ctx) as *const Job;
+        // SAFETY: `ptr` is `Arc::as_ptr` of a live `Arc<Job>` (see `of`);
+        // we add the reference we are about to create.
         unsafe {
             Arc::increment_strong_count(ptr);
             Arc::from_raw(ptr)
         }
     }
 
-    /// The name of a communicator by context id, for reports.
-    pub(crate) fn comm_name(&self, context: u32) -> String {
-        self.comms.name(context)
+    /// Whether `ctx` is a context of a rank of this job.
+    #[inline]
+    pub(crate) fn hosts(&self, ctx: &RankCtx) -> bool {
+        std::ptr::eq(ctx.host(), (self as *const Job).cast())
+    }
+}
+
+// The only type that hosts ranks: `Job::of` relies on it.
+impl sched::Host for Job {
+    fn scheduler(&self) -> &sched::Scheduler {
+        &self.sched
     }
 }
 
@@ -123,12 +140,21 @@ where
         .iter()
         .map(|d| WorkerShared::new(d.stealer()))
         .collect();
-    let job = Arc::new(Job {
-        size: ranks as u32,
-        sched: sched::Shared::new(ranks, shared, config.threading),
-        p2p: p2p::Shared::new(ranks, config.eager_limit),
-        comms: comm::Registry::new(ranks as u32, config.check_collectives),
-        hls: crate::hls::JobHls::new(&placements, assignment),
+    let job = Arc::new_cyclic(|this: &Weak<Job>| {
+        // Deadlock reports name communicators through the job (alive while
+        // any rank can be reported: `run_job` holds it).
+        let this = this.clone();
+        let namer = move |context: u32| {
+            this.upgrade()
+                .map_or_else(|| context.to_string(), |job| job.comms.name(context))
+        };
+        Job {
+            size: ranks as u32,
+            sched: sched::Scheduler::new(ranks, shared, config.threading, namer),
+            p2p: p2p::Shared::new(ranks, config.eager_limit),
+            comms: comm::Registry::new(ranks as u32, config.check_collectives),
+            hls: crate::hls::JobHls::new(&placements, assignment),
+        }
     });
     if config.report_bindings {
         eprintln!("[myriad] {topo}; stack guards: {:?}", pool.mode());
@@ -153,7 +179,8 @@ where
     std::thread::scope(|scope| {
         for (index, deque) in deques.into_iter().enumerate() {
             let args = WorkerArgs {
-                job: &job,
+                sched: &job.sched,
+                host: &*job,
                 index,
                 deque,
                 body: &body,

@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write;
 
 use super::rank::{Life, WaitInfo, WaitOp};
-use crate::runtime::job::Job;
+use super::Scheduler;
 use crate::{ANY_SOURCE, ANY_TAG};
 
 /// At most this many ranks are listed one by one; the rest are summarised.
@@ -20,15 +20,15 @@ const LISTED: usize = 16;
 
 /// [`check`], confirmed: `None` unless no OS thread acting for a rank
 /// parked (and so possibly woke someone) while the slots were read.
-pub(crate) fn check_stable(job: &Job) -> Option<String> {
-    let epoch = job.sched.threads.epoch();
-    let report = check(job)?;
-    (job.sched.threads.epoch() == epoch).then_some(report)
+pub(crate) fn check_stable(sched: &Scheduler) -> Option<String> {
+    let epoch = sched.threads.epoch();
+    let report = check(sched)?;
+    (sched.threads.epoch() == epoch).then_some(report)
 }
 
-/// The deadlock report if every live rank of `job` is parked, else `None`.
-pub(crate) fn check(job: &Job) -> Option<String> {
-    let slots = &job.sched.slots;
+/// The deadlock report if every live rank of the job is parked, else `None`.
+pub(crate) fn check(sched: &Scheduler) -> Option<String> {
+    let slots = &sched.slots;
     let mut waiting: Vec<Waiting> = Vec::new();
     for (rank, slot) in slots.rank_slots().iter().enumerate() {
         match slot.life() {
@@ -65,7 +65,7 @@ pub(crate) fn check(job: &Job) -> Option<String> {
     if waiting.is_empty() {
         return None;
     }
-    Some(report(job, &waiting, ranks_waiting))
+    Some(report(sched, &waiting, ranks_waiting))
 }
 
 /// Who waits for a rank.
@@ -96,20 +96,20 @@ impl Waiting {
     }
 }
 
-fn report(job: &Job, waiting: &[Waiting], ranks_waiting: usize) -> String {
-    let finished = job.sched.slots.ranks() - ranks_waiting;
+fn report(sched: &Scheduler, waiting: &[Waiting], ranks_waiting: usize) -> String {
+    let finished = sched.slots.ranks() - ranks_waiting;
     let mut out = format!(
         "all {ranks_waiting} live ranks of the job are blocked and nothing can wake them ({finished} ranks finished):"
     );
     for w in waiting.iter().take(LISTED) {
-        let _ = write!(out, "\n  {}: {}", w.who(), describe(job, w.info.as_ref()));
+        let _ = write!(out, "\n  {}: {}", w.who(), describe(sched, w.info.as_ref()));
     }
     if waiting.len() > LISTED {
         // Group the rest by what they wait for, most common first.
         let mut groups: BTreeMap<String, (usize, u32)> = BTreeMap::new();
         for w in &waiting[LISTED..] {
             let entry = groups
-                .entry(describe(job, w.info.as_ref()))
+                .entry(describe(sched, w.info.as_ref()))
                 .or_insert((0, w.rank));
             entry.0 += 1;
         }
@@ -123,18 +123,13 @@ fn report(job: &Job, waiting: &[Waiting], ranks_waiting: usize) -> String {
     out
 }
 
-fn describe(job: &Job, info: Option<&WaitInfo>) -> String {
+fn describe(sched: &Scheduler, info: Option<&WaitInfo>) -> String {
     let Some(info) = info else {
         return "parked (no operation recorded)".to_string();
     };
-    let mut s = match info.op {
-        WaitOp::Collective => {
-            let kind = crate::coll::Collective::ALL
-                .get(info.tag as usize)
-                .map_or("collective", |c| c.name());
-            format!("{kind} (collective)")
-        }
-        op => op.describe().to_string(),
+    let mut s = match info.label {
+        Some(label) => format!("{label} ({})", info.op.describe()),
+        None => info.op.describe().to_string(),
     };
     if info.peer != WaitInfo::NO_PEER {
         let peer = if info.peer == ANY_SOURCE {
@@ -148,7 +143,7 @@ fn describe(job: &Job, info: Option<&WaitInfo>) -> String {
         };
         let _ = write!(s, " {dir} {peer}");
     }
-    if info.tag != WaitInfo::NO_TAG && info.op != WaitOp::Collective {
+    if info.tag != WaitInfo::NO_TAG {
         if info.tag == ANY_TAG {
             s.push_str(", any tag");
         } else {
@@ -156,7 +151,7 @@ fn describe(job: &Job, info: Option<&WaitInfo>) -> String {
         }
     }
     if info.comm != u32::MAX {
-        let _ = write!(s, ", on communicator {}", job.comm_name(info.comm));
+        let _ = write!(s, ", on communicator {}", sched.comm_name(info.comm));
     }
     let _ = write!(
         s,
@@ -166,4 +161,43 @@ fn describe(job: &Job, info: Option<&WaitInfo>) -> String {
         info.site.column()
     );
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sched::Threading;
+    use std::panic::Location;
+
+    /// A collective's wait reads as it did when the report looked its name
+    /// up itself: `<name> (collective), on communicator <name>, at <site>`.
+    #[test]
+    fn a_labelled_wait_names_its_collective_and_communicator() {
+        let sched = Scheduler::new(1, Box::new([]), Threading::Single, |c| format!("comm#{c}"));
+        let site = Location::caller();
+        let info = WaitInfo {
+            op: WaitOp::Collective,
+            label: Some(&"all_reduce"),
+            peer: WaitInfo::NO_PEER,
+            tag: WaitInfo::NO_TAG,
+            comm: 7,
+            site,
+        };
+        assert_eq!(
+            describe(&sched, Some(&info)),
+            format!(
+                "all_reduce (collective), on communicator comm#7, at {}:{}:{}",
+                site.file(),
+                site.line(),
+                site.column()
+            )
+        );
+        let info = WaitInfo {
+            op: WaitOp::Receive,
+            peer: 3,
+            tag: 5,
+            ..WaitInfo::simple(WaitOp::Receive, site)
+        };
+        assert!(describe(&sched, Some(&info)).starts_with("receive from rank 3, tag 5, at "));
+    }
 }

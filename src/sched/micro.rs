@@ -17,7 +17,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use crossbeam_deque::{Injector, Steal};
 
-use crate::runtime::job::Job;
+use super::Scheduler;
 
 /// A queued micro-task. Its lifetime was erased by the region that pushed
 /// it, which waits for it before the borrows it captures end.
@@ -46,7 +46,7 @@ pub(crate) struct MicroQueue {
 
 impl MicroQueue {
     /// Queues `tasks` and wakes sleeping workers to run them.
-    pub(crate) fn push(&self, job: &Job, tasks: impl IntoIterator<Item = MicroTask>) {
+    pub(crate) fn push(&self, sched: &Scheduler, tasks: impl IntoIterator<Item = MicroTask>) {
         let mut pushed = 0;
         for task in tasks {
             // Counted before it is visible: `pop` never sees a task with
@@ -58,8 +58,8 @@ impl MicroQueue {
         if pushed > 0 {
             // Idle workers look at the queue before sleeping (`has_work`);
             // claim the sleeping ones so they look again.
-            for (i, worker) in job.sched.workers.iter().enumerate() {
-                if job.sched.sleep.claim(i) {
+            for (i, worker) in sched.workers.iter().enumerate() {
+                if sched.sleep.claim(i) {
                     worker.unpark();
                 }
             }

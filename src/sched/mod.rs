@@ -41,12 +41,11 @@ pub use level::Threading;
 pub(crate) use rank::{RankCtx, WaitInfo, WaitOp};
 
 use crate::error::Error;
-use crate::runtime::job::Job;
 use rank::Suspend;
 
 /// Scheduler state of one job, shared by its workers.
 #[derive(Debug)]
-pub(crate) struct Shared {
+pub(crate) struct Scheduler {
     /// Park slots: ranks first, then tasks.
     pub(crate) slots: slots::Slots,
     pub(crate) workers: Box<[worker::WorkerShared]>,
@@ -72,16 +71,38 @@ pub(crate) struct Shared {
     pub(crate) threads: thread::Threads,
     /// The thread level of ranks that did not ask for one.
     threading: Threading,
+    /// Names communicators (by context id) in deadlock reports.
+    namer: Namer,
 }
 
-impl Shared {
+/// The job as the layer that owns it (`runtime::job`) hands it to OS threads
+/// acting for its ranks (`thread::context`): the scheduler keeps it by a
+/// `Weak` and needs only its scheduler. (Rank coroutines get the host as a
+/// plain address, `worker::WorkerArgs::host`.)
+pub(crate) trait Host: Send + Sync + 'static {
+    /// The job's scheduler.
+    fn scheduler(&self) -> &Scheduler;
+}
+
+/// How the layer that owns the communicators names one by its context id
+/// (the scheduler knows only the number a wait records).
+pub(crate) struct Namer(Box<dyn Fn(u32) -> String + Send + Sync>);
+
+impl std::fmt::Debug for Namer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Namer")
+    }
+}
+
+impl Scheduler {
     pub(crate) fn new(
         ranks: usize,
         workers: Box<[worker::WorkerShared]>,
         threading: Threading,
-    ) -> Shared {
+        namer: impl Fn(u32) -> String + Send + Sync + 'static,
+    ) -> Scheduler {
         let count = workers.len();
-        Shared {
+        Scheduler {
             slots: slots::Slots::new(ranks),
             workers,
             sleep: idle::Sleep::new(count),
@@ -95,7 +116,13 @@ impl Shared {
             micro: micro::MicroQueue::default(),
             threads: thread::Threads::default(),
             threading,
+            namer: Namer(Box::new(namer)),
         }
+    }
+
+    /// The name of the communicator with context id `context`, for reports.
+    pub(crate) fn comm_name(&self, context: u32) -> String {
+        (self.namer.0)(context)
     }
 
     /// The thread level of rank `rank`: the one it asked for, else the
@@ -197,16 +224,16 @@ pub(crate) fn park_once(ctx: &RankCtx, info: &WaitInfo) -> Result<(), Error> {
     if std::thread::panicking() {
         return Err(unwinding(ctx, info));
     }
-    let job = ctx.job();
-    if job.sched.is_aborting() {
+    let sched = ctx.sched();
+    if sched.is_aborting() {
         return aborted(ctx);
     }
-    let slot = job.sched.slots.get(ctx.slot);
+    let slot = sched.slots.get(ctx.slot);
     slot.set_wait(info);
     if slot.park.try_park() {
         ctx.suspend(Suspend::Parked);
         slot.park.resumed();
-        if job.sched.is_aborting() {
+        if sched.is_aborting() {
             return aborted(ctx);
         }
     }
@@ -301,40 +328,40 @@ fn unwinding(ctx: &RankCtx, info: &WaitInfo) -> Error {
     }
 }
 
-/// Wakes the party parked on slot `slot` of `job` (a rank: its world rank)
-/// after making its condition true.
+/// Wakes the party parked on slot `slot` of `sched` (a rank: its world
+/// rank) after making its condition true.
 #[inline]
-pub(crate) fn unpark(job: &Job, slot: u32) {
+pub(crate) fn unpark(sched: &Scheduler, slot: u32) {
     let slot_id = slot;
-    let slot = job.sched.slots.get(slot);
+    let slot = sched.slots.get(slot);
     if slot.park.unpark() {
         let home = slot.home();
         if home.0 == thread::HOME {
-            thread::wake(job, slot_id);
+            thread::wake(sched, slot_id);
         } else {
-            worker::schedule(job, home);
+            worker::schedule(sched, home);
         }
     }
 }
 
 /// Wakes every slot of `slots` (see [`unpark`]), requeueing the woken ones
 /// in batches per worker (slots of one worker in a row cost one push).
-pub(crate) fn unpark_many(job: &Job, slots: &[u32]) {
+pub(crate) fn unpark_many(sched: &Scheduler, slots: &[u32]) {
     let mut batch: Vec<u32> = Vec::new();
     let mut batch_worker = usize::MAX;
     for &id in slots {
-        let slot = job.sched.slots.get(id);
+        let slot = sched.slots.get(id);
         if !slot.park.unpark() {
             continue;
         }
         let (worker, task) = slot.home();
         if worker == thread::HOME {
-            thread::wake(job, id);
+            thread::wake(sched, id);
             continue;
         }
         if worker != batch_worker {
             if !batch.is_empty() {
-                worker::schedule_batch(job, batch_worker, &batch);
+                worker::schedule_batch(sched, batch_worker, &batch);
                 batch.clear();
             }
             batch_worker = worker;
@@ -342,7 +369,7 @@ pub(crate) fn unpark_many(job: &Job, slots: &[u32]) {
         batch.push(task as u32);
     }
     if !batch.is_empty() {
-        worker::schedule_batch(job, batch_worker, &batch);
+        worker::schedule_batch(sched, batch_worker, &batch);
     }
 }
 
@@ -377,8 +404,8 @@ pub fn sleep(duration: Duration) {
         return;
     };
     let deadline = Instant::now() + duration;
-    let job = ctx.job();
-    worker::add_timer(job, ctx.slot, deadline);
+    let sched = ctx.sched();
+    worker::add_timer(sched, ctx.slot, deadline);
     let info = WaitInfo::simple(WaitOp::Sleep, site);
     // An abort while sleeping never returns here.
     let _ = wait_until(ctx, &info, || Instant::now() >= deadline);
@@ -397,18 +424,18 @@ mod tests {
 
     #[test]
     fn a_failure_replaces_a_consequence_but_not_another_failure() {
-        let shared = Shared::new(4, Box::new([]), Threading::Single);
-        shared.fail_as_consequence(panic_of(1));
-        shared.fail_as_consequence(panic_of(2));
-        shared.fail(panic_of(0));
-        shared.fail(panic_of(3));
-        shared.fail_as_consequence(panic_of(2));
-        assert!(shared.is_aborting());
-        assert_eq!(shared.take_failure(), Some(panic_of(0)));
+        let sched = Scheduler::new(4, Box::new([]), Threading::Single, |c| c.to_string());
+        sched.fail_as_consequence(panic_of(1));
+        sched.fail_as_consequence(panic_of(2));
+        sched.fail(panic_of(0));
+        sched.fail(panic_of(3));
+        sched.fail_as_consequence(panic_of(2));
+        assert!(sched.is_aborting());
+        assert_eq!(sched.take_failure(), Some(panic_of(0)));
 
-        let shared = Shared::new(4, Box::new([]), Threading::Single);
-        shared.fail_as_consequence(panic_of(1));
-        shared.fail_as_consequence(panic_of(2));
-        assert_eq!(shared.take_failure(), Some(panic_of(1)));
+        let sched = Scheduler::new(4, Box::new([]), Threading::Single, |c| c.to_string());
+        sched.fail_as_consequence(panic_of(1));
+        sched.fail_as_consequence(panic_of(2));
+        assert_eq!(sched.take_failure(), Some(panic_of(1)));
     }
 }

@@ -19,8 +19,7 @@ use std::sync::atomic::{AtomicI32, AtomicPtr, AtomicU32, AtomicU64, AtomicU8, Or
 use corosensei::Yielder;
 
 use super::park::ParkState;
-use super::Threading;
-use crate::runtime::job::Job;
+use super::{Scheduler, Threading};
 use crate::{Rank, Tag};
 
 /// What a suspended rank tells its worker.
@@ -99,10 +98,21 @@ impl WaitOp {
     }
 }
 
+/// A name the layer above gives a wait (a collective's name), shown in
+/// deadlock reports as `<label> (<op>)`.
+///
+/// A reference to a `&'static str` rather than the `&str` itself: one word,
+/// so that a [`Slot`] keeps it in one atomic pointer (a million slots must
+/// stay small). Write it as `&"name"` (a promoted constant).
+pub(crate) type Label = &'static &'static str;
+
 /// Describes what a rank is about to wait for.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct WaitInfo {
     pub(crate) op: WaitOp,
+    /// What the wait is for, in the words of the layer that waits (`None`:
+    /// the operation alone describes it).
+    pub(crate) label: Option<Label>,
     /// Peer rank in `comm`, `ANY_SOURCE`, or `-2` for none.
     pub(crate) peer: Rank,
     /// Tag, `ANY_TAG`, or `i32::MIN` for none.
@@ -120,6 +130,7 @@ impl WaitInfo {
     pub(crate) fn simple(op: WaitOp, site: &'static Location<'static>) -> WaitInfo {
         WaitInfo {
             op,
+            label: None,
             peer: Self::NO_PEER,
             tag: Self::NO_TAG,
             comm: u32::MAX,
@@ -141,6 +152,7 @@ pub(crate) struct Slot {
     /// A rank's thread level: 0 for the job's default, else level + 1.
     threading: AtomicU8,
     wait_op: AtomicU8,
+    wait_label: AtomicPtr<&'static str>,
     wait_peer: AtomicI32,
     wait_tag: AtomicI32,
     wait_comm: AtomicU32,
@@ -156,6 +168,7 @@ impl Slot {
             life: AtomicU8::new(Life::NotStarted as u8),
             threading: AtomicU8::new(0),
             wait_op: AtomicU8::new(WaitOp::None as u8),
+            wait_label: AtomicPtr::new(ptr::null_mut()),
             wait_peer: AtomicI32::new(0),
             wait_tag: AtomicI32::new(0),
             wait_comm: AtomicU32::new(0),
@@ -223,6 +236,8 @@ impl Slot {
     #[inline]
     pub(crate) fn set_wait(&self, info: &WaitInfo) {
         self.wait_op.store(info.op as u8, Ordering::Relaxed);
+        let label = info.label.map_or(ptr::null(), |l| l as *const &'static str);
+        self.wait_label.store(label.cast_mut(), Ordering::Relaxed);
         self.wait_peer.store(info.peer, Ordering::Relaxed);
         self.wait_tag.store(info.tag, Ordering::Relaxed);
         self.wait_comm.store(info.comm, Ordering::Relaxed);
@@ -239,6 +254,9 @@ impl Slot {
         }
         Some(WaitInfo {
             op: WaitOp::from_u8(self.wait_op.load(Ordering::Relaxed)),
+            // SAFETY: only null or `Label`s (`&'static &'static str`) are
+            // stored.
+            label: unsafe { self.wait_label.load(Ordering::Relaxed).as_ref() },
             peer: self.wait_peer.load(Ordering::Relaxed),
             tag: self.wait_tag.load(Ordering::Relaxed),
             comm: self.wait_comm.load(Ordering::Relaxed),
@@ -250,7 +268,14 @@ impl Slot {
 
 /// The context of the coroutine running on this thread; lives on its stack.
 pub(crate) struct RankCtx {
-    pub(crate) job: *const Job,
+    /// The scheduler of the rank's job.
+    pub(super) sched: *const Scheduler,
+    /// The job as the layer that owns it sees it, opaque here: the address
+    /// its owner gave when it started the workers (`WorkerArgs::host`) or
+    /// created the thread context (`thread::context`). Only that owner
+    /// (`runtime::job`) turns it back into its type; every context of a
+    /// process has a host of the same type.
+    pub(super) host: *const (),
     /// The world rank it acts for.
     pub(crate) rank: u32,
     /// Its park slot (the rank itself, or a task's own slot).
@@ -275,13 +300,21 @@ impl std::fmt::Debug for RankCtx {
 }
 
 impl RankCtx {
-    /// The job this rank belongs to.
+    /// The scheduler of the rank's job.
     #[inline]
-    pub(crate) fn job(&self) -> &Job {
-        // SAFETY: the job outlives every rank context (workers, which own
-        // the ranks, are joined before the job's last `Arc` can drop in
-        // `run`).
-        unsafe { &*self.job }
+    pub(crate) fn sched(&self) -> &Scheduler {
+        // SAFETY: the scheduler lives in its job, which outlives every rank
+        // context: workers, which own the ranks, are joined before the
+        // job's last `Arc` can drop in `run`; a thread context is used only
+        // by a caller holding its job (`thread::context`).
+        unsafe { &*self.sched }
+    }
+
+    /// The host pointer its job's owner gave (see the field); for that
+    /// owner to recover its job, and for anyone to compare.
+    #[inline]
+    pub(crate) fn host(&self) -> *const () {
+        self.host
     }
 
     /// Whether this is the context of an OS thread acting for the rank
@@ -333,4 +366,32 @@ pub(crate) fn current() -> Option<&'static RankCtx> {
 #[inline]
 pub(crate) fn set_current(ctx: *const RankCtx) -> *const RankCtx {
     CURRENT.with(|c| c.replace(ctx))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A million ranks have a million slots: 40 bytes before waits had
+    /// labels, one word more with them.
+    #[test]
+    fn a_slot_stays_small() {
+        assert!(
+            std::mem::size_of::<Slot>() <= 48,
+            "Slot is {} bytes",
+            std::mem::size_of::<Slot>()
+        );
+    }
+
+    #[test]
+    fn a_slot_keeps_the_label_of_a_wait() {
+        let slot = Slot::new(0);
+        let site = Location::caller();
+        let mut info = WaitInfo::simple(WaitOp::Collective, site);
+        info.label = Some(&"barrier");
+        slot.set_wait(&info);
+        assert_eq!(slot.wait().unwrap().label, Some(&"barrier"));
+        slot.set_wait(&WaitInfo::simple(WaitOp::Receive, site));
+        assert_eq!(slot.wait().unwrap().label, None);
+    }
 }

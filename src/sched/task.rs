@@ -47,9 +47,9 @@ pub(crate) unsafe fn spawn<'a>(ctx: &RankCtx, body: Box<dyn FnOnce() + 'a>) -> R
                 .into(),
         });
     }
-    let job = ctx.job();
-    let slot = job.sched.slots.allocate(ctx.rank)?;
-    job.sched.live.fetch_add(1, Ordering::SeqCst);
+    let sched = ctx.sched();
+    let slot = sched.slots.allocate(ctx.rank)?;
+    sched.live.fetch_add(1, Ordering::SeqCst);
     // SAFETY: the caller guarantees the borrows outlive the body's run; the
     // worker runs it to completion (or unwinds it at teardown) before the
     // job, and with it every rank's stack, goes away.

@@ -30,9 +30,8 @@ use std::thread::Thread;
 
 use super::deadlock;
 use super::rank::{Life, RankCtx, WaitInfo};
-use super::Threading;
+use super::{Host, Scheduler, Threading};
 use crate::error::Error;
-use crate::runtime::job::Job;
 
 /// The worker part of a slot's home (`Slot::home`) when it is an OS thread.
 pub(crate) const HOME: usize = u32::MAX as usize;
@@ -82,20 +81,21 @@ impl Threads {
 struct ThreadCtx {
     ctx: RankCtx,
     /// Keeps the job's allocation (not the job) alive, so that its address
-    /// identifies it for as long as this context exists.
-    job: Weak<Job>,
+    /// (`RankCtx::host`) identifies it for as long as this context exists.
+    host: Weak<dyn Host>,
 }
 
 impl Drop for ThreadCtx {
     fn drop(&mut self) {
-        if let Some(job) = self.job.upgrade() {
-            job.sched
+        if let Some(host) = self.host.upgrade() {
+            let sched = host.scheduler();
+            sched
                 .threads
                 .registered
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
                 .remove(&self.ctx.slot);
-            job.sched.slots.release(self.ctx.slot);
+            sched.slots.release(self.ctx.slot);
         }
     }
 }
@@ -103,7 +103,7 @@ impl Drop for ThreadCtx {
 thread_local! {
     /// The job whose `external` count includes this OS thread while it runs
     /// (threads started by `myriad::thread`).
-    static EXTERNAL: Cell<*const Job> = const { Cell::new(ptr::null()) };
+    static EXTERNAL: Cell<*const Scheduler> = const { Cell::new(ptr::null()) };
 
     /// The contexts of this OS thread, one per (job, rank) it acted for.
     /// Boxed: references handed out stay valid while the list grows.
@@ -112,14 +112,15 @@ thread_local! {
 }
 
 /// The context through which this OS thread (which runs no rank) calls MPI
-/// as rank `rank` of `job`; created on first use.
+/// as rank `rank` of the job `host`; created on first use.
 ///
 /// # Errors
 ///
 /// The rank's thread level is below `Serialized`, or the job has ended or
 /// failed.
-pub(crate) fn context(job: &Arc<Job>, rank: u32) -> Result<&'static RankCtx, Error> {
-    let level = job.sched.threading_of(rank);
+pub(crate) fn context<H: Host>(host: &Arc<H>, rank: u32) -> Result<&'static RankCtx, Error> {
+    let sched = host.scheduler();
+    let level = sched.threading_of(rank);
     if level < Threading::Serialized {
         return Err(Error::Comm {
             message: format!(
@@ -131,16 +132,17 @@ pub(crate) fn context(job: &Arc<Job>, rank: u32) -> Result<&'static RankCtx, Err
             ),
         });
     }
-    check_alive(job)?;
+    check_alive(sched)?;
+    let id = Arc::as_ptr(host).cast::<()>();
     let found = CONTEXTS.with(|list| {
         let list = list.borrow();
         list.iter()
-            .find(|t| ptr::eq(t.ctx.job, Arc::as_ptr(job)) && t.ctx.rank == rank)
+            .find(|t| ptr::eq(t.ctx.host, id) && t.ctx.rank == rank)
             .map(|t| &t.ctx as *const RankCtx)
     });
     let ctx = match found {
         Some(ctx) => ctx,
-        None => create(job, rank)?,
+        None => create(host, rank)?,
     };
     // SAFETY: the context is boxed in this thread's list, which only drops
     // entries at thread exit or when their job is gone (`create`); the
@@ -149,26 +151,28 @@ pub(crate) fn context(job: &Arc<Job>, rank: u32) -> Result<&'static RankCtx, Err
     Ok(unsafe { &*ctx })
 }
 
-fn create(job: &Arc<Job>, rank: u32) -> Result<*const RankCtx, Error> {
-    let slot = job.sched.slots.allocate(rank)?;
+fn create<H: Host>(host: &Arc<H>, rank: u32) -> Result<*const RankCtx, Error> {
+    let sched = host.scheduler();
+    let slot = sched.slots.allocate(rank)?;
     // The rank's worker: a hint for per-worker structures (collective
     // rounds keep their waiter lists per worker, under locks).
-    let rank_slot = job.sched.slots.get(rank);
+    let rank_slot = sched.slots.get(rank);
     let worker = match rank_slot.life() {
         Life::Running => rank_slot.home().0 as u32,
         _ => 0,
     };
-    job.sched
+    sched
         .threads
         .registered
         .lock()
         .unwrap_or_else(|e| e.into_inner())
         .insert(slot, std::thread::current());
     // Running from now on: a waiting party for deadlock detection.
-    job.sched.slots.get(slot).set_home(HOME, 0);
+    sched.slots.get(slot).set_home(HOME, 0);
     let entry = Box::new(ThreadCtx {
         ctx: RankCtx {
-            job: Arc::as_ptr(job),
+            sched,
+            host: Arc::as_ptr(host).cast(),
             rank,
             slot,
             worker,
@@ -176,24 +180,24 @@ fn create(job: &Arc<Job>, rank: u32) -> Result<*const RankCtx, Error> {
             initialized: Cell::new(true),
             locals: super::locals::RankLocals::for_thread(),
         },
-        job: Arc::downgrade(job),
+        host: Arc::downgrade(host) as Weak<dyn Host>,
     });
     let ctx = &entry.ctx as *const RankCtx;
     CONTEXTS.with(|list| {
         let mut list = list.borrow_mut();
         // Contexts of jobs that are gone can go: nobody can be using them
         // (a call holds an `Arc` of its job).
-        list.retain(|t| t.job.strong_count() > 0);
+        list.retain(|t| t.host.strong_count() > 0);
         list.push(entry);
     });
     Ok(ctx)
 }
 
-fn check_alive(job: &Job) -> Result<(), Error> {
-    if job.sched.is_aborting() {
+fn check_alive(sched: &Scheduler) -> Result<(), Error> {
+    if sched.is_aborting() {
         return Err(Error::Aborted);
     }
-    if job.sched.threads.ended() {
+    if sched.threads.ended() {
         return Err(Error::Comm {
             message: "an OS thread called MPI for a rank that has already finished; \
                       threads must be done with MPI before their rank returns"
@@ -204,63 +208,62 @@ fn check_alive(job: &Job) -> Result<(), Error> {
 }
 
 /// Starts counting the calling OS thread, a thread of a rank of `job`, as
-/// one that may still wake ranks (`Shared::external`): no deadlock is
+/// one that may still wake ranks (`Scheduler::external`): no deadlock is
 /// reported while it runs outside MPI waits. The caller already added it to
 /// the count (before the thread started, so that no report can slip in).
-pub(crate) fn counted_as_external(job: &Job) {
-    EXTERNAL.with(|e| e.set(job));
+pub(crate) fn counted_as_external(sched: &Scheduler) {
+    EXTERNAL.with(|e| e.set(sched));
 }
 
 /// `sched::park_once` for a thread context: parks the OS thread until its
 /// slot is unparked (or the job fails or ends).
 pub(crate) fn park_once(ctx: &RankCtx, info: &WaitInfo) -> Result<(), Error> {
-    let job = ctx.job();
-    check_alive(job)?;
-    let slot = job.sched.slots.get(ctx.slot);
+    let sched = ctx.sched();
+    check_alive(sched)?;
+    let slot = sched.slots.get(ctx.slot);
     slot.set_wait(info);
-    job.sched.threads.epoch.fetch_add(1, Ordering::SeqCst);
+    sched.threads.epoch.fetch_add(1, Ordering::SeqCst);
     // While parked it wakes nobody: out of the external count (its slot
     // stands for it instead).
-    let counted = EXTERNAL.with(|e| ptr::eq(e.get(), job));
+    let counted = EXTERNAL.with(|e| ptr::eq(e.get(), sched));
     if counted {
-        job.sched.external.fetch_sub(1, Ordering::SeqCst);
+        sched.external.fetch_sub(1, Ordering::SeqCst);
     }
-    let _recount = Recount(counted.then_some(job));
+    let _recount = Recount(counted.then_some(sched));
     if slot.park.try_park() {
-        if job.sched.sleep.all_asleep()
-            && job.sched.timers.load(Ordering::SeqCst) == 0
-            && job.sched.external.load(Ordering::SeqCst) == 0
+        if sched.sleep.all_asleep()
+            && sched.timers.load(Ordering::SeqCst) == 0
+            && sched.external.load(Ordering::SeqCst) == 0
         {
             // Nobody else may look: every worker already went to sleep.
-            if let Some(report) = deadlock::check_stable(job) {
-                job.sched.fail(Error::Deadlock { report });
+            if let Some(report) = deadlock::check_stable(sched) {
+                sched.fail(Error::Deadlock { report });
             }
         }
-        while slot.park.is_parked() && !job.sched.is_aborting() && !job.sched.threads.ended() {
+        while slot.park.is_parked() && !sched.is_aborting() && !sched.threads.ended() {
             std::thread::park();
         }
         slot.park.resumed();
-        check_alive(job)?;
+        check_alive(sched)?;
     }
     Ok(())
 }
 
 /// Adds a counted thread back to the external count when it stops waiting.
-struct Recount<'a>(Option<&'a Job>);
+struct Recount<'a>(Option<&'a Scheduler>);
 
 impl Drop for Recount<'_> {
     fn drop(&mut self) {
-        if let Some(job) = self.0 {
-            job.sched.external.fetch_add(1, Ordering::SeqCst);
+        if let Some(sched) = self.0 {
+            sched.external.fetch_add(1, Ordering::SeqCst);
         }
     }
 }
 
 /// Wakes the OS thread behind thread-context slot `slot` (its park state
 /// was just unparked).
-pub(crate) fn wake(job: &Job, slot: u32) {
-    if let Some(thread) = job
-        .sched
+pub(crate) fn wake(sched: &Scheduler, slot: u32) {
+    if let Some(thread) = sched
         .threads
         .registered
         .lock()

@@ -41,7 +41,7 @@ use std::collections::{BinaryHeap, VecDeque};
 use std::panic::{self, AssertUnwindSafe};
 use std::ptr;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Barrier, Mutex, OnceLock};
+use std::sync::{Barrier, Mutex, OnceLock};
 use std::thread::Thread;
 use std::time::Instant;
 
@@ -54,10 +54,12 @@ use super::locals::RankLocals;
 use super::rank::{self, RankCtx, Suspend};
 use super::stack::{PooledStack, StackPool};
 use super::task::Spawn;
+use super::{Host, Scheduler};
 use crate::error::Error;
-use crate::runtime::job::Job;
 
-/// What a rank runs: the job's body, called with the world rank.
+/// What a rank runs: the job's body, called with the world rank. The layer
+/// that owns the job builds it (it makes the rank's `Universe`, keeps its
+/// result): the scheduler knows nothing of either.
 pub(crate) type Body<'a> = dyn Fn(u32) + Sync + 'a;
 
 /// The part of a worker other threads touch.
@@ -91,7 +93,8 @@ impl WorkerShared {
 
 /// The part of a worker only its own thread (and the ranks it runs) touch.
 struct WorkerLocal {
-    job: *const Job,
+    /// The scheduler of the worker's job (identifies it).
+    sched: *const Scheduler,
     index: usize,
     ready: RefCell<VecDeque<u32>>,
     timers: RefCell<BinaryHeap<Reverse<(Instant, u32)>>>,
@@ -110,52 +113,52 @@ pub(crate) fn on_worker_thread() -> bool {
     !WORKER.with(|w| w.get()).is_null()
 }
 
-/// Requeues a woken rank living at `(worker, task)` of `job`.
+/// Requeues a woken rank living at `(worker, task)` of `sched`.
 #[inline]
-pub(crate) fn schedule(job: &Job, (worker, task): (usize, usize)) {
+pub(crate) fn schedule(sched: &Scheduler, (worker, task): (usize, usize)) {
     let local = WORKER.with(|w| w.get());
     // SAFETY: the pointer is set by `run` for the life of the worker loop on
     // this thread and cleared before the `WorkerLocal` is dropped.
     if let Some(local) = unsafe { local.as_ref() } {
-        if ptr::eq(local.job, job) && local.index == worker {
+        if ptr::eq(local.sched, sched) && local.index == worker {
             local.ready.borrow_mut().push_back(task as u32);
             return;
         }
     }
-    let shared = &job.sched.workers[worker];
+    let shared = &sched.workers[worker];
     shared
         .inbox
         .lock()
         .unwrap_or_else(|e| e.into_inner())
         .push(task as u32);
     shared.pending.fetch_add(1, Ordering::SeqCst);
-    if job.sched.sleep.claim(worker) {
+    if sched.sleep.claim(worker) {
         shared.unpark();
     }
 }
 
 /// Requeues woken tasks `tasks` of worker `worker`: one push to the local
 /// run queue, or one inbox lock and one wake-up for another worker.
-pub(crate) fn schedule_batch(job: &Job, worker: usize, tasks: &[u32]) {
+pub(crate) fn schedule_batch(sched: &Scheduler, worker: usize, tasks: &[u32]) {
     if tasks.is_empty() {
         return;
     }
     let local = WORKER.with(|w| w.get());
     // SAFETY: as in `schedule`.
     if let Some(local) = unsafe { local.as_ref() } {
-        if ptr::eq(local.job, job) && local.index == worker {
+        if ptr::eq(local.sched, sched) && local.index == worker {
             local.ready.borrow_mut().extend(tasks.iter().copied());
             return;
         }
     }
-    let shared = &job.sched.workers[worker];
+    let shared = &sched.workers[worker];
     shared
         .inbox
         .lock()
         .unwrap_or_else(|e| e.into_inner())
         .extend_from_slice(tasks);
     shared.pending.fetch_add(tasks.len(), Ordering::SeqCst);
-    if job.sched.sleep.claim(worker) {
+    if sched.sleep.claim(worker) {
         shared.unpark();
     }
 }
@@ -169,12 +172,12 @@ pub(crate) fn push_spawn(spawn: Spawn) {
 }
 
 /// Arms a timer that wakes slot `slot`, running on this thread.
-pub(crate) fn add_timer(job: &Job, slot: u32, deadline: Instant) {
+pub(crate) fn add_timer(sched: &Scheduler, slot: u32, deadline: Instant) {
     let local = WORKER.with(|w| w.get());
     // SAFETY: as in `schedule`; a running rank is always on a worker thread.
     let local = unsafe { local.as_ref() }.expect("a rank runs on a worker thread");
-    debug_assert!(ptr::eq(local.job, job));
-    job.sched.timers.fetch_add(1, Ordering::SeqCst);
+    debug_assert!(ptr::eq(local.sched, sched));
+    sched.timers.fetch_add(1, Ordering::SeqCst);
     local.timers.borrow_mut().push(Reverse((deadline, slot)));
 }
 
@@ -200,7 +203,12 @@ enum Start {
 
 /// Everything a worker thread needs.
 pub(crate) struct WorkerArgs<'a> {
-    pub(crate) job: &'a Arc<Job>,
+    /// The job's scheduler.
+    pub(crate) sched: &'a Scheduler,
+    /// The job as its owner sees it: its address is the `RankCtx::host` of
+    /// every rank the worker starts. The owner keeps it alive until the
+    /// workers are joined.
+    pub(crate) host: &'a dyn Host,
     pub(crate) index: usize,
     pub(crate) deque: Deque<u32>,
     pub(crate) body: &'a Body<'a>,
@@ -248,7 +256,7 @@ pub(crate) fn recorded_panic() -> Option<String> {
 /// Panics with `message` (an ordinary `String` payload, so user code that
 /// catches it sees nothing special), marked as following from another
 /// party's failure: a job that fails with it reports the cause instead when
-/// the cause fails the job too (`Shared::fail_as_consequence`).
+/// the cause fails the job too (`Scheduler::fail_as_consequence`).
 #[cold]
 #[track_caller]
 pub(crate) fn panic_as_consequence(message: String) -> ! {
@@ -272,7 +280,8 @@ fn take_panic(payload: &(dyn std::any::Any + Send)) -> (String, bool) {
 /// Runs a worker until its job ends.
 pub(crate) fn run(args: WorkerArgs<'_>) {
     let WorkerArgs {
-        job,
+        sched,
+        host,
         index,
         deque,
         body,
@@ -287,9 +296,9 @@ pub(crate) fn run(args: WorkerArgs<'_>) {
             eprintln!("myriad: worker {index} could not bind to PU {cpu}: {err}; running unbound");
         }
     }
-    let _ = job.sched.workers[index].thread.set(std::thread::current());
+    let _ = sched.workers[index].thread.set(std::thread::current());
     let local = WorkerLocal {
-        job: Arc::as_ptr(job),
+        sched,
         index,
         ready: RefCell::new(VecDeque::new()),
         timers: RefCell::new(BinaryHeap::new()),
@@ -299,7 +308,8 @@ pub(crate) fn run(args: WorkerArgs<'_>) {
     WORKER.with(|w| w.set(&local));
     start.wait();
     let mut worker = Worker {
-        job,
+        sched,
+        host: (host as *const dyn Host).cast(),
         local: &local,
         deque,
         body,
@@ -309,7 +319,7 @@ pub(crate) fn run(args: WorkerArgs<'_>) {
         stacks: Vec::new(),
     };
     worker.run_loop();
-    job.sched.worker_stopped();
+    sched.worker_stopped();
     // Every worker stops resuming ranks before anyone unwinds one.
     exit.wait();
     worker.teardown();
@@ -317,7 +327,8 @@ pub(crate) fn run(args: WorkerArgs<'_>) {
 }
 
 struct Worker<'a> {
-    job: &'a Arc<Job>,
+    sched: &'a Scheduler,
+    host: *const (),
     local: &'a WorkerLocal,
     deque: Deque<u32>,
     body: &'a Body<'a>,
@@ -329,10 +340,10 @@ struct Worker<'a> {
 
 impl Worker<'_> {
     fn run_loop(&mut self) {
-        let job = &**self.job;
-        let shared = &job.sched.workers[self.local.index];
+        let sched = self.sched;
+        let shared = &sched.workers[self.local.index];
         loop {
-            if job.sched.is_aborting() {
+            if sched.is_aborting() {
                 return;
             }
             // Remote wake-ups and timers first: ranks that keep yielding
@@ -344,8 +355,8 @@ impl Worker<'_> {
                 self.fire_timers();
             }
             // Micro-tasks of parallel regions (short: they never park).
-            if let Some(task) = job.sched.micro.pop() {
-                run_micro(job, task);
+            if let Some(task) = sched.micro.pop() {
+                run_micro(sched, task);
                 continue;
             }
             // Tasks spawned by the ranks of this worker.
@@ -373,7 +384,7 @@ impl Worker<'_> {
                 self.start(Start::Rank(rank));
                 continue;
             }
-            if job.sched.live.load(Ordering::SeqCst) == 0 {
+            if sched.live.load(Ordering::SeqCst) == 0 {
                 return;
             }
             if self.spin() {
@@ -384,7 +395,7 @@ impl Worker<'_> {
     }
 
     fn drain_inbox(&mut self) {
-        let shared = &self.job.sched.workers[self.local.index];
+        let shared = &self.sched.workers[self.local.index];
         let woken = std::mem::take(&mut *shared.inbox.lock().unwrap_or_else(|e| e.into_inner()));
         shared.pending.fetch_sub(woken.len(), Ordering::SeqCst);
         self.local.ready.borrow_mut().extend(woken);
@@ -406,9 +417,9 @@ impl Worker<'_> {
                 return fired;
             };
             fired = true;
-            let job = &**self.job;
-            super::unpark(job, slot);
-            job.sched.timers.fetch_sub(1, Ordering::SeqCst);
+            let sched = self.sched;
+            super::unpark(sched, slot);
+            sched.timers.fetch_sub(1, Ordering::SeqCst);
         }
     }
 
@@ -417,12 +428,12 @@ impl Worker<'_> {
     }
 
     fn find_unstarted(&mut self) -> Option<u32> {
-        let job = &**self.job;
-        if job.sched.unstarted.load(Ordering::Acquire) == 0 {
+        let sched = self.sched;
+        if sched.unstarted.load(Ordering::Acquire) == 0 {
             return None;
         }
         let rank = self.deque.pop().or_else(|| {
-            let workers = &job.sched.workers;
+            let workers = &sched.workers;
             let n = workers.len();
             loop {
                 let mut retry = false;
@@ -444,13 +455,13 @@ impl Worker<'_> {
                 }
             }
         })?;
-        job.sched.unstarted.fetch_sub(1, Ordering::AcqRel);
+        sched.unstarted.fetch_sub(1, Ordering::AcqRel);
         Some(rank)
     }
 
     /// Starts a rank or a task on this worker: from now on it lives here.
     fn start(&mut self, what: Start) {
-        let job = &**self.job;
+        let sched = self.sched;
         let (rank, slot) = match &what {
             Start::Rank(rank) => (*rank, *rank),
             Start::Task(spawn) => (spawn.rank, spawn.slot),
@@ -460,7 +471,7 @@ impl Worker<'_> {
             None => match self.pool.allocate() {
                 Ok(stack) => stack,
                 Err(err) => {
-                    job.sched.fail(Error::Resources {
+                    sched.fail(Error::Resources {
                         message: format!(
                             "could not map a stack for rank {rank} ({} bytes): {err}",
                             self.pool.stack_size()
@@ -477,21 +488,22 @@ impl Worker<'_> {
                 (self.tasks.len() - 1) as u32
             }
         };
-        job.sched
+        sched
             .slots
             .get(slot)
             .set_home(self.local.index, index as usize);
         if let Start::Rank(_) = what {
-            job.sched.workers[self.local.index]
+            sched.workers[self.local.index]
                 .hosted
                 .fetch_add(1, Ordering::Relaxed);
         }
         let body = self.body;
-        let job_ptr = Arc::as_ptr(self.job);
+        let (sched_ptr, host) = (self.sched as *const Scheduler, self.host);
         let worker = self.local.index as u32;
         let entry = move |yielder: &Yielder<(), Suspend>, ()| {
             let ctx = RankCtx {
-                job: job_ptr,
+                sched: sched_ptr,
+                host,
                 rank,
                 slot,
                 worker,
@@ -511,8 +523,8 @@ impl Worker<'_> {
                 Start::Task(spawn) => (spawn.body)(),
             }
         };
-        // SAFETY: the coroutine borrows `body` and the job, which outlive
-        // every coroutine: the worker drops all of them (teardown) before
+        // SAFETY: the coroutine borrows `body`, the scheduler and the host
+        // (the job), which outlive every coroutine: the worker drops all of them (teardown) before
         // returning, and `run_job` keeps both alive until the workers are
         // joined. The stack comes from the pool, which outlives the workers.
         let co = unsafe { Coroutine::with_stack_unchecked(stack, entry) };
@@ -548,9 +560,9 @@ impl Worker<'_> {
                     message,
                 };
                 if consequence {
-                    self.job.sched.fail_as_consequence(error);
+                    self.sched.fail_as_consequence(error);
                 } else {
-                    self.job.sched.fail(error);
+                    self.sched.fail(error);
                 }
                 self.finish(index);
             }
@@ -561,8 +573,8 @@ impl Worker<'_> {
         let task = self.tasks[index as usize]
             .take()
             .expect("a finished rank has a task");
-        let job = &**self.job;
-        let slots = &job.sched.slots;
+        let sched = self.sched;
+        let slots = &sched.slots;
         if (task.slot as usize) < slots.ranks() {
             let slot = slots.get(task.slot);
             slot.set_finished();
@@ -572,24 +584,24 @@ impl Worker<'_> {
         }
         self.stacks.push(task.co.into_stack());
         self.free.push(index);
-        if job.sched.live.fetch_sub(1, Ordering::SeqCst) == 1 {
-            job.sched.wake_all();
+        if sched.live.fetch_sub(1, Ordering::SeqCst) == 1 {
+            sched.wake_all();
         }
     }
 
     fn has_work(&self) -> bool {
-        let job = &**self.job;
-        job.sched.is_aborting()
+        let sched = self.sched;
+        sched.is_aborting()
             || !self.local.ready.borrow().is_empty()
-            || job.sched.workers[self.local.index]
+            || sched.workers[self.local.index]
                 .pending
                 .load(Ordering::SeqCst)
                 > 0
             || self.next_timer().is_some_and(|d| d <= Instant::now())
             || !self.deque.is_empty()
-            || !job.sched.micro.is_empty()
+            || !sched.micro.is_empty()
             || self.stealable()
-            || job.sched.live.load(Ordering::SeqCst) == 0
+            || sched.live.load(Ordering::SeqCst) == 0
     }
 
     /// Polls for work for a little while before sleeping: waking a sleeping
@@ -611,10 +623,9 @@ impl Worker<'_> {
 
     /// Whether another worker has unstarted ranks to spare.
     fn stealable(&self) -> bool {
-        let job = &**self.job;
-        job.sched.unstarted.load(Ordering::SeqCst) > 0
-            && job
-                .sched
+        let sched = self.sched;
+        sched.unstarted.load(Ordering::SeqCst) > 0
+            && sched
                 .workers
                 .iter()
                 .enumerate()
@@ -622,20 +633,20 @@ impl Worker<'_> {
     }
 
     fn sleep(&mut self) {
-        let job = &**self.job;
-        let sleep = &job.sched.sleep;
+        let sched = self.sched;
+        let sleep = &sched.sleep;
         let announcement = sleep.announce(self.local.index);
         if self.has_work() {
             sleep.cancel(announcement);
             return;
         }
         if announcement.sleepers == sleep.workers()
-            && job.sched.timers.load(Ordering::SeqCst) == 0
-            && job.sched.external.load(Ordering::SeqCst) == 0
+            && sched.timers.load(Ordering::SeqCst) == 0
+            && sched.external.load(Ordering::SeqCst) == 0
         {
-            if let Some(report) = deadlock::check_stable(job) {
+            if let Some(report) = deadlock::check_stable(sched) {
                 sleep.cancel(announcement);
-                job.sched.fail(Error::Deadlock { report });
+                sched.fail(Error::Deadlock { report });
                 return;
             }
         }
@@ -658,7 +669,7 @@ impl Worker<'_> {
     fn teardown(&mut self) {
         // Tasks not started yet: their bodies borrow their rank's buffers.
         drop(std::mem::take(&mut *self.local.spawned.borrow_mut()));
-        let ranks = self.job.sched.slots.ranks();
+        let ranks = self.sched.slots.ranks();
         let (ranks, tasks): (Vec<Task>, Vec<Task>) = self
             .tasks
             .drain(..)
@@ -679,11 +690,11 @@ impl Worker<'_> {
 /// Runs a micro-task on the worker's stack. A panic fails the job (the
 /// region that queued it learns it from the abort) instead of unwinding the
 /// worker.
-fn run_micro(job: &Job, task: super::micro::MicroTask) {
+fn run_micro(sched: &Scheduler, task: super::micro::MicroTask) {
     let (rank, run) = (task.rank, task.run);
     if let Err(payload) = panic::catch_unwind(AssertUnwindSafe(run)) {
         let (message, _) = take_panic(&*payload);
-        job.sched.fail(Error::Panic {
+        sched.fail(Error::Panic {
             rank: rank as i32,
             message: format!("in a task of its parallel region: {message}"),
         });
