@@ -5,17 +5,15 @@
 
 use super::CommCore;
 use crate::error::Error;
-use crate::p2p::{Endpoint, MatchSpec, Route};
+use crate::p2p::{Endpoint, MatchSpec, Node, Route};
 use crate::{Rank, Tag, ANY_SOURCE, ANY_TAG, TAG_UB};
 
 impl CommCore {
     /// The calling rank's point-to-point endpoint.
     #[inline]
-    pub(crate) fn endpoint(&self) -> Endpoint<'_> {
-        let job = self.job();
+    pub(crate) fn endpoint(&self) -> Endpoint<'_, impl Node> {
         Endpoint {
-            sched: &job.sched,
-            p2p: &job.p2p,
+            node: self.job(),
             world: self.world(),
         }
     }

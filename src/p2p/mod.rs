@@ -30,7 +30,8 @@
 //! ## Endpoints and routes
 //!
 //! Nothing here knows communicators. An operation runs on an [`Endpoint`]
-//! (the job's scheduler and mailboxes, and the calling rank's world rank)
+//! (the process's [`Node`]: the scheduler and the mailboxes, which the job
+//! provides; and the calling rank's world rank)
 //! and names its peer by a [`Route`] (context, the sender's rank as
 //! receivers see it, the destination's world rank) or, for a receive, by a
 //! [`MatchSpec`]; the communicator layer builds both
@@ -91,19 +92,44 @@ impl Shared {
     }
 }
 
-/// What one rank's point-to-point operations run on: the job's scheduler
-/// (to wake and park) and mailboxes, and the rank's world rank (whose
-/// mailbox its receives use). Three words, built per call from the
-/// communicator handle (`CommCore::endpoint`).
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Endpoint<'a> {
-    pub(crate) sched: &'a Scheduler,
-    pub(crate) p2p: &'a Shared,
+/// What the ranks of a process share for point-to-point: the scheduler (to
+/// wake and park) and the mailboxes. The job implements it; `p2p` never
+/// names the job, and an endpoint reaches both through one pointer, as the
+/// job's fields.
+pub(crate) trait Node {
+    fn sched(&self) -> &Scheduler;
+    fn p2p(&self) -> &Shared;
+}
+
+/// What one rank's point-to-point operations run on: the process's
+/// [`Node`] and the rank's world rank (whose mailbox its receives use).
+/// Two words, passed in registers, built per call from the communicator
+/// handle (`CommCore::endpoint`).
+pub(crate) struct Endpoint<'a, N: ?Sized> {
+    pub(crate) node: &'a N,
     /// The calling rank's world rank.
     pub(crate) world: u32,
 }
 
-impl<'a> Endpoint<'a> {
+impl<N: ?Sized> Clone for Endpoint<'_, N> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<N: ?Sized> Copy for Endpoint<'_, N> {}
+
+impl<'a, N: Node> Endpoint<'a, N> {
+    #[inline]
+    fn sched(self) -> &'a Scheduler {
+        self.node.sched()
+    }
+
+    #[inline]
+    fn p2p(self) -> &'a Shared {
+        self.node.p2p()
+    }
+
     /// Where messages to world rank `world` go.
     #[inline]
     fn destination(self, world: u32) -> Destination {
@@ -115,7 +141,7 @@ impl<'a> Endpoint<'a> {
     /// The mailbox of local destination `index`.
     #[inline]
     fn mailbox(self, index: u32) -> &'a Mailbox {
-        &self.p2p.mailboxes[index as usize]
+        &self.p2p().mailboxes[index as usize]
     }
 
     /// The calling rank's own mailbox, where its receives match.
@@ -124,8 +150,9 @@ impl<'a> Endpoint<'a> {
         self.mailbox(self.world)
     }
 
+    #[inline]
     fn is_aborting(self) -> bool {
-        self.sched.is_aborting()
+        self.sched().is_aborting()
     }
 }
 
@@ -199,7 +226,7 @@ pub(crate) enum Started {
 /// is referenced by a queued descriptor and must stay alive, with `src`,
 /// until it is done or withdrawn.
 pub(crate) fn start_send(
-    ep: Endpoint<'_>,
+    ep: Endpoint<'_, impl Node>,
     route: Route,
     tag: Tag,
     src: &Layout,
@@ -227,7 +254,7 @@ pub(crate) fn start_send(
 /// senders now and for a transport's arrivals later, so matching order,
 /// wildcards and probes do not depend on where the sender runs.
 pub(crate) fn arrive(
-    ep: Endpoint<'_>,
+    ep: Endpoint<'_, impl Node>,
     mailbox: &Mailbox,
     env: Envelope,
     msg: Arrival<'_>,
@@ -250,11 +277,11 @@ pub(crate) fn arrive(
     let bytes = src.bytes();
     let eager = match mode {
         SendMode::Buffered => true,
-        SendMode::Standard => bytes <= ep.p2p.eager_limit,
+        SendMode::Standard => bytes <= ep.p2p().eager_limit,
         SendMode::Synchronous => false,
     };
     let payload = if eager {
-        let buf = ep.p2p.eager.take(bytes, |out| {
+        let buf = ep.p2p().eager.take(bytes, |out| {
             // SAFETY: `src` is valid for reads (the caller's buffer) and the
             // pool hands out `bytes` writable bytes.
             unsafe { copy::pack(src, out) }
@@ -274,7 +301,7 @@ pub(crate) fn arrive(
     let probers = queues.take_probers();
     drop(queues);
     for slot in probers {
-        sched::unpark(ep.sched, slot);
+        sched::unpark(ep.sched(), slot);
     }
     if eager {
         Started::Done(Outcome {
@@ -287,7 +314,7 @@ pub(crate) fn arrive(
 }
 
 /// Copies a message into a claimed posted receive and completes it.
-fn deliver(ep: Endpoint<'_>, env: &Envelope, src: &Layout, posted: Posted) {
+fn deliver(ep: Endpoint<'_, impl Node>, env: &Envelope, src: &Layout, posted: Posted) {
     let outcome = transfer(env, src, &posted.dst);
     // SAFETY: the receiver keeps its completion alive until it is done; we
     // claimed the descriptor, so we are its only completer. Read the waiter
@@ -295,7 +322,7 @@ fn deliver(ep: Endpoint<'_>, env: &Envelope, src: &Layout, posted: Posted) {
     let waiter = unsafe { (*posted.completion).waiter() };
     // SAFETY: as above.
     unsafe { (*posted.completion).complete(outcome) };
-    sched::unpark(ep.sched, waiter);
+    sched::unpark(ep.sched(), waiter);
 }
 /// Checks signatures and sizes and copies `src` into `dst`.
 fn transfer(env: &Envelope, src: &Layout, dst: &Layout) -> Outcome {
@@ -334,7 +361,7 @@ fn type_fault(src: &Layout, dst: &Layout) -> Option<Fault> {
 }
 
 /// Receives a claimed unexpected message into `dst`.
-fn consume(ep: Endpoint<'_>, msg: Unexpected, dst: &Layout) -> Outcome {
+fn consume(ep: Endpoint<'_, impl Node>, msg: Unexpected, dst: &Layout) -> Outcome {
     match msg.payload {
         Payload::Eager { buf, ty, count } => {
             let src = Layout {
@@ -360,7 +387,7 @@ fn consume(ep: Endpoint<'_>, msg: Unexpected, dst: &Layout) -> Outcome {
                     });
                 }
             }
-            ep.p2p.eager.give(buf);
+            ep.p2p().eager.give(buf);
             outcome
         }
         Payload::Rendezvous { src, completion } => {
@@ -374,7 +401,7 @@ fn consume(ep: Endpoint<'_>, msg: Unexpected, dst: &Layout) -> Outcome {
             };
             // SAFETY: as above.
             unsafe { (*completion).complete(sent) };
-            sched::unpark(ep.sched, waiter);
+            sched::unpark(ep.sched(), waiter);
             outcome
         }
     }
@@ -384,7 +411,7 @@ fn consume(ep: Endpoint<'_>, msg: Unexpected, dst: &Layout) -> Outcome {
 /// calling rank's mailbox. If it returns `Pending`, `completion` and `dst`
 /// must stay alive until the completion is done or withdrawn.
 pub(crate) fn start_receive(
-    ep: Endpoint<'_>,
+    ep: Endpoint<'_, impl Node>,
     spec: MatchSpec,
     dst: &Layout,
     completion: &Completion,
@@ -449,7 +476,11 @@ pub(crate) enum Queued {
 
 /// Withdraws a pending descriptor; `true` if it was still queued (then
 /// nobody will complete it).
-pub(crate) fn withdraw(ep: Endpoint<'_>, queued: Queued, completion: &Completion) -> bool {
+pub(crate) fn withdraw(
+    ep: Endpoint<'_, impl Node>,
+    queued: Queued,
+    completion: &Completion,
+) -> bool {
     match queued {
         Queued::Receive(owner) => ep.mailbox(owner).lock().withdraw_posted(completion),
         Queued::Send(dest) => ep.mailbox(dest).lock().withdraw_rendezvous(completion),
@@ -460,14 +491,14 @@ pub(crate) fn withdraw(ep: Endpoint<'_>, queued: Queued, completion: &Completion
 /// Keeps a blocking operation's descriptor from outliving the operation:
 /// if the rank unwinds while waiting (job abort), the guard withdraws it, or
 /// waits for the claimer that is copying right now.
-pub(crate) struct PendingGuard<'a> {
-    ep: Endpoint<'a>,
+pub(crate) struct PendingGuard<'a, N: Node> {
+    ep: Endpoint<'a, N>,
     queued: Queued,
     completion: &'a Completion,
 }
 
-impl<'a> PendingGuard<'a> {
-    pub(crate) fn new(ep: Endpoint<'a>, queued: Queued, completion: &'a Completion) -> Self {
+impl<'a, N: Node> PendingGuard<'a, N> {
+    pub(crate) fn new(ep: Endpoint<'a, N>, queued: Queued, completion: &'a Completion) -> Self {
         PendingGuard {
             ep,
             queued,
@@ -484,7 +515,7 @@ impl<'a> PendingGuard<'a> {
     }
 }
 
-impl Drop for PendingGuard<'_> {
+impl<N: Node> Drop for PendingGuard<'_, N> {
     fn drop(&mut self) {
         settle(self.ep, self.queued, self.completion);
     }
@@ -500,7 +531,7 @@ impl Drop for PendingGuard<'_> {
 /// need this very thread (a task always runs on its rank's worker), so it
 /// is not waited for: the job fails, and once it aborts they run no more.
 /// A remote rendezvous (the transport issue) is such a long claimer too.
-pub(crate) fn settle(ep: Endpoint<'_>, queued: Queued, completion: &Completion) {
+pub(crate) fn settle(ep: Endpoint<'_, impl Node>, queued: Queued, completion: &Completion) {
     if completion.is_done() || withdraw(ep, queued, completion) {
         return;
     }
@@ -510,7 +541,7 @@ pub(crate) fn settle(ep: Endpoint<'_>, queued: Queued, completion: &Completion) 
     while !completion.is_done() {
         if long || completion.is_held() {
             if !ep.is_aborting() {
-                ep.sched.fail(unsettled(ep, long, completion));
+                ep.sched().fail(unsettled(ep, long, completion));
             }
             // Aborting now. A task's descriptors point into this rank's
             // buffers and only its own unwinding (in teardown, before the
@@ -520,7 +551,7 @@ pub(crate) fn settle(ep: Endpoint<'_>, queued: Queued, completion: &Completion) 
             // its holder has not started receiving it (else the holder
             // finishes its copy: keep waiting).
             if long {
-                ep.sched.wait_for_other_workers_to_stop();
+                ep.sched().wait_for_other_workers_to_stop();
                 return;
             }
             if completion.is_held() && abandon_held(ep, queued, completion) {
@@ -534,7 +565,7 @@ pub(crate) fn settle(ep: Endpoint<'_>, queued: Queued, completion: &Completion) 
 /// Gives up a rendezvous message still held by a matched probe, once the
 /// job aborts: `true` if it did (see [`claim::abandon_held`]).
 #[cold]
-fn abandon_held(ep: Endpoint<'_>, queued: Queued, completion: &Completion) -> bool {
+fn abandon_held(ep: Endpoint<'_, impl Node>, queued: Queued, completion: &Completion) -> bool {
     match queued {
         Queued::Send(dest) => {
             let _queues = ep.mailbox(dest).lock();
@@ -548,8 +579,8 @@ fn abandon_held(ep: Endpoint<'_>, queued: Queued, completion: &Completion) -> bo
 /// for while a long claimer still holds it (see [`settle`]): the rank's own
 /// panic when it is unwinding from one, else what happened.
 #[cold]
-fn unsettled(ep: Endpoint<'_>, task: bool, completion: &Completion) -> Error {
-    let rank = ep.sched.slots.get(completion.waiter()).rank();
+fn unsettled(ep: Endpoint<'_, impl Node>, task: bool, completion: &Completion) -> Error {
+    let rank = ep.sched().slots.get(completion.waiter()).rank();
     if std::thread::panicking() {
         if let Some(message) = crate::sched::worker::recorded_panic() {
             return Error::Panic {
@@ -576,7 +607,7 @@ fn unsettled(ep: Endpoint<'_>, task: bool, completion: &Completion) -> Error {
 /// Blocking send along `route` by the rank of `ctx` (the communicator layer
 /// checked that it is the caller, and the destination and tag).
 pub(crate) fn send(
-    ep: Endpoint<'_>,
+    ep: Endpoint<'_, impl Node>,
     ctx: &RankCtx,
     route: Route,
     tag: Tag,
@@ -611,7 +642,7 @@ pub(crate) fn send(
 /// whose rank in the communicator is `rank` (checked by the caller, as
 /// `spec`).
 pub(crate) fn receive(
-    ep: Endpoint<'_>,
+    ep: Endpoint<'_, impl Node>,
     ctx: &RankCtx,
     rank: Rank,
     spec: MatchSpec,
@@ -645,7 +676,7 @@ fn probe_status(msg: &Unexpected) -> Status {
 /// `blocking`; `None` if not blocking and there is none (after yielding, so
 /// that polling loops let other ranks run).
 pub(crate) fn probe(
-    ep: Endpoint<'_>,
+    ep: Endpoint<'_, impl Node>,
     ctx: &RankCtx,
     spec: MatchSpec,
     blocking: bool,
@@ -673,7 +704,7 @@ impl Matched {
 
 /// Matched probe: removes the first matching message from the queue.
 pub(crate) fn matched_probe(
-    ep: Endpoint<'_>,
+    ep: Endpoint<'_, impl Node>,
     ctx: &RankCtx,
     spec: MatchSpec,
     blocking: bool,
@@ -698,7 +729,7 @@ pub(crate) fn matched_probe(
 /// under its mailbox lock; if it finds nothing, park until a message
 /// arrives (`blocking`) or yield and answer `None`.
 fn wait_for_message<T>(
-    ep: Endpoint<'_>,
+    ep: Endpoint<'_, impl Node>,
     ctx: &RankCtx,
     spec: MatchSpec,
     blocking: bool,
@@ -733,7 +764,7 @@ fn wait_for_message<T>(
 /// Whether the holder of `matched` may still touch its sender's memory:
 /// always for an eager message (its data is here), for a rendezvous one
 /// only while the job is not aborting (see [`claim::take_held`]).
-fn take_held(ep: Endpoint<'_>, matched: &Matched) -> bool {
+fn take_held(ep: Endpoint<'_, impl Node>, matched: &Matched) -> bool {
     let Payload::Rendezvous { completion, .. } = matched.msg.payload else {
         return true;
     };
@@ -747,7 +778,7 @@ fn take_held(ep: Endpoint<'_>, matched: &Matched) -> bool {
 /// communicator is `rank`; the caller checked it is the calling rank);
 /// refused once the job aborts (its sender may have given it up).
 pub(crate) fn receive_matched(
-    ep: Endpoint<'_>,
+    ep: Endpoint<'_, impl Node>,
     rank: Rank,
     matched: Matched,
     dst: &Layout,
@@ -762,12 +793,12 @@ pub(crate) fn receive_matched(
 /// Gives up a matched message without receiving it (a dropped `Message`):
 /// a rendezvous sender is released with a cancelled status so it does not
 /// wait forever; during an abort nothing is touched.
-pub(crate) fn drop_matched(ep: Endpoint<'_>, matched: Matched) {
+pub(crate) fn drop_matched(ep: Endpoint<'_, impl Node>, matched: Matched) {
     if !take_held(ep, &matched) {
         return;
     }
     match matched.msg.payload {
-        Payload::Eager { buf, .. } => ep.p2p.eager.give(buf),
+        Payload::Eager { buf, .. } => ep.p2p().eager.give(buf),
         Payload::Rendezvous { completion, .. } => {
             // SAFETY: the sender waits on its completion (we took the held
             // message above); read the waiter before completing.
@@ -779,7 +810,7 @@ pub(crate) fn drop_matched(ep: Endpoint<'_>, matched: Matched) {
                     ..Outcome::default()
                 })
             };
-            sched::unpark(ep.sched, waiter);
+            sched::unpark(ep.sched(), waiter);
         }
     }
 }
