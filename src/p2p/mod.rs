@@ -225,6 +225,7 @@ pub(crate) enum Started {
 /// `Pending`, `completion` (owned by the caller, waking the caller's slot)
 /// is referenced by a queued descriptor and must stay alive, with `src`,
 /// until it is done or withdrawn.
+#[inline]
 pub(crate) fn start_send(
     ep: Endpoint<'_, impl Node>,
     route: Route,
