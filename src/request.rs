@@ -105,7 +105,7 @@ impl PendingOp {
     fn result(&self) -> Result<Status, Error> {
         let outcome = self.completion.outcome();
         match self.kind {
-            Kind::Receive { .. } => p2p::receive_result(&self.comm, outcome),
+            Kind::Receive { .. } => p2p::receive_result(self.comm.rank(), outcome),
             Kind::Send { dest, tag } => Ok(send_status(dest, tag, outcome)),
             Kind::Collective => Ok(Status::new(self.comm.rank(), 0, 0)),
         }
@@ -133,7 +133,7 @@ impl PendingOp {
         if self.completion.is_done() {
             return false;
         }
-        if p2p::withdraw(self.comm.job(), self.queued, &self.completion) {
+        if p2p::withdraw(self.comm.endpoint(), self.queued, &self.completion) {
             // SAFETY: the descriptor was withdrawn under the mailbox lock, so
             // nobody else can complete it.
             unsafe {
@@ -162,14 +162,14 @@ impl PendingOp {
         if self.completion.is_done() {
             return;
         }
-        let job = self.comm.job();
+        let ep = self.comm.endpoint();
         let owner = self
             .comm
             .caller()
             .ok()
             .filter(|_| !std::thread::panicking());
         if let Some(ctx) = owner {
-            if p2p::withdraw(job, self.queued, &self.completion) {
+            if p2p::withdraw(ep, self.queued, &self.completion) {
                 return;
             }
             /// Settles without parking if the parking wait ends early: the
@@ -178,7 +178,7 @@ impl PendingOp {
             impl Drop for Otherwise<'_> {
                 fn drop(&mut self) {
                     let p = self.0;
-                    p2p::settle(p.comm.job(), p.queued, &p.completion);
+                    p2p::settle(p.comm.endpoint(), p.queued, &p.completion);
                 }
             }
             let _otherwise = Otherwise(self);
@@ -186,7 +186,7 @@ impl PendingOp {
             let _ = sched::wait_until(ctx, &info, || self.completion.is_done());
             return;
         }
-        p2p::settle(job, self.queued, &self.completion);
+        p2p::settle(ep, self.queued, &self.completion);
     }
 }
 

@@ -75,8 +75,6 @@ const KNOWN: &[(&str, &str)] = &[
     ("comm/mod.rs", "coll"),
     ("comm/mod.rs", "runtime::job"),
     ("comm/split.rs", "coll"),
-    ("p2p/mod.rs", "comm"),
-    ("p2p/mod.rs", "runtime::job"),
 ];
 
 fn layer_of_module(module: &str) -> Option<u8> {

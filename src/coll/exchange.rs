@@ -46,9 +46,10 @@ impl<'c, 'a> Exchange<'c, 'a> {
         let call = self.call;
         let completion = Box::new(Completion::new(call.ctx.slot));
         let expect = (src, dst.bytes());
-        match p2p::start_receive(call.comm, call.context(), src, call.tag(), dst, &completion) {
+        let spec = call.comm.accept(call.context(), src, call.tag());
+        match p2p::start_receive(call.comm.endpoint(), spec, dst, &completion) {
             Started::Done(outcome) => {
-                let status = p2p::receive_result(call.comm, outcome)?;
+                let status = p2p::receive_result(call.comm.rank(), outcome)?;
                 self.check_size(expect, status.bytes)?;
             }
             Started::Pending => self.pending.push(Pending {
@@ -79,10 +80,10 @@ impl<'c, 'a> Exchange<'c, 'a> {
     pub(crate) fn send(&mut self, dest: Rank, src: &Layout) {
         let call = self.call;
         let completion = Box::new(Completion::new(call.ctx.slot));
+        let route = call.comm.route(call.context(), dest);
         let started = p2p::start_send(
-            call.comm,
-            call.context(),
-            dest,
+            call.comm.endpoint(),
+            route,
             call.tag(),
             src,
             SendMode::Standard,
@@ -91,7 +92,7 @@ impl<'c, 'a> Exchange<'c, 'a> {
         if let Started::Pending = started {
             self.pending.push(Pending {
                 completion,
-                queued: Queued::Send(call.comm.world_rank(dest)),
+                queued: Queued::Send(route.dest_world),
                 expect: None,
             });
         }
@@ -105,7 +106,7 @@ impl<'c, 'a> Exchange<'c, 'a> {
             sched::wait_until(self.call.ctx, &info, || p.completion.is_done())?;
             let p = self.pending.pop().expect("just looked at it");
             if let Some(expect) = p.expect {
-                let checked = p2p::receive_result(self.call.comm, p.completion.outcome())
+                let checked = p2p::receive_result(self.call.comm.rank(), p.completion.outcome())
                     .and_then(|status| self.check_size(expect, status.bytes));
                 if let Err(err) = checked {
                     first_error.get_or_insert(err);
@@ -121,8 +122,9 @@ impl<'c, 'a> Exchange<'c, 'a> {
 
 impl Drop for Exchange<'_, '_> {
     fn drop(&mut self) {
+        let ep = self.call.comm.endpoint();
         for p in self.pending.drain(..) {
-            p2p::settle(self.call.comm.job(), p.queued, &p.completion);
+            p2p::settle(ep, p.queued, &p.completion);
         }
     }
 }

@@ -14,6 +14,7 @@
 //! | `mod.rs` | what a communicator is: `Members`, `CommShared`, the `Registry` of context ids and names, the rank's handle `CommCore` and `caller()` |
 //! | `communicator.rs` | the API over it: the `Communicator` trait, `SimpleCommunicator`, `Process`, `AnyProcess` |
 //! | `split.rs` | how the ranks of a communicator agree on new ones (`duplicate`, `split_*`; the protocol is in its docs) |
+//! | `route.rs` | how a handle reaches point-to-point: its endpoint, routes and match specifications, and the rank and tag checks |
 //! | `group.rs` | groups: ordered sets of world ranks and their algebra |
 //! | `cartesian.rs` | Cartesian topologies: coordinates, shifts, sub-grids |
 //! | `attribute.rs` | attributes cached on a rank's communicator handle |
@@ -22,6 +23,7 @@ pub(crate) mod attribute;
 mod cartesian;
 mod communicator;
 mod group;
+mod route;
 pub(crate) mod split;
 
 use std::collections::HashMap;

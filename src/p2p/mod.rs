@@ -27,9 +27,31 @@
 //! aborts, claims are refused, and a sender may give up a message still
 //! held; [`claim`] states the whole protocol.
 //!
-//! The engine never asks where the peer runs: a remote transport will queue
-//! the same [`mailbox::Unexpected`] entries and complete the same
-//! [`Completion`]s.
+//! ## Endpoints and routes
+//!
+//! Nothing here knows communicators. An operation runs on an [`Endpoint`]
+//! (the process's [`Node`]: the scheduler and the mailboxes, which the job
+//! provides; and the calling rank's world rank)
+//! and names its peer by a [`Route`] (context, the sender's rank as
+//! receivers see it, the destination's world rank) or, for a receive, by a
+//! [`MatchSpec`]; the communicator layer builds both
+//! (`CommCore::endpoint`, `CommCore::route`) and checks ranks and tags
+//! before, so its errors name communicator ranks and sizes.
+//!
+//! ## Where a transport plugs in
+//!
+//! A route's destination world rank resolves to a [`Destination`]: today
+//! always a local mailbox. A message reaching a mailbox goes through
+//! [`arrive`], which takes the first matching posted receive or queues the
+//! message as unexpected, whatever its [`Arrival`] (today the local
+//! sender's buffer). The transport issue adds a `Remote` destination (frames
+//! to another process), arrivals of bytes from elsewhere (queued as
+//! [`Payload::Eager`], or a remote rendezvous whose data is fetched when a
+//! receive matches), and completions that come later: a claimed posted
+//! receive or a queued send may then be completed by the transport's
+//! progress, not on the spot, which the [`Completion`] protocol already
+//! allows (its owner waits for `DONE`; see [`settle`] for what it may not
+//! wait for).
 
 pub(crate) mod claim;
 pub(crate) mod completion;
@@ -41,16 +63,16 @@ use std::panic::Location;
 
 use completion::{Completion, Fault, Outcome};
 use eager::EagerPool;
-use mailbox::{Envelope, Mailbox, MatchSpec, Payload, Posted, Unexpected};
 pub use status::Status;
 
-use crate::comm::CommCore;
+pub(crate) use mailbox::MatchSpec;
+use mailbox::{Envelope, Mailbox, Payload, Posted, Unexpected};
+
 use crate::datatype::copy::{self, Layout};
 use crate::datatype::signature_mismatch;
 use crate::error::Error;
-use crate::runtime::job::Job;
-use crate::sched::{self, RankCtx, WaitInfo, WaitOp};
-use crate::{Rank, Tag, ANY_SOURCE, ANY_TAG, TAG_UB};
+use crate::sched::{self, RankCtx, Scheduler, WaitInfo, WaitOp};
+use crate::{Rank, Tag};
 
 /// Point-to-point state of a job.
 #[derive(Debug)]
@@ -68,6 +90,114 @@ impl Shared {
             eager_limit: eager_limit.min(EagerPool::MAX_CLASS),
         }
     }
+}
+
+/// What the ranks of a process share for point-to-point: the scheduler (to
+/// wake and park) and the mailboxes. The job implements it; `p2p` never
+/// names the job, and an endpoint reaches both through one pointer, as the
+/// job's fields.
+pub(crate) trait Node {
+    fn sched(&self) -> &Scheduler;
+    fn p2p(&self) -> &Shared;
+}
+
+/// What one rank's point-to-point operations run on: the process's
+/// [`Node`] and the rank's world rank (whose mailbox its receives use).
+/// Two words, passed in registers, built per call from the communicator
+/// handle (`CommCore::endpoint`).
+pub(crate) struct Endpoint<'a, N: ?Sized> {
+    pub(crate) node: &'a N,
+    /// The calling rank's world rank.
+    pub(crate) world: u32,
+}
+
+impl<N: ?Sized> Clone for Endpoint<'_, N> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<N: ?Sized> Copy for Endpoint<'_, N> {}
+
+impl<'a, N: Node> Endpoint<'a, N> {
+    #[inline]
+    fn sched(self) -> &'a Scheduler {
+        self.node.sched()
+    }
+
+    #[inline]
+    fn p2p(self) -> &'a Shared {
+        self.node.p2p()
+    }
+
+    /// Where messages to world rank `world` go.
+    #[inline]
+    fn destination(self, world: u32) -> Destination {
+        // One process: a world rank is its mailbox index. The transport
+        // issue resolves world ranks of other processes to `Remote` here.
+        Destination::Local(world)
+    }
+
+    /// The mailbox of local destination `index`.
+    #[inline]
+    fn mailbox(self, index: u32) -> &'a Mailbox {
+        &self.p2p().mailboxes[index as usize]
+    }
+
+    /// The calling rank's own mailbox, where its receives match.
+    #[inline]
+    fn own_mailbox(self) -> &'a Mailbox {
+        self.mailbox(self.world)
+    }
+
+    #[inline]
+    fn is_aborting(self) -> bool {
+        self.sched().is_aborting()
+    }
+}
+
+/// Where a send goes, without a communicator: the context, the sender as
+/// its receivers see it (its rank in the communicator), and the
+/// destination (its rank in the communicator, named by deadlock reports,
+/// and its world rank, which routes the message). Built by
+/// `CommCore::route` after the communicator checked the rank.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Route {
+    pub(crate) context: u32,
+    pub(crate) source: Rank,
+    pub(crate) dest: Rank,
+    pub(crate) dest_world: u32,
+}
+
+/// Where a destination world rank lives.
+///
+/// Only `Local` today. The transport issue adds `Remote(process)`: a send
+/// there becomes a frame (eager) or a rendezvous handshake whose
+/// [`Completion`] the transport completes later; it must not exist before
+/// something can handle it.
+#[derive(Debug, Clone, Copy)]
+enum Destination {
+    /// The mailbox of this index in this process.
+    Local(u32),
+}
+
+/// A message as it reaches a mailbox ([`arrive`]).
+///
+/// Only `Local` today. Bytes from elsewhere (the transport issue) add an
+/// arm carrying a received eager frame (queued as [`Payload::Eager`], or
+/// unpacked straight into a posted receive) and one for a remote rendezvous
+/// (queued as a descriptor whose data is fetched once a receive matches,
+/// completing that receive later).
+#[derive(Debug)]
+pub(crate) enum Arrival<'s> {
+    /// In the sender's buffer, in this process: copied straight into a
+    /// posted receive, else packed into an eager buffer or queued as a
+    /// rendezvous descriptor (the sender then waits on `completion`).
+    Local {
+        src: &'s Layout,
+        mode: SendMode,
+        completion: &'s Completion,
+    },
 }
 
 /// The MPI send modes.
@@ -90,73 +220,56 @@ pub(crate) enum Started {
     Pending,
 }
 
-/// Checks a destination rank and a send tag.
-pub(crate) fn check_send(
-    comm: &CommCore,
-    op: &'static str,
-    dest: Rank,
-    tag: Tag,
-) -> Result<(), Error> {
-    if dest < 0 || dest >= comm.size() {
-        return Err(Error::Rank {
-            op,
-            rank: dest,
-            size: comm.size(),
-        });
-    }
-    if !(0..=TAG_UB).contains(&tag) {
-        return Err(Error::Tag { op, tag });
-    }
-    Ok(())
-}
-
-/// Checks a source rank (or `ANY_SOURCE`) and a receive tag (or `ANY_TAG`).
-pub(crate) fn check_receive(
-    comm: &CommCore,
-    op: &'static str,
-    source: Rank,
-    tag: Tag,
-) -> Result<(), Error> {
-    if source != ANY_SOURCE && (source < 0 || source >= comm.size()) {
-        return Err(Error::Rank {
-            op,
-            rank: source,
-            size: comm.size(),
-        });
-    }
-    if tag != ANY_TAG && !(0..=TAG_UB).contains(&tag) {
-        return Err(Error::Tag { op, tag });
-    }
-    Ok(())
-}
-
-/// Starts a send of `src` to `dest` in context `context` (the
-/// communicator's point-to-point context, or its collective one). If it
-/// returns `Pending`, `completion` (owned by the caller, waking the caller's
-/// slot) is referenced by a queued descriptor and must stay alive, with
-/// `src`, until it is done or withdrawn.
+/// Starts a send of `src` along `route` (in the communicator's
+/// point-to-point context, or its collective one). If it returns
+/// `Pending`, `completion` (owned by the caller, waking the caller's slot)
+/// is referenced by a queued descriptor and must stay alive, with `src`,
+/// until it is done or withdrawn.
+#[inline]
 pub(crate) fn start_send(
-    comm: &CommCore,
-    context: u32,
-    dest: Rank,
+    ep: Endpoint<'_, impl Node>,
+    route: Route,
     tag: Tag,
     src: &Layout,
     mode: SendMode,
     completion: &Completion,
 ) -> Started {
-    let job = comm.job();
     let env = Envelope {
-        context,
-        source: comm.rank(),
+        context: route.context,
+        source: route.source,
         tag,
     };
-    let dest_world = comm.world_rank(dest);
-    let mailbox = &job.p2p.mailboxes[dest_world as usize];
+    let arrival = Arrival::Local {
+        src,
+        mode,
+        completion,
+    };
+    match ep.destination(route.dest_world) {
+        Destination::Local(index) => arrive(ep, ep.mailbox(index), env, arrival),
+    }
+}
+
+/// A message `env` reaches `mailbox`: it takes the first matching posted
+/// receive (and is delivered into it), or is queued as unexpected (and the
+/// mailbox's probers are woken). The one way into a mailbox, for local
+/// senders now and for a transport's arrivals later, so matching order,
+/// wildcards and probes do not depend on where the sender runs.
+pub(crate) fn arrive(
+    ep: Endpoint<'_, impl Node>,
+    mailbox: &Mailbox,
+    env: Envelope,
+    msg: Arrival<'_>,
+) -> Started {
+    let Arrival::Local {
+        src,
+        mode,
+        completion,
+    } = msg;
     let mut queues = mailbox.lock();
-    if let Some(posted) = queues.take_posted(&env, || job.sched.is_aborting()) {
+    if let Some(posted) = queues.take_posted(&env, || ep.is_aborting()) {
         drop(queues);
         let bytes = src.bytes();
-        deliver(job, &env, src, posted);
+        deliver(ep, &env, src, posted);
         return Started::Done(Outcome {
             bytes,
             ..Outcome::default()
@@ -165,11 +278,11 @@ pub(crate) fn start_send(
     let bytes = src.bytes();
     let eager = match mode {
         SendMode::Buffered => true,
-        SendMode::Standard => bytes <= job.p2p.eager_limit,
+        SendMode::Standard => bytes <= ep.p2p().eager_limit,
         SendMode::Synchronous => false,
     };
     let payload = if eager {
-        let buf = job.p2p.eager.take(bytes, |out| {
+        let buf = ep.p2p().eager.take(bytes, |out| {
             // SAFETY: `src` is valid for reads (the caller's buffer) and the
             // pool hands out `bytes` writable bytes.
             unsafe { copy::pack(src, out) }
@@ -189,7 +302,7 @@ pub(crate) fn start_send(
     let probers = queues.take_probers();
     drop(queues);
     for slot in probers {
-        sched::unpark(&job.sched, slot);
+        sched::unpark(ep.sched(), slot);
     }
     if eager {
         Started::Done(Outcome {
@@ -202,7 +315,7 @@ pub(crate) fn start_send(
 }
 
 /// Copies a message into a claimed posted receive and completes it.
-fn deliver(job: &Job, env: &Envelope, src: &Layout, posted: Posted) {
+fn deliver(ep: Endpoint<'_, impl Node>, env: &Envelope, src: &Layout, posted: Posted) {
     let outcome = transfer(env, src, &posted.dst);
     // SAFETY: the receiver keeps its completion alive until it is done; we
     // claimed the descriptor, so we are its only completer. Read the waiter
@@ -210,9 +323,8 @@ fn deliver(job: &Job, env: &Envelope, src: &Layout, posted: Posted) {
     let waiter = unsafe { (*posted.completion).waiter() };
     // SAFETY: as above.
     unsafe { (*posted.completion).complete(outcome) };
-    sched::unpark(&job.sched, waiter);
+    sched::unpark(ep.sched(), waiter);
 }
-
 /// Checks signatures and sizes and copies `src` into `dst`.
 fn transfer(env: &Envelope, src: &Layout, dst: &Layout) -> Outcome {
     let bytes = src.bytes();
@@ -250,7 +362,7 @@ fn type_fault(src: &Layout, dst: &Layout) -> Option<Fault> {
 }
 
 /// Receives a claimed unexpected message into `dst`.
-pub(crate) fn consume(job: &Job, msg: Unexpected, dst: &Layout) -> Outcome {
+fn consume(ep: Endpoint<'_, impl Node>, msg: Unexpected, dst: &Layout) -> Outcome {
     match msg.payload {
         Payload::Eager { buf, ty, count } => {
             let src = Layout {
@@ -276,7 +388,7 @@ pub(crate) fn consume(job: &Job, msg: Unexpected, dst: &Layout) -> Outcome {
                     });
                 }
             }
-            job.p2p.eager.give(buf);
+            ep.p2p().eager.give(buf);
             outcome
         }
         Payload::Rendezvous { src, completion } => {
@@ -290,34 +402,25 @@ pub(crate) fn consume(job: &Job, msg: Unexpected, dst: &Layout) -> Outcome {
             };
             // SAFETY: as above.
             unsafe { (*completion).complete(sent) };
-            sched::unpark(&job.sched, waiter);
+            sched::unpark(ep.sched(), waiter);
             outcome
         }
     }
 }
 
-/// Starts a receive into `dst` in context `context`. If it returns
-/// `Pending`, `completion` and `dst` must stay alive until the completion is
-/// done or withdrawn.
+/// Starts a receive into `dst` of a message matching `spec`, in the
+/// calling rank's mailbox. If it returns `Pending`, `completion` and `dst`
+/// must stay alive until the completion is done or withdrawn.
 pub(crate) fn start_receive(
-    comm: &CommCore,
-    context: u32,
-    source: Rank,
-    tag: Tag,
+    ep: Endpoint<'_, impl Node>,
+    spec: MatchSpec,
     dst: &Layout,
     completion: &Completion,
 ) -> Started {
-    let job = comm.job();
-    let spec = MatchSpec {
-        context,
-        source,
-        tag,
-    };
-    let mailbox = &job.p2p.mailboxes[comm.world() as usize];
-    let mut queues = mailbox.lock();
-    if let Some(msg) = queues.take_unexpected(&spec, || job.sched.is_aborting()) {
+    let mut queues = ep.own_mailbox().lock();
+    if let Some(msg) = queues.take_unexpected(&spec, || ep.is_aborting()) {
         drop(queues);
-        return Started::Done(consume(job, msg, dst));
+        return Started::Done(consume(ep, msg, dst));
     }
     queues.posted.push_back(Posted {
         spec,
@@ -327,15 +430,17 @@ pub(crate) fn start_receive(
     Started::Pending
 }
 
-/// Turns a receive outcome into a status or the error it carries.
-pub(crate) fn receive_result(comm: &CommCore, outcome: Outcome) -> Result<Status, Error> {
+/// Turns the outcome of a receive by `rank` (the receiver's rank in the
+/// communicator, named by the errors) into a status or the error it
+/// carries.
+pub(crate) fn receive_result(rank: Rank, outcome: Outcome) -> Result<Status, Error> {
     if outcome.cancelled {
         return Ok(Status::cancelled());
     }
     match outcome.fault {
         None => Ok(Status::new(outcome.source, outcome.tag, outcome.bytes)),
         Some(Fault::Truncated { buffer }) => Err(Error::Truncate {
-            rank: comm.rank(),
+            rank,
             source: outcome.source,
             tag: outcome.tag,
             message_bytes: outcome.bytes,
@@ -350,15 +455,16 @@ pub(crate) fn receive_result(comm: &CommCore, outcome: Outcome) -> Result<Status
                 "type mismatch: rank {} received a message from rank {} (tag {}) whose \
                  type signature differs from the receive buffer's at base value {index} \
                  (sent {sent}, expected {expected}); nothing was copied",
-                comm.rank(),
-                outcome.source,
-                outcome.tag
+                rank, outcome.source, outcome.tag
             ),
         }),
     }
 }
 
 /// Which queue a pending descriptor sits in.
+///
+/// A remote rendezvous (the transport issue) adds its own arm: withdrawn
+/// by a message to its peer, settled once the transport says so.
 #[derive(Debug, Clone, Copy)]
 pub(crate) enum Queued {
     /// A posted receive in the mailbox of this world rank.
@@ -371,14 +477,14 @@ pub(crate) enum Queued {
 
 /// Withdraws a pending descriptor; `true` if it was still queued (then
 /// nobody will complete it).
-pub(crate) fn withdraw(job: &Job, queued: Queued, completion: &Completion) -> bool {
+pub(crate) fn withdraw(
+    ep: Endpoint<'_, impl Node>,
+    queued: Queued,
+    completion: &Completion,
+) -> bool {
     match queued {
-        Queued::Receive(owner) => job.p2p.mailboxes[owner as usize]
-            .lock()
-            .withdraw_posted(completion),
-        Queued::Send(dest) => job.p2p.mailboxes[dest as usize]
-            .lock()
-            .withdraw_rendezvous(completion),
+        Queued::Receive(owner) => ep.mailbox(owner).lock().withdraw_posted(completion),
+        Queued::Send(dest) => ep.mailbox(dest).lock().withdraw_rendezvous(completion),
         Queued::Task => false,
     }
 }
@@ -386,16 +492,16 @@ pub(crate) fn withdraw(job: &Job, queued: Queued, completion: &Completion) -> bo
 /// Keeps a blocking operation's descriptor from outliving the operation:
 /// if the rank unwinds while waiting (job abort), the guard withdraws it, or
 /// waits for the claimer that is copying right now.
-pub(crate) struct PendingGuard<'a> {
-    job: &'a Job,
+pub(crate) struct PendingGuard<'a, N: Node> {
+    ep: Endpoint<'a, N>,
     queued: Queued,
     completion: &'a Completion,
 }
 
-impl<'a> PendingGuard<'a> {
-    pub(crate) fn new(job: &'a Job, queued: Queued, completion: &'a Completion) -> Self {
+impl<'a, N: Node> PendingGuard<'a, N> {
+    pub(crate) fn new(ep: Endpoint<'a, N>, queued: Queued, completion: &'a Completion) -> Self {
         PendingGuard {
-            job,
+            ep,
             queued,
             completion,
         }
@@ -410,9 +516,9 @@ impl<'a> PendingGuard<'a> {
     }
 }
 
-impl Drop for PendingGuard<'_> {
+impl<N: Node> Drop for PendingGuard<'_, N> {
     fn drop(&mut self) {
-        settle(self.job, self.queued, self.completion);
+        settle(self.ep, self.queued, self.completion);
     }
 }
 
@@ -425,8 +531,9 @@ impl Drop for PendingGuard<'_> {
 /// (a matched probe holding the message, a task running a collective) may
 /// need this very thread (a task always runs on its rank's worker), so it
 /// is not waited for: the job fails, and once it aborts they run no more.
-pub(crate) fn settle(job: &Job, queued: Queued, completion: &Completion) {
-    if completion.is_done() || withdraw(job, queued, completion) {
+/// A remote rendezvous (the transport issue) is such a long claimer too.
+pub(crate) fn settle(ep: Endpoint<'_, impl Node>, queued: Queued, completion: &Completion) {
+    if completion.is_done() || withdraw(ep, queued, completion) {
         return;
     }
     // Claimed: the claimer copies and completes without parking, except for
@@ -434,8 +541,8 @@ pub(crate) fn settle(job: &Job, queued: Queued, completion: &Completion) {
     let long = matches!(queued, Queued::Task);
     while !completion.is_done() {
         if long || completion.is_held() {
-            if !job.sched.is_aborting() {
-                job.sched.fail(unsettled(job, long, completion));
+            if !ep.is_aborting() {
+                ep.sched().fail(unsettled(ep, long, completion));
             }
             // Aborting now. A task's descriptors point into this rank's
             // buffers and only its own unwinding (in teardown, before the
@@ -445,10 +552,10 @@ pub(crate) fn settle(job: &Job, queued: Queued, completion: &Completion) {
             // its holder has not started receiving it (else the holder
             // finishes its copy: keep waiting).
             if long {
-                job.sched.wait_for_other_workers_to_stop();
+                ep.sched().wait_for_other_workers_to_stop();
                 return;
             }
-            if completion.is_held() && abandon_held(job, queued, completion) {
+            if completion.is_held() && abandon_held(ep, queued, completion) {
                 return;
             }
         }
@@ -459,11 +566,11 @@ pub(crate) fn settle(job: &Job, queued: Queued, completion: &Completion) {
 /// Gives up a rendezvous message still held by a matched probe, once the
 /// job aborts: `true` if it did (see [`claim::abandon_held`]).
 #[cold]
-fn abandon_held(job: &Job, queued: Queued, completion: &Completion) -> bool {
+fn abandon_held(ep: Endpoint<'_, impl Node>, queued: Queued, completion: &Completion) -> bool {
     match queued {
         Queued::Send(dest) => {
-            let _queues = job.p2p.mailboxes[dest as usize].lock();
-            claim::abandon_held(completion, job.sched.is_aborting())
+            let _queues = ep.mailbox(dest).lock();
+            claim::abandon_held(completion, ep.is_aborting())
         }
         Queued::Receive(_) | Queued::Task => false,
     }
@@ -473,8 +580,8 @@ fn abandon_held(job: &Job, queued: Queued, completion: &Completion) -> bool {
 /// for while a long claimer still holds it (see [`settle`]): the rank's own
 /// panic when it is unwinding from one, else what happened.
 #[cold]
-fn unsettled(job: &Job, task: bool, completion: &Completion) -> Error {
-    let rank = job.sched.slots.get(completion.waiter()).rank();
+fn unsettled(ep: Endpoint<'_, impl Node>, task: bool, completion: &Completion) -> Error {
+    let rank = ep.sched().slots.get(completion.waiter()).rank();
     if std::thread::panicking() {
         if let Some(message) = crate::sched::worker::recorded_panic() {
             return Error::Panic {
@@ -498,28 +605,22 @@ fn unsettled(job: &Job, task: bool, completion: &Completion) -> Error {
     }
 }
 
-/// Blocking send.
+/// Blocking send along `route` by the rank of `ctx` (the communicator layer
+/// checked that it is the caller, and the destination and tag).
 pub(crate) fn send(
-    comm: &CommCore,
-    dest: Rank,
+    ep: Endpoint<'_, impl Node>,
+    ctx: &RankCtx,
+    route: Route,
     tag: Tag,
     src: &Layout,
     mode: SendMode,
     site: &'static Location<'static>,
 ) -> Result<(), Error> {
-    let op = match mode {
-        SendMode::Synchronous => "synchronous_send",
-        SendMode::Buffered => "buffered_send",
-        SendMode::Standard => "send",
-    };
-    let ctx = comm.caller()?;
-    check_send(comm, op, dest, tag)?;
     let completion = Completion::new(ctx.slot);
-    match start_send(comm, comm.p2p_context(), dest, tag, src, mode, &completion) {
+    match start_send(ep, route, tag, src, mode, &completion) {
         Started::Done(_) => Ok(()),
         Started::Pending => {
-            let job = comm.job();
-            let guard = PendingGuard::new(job, Queued::Send(comm.world_rank(dest)), &completion);
+            let guard = PendingGuard::new(ep, Queued::Send(route.dest_world), &completion);
             let info = WaitInfo {
                 op: if mode == SendMode::Synchronous {
                     WaitOp::SynchronousSend
@@ -527,9 +628,9 @@ pub(crate) fn send(
                     WaitOp::Send
                 },
                 label: None,
-                peer: dest,
+                peer: route.dest,
                 tag,
-                comm: comm.p2p_context(),
+                comm: route.context,
                 site,
             };
             guard.wait(ctx, &info)?;
@@ -538,34 +639,34 @@ pub(crate) fn send(
     }
 }
 
-/// Blocking receive.
+/// Blocking receive of a message matching `spec` by the rank of `ctx`,
+/// whose rank in the communicator is `rank` (checked by the caller, as
+/// `spec`).
 pub(crate) fn receive(
-    comm: &CommCore,
-    source: Rank,
-    tag: Tag,
+    ep: Endpoint<'_, impl Node>,
+    ctx: &RankCtx,
+    rank: Rank,
+    spec: MatchSpec,
     dst: &Layout,
     site: &'static Location<'static>,
 ) -> Result<Status, Error> {
-    let ctx = comm.caller()?;
-    check_receive(comm, "receive", source, tag)?;
     let completion = Completion::new(ctx.slot);
-    let outcome = match start_receive(comm, comm.p2p_context(), source, tag, dst, &completion) {
+    let outcome = match start_receive(ep, spec, dst, &completion) {
         Started::Done(outcome) => outcome,
         Started::Pending => {
-            let job = comm.job();
-            let guard = PendingGuard::new(job, Queued::Receive(comm.world()), &completion);
+            let guard = PendingGuard::new(ep, Queued::Receive(ep.world), &completion);
             let info = WaitInfo {
                 op: WaitOp::Receive,
                 label: None,
-                peer: source,
-                tag,
-                comm: comm.p2p_context(),
+                peer: spec.source,
+                tag: spec.tag,
+                comm: spec.context,
                 site,
             };
             guard.wait(ctx, &info)?
         }
     };
-    receive_result(comm, outcome)
+    receive_result(rank, outcome)
 }
 
 fn probe_status(msg: &Unexpected) -> Status {
@@ -576,21 +677,15 @@ fn probe_status(msg: &Unexpected) -> Status {
 /// `blocking`; `None` if not blocking and there is none (after yielding, so
 /// that polling loops let other ranks run).
 pub(crate) fn probe(
-    comm: &CommCore,
-    source: Rank,
-    tag: Tag,
+    ep: Endpoint<'_, impl Node>,
+    ctx: &RankCtx,
+    spec: MatchSpec,
     blocking: bool,
     site: &'static Location<'static>,
 ) -> Result<Option<Status>, Error> {
-    wait_for_message(
-        comm,
-        "probe",
-        source,
-        tag,
-        blocking,
-        site,
-        |queues, spec| queues.peek_unexpected(spec).map(probe_status),
-    )
+    wait_for_message(ep, ctx, spec, blocking, site, |queues, spec| {
+        queues.peek_unexpected(spec).map(probe_status)
+    })
 }
 
 /// A message removed from the queue by a matched probe.
@@ -610,33 +705,24 @@ impl Matched {
 
 /// Matched probe: removes the first matching message from the queue.
 pub(crate) fn matched_probe(
-    comm: &CommCore,
-    source: Rank,
-    tag: Tag,
+    ep: Endpoint<'_, impl Node>,
+    ctx: &RankCtx,
+    spec: MatchSpec,
     blocking: bool,
     site: &'static Location<'static>,
 ) -> Result<Option<Matched>, Error> {
-    let job = comm.job();
-    let taken = wait_for_message(
-        comm,
-        "matched_probe",
-        source,
-        tag,
-        blocking,
-        site,
-        |queues, spec| {
-            let msg = queues.take_unexpected(spec, || job.sched.is_aborting())?;
-            if let Payload::Rendezvous { completion, .. } = &msg.payload {
-                // SAFETY: we claimed the message (under the lock we still
-                // hold), so its sender waits on its completion until done.
-                claim::hold(unsafe { &**completion });
-            }
-            Some(msg)
-        },
-    )?;
+    let taken = wait_for_message(ep, ctx, spec, blocking, site, |queues, spec| {
+        let msg = queues.take_unexpected(spec, || ep.is_aborting())?;
+        if let Payload::Rendezvous { completion, .. } = &msg.payload {
+            // SAFETY: we claimed the message (under the lock we still
+            // hold), so its sender waits on its completion until done.
+            claim::hold(unsafe { &**completion });
+        }
+        Some(msg)
+    })?;
     Ok(taken.map(|msg| Matched {
         msg,
-        mailbox: comm.world(),
+        mailbox: ep.world,
     }))
 }
 
@@ -644,29 +730,20 @@ pub(crate) fn matched_probe(
 /// under its mailbox lock; if it finds nothing, park until a message
 /// arrives (`blocking`) or yield and answer `None`.
 fn wait_for_message<T>(
-    comm: &CommCore,
-    op: &'static str,
-    source: Rank,
-    tag: Tag,
+    ep: Endpoint<'_, impl Node>,
+    ctx: &RankCtx,
+    spec: MatchSpec,
     blocking: bool,
     site: &'static Location<'static>,
     mut look: impl FnMut(&mut mailbox::Queues, &MatchSpec) -> Option<T>,
 ) -> Result<Option<T>, Error> {
-    let ctx = comm.caller()?;
-    check_receive(comm, op, source, tag)?;
-    let spec = MatchSpec {
-        context: comm.p2p_context(),
-        source,
-        tag,
-    };
-    let job = comm.job();
-    let mailbox = &job.p2p.mailboxes[comm.world() as usize];
+    let mailbox = ep.own_mailbox();
     let info = WaitInfo {
         op: WaitOp::Probe,
         label: None,
-        peer: source,
-        tag,
-        comm: comm.p2p_context(),
+        peer: spec.source,
+        tag: spec.tag,
+        comm: spec.context,
         site,
     };
     loop {
@@ -688,41 +765,41 @@ fn wait_for_message<T>(
 /// Whether the holder of `matched` may still touch its sender's memory:
 /// always for an eager message (its data is here), for a rendezvous one
 /// only while the job is not aborting (see [`claim::take_held`]).
-fn take_held(job: &Job, matched: &Matched) -> bool {
+fn take_held(ep: Endpoint<'_, impl Node>, matched: &Matched) -> bool {
     let Payload::Rendezvous { completion, .. } = matched.msg.payload else {
         return true;
     };
-    let _queues = job.p2p.mailboxes[matched.mailbox as usize].lock();
+    let _queues = ep.mailbox(matched.mailbox).lock();
     // SAFETY: under the lock of the mailbox the message was queued in, with
     // the flag read under it; we hold the message (`matched_probe`).
-    unsafe { claim::take_held(completion, job.sched.is_aborting()) }
+    unsafe { claim::take_held(completion, ep.is_aborting()) }
 }
 
-/// Receives a matched message into `dst`; refused once the job aborts (its
-/// sender may have given it up).
+/// Receives a matched message into `dst` (for the rank whose rank in the
+/// communicator is `rank`; the caller checked it is the calling rank);
+/// refused once the job aborts (its sender may have given it up).
 pub(crate) fn receive_matched(
-    comm: &CommCore,
+    ep: Endpoint<'_, impl Node>,
+    rank: Rank,
     matched: Matched,
     dst: &Layout,
 ) -> Result<Status, Error> {
-    comm.caller()?;
-    let job = comm.job();
-    if !take_held(job, &matched) {
+    if !take_held(ep, &matched) {
         return Err(Error::Aborted);
     }
-    let outcome = consume(job, matched.msg, dst);
-    receive_result(comm, outcome)
+    let outcome = consume(ep, matched.msg, dst);
+    receive_result(rank, outcome)
 }
 
 /// Gives up a matched message without receiving it (a dropped `Message`):
 /// a rendezvous sender is released with a cancelled status so it does not
 /// wait forever; during an abort nothing is touched.
-pub(crate) fn drop_matched(job: &Job, matched: Matched) {
-    if !take_held(job, &matched) {
+pub(crate) fn drop_matched(ep: Endpoint<'_, impl Node>, matched: Matched) {
+    if !take_held(ep, &matched) {
         return;
     }
     match matched.msg.payload {
-        Payload::Eager { buf, .. } => job.p2p.eager.give(buf),
+        Payload::Eager { buf, .. } => ep.p2p().eager.give(buf),
         Payload::Rendezvous { completion, .. } => {
             // SAFETY: the sender waits on its completion (we took the held
             // message above); read the waiter before completing.
@@ -734,7 +811,7 @@ pub(crate) fn drop_matched(job: &Job, matched: Matched) {
                     ..Outcome::default()
                 })
             };
-            sched::unpark(&job.sched, waiter);
+            sched::unpark(ep.sched(), waiter);
         }
     }
 }

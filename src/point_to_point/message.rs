@@ -47,7 +47,7 @@ impl Message {
             count: 1,
             ty: Msg::equivalent_datatype().handle(),
         };
-        let status = p2p::receive_matched(&core, matched, &layout)
+        let status = blocking::receive_matched(&core, matched, &layout)
             .and_then(|status| check_one::<Msg>(&core, &status, layout.bytes()).map(|_| status))
             .or_raise();
         // SAFETY: as in `Source::try_receive_with_tag`.
@@ -58,7 +58,7 @@ impl Message {
     #[track_caller]
     pub fn matched_receive_into<Buf: BufferMut + ?Sized>(self, buf: &mut Buf) -> Status {
         let (core, matched) = self.take();
-        p2p::receive_matched(&core, matched, &recv_layout(buf)).or_raise()
+        blocking::receive_matched(&core, matched, &recv_layout(buf)).or_raise()
     }
 
     /// Receives the message into `buf` as an immediate operation (the data
@@ -74,7 +74,7 @@ impl Message {
         Sc: Scope<'a>,
     {
         let (core, matched) = self.take();
-        let result = p2p::receive_matched(&core, matched, &recv_layout(buf));
+        let result = blocking::receive_matched(&core, matched, &recv_layout(buf));
         Request::new(Op::Done(result), buf as *const Buf, scope)
     }
 }
@@ -82,7 +82,7 @@ impl Message {
 impl Drop for Message {
     fn drop(&mut self) {
         if let Some(matched) = self.matched.take() {
-            p2p::drop_matched(self.core.job(), matched);
+            p2p::drop_matched(self.core.endpoint(), matched);
             if !std::thread::panicking() {
                 panic!("a Message from a matched probe was dropped without being received");
             }
@@ -105,7 +105,7 @@ impl MatchedReceiveVec for (Message, Status) {
         let size = Msg::equivalent_datatype().type_map().size();
         let count = status.bytes().checked_div(size).unwrap_or(0);
         if size != 0 && status.bytes() % size != 0 {
-            p2p::drop_matched(core.job(), matched);
+            p2p::drop_matched(core.endpoint(), matched);
             raise(Error::Count {
                 message: format!(
                     "rank {} received {} bytes from rank {} (tag {}), which is not a whole \
@@ -124,7 +124,7 @@ impl MatchedReceiveVec for (Message, Status) {
             count,
             ty: Msg::equivalent_datatype().handle(),
         };
-        let status = p2p::receive_matched(&core, matched, &layout).or_raise();
+        let status = blocking::receive_matched(&core, matched, &layout).or_raise();
         // SAFETY: the message filled the data bytes of `count` elements of
         // `Msg` (its length is `count * size` and its signature matched).
         unsafe { vec.set_len(count) };

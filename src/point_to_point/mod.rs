@@ -28,6 +28,7 @@ use crate::request::{self, Kind, Op, PendingOp, Request, Scope};
 use crate::sched::{WaitInfo, WaitOp};
 use crate::{Rank, Tag, ANY_SOURCE, ANY_TAG};
 
+mod blocking;
 mod message;
 mod receive;
 mod send;

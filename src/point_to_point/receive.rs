@@ -35,7 +35,7 @@ pub trait Source: AsCore {
             ty: Msg::equivalent_datatype().handle(),
         };
         let core = self.core();
-        let status = p2p::receive(core, self.source_rank(), tag, &layout, site)?;
+        let status = blocking::receive(core, self.source_rank(), tag, &layout, site)?;
         check_one::<Msg>(core, &status, layout.bytes())?;
         // SAFETY: the message matched `Msg`'s type signature and filled all
         // of its data bytes (checked above); padding may stay uninitialised.
@@ -67,7 +67,7 @@ pub trait Source: AsCore {
         tag: Tag,
     ) -> Result<Status, Error> {
         let layout = recv_layout(buf);
-        p2p::receive(
+        blocking::receive(
             self.core(),
             self.source_rank(),
             tag,
@@ -98,7 +98,7 @@ pub trait Source: AsCore {
     /// Probe for a message with `tag`.
     #[track_caller]
     fn probe_with_tag(&self, tag: Tag) -> Status {
-        p2p::probe(
+        blocking::probe(
             self.core(),
             self.source_rank(),
             tag,
@@ -119,7 +119,7 @@ pub trait Source: AsCore {
     /// Immediate probe with `tag`.
     #[track_caller]
     fn immediate_probe_with_tag(&self, tag: Tag) -> Option<Status> {
-        p2p::probe(
+        blocking::probe(
             self.core(),
             self.source_rank(),
             tag,
@@ -140,9 +140,10 @@ pub trait Source: AsCore {
     #[track_caller]
     fn matched_probe_with_tag(&self, tag: Tag) -> (Message, Status) {
         let core = self.core();
-        let matched = p2p::matched_probe(core, self.source_rank(), tag, true, Location::caller())
-            .or_raise()
-            .expect("a blocking matched probe returns a message");
+        let matched =
+            blocking::matched_probe(core, self.source_rank(), tag, true, Location::caller())
+                .or_raise()
+                .expect("a blocking matched probe returns a message");
         Message::new(core, matched)
     }
 
@@ -156,7 +157,7 @@ pub trait Source: AsCore {
     #[track_caller]
     fn immediate_matched_probe_with_tag(&self, tag: Tag) -> Option<(Message, Status)> {
         let core = self.core();
-        p2p::matched_probe(core, self.source_rank(), tag, false, Location::caller())
+        blocking::matched_probe(core, self.source_rank(), tag, false, Location::caller())
             .or_raise()
             .map(|matched| Message::new(core, matched))
     }
@@ -192,7 +193,8 @@ pub trait Source: AsCore {
         let ctx = core
             .caller()
             .and_then(|ctx| {
-                p2p::check_receive(core, "immediate_receive_into", source, tag).map(|_| ctx)
+                core.check_receive("immediate_receive_into", source, tag)
+                    .map(|_| ctx)
             })
             .or_raise();
         let layout = recv_layout(buf);
@@ -202,10 +204,9 @@ pub trait Source: AsCore {
             Queued::Receive(core.world()),
             Kind::Receive { source, tag },
         );
-        let context = core.p2p_context();
-        let op = match p2p::start_receive(core, context, source, tag, &layout, &pending.completion)
-        {
-            Started::Done(outcome) => Op::Done(p2p::receive_result(core, outcome)),
+        let spec = core.accept(core.p2p_context(), source, tag);
+        let op = match p2p::start_receive(core.endpoint(), spec, &layout, &pending.completion) {
+            Started::Done(outcome) => Op::Done(p2p::receive_result(core.rank(), outcome)),
             Started::Pending => pending.into_op(),
         };
         Request::new(op, buf as *const Buf, scope)

@@ -26,7 +26,7 @@ pub trait Destination: AsCore {
     /// myriad extension).
     #[track_caller]
     fn try_send_with_tag<Buf: Buffer + ?Sized>(&self, buf: &Buf, tag: Tag) -> Result<(), Error> {
-        p2p::send(
+        blocking::send(
             self.core(),
             self.destination_rank(),
             tag,
@@ -49,7 +49,8 @@ pub trait Destination: AsCore {
         let site = Location::caller();
         let layout = send_layout(buf);
         let dest = self.destination_rank();
-        if let Err(err) = p2p::send(self.core(), dest, tag, &layout, SendMode::Buffered, site) {
+        if let Err(err) = blocking::send(self.core(), dest, tag, &layout, SendMode::Buffered, site)
+        {
             raise(err)
         }
     }
@@ -67,7 +68,9 @@ pub trait Destination: AsCore {
         let site = Location::caller();
         let layout = send_layout(buf);
         let dest = self.destination_rank();
-        if let Err(err) = p2p::send(self.core(), dest, tag, &layout, SendMode::Synchronous, site) {
+        if let Err(err) =
+            blocking::send(self.core(), dest, tag, &layout, SendMode::Synchronous, site)
+        {
             raise(err)
         }
     }
@@ -227,17 +230,24 @@ where
     let rank = dest.destination_rank();
     let ctx = core
         .caller()
-        .and_then(|ctx| p2p::check_send(core, "immediate_send", rank, tag).map(|_| ctx))
+        .and_then(|ctx| core.check_send("immediate_send", rank, tag).map(|_| ctx))
         .or_raise();
     let layout = send_layout(buf);
+    let route = core.route(core.p2p_context(), rank);
     let pending = PendingOp::new(
         core,
         ctx.slot,
-        Queued::Send(core.world_rank(rank)),
+        Queued::Send(route.dest_world),
         Kind::Send { dest: rank, tag },
     );
-    let context = core.p2p_context();
-    let op = match p2p::start_send(core, context, rank, tag, &layout, mode, &pending.completion) {
+    let op = match p2p::start_send(
+        core.endpoint(),
+        route,
+        tag,
+        &layout,
+        mode,
+        &pending.completion,
+    ) {
         Started::Done(outcome) => Op::Done(Ok(request::send_status(rank, tag, outcome))),
         Started::Pending => pending.into_op(),
     };

@@ -50,44 +50,44 @@ where
     let core = source.core();
     let ctx = core.caller()?;
     let from = source.source_rank();
-    p2p::check_receive(core, "send_receive", from, receivetag)?;
+    core.check_receive("send_receive", from, receivetag)?;
     let completion = Completion::new(ctx.slot);
-    let outcome =
-        match p2p::start_receive(core, core.p2p_context(), from, receivetag, dst, &completion) {
-            Started::Done(outcome) => {
-                p2p::send(
-                    destination.core(),
-                    destination.destination_rank(),
-                    sendtag,
-                    src,
-                    SendMode::Standard,
-                    site,
-                )?;
-                outcome
-            }
-            Started::Pending => {
-                let guard =
-                    PendingGuard::new(core.job(), Queued::Receive(core.world()), &completion);
-                p2p::send(
-                    destination.core(),
-                    destination.destination_rank(),
-                    sendtag,
-                    src,
-                    SendMode::Standard,
-                    site,
-                )?;
-                let info = WaitInfo {
-                    op: WaitOp::Receive,
-                    label: None,
-                    peer: from,
-                    tag: receivetag,
-                    comm: core.p2p_context(),
-                    site,
-                };
-                guard.wait(ctx, &info)?
-            }
-        };
-    p2p::receive_result(core, outcome)
+    let spec = core.accept(core.p2p_context(), from, receivetag);
+    let outcome = match p2p::start_receive(core.endpoint(), spec, dst, &completion) {
+        Started::Done(outcome) => {
+            blocking::send(
+                destination.core(),
+                destination.destination_rank(),
+                sendtag,
+                src,
+                SendMode::Standard,
+                site,
+            )?;
+            outcome
+        }
+        Started::Pending => {
+            let guard =
+                PendingGuard::new(core.endpoint(), Queued::Receive(core.world()), &completion);
+            blocking::send(
+                destination.core(),
+                destination.destination_rank(),
+                sendtag,
+                src,
+                SendMode::Standard,
+                site,
+            )?;
+            let info = WaitInfo {
+                op: WaitOp::Receive,
+                label: None,
+                peer: from,
+                tag: receivetag,
+                comm: core.p2p_context(),
+                site,
+            };
+            guard.wait(ctx, &info)?
+        }
+    };
+    p2p::receive_result(core.rank(), outcome)
 }
 
 /// [`send_receive_into_with_tags`] with send tag 0 and any receive tag.

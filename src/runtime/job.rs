@@ -74,6 +74,19 @@ impl sched::Host for Job {
     }
 }
 
+// What point-to-point reaches through an endpoint: the job's own fields.
+impl p2p::Node for Job {
+    #[inline]
+    fn sched(&self) -> &sched::Scheduler {
+        &self.sched
+    }
+
+    #[inline]
+    fn p2p(&self) -> &p2p::Shared {
+        &self.p2p
+    }
+}
+
 /// One result slot per rank, each written once by its rank.
 struct Results<T> {
     slots: Box<[UnsafeCell<Option<T>>]>,

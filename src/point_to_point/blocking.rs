@@ -1,0 +1,79 @@
+//! The blocking operations as a communicator handle runs them: it checks
+//! the caller, then the ranks and tag (so errors name communicator ranks
+//! and sizes), and hands `p2p` its endpoint and a route or a match
+//! specification.
+
+use super::*;
+
+/// Blocking send to `dest` in the point-to-point context.
+pub(super) fn send(
+    core: &CommCore,
+    dest: Rank,
+    tag: Tag,
+    src: &Layout,
+    mode: SendMode,
+    site: &'static Location<'static>,
+) -> Result<(), Error> {
+    let op = match mode {
+        SendMode::Synchronous => "synchronous_send",
+        SendMode::Buffered => "buffered_send",
+        SendMode::Standard => "send",
+    };
+    let ctx = core.caller()?;
+    core.check_send(op, dest, tag)?;
+    let route = core.route(core.p2p_context(), dest);
+    p2p::send(core.endpoint(), ctx, route, tag, src, mode, site)
+}
+
+/// Blocking receive from `source` (or `ANY_SOURCE`) in the point-to-point
+/// context.
+pub(super) fn receive(
+    core: &CommCore,
+    source: Rank,
+    tag: Tag,
+    dst: &Layout,
+    site: &'static Location<'static>,
+) -> Result<Status, Error> {
+    let ctx = core.caller()?;
+    core.check_receive("receive", source, tag)?;
+    let spec = core.accept(core.p2p_context(), source, tag);
+    p2p::receive(core.endpoint(), ctx, core.rank(), spec, dst, site)
+}
+
+/// Probe (`blocking`) or immediate probe.
+pub(super) fn probe(
+    core: &CommCore,
+    source: Rank,
+    tag: Tag,
+    blocking: bool,
+    site: &'static Location<'static>,
+) -> Result<Option<Status>, Error> {
+    let ctx = core.caller()?;
+    core.check_receive("probe", source, tag)?;
+    let spec = core.accept(core.p2p_context(), source, tag);
+    p2p::probe(core.endpoint(), ctx, spec, blocking, site)
+}
+
+/// Matched probe (`blocking`) or immediate matched probe.
+pub(super) fn matched_probe(
+    core: &CommCore,
+    source: Rank,
+    tag: Tag,
+    blocking: bool,
+    site: &'static Location<'static>,
+) -> Result<Option<Matched>, Error> {
+    let ctx = core.caller()?;
+    core.check_receive("matched_probe", source, tag)?;
+    let spec = core.accept(core.p2p_context(), source, tag);
+    p2p::matched_probe(core.endpoint(), ctx, spec, blocking, site)
+}
+
+/// Receives a matched message into `dst`.
+pub(super) fn receive_matched(
+    core: &CommCore,
+    matched: Matched,
+    dst: &Layout,
+) -> Result<Status, Error> {
+    core.caller()?;
+    p2p::receive_matched(core.endpoint(), core.rank(), matched, dst)
+}
