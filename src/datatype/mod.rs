@@ -127,7 +127,7 @@ pub use view::{MutView, View};
 /// `#[repr(align(N))]` or `#[repr(packed)]` struct sets it with
 /// [`TypeMap::with_align`], as the derive does). Soundness does not rest on
 /// it: a reduction's scratch space is allocated with it, and a user
-/// operation's [`downcast`](crate::collective::DynBuffer::downcast) to
+/// operation's `DynBuffer::downcast` to
 /// `&[Self]` checks the address it gets, so a wrong alignment makes that
 /// downcast give `None`, nothing worse.
 pub unsafe trait Equivalence {

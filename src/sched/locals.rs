@@ -29,7 +29,7 @@
 //!
 //! The table is the scheduler's (a rank context carries it, and the worker
 //! destroys it when the rank ends); the `rank_local!` and `Hls` APIs over it
-//! are in `crate::hls`.
+//! are in the `hls` module.
 //!
 //! Contexts that are not a rank's own (tasks acting for a rank, OS threads
 //! calling MPI for it) have a table that refuses every access.
@@ -46,8 +46,7 @@ use std::fmt;
 #[non_exhaustive]
 pub enum AccessError {
     /// No rank runs on this thread: a plain thread, or a closure of a
-    /// parallel region ([`parallel_for`](crate::parallel_for),
-    /// [`hybrid::scope`](crate::hybrid::scope)), which runs outside of any
+    /// parallel region (`parallel_for`, `hybrid::scope`), which runs outside of any
     /// rank wherever it runs.
     OutsideRank,
     /// The code runs in a task acting for `rank` (for instance a
@@ -60,8 +59,8 @@ pub enum AccessError {
     /// The rank is ending and its rank-local values are being dropped: a
     /// destructor touched a value already dropped, or one never created.
     Destroyed,
-    /// An [`Hls`](crate::hls::Hls) value was read by a rank that has not
-    /// completed a [`single`](crate::hls::Hls::single) on it yet.
+    /// An `Hls` value was read by a rank that has not completed a
+    /// `Hls::single` on it yet.
     Uninitialized,
 }
 
