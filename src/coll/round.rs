@@ -759,9 +759,10 @@ mod tests {
                         while !flags.inside.load(SeqCst) {
                             crate::yield_now();
                         }
-                        let ctx = crate::sched::rank::current().expect("a rank");
-                        ctx.sched().fail(Error::Arg {
-                            message: FAILURE.into(),
+                        crate::sched::rank::with_current(|ctx| {
+                            ctx.expect("a rank").sched().fail(Error::Arg {
+                                message: FAILURE.into(),
+                            })
                         });
                     }
                 }

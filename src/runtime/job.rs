@@ -180,9 +180,11 @@ where
     let results = Results::new(ranks);
     let body = |rank: u32| {
         let universe = Universe::new(Arc::clone(&job), rank);
-        if let Some(ctx) = sched::rank::current() {
-            ctx.initialized.set(true);
-        }
+        sched::rank::with_current(|ctx| {
+            if let Some(ctx) = ctx {
+                ctx.initialized.set(true);
+            }
+        });
         let value = f(universe);
         // SAFETY: the body runs once per rank, on that rank.
         unsafe { results.set(rank, value) };

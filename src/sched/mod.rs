@@ -384,10 +384,10 @@ pub(crate) fn unpark_many(sched: &Scheduler, slots: &[u32]) {
 /// thread instead: a rank never suspends mid-unwind. A polling loop in a
 /// destructor then waits for other workers only.
 pub fn yield_now() {
-    match rank::current() {
+    rank::with_current(|ctx| match ctx {
         Some(ctx) if !std::thread::panicking() => ctx.suspend(Suspend::Yielded),
         _ => std::thread::yield_now(),
-    }
+    })
 }
 
 /// Puts the calling rank to sleep for `duration` without blocking its
@@ -399,16 +399,18 @@ pub fn yield_now() {
 #[track_caller]
 pub fn sleep(duration: Duration) {
     let site = Location::caller();
-    let Some(ctx) = rank::current().filter(|_| !std::thread::panicking()) else {
-        std::thread::sleep(duration);
-        return;
-    };
-    let deadline = Instant::now() + duration;
-    let sched = ctx.sched();
-    worker::add_timer(sched, ctx.slot, deadline);
-    let info = WaitInfo::simple(WaitOp::Sleep, site);
-    // An abort while sleeping never returns here.
-    let _ = wait_until(ctx, &info, || Instant::now() >= deadline);
+    rank::with_current(|ctx| {
+        let Some(ctx) = ctx.filter(|_| !std::thread::panicking()) else {
+            std::thread::sleep(duration);
+            return;
+        };
+        let deadline = Instant::now() + duration;
+        let sched = ctx.sched();
+        worker::add_timer(sched, ctx.slot, deadline);
+        let info = WaitInfo::simple(WaitOp::Sleep, site);
+        // An abort while sleeping never returns here.
+        let _ = wait_until(ctx, &info, || Instant::now() >= deadline);
+    })
 }
 
 #[cfg(test)]
