@@ -100,7 +100,7 @@ pub fn initialize_with_threading(threading: Threading) -> Option<(Universe, Thre
             return Some(None);
         }
         let job = Job::arc_of(ctx);
-        job.sched.slots.get(ctx.rank).set_threading(threading);
+        job.sched.set_threading_of(ctx.rank, threading);
         Some(Some((Universe::new(job, ctx.rank), threading)))
     });
     let Some(first) = first else {
@@ -125,7 +125,7 @@ pub fn threading_support() -> Threading {
 /// Number of worker threads of the calling rank's job (0 outside any rank;
 /// a myriad extension).
 pub fn worker_count() -> usize {
-    sched::rank::with_current(|ctx| ctx.map_or(0, |ctx| ctx.sched().workers.len()))
+    sched::rank::with_current(|ctx| ctx.map_or(0, |ctx| ctx.sched().worker_count()))
 }
 
 /// Whether the calling rank has initialised MPI.

@@ -83,7 +83,7 @@ fn parallel_for_in<F>(
         waiter: ctx.slot,
         sched,
     };
-    let helpers = sched.workers.len().min(chunks - 1);
+    let helpers = sched.worker_count().min(chunks - 1);
     region.helpers.store(helpers, Ordering::Release);
     let region_ptr = SendPtr::new(&region);
     let rank = ctx.rank;
@@ -109,7 +109,7 @@ fn parallel_for_in<F>(
         ctx,
         site,
     };
-    sched.micro.push(sched, tasks);
+    sched.push_micro(tasks);
     // The rank works on its region too, as a helper would: outside of any
     // rank, so that chunks behave the same wherever they run.
     {
@@ -263,7 +263,7 @@ impl<F> HelperGuard<'_, '_, F> {
 /// the thread. It returns (or lets the unwind go on) only once `done()`:
 /// the micro-tasks borrow the caller's stack.
 fn wait_for(ctx: &RankCtx, site: &'static Location<'static>, done: impl Fn() -> bool) {
-    sched::wait_fully(Some(ctx), site, done, || match ctx.sched().micro.pop() {
+    sched::wait_fully(Some(ctx), site, done, || match ctx.sched().pop_micro() {
         Some(task) => {
             let _ = panic::catch_unwind(AssertUnwindSafe(task.run));
         }
@@ -344,13 +344,10 @@ impl<'scope> Scope<'scope> {
         // SAFETY: the closure borrows data of lifetime 'scope; the scope
         // waits for it (`scope`'s end, also on unwind) before 'scope ends.
         let run = unsafe { erase(run) };
-        sched.micro.push(
-            sched,
-            [MicroTask {
-                rank: self.rank,
-                run,
-            }],
-        );
+        sched.push_micro([MicroTask {
+            rank: self.rank,
+            run,
+        }]);
     }
 
     fn wait_all(&self, site: &'static Location<'static>) {

@@ -69,7 +69,7 @@ fn with_caller_rank<R>(f: impl FnOnce(Option<&sched::RankCtx>) -> R) -> R {
 /// Counts a thread about to start in `job`: while it runs, a rank waiting
 /// for it is not deadlocked (`Scheduler::external`).
 fn count_thread(job: &Job) {
-    job.sched.external.fetch_add(1, Ordering::SeqCst);
+    job.sched.external_started();
 }
 
 /// The thread runs: it tells MPI waits it is counted.
@@ -79,7 +79,7 @@ fn thread_started(job: &Job) {
 
 /// The thread is done (after waking whoever waits for it).
 fn thread_ended(job: &Job) {
-    job.sched.external.fetch_sub(1, Ordering::SeqCst);
+    job.sched.external_ended();
 }
 
 /// Signals the end of a spawned thread (also when it panics) and wakes the
@@ -328,7 +328,7 @@ impl Drop for ScopeFinished<'_, '_, '_> {
             }
         }
         if let Some((job, _)) = joiner {
-            job.sched.external.fetch_sub(1, Ordering::SeqCst);
+            job.sched.external_ended();
         }
     }
 }

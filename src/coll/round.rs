@@ -532,7 +532,7 @@ impl Rounds {
     /// The round of call `call.seq`, created by the first rank to ask, and
     /// whether this call created it.
     fn join_created(&self, call: &Call<'_>, readers: Option<Readers>) -> (Arc<Round>, bool) {
-        let workers = call.comm.job().sched.workers.len();
+        let workers = call.comm.job().sched.worker_count();
         let mut active = self.active.lock();
         let mut created = false;
         let round = active.entry(call.seq).or_insert_with(|| {

@@ -225,19 +225,14 @@ where
         }
     });
     // Threads still acting for ranks get errors from now on.
-    job.sched.threads.end();
+    job.sched.end_threads();
     if config.report_bindings {
         let hosted: Vec<String> = job
             .sched
-            .workers
+            .ranks_per_worker()
             .iter()
             .enumerate()
-            .map(|(i, w)| {
-                format!(
-                    "worker {i}: {}",
-                    w.hosted.load(std::sync::atomic::Ordering::Relaxed)
-                )
-            })
+            .map(|(i, n)| format!("worker {i}: {n}"))
             .collect();
         eprintln!("[myriad] ranks run per worker: {}", hosted.join(", "));
     }
