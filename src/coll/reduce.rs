@@ -138,14 +138,14 @@ fn shm_commutative(
     block: Option<(usize, usize)>,
 ) -> Result<(), Error> {
     let bytes = send.count * send.ty.map().extent();
-    fold(&round.partials[call.ctx.worker as usize], op, send, bytes);
+    fold(round.own_partial(call), op, send, bytes);
     if round.arrive() {
         {
-            let mut total = round.acc.lock();
+            let mut total = round.result().lock();
             total.reserve(bytes, send.ty.map().align());
             total.shape = Some(Shape::of(send));
             let dst = total.layout(send);
-            for part in round.partials.iter() {
+            for part in round.partials() {
                 let mut part = part.lock();
                 if part.contributions == 0 {
                     continue;
@@ -172,7 +172,7 @@ fn shm_commutative(
         return Ok(());
     };
     round.wait_ready(call)?;
-    let mut total = round.acc.lock();
+    let mut total = round.result().lock();
     if total.mismatched || !total.shape.as_ref().is_some_and(|s| s.fits(send)) {
         return Err(contributions_differ(call, send));
     }
@@ -230,7 +230,7 @@ fn shm_in_order(
     send: &Layout,
     recv: Option<&Layout>,
 ) -> Result<(), Error> {
-    let n = round.size as usize;
+    let n = round.size() as usize;
     // Returns once the reducer is done with every buffer.
     round.publish(call, call.rank() as usize, send, || {
         if !round.arrive() {
@@ -256,18 +256,18 @@ fn shm_in_order(
             }
             Ok(theirs)
         };
-        let mut acc = round.acc.lock();
+        let mut acc = round.result().lock();
         acc.reserve(send.count * send.ty.map().extent(), send.ty.map().align());
         let dst = acc.layout(send);
         copy_same(operand(n - 1)?, &dst);
         for r in (0..n - 1).rev() {
             combine(op, operand(r)?, &dst);
         }
-        acc.contributions = round.size;
+        acc.contributions = round.size();
         Ok(())
     })?;
-    let mut acc = round.acc.lock();
-    if acc.contributions != round.size {
+    let mut acc = round.result().lock();
+    if acc.contributions != round.size() {
         // The reducer found an operand that differs (and names it).
         return Err(contributions_differ(call, send));
     }
