@@ -311,18 +311,70 @@ impl Drop for Access<'_> {
 
 /// A reduction's running result: raw elements of the operands' type, in
 /// storage aligned for that type (user operations downcast it to `&[T]`).
+///
+/// Contributions are admitted ([`start`](Self::start),
+/// [`admit`](Self::admit)), reduced into [`layout`](Self::layout) by the
+/// caller, then counted ([`count`](Self::count)); one of another type or
+/// count than the first is left out and marks the result
+/// ([`all_like`](Self::all_like) then fails).
 #[derive(Debug, Default)]
 pub(crate) struct Accumulator {
     data: AlignedBytes,
     /// Contributions reduced into it so far.
-    pub(crate) contributions: u32,
+    contributions: u32,
     /// The type and count of the first one, which every other must have.
-    pub(crate) shape: Option<Shape>,
+    shape: Option<Shape>,
     /// A contribution had another type or count (and was left out).
-    pub(crate) mismatched: bool,
+    mismatched: bool,
 }
 
 impl Accumulator {
+    /// Contributions reduced into it so far.
+    #[inline]
+    pub(crate) fn contributions(&self) -> u32 {
+        self.contributions
+    }
+
+    /// Counts `n` more contributions, reduced into it by the caller.
+    #[inline]
+    pub(crate) fn count(&mut self, n: u32) {
+        self.contributions += n;
+    }
+
+    /// Prepares it, before any contribution, for `bytes` bytes of
+    /// contributions shaped like `like`.
+    pub(crate) fn start(&mut self, like: &Layout, bytes: usize) {
+        self.reserve(bytes, like.ty.map().align());
+        self.shape = Some(Shape::of(like));
+    }
+
+    /// Admits a contribution like `like` (of `bytes` bytes): `Some(true)`
+    /// for the first ([`start`](Self::start)s it: copy it in),
+    /// `Some(false)` for a later one of the first's shape (combine it),
+    /// `None` for one of another shape, which is left out and marks the
+    /// result.
+    pub(crate) fn admit(&mut self, like: &Layout, bytes: usize) -> Option<bool> {
+        let first = self.contributions == 0;
+        if first {
+            self.start(like, bytes);
+        } else if !self.shape.as_ref().is_some_and(|s| s.fits(like)) {
+            self.mismatched = true;
+            return None;
+        }
+        Some(first)
+    }
+
+    /// Marks the result: a contribution was left out.
+    pub(crate) fn mark_mismatched(&mut self) {
+        self.mismatched = true;
+    }
+
+    /// Whether no contribution was left out and the first was like
+    /// `like`.
+    pub(crate) fn all_like(&self, like: &Layout) -> bool {
+        !self.mismatched && self.shape.as_ref().is_some_and(|s| s.fits(like))
+    }
+
     /// Makes room for `bytes` bytes aligned to `align` (the operands' type
     /// map's), before the first contribution: what was there is not kept.
     pub(crate) fn reserve(&mut self, bytes: usize, align: usize) {
