@@ -362,8 +362,10 @@ thread_local! {
 /// A context lives on its coroutine's stack, from the coroutine's first
 /// resume to its end (or its unwinding at teardown). The thread-local
 /// pointer is non-null only while that coroutine runs on this thread: the
-/// worker sets it just before resuming the coroutine and clears it when
-/// the coroutine suspends or ends, and runs nothing else in between. So
+/// coroutine sets it when it starts, the worker sets it just before each
+/// resume (and before dropping a suspended coroutine at teardown, which
+/// unwinds it) and clears it right after, running nothing else in between;
+/// a rank clears it while it runs chunks of its own parallel region. So
 /// when `f` is called, the context's coroutine is the code calling
 /// `with_current` (or is interrupted by it: the overflow handler, the
 /// panic hook), and it cannot end before `f` returns. If the rank parks
