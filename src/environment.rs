@@ -94,7 +94,16 @@ pub fn initialize() -> Option<Universe> {
 /// levels such calls fail with an error naming the level.
 #[track_caller]
 pub fn initialize_with_threading(threading: Threading) -> Option<(Universe, Threading)> {
-    let Some(ctx) = sched::rank::current() else {
+    let first = sched::rank::with_current(|ctx| {
+        let ctx = ctx?;
+        if ctx.initialized.replace(true) {
+            return Some(None);
+        }
+        let job = Job::arc_of(ctx);
+        job.sched.set_threading_of(ctx.rank, threading);
+        Some(Some((Universe::new(job, ctx.rank), threading)))
+    });
+    let Some(first) = first else {
         raise(Error::Comm {
             message: "myriad::initialize() was called outside of any rank: start the ranks \
                       with myriad::run(n, |universe| ...), myriad::launch(rank_main) or \
@@ -102,29 +111,26 @@ pub fn initialize_with_threading(threading: Threading) -> Option<(Universe, Thre
                 .into(),
         });
     };
-    if ctx.initialized.replace(true) {
-        return None;
-    }
-    let job = Job::arc_of(ctx);
-    job.sched.slots.get(ctx.rank).set_threading(threading);
-    Some((Universe::new(job, ctx.rank), threading))
+    first
 }
 
 /// The thread level of the calling rank (`MPI_Query_thread`); `Single`
 /// outside any rank.
 pub fn threading_support() -> Threading {
-    sched::rank::current().map_or(Threading::Single, |ctx| ctx.sched().threading_of(ctx.rank))
+    sched::rank::with_current(|ctx| {
+        ctx.map_or(Threading::Single, |ctx| ctx.sched().threading_of(ctx.rank))
+    })
 }
 
 /// Number of worker threads of the calling rank's job (0 outside any rank;
 /// a myriad extension).
 pub fn worker_count() -> usize {
-    sched::rank::current().map_or(0, |ctx| ctx.sched().workers.len())
+    sched::rank::with_current(|ctx| ctx.map_or(0, |ctx| ctx.sched().worker_count()))
 }
 
 /// Whether the calling rank has initialised MPI.
 pub fn is_initialized() -> bool {
-    sched::rank::current().is_some_and(|ctx| ctx.initialized.get())
+    sched::rank::with_current(|ctx| ctx.is_some_and(|ctx| ctx.initialized.get()))
 }
 
 fn epoch() -> Instant {

@@ -35,8 +35,9 @@ use std::marker::PhantomData;
 use std::ops::Range;
 use std::panic::{self, AssertUnwindSafe, Location};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
+use crate::runtime::job::Job;
 use crate::sched::micro::MicroTask;
 use crate::sched::{self, RankCtx};
 use crate::sync::SendPtr;
@@ -50,10 +51,22 @@ where
 {
     let site = Location::caller();
     let chunk = chunk.max(1);
-    let Some(ctx) = sched::rank::current() else {
-        range.for_each(f);
-        return;
-    };
+    sched::rank::with_current(|ctx| match ctx {
+        Some(ctx) => parallel_for_in(ctx, range, chunk, f, site),
+        None => range.for_each(f),
+    })
+}
+
+/// [`parallel_for`] on rank `ctx` (the caller), `chunk` at least 1.
+fn parallel_for_in<F>(
+    ctx: &RankCtx,
+    range: Range<usize>,
+    chunk: usize,
+    f: F,
+    site: &'static Location<'static>,
+) where
+    F: Fn(usize) + Sync,
+{
     let len = range.end.saturating_sub(range.start);
     let chunks = len.div_ceil(chunk);
     if chunks <= 1 {
@@ -70,7 +83,7 @@ where
         waiter: ctx.slot,
         sched,
     };
-    let helpers = sched.workers.len().min(chunks - 1);
+    let helpers = sched.worker_count().min(chunks - 1);
     region.helpers.store(helpers, Ordering::Release);
     let region_ptr = SendPtr::new(&region);
     let rank = ctx.rank;
@@ -96,7 +109,7 @@ where
         ctx,
         site,
     };
-    sched.micro.push(sched, tasks);
+    sched.push_micro(tasks);
     // The rank works on its region too, as a helper would: outside of any
     // rank, so that chunks behave the same wherever they run.
     {
@@ -250,7 +263,7 @@ impl<F> HelperGuard<'_, '_, F> {
 /// the thread. It returns (or lets the unwind go on) only once `done()`:
 /// the micro-tasks borrow the caller's stack.
 fn wait_for(ctx: &RankCtx, site: &'static Location<'static>, done: impl Fn() -> bool) {
-    sched::wait_fully(Some(ctx), site, done, || match ctx.sched().micro.pop() {
+    sched::wait_fully(Some(ctx), site, done, || match ctx.sched().pop_micro() {
         Some(task) => {
             let _ = panic::catch_unwind(AssertUnwindSafe(task.run));
         }
@@ -275,7 +288,11 @@ pub struct Scope<'scope> {
     panicked: AtomicBool,
     /// Closures of a scope used outside any rank, run at the end.
     serial: Mutex<Vec<Box<dyn FnOnce() + Send + 'scope>>>,
-    sched: Option<&'scope sched::Scheduler>,
+    /// The job of the rank that opened the scope (`None` outside any
+    /// rank), whose workers run the spawned closures. An `Arc` of the job,
+    /// not a reference from the rank's context: the scope keeps nothing
+    /// of the context (`sched::rank::with_current`).
+    job: Option<Arc<Job>>,
     marker: PhantomData<&'scope mut &'scope ()>,
 }
 
@@ -294,7 +311,7 @@ impl<'scope> Scope<'scope> {
     where
         F: FnOnce() + Send + 'scope,
     {
-        let Some(sched) = self.sched else {
+        let Some(sched) = self.job.as_deref().map(|job| &job.sched) else {
             self.serial
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
@@ -311,8 +328,10 @@ impl<'scope> Scope<'scope> {
             if outcome.is_err() {
                 scope.panicked.store(true, Ordering::Relaxed);
             }
+            // The job outlives the scope (its workers run this closure):
+            // its scheduler may be used once the scope is gone.
             let waiter = scope.waiter;
-            let sched = scope.sched;
+            let sched = scope.job.as_deref().map(|job| &job.sched);
             if scope.pending.fetch_sub(1, Ordering::AcqRel) == 1 {
                 if let (Some(waiter), Some(sched)) = (waiter, sched) {
                     sched::unpark(sched, waiter);
@@ -325,20 +344,18 @@ impl<'scope> Scope<'scope> {
         // SAFETY: the closure borrows data of lifetime 'scope; the scope
         // waits for it (`scope`'s end, also on unwind) before 'scope ends.
         let run = unsafe { erase(run) };
-        sched.micro.push(
-            sched,
-            [MicroTask {
-                rank: self.rank,
-                run,
-            }],
-        );
+        sched.push_micro([MicroTask {
+            rank: self.rank,
+            run,
+        }]);
     }
 
     fn wait_all(&self, site: &'static Location<'static>) {
-        let Some(ctx) = sched::rank::current() else {
-            return;
-        };
-        wait_for(ctx, site, || self.pending.load(Ordering::Acquire) == 0);
+        sched::rank::with_current(|ctx| {
+            if let Some(ctx) = ctx {
+                wait_for(ctx, site, || self.pending.load(Ordering::Acquire) == 0);
+            }
+        });
     }
 }
 
@@ -367,14 +384,17 @@ where
     F: FnOnce(&Scope<'scope>) -> R,
 {
     let site = Location::caller();
-    let ctx = sched::rank::current();
+    let (waiter, rank, job) = sched::rank::with_current(|ctx| match ctx {
+        Some(c) => (Some(c.slot), c.rank, Some(Job::arc_of(c))),
+        None => (None, 0, None),
+    });
     let scope = Scope {
         pending: AtomicUsize::new(0),
-        waiter: ctx.map(|c| c.slot),
-        rank: ctx.map_or(0, |c| c.rank),
+        waiter,
+        rank,
         panicked: AtomicBool::new(false),
         serial: Mutex::new(Vec::new()),
-        sched: ctx.map(|c| c.sched()),
+        job,
         marker: PhantomData,
     };
     struct Wait<'a, 's>(&'a Scope<'s>, &'static Location<'static>);

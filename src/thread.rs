@@ -51,24 +51,25 @@ struct Joiner {
 
 impl Joiner {
     fn of_caller() -> Option<Joiner> {
-        let ctx = caller_rank()?;
-        Some(Joiner {
-            job: Job::arc_of(ctx),
-            slot: ctx.slot,
+        with_caller_rank(|ctx| {
+            ctx.map(|ctx| Joiner {
+                job: Job::arc_of(ctx),
+                slot: ctx.slot,
+            })
         })
     }
 }
 
-/// The context of the calling rank, if the caller is a rank's coroutine
-/// (not an OS thread acting for one, nor code outside any rank).
-fn caller_rank() -> Option<&'static sched::RankCtx> {
-    sched::rank::current().filter(|ctx| !ctx.is_thread())
+/// Runs `f` with the context of the calling rank, if the caller is a rank's
+/// coroutine (not an OS thread acting for one, nor code outside any rank).
+fn with_caller_rank<R>(f: impl FnOnce(Option<&sched::RankCtx>) -> R) -> R {
+    sched::rank::with_current(|ctx| f(ctx.filter(|ctx| !ctx.is_thread())))
 }
 
 /// Counts a thread about to start in `job`: while it runs, a rank waiting
 /// for it is not deadlocked (`Scheduler::external`).
 fn count_thread(job: &Job) {
-    job.sched.external.fetch_add(1, Ordering::SeqCst);
+    job.sched.external_started();
 }
 
 /// The thread runs: it tells MPI waits it is counted.
@@ -78,7 +79,7 @@ fn thread_started(job: &Job) {
 
 /// The thread is done (after waking whoever waits for it).
 fn thread_ended(job: &Job) {
-    job.sched.external.fetch_sub(1, Ordering::SeqCst);
+    job.sched.external_ended();
 }
 
 /// Signals the end of a spawned thread (also when it panics) and wakes the
@@ -103,7 +104,7 @@ impl Drop for Finished<'_> {
 /// thread until `done()` instead: it never returns or lets an unwind go on
 /// before `done()`, because the threads may borrow the caller's stack.
 fn wait(site: &'static Location<'static>, done: impl Fn() -> bool) {
-    sched::wait_fully(caller_rank(), site, done, std::thread::yield_now);
+    with_caller_rank(|ctx| sched::wait_fully(ctx, site, done, std::thread::yield_now));
 }
 
 /// The state a spawned thread shares with its handle.
@@ -143,14 +144,12 @@ impl<T> JoinHandle<T> {
     /// of another job) it blocks the calling thread, like `std`'s join.
     #[track_caller]
     pub fn join(self) -> std::thread::Result<T> {
-        let joiner = self
-            .shared
-            .job
-            .as_ref()
-            .and_then(|job| caller_rank().filter(|ctx| job.hosts(ctx)));
-        if let Some(ctx) = joiner {
+        let joiner = self.shared.job.as_ref().and_then(|job| {
+            with_caller_rank(|ctx| ctx.filter(|ctx| job.hosts(ctx)).map(|ctx| ctx.slot))
+        });
+        if let Some(slot) = joiner {
             let site = Location::caller();
-            if self.shared.end.register(ctx.slot) {
+            if self.shared.end.register(slot) {
                 wait(site, || self.shared.end.is_finished());
             }
         }
@@ -181,7 +180,7 @@ where
 {
     let shared = Arc::new(Shared {
         end: JoinLatch::new(),
-        job: caller_rank().map(Job::arc_of),
+        job: with_caller_rank(|ctx| ctx.map(Job::arc_of)),
     });
     if let Some(job) = &shared.job {
         count_thread(job);
@@ -329,7 +328,7 @@ impl Drop for ScopeFinished<'_, '_, '_> {
             }
         }
         if let Some((job, _)) = joiner {
-            job.sched.external.fetch_sub(1, Ordering::SeqCst);
+            job.sched.external_ended();
         }
     }
 }

@@ -101,9 +101,8 @@ fn header_bytes(n: usize) -> usize {
 /// partition; returns its address and the packed type (and total count)
 /// every contribution must have.
 fn lay_out(call: &Call<'_>, round: &Round, send: &Layout, parts: &Parts) -> (*mut u8, Shape) {
-    let n = round.size as usize;
-    let mut shared = round.shared.lock();
-    if shared.is_empty() {
+    let n = round.size() as usize;
+    round.own_buffer(|shared| {
         let mut words = Vec::with_capacity(n + 2);
         words.push(call.rank() as u64);
         let mut at = 0;
@@ -122,19 +121,14 @@ fn lay_out(call: &Call<'_>, round: &Round, send: &Layout, parts: &Parts) -> (*mu
         // Zeroed: a block whose rank failed its checks unpacks as zeros,
         // valid values of any base type.
         shared.resize(total, 0);
-        *round.root.lock() = Some(Shape { count: at, ty });
-    }
-    // Never resized again: the address stays valid while the round lives.
-    let base = shared.as_mut_ptr();
-    drop(shared);
-    let reference = round.root.lock().clone().expect("laid out");
-    (base, reference)
+        Shape { count: at, ty }
+    })
 }
 
 fn shm(call: &Call<'_>, send: &Layout, parts: &Parts) -> Result<(), Error> {
     let rounds = &call.comm.shared().coll.rounds;
     let round = rounds.join_checked(call)?;
-    let (rank, n) = (call.rank() as usize, round.size as usize);
+    let (rank, n) = (call.rank() as usize, round.size() as usize);
     let (base, reference) = lay_out(call, &round, send, parts);
     let word = |i: usize| {
         // SAFETY: the header holds n + 2 words, written before the buffer's

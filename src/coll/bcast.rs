@@ -45,13 +45,10 @@ fn shm(call: &Call<'_>, root: i32, buf: &Layout) -> Result<(), Error> {
         if buf.bytes() <= STAGED_BYTES {
             // The readers take the type and count from the shape, the data
             // from the round: nobody touches our buffer.
-            *round.root.lock() = Some(Shape::of(buf));
-            {
-                let mut staged = round.shared.lock();
+            round.stage(call, Shape::of(buf), |staged| {
                 staged.resize(buf.bytes(), 0);
-                pack_to(buf, &mut staged);
-            }
-            round.set_staged(call);
+                pack_to(buf, staged);
+            });
             Ok(())
         } else {
             // Returns once every other rank has copied out of our buffer.
@@ -63,9 +60,9 @@ fn shm(call: &Call<'_>, root: i32, buf: &Layout) -> Result<(), Error> {
     } else {
         round.wait_ready(call).and_then(|()| {
             if round.is_staged() {
-                let shape = round.root.lock().clone().expect("the root staged");
+                let shape = round.staged_shape();
                 check_transfer(call, root, &shape.unplaced(), buf)?;
-                unpack_from(&round.shared.lock(), buf);
+                round.read_staged(|staged| unpack_from(staged, buf));
                 return Ok(());
             }
             let turn = round.enter(call)?;

@@ -22,7 +22,7 @@ use super::doubling::Doubling;
 use super::exchange::Exchange;
 use super::op::{self, OpRef};
 use super::operand::{combine, copy_same, Scratch};
-use super::round::{Accumulator, Readers, Round, Shape};
+use super::round::{Accumulator, Readers, Round};
 use super::{bcast, Algorithm, Call};
 use crate::datatype::copy::Layout;
 use crate::error::Error;
@@ -138,30 +138,29 @@ fn shm_commutative(
     block: Option<(usize, usize)>,
 ) -> Result<(), Error> {
     let bytes = send.count * send.ty.map().extent();
-    fold(&round.partials[call.ctx.worker as usize], op, send, bytes);
+    fold(round.own_partial(call), op, send, bytes);
     if round.arrive() {
         {
-            let mut total = round.acc.lock();
-            total.reserve(bytes, send.ty.map().align());
-            total.shape = Some(Shape::of(send));
+            let mut total = round.result().lock();
+            total.start(send, bytes);
             let dst = total.layout(send);
-            for part in round.partials.iter() {
+            for part in round.partials() {
                 let mut part = part.lock();
-                if part.contributions == 0 {
+                if part.contributions() == 0 {
                     continue;
                 }
                 // Every partial was laid out like its first contribution.
-                if part.mismatched || !part.shape.as_ref().is_some_and(|s| s.fits(send)) {
-                    total.mismatched = true;
+                if !part.all_like(send) {
+                    total.mark_mismatched();
                     continue;
                 }
                 let src = part.layout(send);
-                if total.contributions == 0 {
+                if total.contributions() == 0 {
                     copy_same(&src, &dst);
                 } else {
                     combine(op, &src, &dst);
                 }
-                total.contributions += part.contributions;
+                total.count(part.contributions());
             }
         }
         // The result is in: `root_ready` doubles as "result ready".
@@ -172,8 +171,8 @@ fn shm_commutative(
         return Ok(());
     };
     round.wait_ready(call)?;
-    let mut total = round.acc.lock();
-    if total.mismatched || !total.shape.as_ref().is_some_and(|s| s.fits(send)) {
+    let mut total = round.result().lock();
+    if !total.all_like(send) {
         return Err(contributions_differ(call, send));
     }
     let src = total.layout(send);
@@ -204,21 +203,16 @@ fn contributions_differ(call: &Call<'_>, send: &Layout) -> Error {
 /// another type or count is left out and marks the partial.
 fn fold(part: &SpinLock<Accumulator>, op: &OpRef<'_>, send: &Layout, bytes: usize) {
     let mut acc = part.lock();
-    let first = acc.contributions == 0;
-    if first {
-        acc.reserve(bytes, send.ty.map().align());
-        acc.shape = Some(Shape::of(send));
-    } else if !acc.shape.as_ref().is_some_and(|s| s.fits(send)) {
-        acc.mismatched = true;
+    let Some(first) = acc.admit(send, bytes) else {
         return;
-    }
+    };
     let target = acc.layout(send);
     if first {
         copy_same(send, &target);
     } else {
         combine(op, send, &target);
     }
-    acc.contributions += 1;
+    acc.count(1);
 }
 
 /// Non-commutative: ranks publish their buffers, the last to arrive reduces
@@ -230,7 +224,7 @@ fn shm_in_order(
     send: &Layout,
     recv: Option<&Layout>,
 ) -> Result<(), Error> {
-    let n = round.size as usize;
+    let n = round.size() as usize;
     // Returns once the reducer is done with every buffer.
     round.publish(call, call.rank() as usize, send, || {
         if !round.arrive() {
@@ -256,18 +250,18 @@ fn shm_in_order(
             }
             Ok(theirs)
         };
-        let mut acc = round.acc.lock();
+        let mut acc = round.result().lock();
         acc.reserve(send.count * send.ty.map().extent(), send.ty.map().align());
         let dst = acc.layout(send);
         copy_same(operand(n - 1)?, &dst);
         for r in (0..n - 1).rev() {
             combine(op, operand(r)?, &dst);
         }
-        acc.contributions = round.size;
+        acc.count(round.size());
         Ok(())
     })?;
-    let mut acc = round.acc.lock();
-    if acc.contributions != round.size {
+    let mut acc = round.result().lock();
+    if acc.contributions() != round.size() {
         // The reducer found an operand that differs (and names it).
         return Err(contributions_differ(call, send));
     }

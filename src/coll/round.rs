@@ -204,21 +204,27 @@ impl Shape {
 }
 
 /// One collective call of one communicator, shared by its ranks.
+///
+/// The algorithms take the protocol's steps through its methods (arrive,
+/// publish and enter, set and wait for the root, stage, fold into a
+/// partial ...); its fields are its own. (`comm_create` is still used by
+/// `comm/split.rs` directly, while communicator creation moves into
+/// `coll`.)
 #[derive(Debug)]
 pub(crate) struct Round {
-    pub(crate) size: u32,
+    size: u32,
     /// Ranks that arrived (deposited).
-    pub(crate) arrived: AtomicU32,
+    arrived: AtomicU32,
     /// A flag set by the root (1 once its deposit is published, 2 once its
     /// data is staged in [`shared`](Self::shared)).
-    pub(crate) root_ready: AtomicU32,
+    root_ready: AtomicU32,
     left: AtomicU32,
     /// Parked slots, one list per worker: a rank registers on its own
     /// worker's list (no cache line crosses cores) and a waker requeues each
     /// worker's waiters in one batch.
     waiters: Box<[Padded<SpinLock<Vec<u32>>>]>,
     /// Per-worker partial results of a commutative reduction.
-    pub(crate) partials: Box<[Padded<SpinLock<Accumulator>>]>,
+    partials: Box<[Padded<SpinLock<Accumulator>>]>,
     /// The first caller's signature, for the collective check.
     first: std::sync::OnceLock<(
         super::check::Signature,
@@ -230,10 +236,11 @@ pub(crate) struct Round {
     /// Per-rank deposits (empty in rounds where nobody publishes).
     deposits: Box<[Deposit]>,
     /// A buffer of the round's own (staged data, an all-gather's blocks).
-    pub(crate) shared: SpinLock<Vec<u8>>,
-    pub(crate) acc: SpinLock<Accumulator>,
+    shared: SpinLock<Vec<u8>>,
+    /// A reduction's result.
+    acc: SpinLock<Accumulator>,
     /// The shape of the data in [`shared`](Self::shared).
-    pub(crate) root: SpinLock<Option<Shape>>,
+    root: SpinLock<Option<Shape>>,
     /// Communicator creation: the ranks' requests and the communicators
     /// made for them (protocol in `comm/split.rs`).
     pub(crate) comm_create: SpinLock<crate::comm::split::Meeting>,
@@ -304,18 +311,70 @@ impl Drop for Access<'_> {
 
 /// A reduction's running result: raw elements of the operands' type, in
 /// storage aligned for that type (user operations downcast it to `&[T]`).
+///
+/// Contributions are admitted ([`start`](Self::start),
+/// [`admit`](Self::admit)), reduced into [`layout`](Self::layout) by the
+/// caller, then counted ([`count`](Self::count)); one of another type or
+/// count than the first is left out and marks the result
+/// ([`all_like`](Self::all_like) then fails).
 #[derive(Debug, Default)]
 pub(crate) struct Accumulator {
     data: AlignedBytes,
     /// Contributions reduced into it so far.
-    pub(crate) contributions: u32,
+    contributions: u32,
     /// The type and count of the first one, which every other must have.
-    pub(crate) shape: Option<Shape>,
+    shape: Option<Shape>,
     /// A contribution had another type or count (and was left out).
-    pub(crate) mismatched: bool,
+    mismatched: bool,
 }
 
 impl Accumulator {
+    /// Contributions reduced into it so far.
+    #[inline]
+    pub(crate) fn contributions(&self) -> u32 {
+        self.contributions
+    }
+
+    /// Counts `n` more contributions, reduced into it by the caller.
+    #[inline]
+    pub(crate) fn count(&mut self, n: u32) {
+        self.contributions += n;
+    }
+
+    /// Prepares it, before any contribution, for `bytes` bytes of
+    /// contributions shaped like `like`.
+    pub(crate) fn start(&mut self, like: &Layout, bytes: usize) {
+        self.reserve(bytes, like.ty.map().align());
+        self.shape = Some(Shape::of(like));
+    }
+
+    /// Admits a contribution like `like` (of `bytes` bytes): `Some(true)`
+    /// for the first ([`start`](Self::start)s it: copy it in),
+    /// `Some(false)` for a later one of the first's shape (combine it),
+    /// `None` for one of another shape, which is left out and marks the
+    /// result.
+    pub(crate) fn admit(&mut self, like: &Layout, bytes: usize) -> Option<bool> {
+        let first = self.contributions == 0;
+        if first {
+            self.start(like, bytes);
+        } else if !self.shape.as_ref().is_some_and(|s| s.fits(like)) {
+            self.mismatched = true;
+            return None;
+        }
+        Some(first)
+    }
+
+    /// Marks the result: a contribution was left out.
+    pub(crate) fn mark_mismatched(&mut self) {
+        self.mismatched = true;
+    }
+
+    /// Whether no contribution was left out and the first was like
+    /// `like`.
+    pub(crate) fn all_like(&self, like: &Layout) -> bool {
+        !self.mismatched && self.shape.as_ref().is_some_and(|s| s.fits(like))
+    }
+
     /// Makes room for `bytes` bytes aligned to `align` (the operands' type
     /// map's), before the first contribution: what was there is not kept.
     pub(crate) fn reserve(&mut self, bytes: usize, align: usize) {
@@ -372,6 +431,72 @@ impl Round {
             root: SpinLock::new(None),
             comm_create: SpinLock::new(Default::default()),
         }
+    }
+
+    /// Number of ranks that take part.
+    #[inline]
+    pub(crate) fn size(&self) -> u32 {
+        self.size
+    }
+
+    /// The partial result of the caller's worker, into which a commutative
+    /// reduction folds the contributions of that worker's ranks.
+    #[inline]
+    pub(crate) fn own_partial(&self, call: &Call<'_>) -> &SpinLock<Accumulator> {
+        &self.partials[call.ctx.worker as usize]
+    }
+
+    /// Every worker's partial result, for the last arrival to combine.
+    pub(crate) fn partials(&self) -> impl Iterator<Item = &SpinLock<Accumulator>> {
+        self.partials.iter().map(|p| &p.0)
+    }
+
+    /// A reduction's result: written by the rank that completes it (the
+    /// last arrival, or the reducer) before it marks the round ready or
+    /// ends its turns, read by the others after.
+    #[inline]
+    pub(crate) fn result(&self) -> &SpinLock<Accumulator> {
+        &self.acc
+    }
+
+    /// The root stages its data in the round's own buffer (`fill` writes
+    /// it, as data of shape `shape`) and wakes the readers: it does not
+    /// wait for them, and they never touch its buffer.
+    pub(crate) fn stage(&self, call: &Call<'_>, shape: Shape, fill: impl FnOnce(&mut Vec<u8>)) {
+        *self.root.lock() = Some(shape);
+        fill(&mut self.shared.lock());
+        self.set_staged(call);
+    }
+
+    /// The shape of the data the root staged (once
+    /// [`is_staged`](Self::is_staged)).
+    pub(crate) fn staged_shape(&self) -> Shape {
+        self.root.lock().clone().expect("the root staged")
+    }
+
+    /// Reads the data the root staged (once [`is_staged`](Self::is_staged)).
+    pub(crate) fn read_staged<R>(&self, read: impl FnOnce(&[u8]) -> R) -> R {
+        read(&self.shared.lock())
+    }
+
+    /// The round's own buffer, laid out once by the first caller (`lay_out`
+    /// fills it and returns the shape of its data) and never resized after:
+    /// its address, valid while the round lives, and the data's shape, the
+    /// same for every caller.
+    pub(crate) fn own_buffer(
+        &self,
+        lay_out: impl FnOnce(&mut Vec<u8>) -> Shape,
+    ) -> (*mut u8, Shape) {
+        let mut shared = self.shared.lock();
+        if shared.is_empty() {
+            let shape = lay_out(&mut shared);
+            *self.root.lock() = Some(shape);
+        }
+        // Never resized again: the address stays valid while the round lives.
+        let base = shared.as_mut_ptr();
+        drop(shared);
+        let reference = self.root.lock().clone().expect("laid out");
+        (base, reference)
     }
 
     /// Counts an arrival (after this rank's deposit); `true` for the last.
@@ -532,7 +657,7 @@ impl Rounds {
     /// The round of call `call.seq`, created by the first rank to ask, and
     /// whether this call created it.
     fn join_created(&self, call: &Call<'_>, readers: Option<Readers>) -> (Arc<Round>, bool) {
-        let workers = call.comm.job().sched.workers.len();
+        let workers = call.comm.job().sched.worker_count();
         let mut active = self.active.lock();
         let mut created = false;
         let round = active.entry(call.seq).or_insert_with(|| {
@@ -759,9 +884,10 @@ mod tests {
                         while !flags.inside.load(SeqCst) {
                             crate::yield_now();
                         }
-                        let ctx = crate::sched::rank::current().expect("a rank");
-                        ctx.sched().fail(Error::Arg {
-                            message: FAILURE.into(),
+                        crate::sched::rank::with_current(|ctx| {
+                            ctx.expect("a rank").sched().fail(Error::Arg {
+                                message: FAILURE.into(),
+                            })
                         });
                     }
                 }

@@ -167,7 +167,7 @@ fn shm(
 ) -> Result<(), Error> {
     let rounds = &call.comm.shared().coll.rounds;
     let round = rounds.join_published(call, Readers::Every)?;
-    let (rank, n) = (call.rank() as usize, round.size as usize);
+    let (rank, n) = (call.rank() as usize, round.size() as usize);
     let operands = Operands {
         send: send.clone(),
         recv: recv.clone(),

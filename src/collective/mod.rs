@@ -99,18 +99,19 @@ fn immediate<'a, D: ?Sized, Sc: Scope<'a>>(
     let completion: *const Completion = &pending.completion;
     let comm = core.clone();
     let run = move || {
-        let ctx = sched::rank::current().expect("a task runs on a worker");
-        let call = Call {
-            comm: &comm,
-            ctx,
-            seq,
-            kind,
-            algorithm,
-            site,
-            signature,
-        };
-        // A failure fails the job (the task panics with the error).
-        body(&call).or_raise();
+        sched::rank::with_current(|ctx| {
+            let call = Call {
+                comm: &comm,
+                ctx: ctx.expect("a task runs on a worker"),
+                seq,
+                kind,
+                algorithm,
+                site,
+                signature,
+            };
+            // A failure fails the job (the task panics with the error).
+            body(&call).or_raise();
+        });
         // SAFETY: the request keeps the completion alive until it is done
         // (dropping it early settles it: its rank waits for this task, and
         // where it cannot wait the job fails and this task never resumes);

@@ -375,14 +375,14 @@ impl SimpleCommunicator {
     /// Outside of any rank.
     #[track_caller]
     pub fn world() -> SimpleCommunicator {
-        let Some(ctx) = sched::rank::current() else {
+        let caller = sched::rank::with_current(|ctx| ctx.map(|ctx| (Job::arc_of(ctx), ctx.rank)));
+        let Some((job, rank)) = caller else {
             raise(Error::Comm {
                 message: "SimpleCommunicator::world() was called outside of any rank".into(),
             });
         };
-        let job = Job::arc_of(ctx);
         let world = Arc::clone(&job.comms.world);
-        SimpleCommunicator::from_core(CommCore::new(job, world, ctx.rank as Rank))
+        SimpleCommunicator::from_core(CommCore::new(job, world, rank as Rank))
     }
 }
 

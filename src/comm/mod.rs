@@ -298,10 +298,23 @@ impl CommCore {
         self.shared.context
     }
 
-    /// The context of the calling rank, checked to be this handle's rank.
+    /// The context of the calling rank, checked to be this handle's rank,
+    /// lent for as long as the caller borrows the handle.
+    ///
+    /// Sound because the context is that of the party running this call:
+    /// the rank's coroutine (or a task acting for it), whose context lives
+    /// on its stack until it ends, or an OS thread acting for it, whose
+    /// context lives as long as the job this handle holds
+    /// (`sched::thread::context`). Crate code keeps the reference within
+    /// the operation that asked (it is passed down, as in `coll::Call`),
+    /// never in a value that outlives the operation: what must outlive it
+    /// keeps the context's slot or rank number (a `PendingOp`'s waiter).
     #[inline]
-    pub(crate) fn caller(&self) -> Result<&'static RankCtx, Error> {
-        match sched::rank::current() {
+    pub(crate) fn caller(&self) -> Result<&RankCtx, Error> {
+        // SAFETY: the reference is bound to the borrow of `self` and used
+        // only by the operation running on this rank's stack (see above);
+        // `Some` only for this handle's rank, which is the code running.
+        match unsafe { sched::rank::current_unchecked() } {
             Some(ctx) if self.job.hosts(ctx) && ctx.rank == self.world => Ok(ctx),
             // An OS thread of the rank (thread levels Serialized, Multiple);
             // never a worker thread, which must not block in MPI.

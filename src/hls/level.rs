@@ -65,8 +65,8 @@ impl HlsLevel {
     /// Outside of any rank, or in a task acting for one.
     #[track_caller]
     pub fn group(self) -> HlsGroup {
-        let ctx = own_rank().or_raise_access("HLS group");
-        Job::of(ctx).hls.layout.group(self, ctx.rank)
+        with_own_rank(|ctx| Job::of(ctx).hls.layout.group(self, ctx.rank))
+            .or_raise_access("HLS group")
     }
 
     /// Waits until every rank of the calling rank's group at this level
@@ -92,10 +92,12 @@ impl HlsLevel {
     #[track_caller]
     pub fn barrier(self) {
         let site = Location::caller();
-        let ctx = own_rank().or_raise_access("HLS barrier");
-        let hls = &Job::of(ctx).hls;
-        let group = hls.layout.group(self, ctx.rank);
-        hls.barriers[self.index()][group.index].wait(ctx, group.size, site);
+        with_own_rank(|ctx| {
+            let hls = &Job::of(ctx).hls;
+            let group = hls.layout.group(self, ctx.rank);
+            hls.barriers[self.index()][group.index].wait(ctx, group.size, site);
+        })
+        .or_raise_access("HLS barrier");
     }
 }
 
@@ -132,14 +134,17 @@ impl HlsGroup {
     }
 }
 
-/// The calling rank's own context.
-pub(crate) fn own_rank() -> Result<&'static RankCtx, AccessError> {
-    let ctx = sched::rank::current().ok_or(AccessError::OutsideRank)?;
-    match ctx.locals.refusal() {
-        // A rank that is ending still has its groups.
-        None | Some(AccessError::Destroyed) => Ok(ctx),
-        Some(refusal) => Err(refusal),
-    }
+/// Runs `f` with the calling rank's own context (not a task's or an OS
+/// thread's), lent for the call only (`sched::rank::with_current`).
+pub(crate) fn with_own_rank<R>(f: impl FnOnce(&RankCtx) -> R) -> Result<R, AccessError> {
+    sched::rank::with_current(|ctx| {
+        let ctx = ctx.ok_or(AccessError::OutsideRank)?;
+        match ctx.locals.refusal() {
+            // A rank that is ending still has its groups.
+            None | Some(AccessError::Destroyed) => Ok(f(ctx)),
+            Some(refusal) => Err(refusal),
+        }
+    })
 }
 
 /// `or_raise` for access errors of HLS operations.

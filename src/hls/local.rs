@@ -105,10 +105,10 @@ impl<T: 'static> RankLocalKey<T> {
     #[inline]
     fn get_or_init(&'static self, init: impl FnOnce() -> T) -> Result<*const T, AccessError> {
         let id = self.key.get();
-        let Some(ctx) = rank::current() else {
-            return Err(AccessError::OutsideRank);
-        };
-        ctx.locals.get_or_init(id, &self.name, init)
+        rank::with_current(|ctx| match ctx {
+            Some(ctx) => ctx.locals.get_or_init(id, &self.name, init),
+            None => Err(AccessError::OutsideRank),
+        })
     }
 
     /// Calls `f` with the calling rank's value, creating it on the rank's

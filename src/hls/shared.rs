@@ -46,7 +46,7 @@ use std::panic::Location;
 use std::ptr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
-use super::level::{own_rank, HlsGroup, HlsLevel, OrRaiseAccess};
+use super::level::{with_own_rank, HlsGroup, HlsLevel, OrRaiseAccess};
 use super::AccessError;
 use crate::error::OrRaise;
 use crate::runtime::job::Job;
@@ -157,7 +157,16 @@ impl<T: Send + Sync + 'static> Hls<T> {
         F: FnOnce(Option<&T>) -> T,
     {
         let site = Location::caller();
-        let ctx = own_rank().or_raise_access("Hls::single");
+        with_own_rank(|ctx| self.single_in(ctx, f, site)).or_raise_access("Hls::single")
+    }
+
+    /// [`single`](Self::single) on rank `ctx` (the caller); its panics name
+    /// this file rather than the user's call (the closure that lends the
+    /// context cuts the `#[track_caller]` chain).
+    fn single_in<F>(&'static self, ctx: &RankCtx, f: F, site: &'static Location<'static>) -> bool
+    where
+        F: FnOnce(Option<&T>) -> T,
+    {
         let view = self.view(ctx);
         assert!(
             view.readers.get() == 0,
@@ -279,24 +288,25 @@ impl<T: Send + Sync + 'static> Hls<T> {
     /// Like [`with`](Self::with), returning an [`AccessError`] where `with`
     /// would panic.
     pub fn try_with<R>(&'static self, f: impl FnOnce(&T) -> R) -> Result<R, AccessError> {
-        let ctx = own_rank()?;
-        let view = ctx.locals.get(self.key.get()).cast::<View>();
-        // SAFETY: a non-null entry is this key's live `View` (created by
-        // `view`), alive until the rank's table is destroyed, which cannot
-        // happen while this rank runs `try_with`.
-        let Some(view) = (unsafe { view.as_ref() }) else {
-            return Err(ctx.locals.refusal().unwrap_or(AccessError::Uninitialized));
-        };
-        let value = view.value.get().cast::<T>();
-        if value.is_null() {
-            return Err(AccessError::Uninitialized);
-        }
-        let _reading = view.read();
-        // SAFETY: the value of the generation this rank passed is dropped
-        // only once every rank of the group arrived at a later `single`,
-        // and this rank cannot do so before `f` returns (`single` refuses to
-        // run while it reads).
-        Ok(f(unsafe { &*value }))
+        with_own_rank(|ctx| {
+            let view = ctx.locals.get(self.key.get()).cast::<View>();
+            // SAFETY: a non-null entry is this key's live `View` (created by
+            // `view`), alive until the rank's table is destroyed, which
+            // cannot happen while this rank runs `try_with`.
+            let Some(view) = (unsafe { view.as_ref() }) else {
+                return Err(ctx.locals.refusal().unwrap_or(AccessError::Uninitialized));
+            };
+            let value = view.value.get().cast::<T>();
+            if value.is_null() {
+                return Err(AccessError::Uninitialized);
+            }
+            let _reading = view.read();
+            // SAFETY: the value of the generation this rank passed is
+            // dropped only once every rank of the group arrived at a later
+            // `single`, and this rank cannot do so before `f` returns
+            // (`single` refuses to run while it reads).
+            Ok(f(unsafe { &*value }))
+        })?
     }
 
     /// The calling rank's group at this value's level.

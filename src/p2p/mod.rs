@@ -581,7 +581,7 @@ fn abandon_held(ep: Endpoint<'_, impl Node>, queued: Queued, completion: &Comple
 /// panic when it is unwinding from one, else what happened.
 #[cold]
 fn unsettled(ep: Endpoint<'_, impl Node>, task: bool, completion: &Completion) -> Error {
-    let rank = ep.sched().slots.get(completion.waiter()).rank();
+    let rank = ep.sched().rank_of_slot(completion.waiter());
     if std::thread::panicking() {
         if let Some(message) = crate::sched::worker::recorded_panic() {
             return Error::Panic {

@@ -180,9 +180,11 @@ where
     let results = Results::new(ranks);
     let body = |rank: u32| {
         let universe = Universe::new(Arc::clone(&job), rank);
-        if let Some(ctx) = sched::rank::current() {
-            ctx.initialized.set(true);
-        }
+        sched::rank::with_current(|ctx| {
+            if let Some(ctx) = ctx {
+                ctx.initialized.set(true);
+            }
+        });
         let value = f(universe);
         // SAFETY: the body runs once per rank, on that rank.
         unsafe { results.set(rank, value) };
@@ -223,19 +225,14 @@ where
         }
     });
     // Threads still acting for ranks get errors from now on.
-    job.sched.threads.end();
+    job.sched.end_threads();
     if config.report_bindings {
         let hosted: Vec<String> = job
             .sched
-            .workers
+            .ranks_per_worker()
             .iter()
             .enumerate()
-            .map(|(i, w)| {
-                format!(
-                    "worker {i}: {}",
-                    w.hosted.load(std::sync::atomic::Ordering::Relaxed)
-                )
-            })
+            .map(|(i, n)| format!("worker {i}: {n}"))
             .collect();
         eprintln!("[myriad] ranks run per worker: {}", hosted.join(", "));
     }

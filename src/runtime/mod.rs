@@ -325,9 +325,11 @@ impl Runtime {
             job::run_job(&config, |universe| {
                 // The rank initialises MPI itself: hand the universe back.
                 drop(universe);
-                if let Some(ctx) = crate::sched::rank::current() {
-                    ctx.initialized.set(false);
-                }
+                crate::sched::rank::with_current(|ctx| {
+                    if let Some(ctx) = ctx {
+                        ctx.initialized.set(false);
+                    }
+                });
                 rank_main()
             })
         });

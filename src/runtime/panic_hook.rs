@@ -16,7 +16,7 @@ pub(crate) fn install() {
     ONCE.call_once(|| {
         let previous = panic::take_hook();
         panic::set_hook(Box::new(move |info| {
-            if sched::rank::current().is_none() {
+            if sched::rank::with_current(|ctx| ctx.is_none()) {
                 previous(info);
                 return;
             }

@@ -12,7 +12,7 @@
 //! ## Who touches the table
 //!
 //! Only the rank that owns it, on its own worker thread (a rank is pinned):
-//! through `sched::rank::current()` while it runs, and through the guard
+//! through `sched::rank::with_current` while it runs, and through the guard
 //! that destroys the values when its coroutine ends or is unwound. So the
 //! table needs no synchronisation, only care with re-entrance: no Rust
 //! reference into the table is held across a call to user code

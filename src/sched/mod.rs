@@ -44,21 +44,27 @@ use crate::error::Error;
 use rank::Suspend;
 
 /// Scheduler state of one job, shared by its workers.
+///
+/// Its fields are private to `sched` (whose child modules run the
+/// protocols on them: park slots, run queues, sleep, deadlock checks); the
+/// layers above take the steps they need through methods
+/// ([`worker_count`](Self::worker_count),
+/// [`external_started`](Self::external_started), ...).
 #[derive(Debug)]
 pub(crate) struct Scheduler {
     /// Park slots: ranks first, then tasks.
-    pub(crate) slots: slots::Slots,
-    pub(crate) workers: Box<[worker::WorkerShared]>,
-    pub(crate) sleep: idle::Sleep,
+    slots: slots::Slots,
+    workers: Box<[worker::WorkerShared]>,
+    sleep: idle::Sleep,
     /// Ranks not started yet.
-    pub(crate) unstarted: AtomicUsize,
+    unstarted: AtomicUsize,
     /// Ranks and tasks not finished yet.
-    pub(crate) live: AtomicUsize,
+    live: AtomicUsize,
     /// Pending `sleep` timers.
-    pub(crate) timers: AtomicUsize,
+    timers: AtomicUsize,
     /// Threads outside the scheduler that may complete operations
     /// (transports, OS threads of `Threading::Multiple` ranks).
-    pub(crate) external: AtomicUsize,
+    external: AtomicUsize,
     aborting: AtomicBool,
     /// Workers that left their loop: they resume no rank any more.
     stopped: AtomicUsize,
@@ -66,9 +72,9 @@ pub(crate) struct Scheduler {
     /// of another failure.
     failure: Mutex<Option<(Error, bool)>>,
     /// Micro-tasks of hybrid parallel regions.
-    pub(crate) micro: micro::MicroQueue,
+    micro: micro::MicroQueue,
     /// OS threads acting for ranks.
-    pub(crate) threads: thread::Threads,
+    threads: thread::Threads,
     /// The thread level of ranks that did not ask for one.
     threading: Threading,
     /// Names communicators (by context id) in deadlock reports.
@@ -118,6 +124,65 @@ impl Scheduler {
             threading,
             namer: Namer(Box::new(namer)),
         }
+    }
+
+    /// Number of worker threads of the job.
+    #[inline]
+    pub(crate) fn worker_count(&self) -> usize {
+        self.workers.len()
+    }
+
+    /// How many ranks each worker has run so far (for the binding report).
+    pub(crate) fn ranks_per_worker(&self) -> Vec<usize> {
+        self.workers
+            .iter()
+            .map(|w| w.hosted.load(Ordering::Relaxed))
+            .collect()
+    }
+
+    /// The world rank that the party parked on slot `slot` acts for.
+    #[inline]
+    pub(crate) fn rank_of_slot(&self, slot: u32) -> u32 {
+        self.slots.get(slot).rank()
+    }
+
+    /// Records the thread level rank `rank` was given
+    /// (`initialize_with_threading`).
+    pub(crate) fn set_threading_of(&self, rank: u32, level: Threading) {
+        self.slots.get(rank).set_threading(level);
+    }
+
+    /// Queues micro-tasks of a parallel region for any worker to run, and
+    /// wakes sleeping workers for them.
+    #[inline]
+    pub(crate) fn push_micro(&self, tasks: impl IntoIterator<Item = micro::MicroTask>) {
+        self.micro.push(self, tasks);
+    }
+
+    /// Takes a queued micro-task, if any (to run it).
+    #[inline]
+    pub(crate) fn pop_micro(&self) -> Option<micro::MicroTask> {
+        self.micro.pop()
+    }
+
+    /// Counts a thread outside the scheduler that may complete operations
+    /// (an OS thread of a rank, a transport), before it starts: while it is
+    /// counted no deadlock is reported. `SeqCst`, as the deadlock check's
+    /// reads of the count.
+    pub(crate) fn external_started(&self) {
+        self.external.fetch_add(1, Ordering::SeqCst);
+    }
+
+    /// The counted thread will complete nothing more (after it woke
+    /// whoever waits for it).
+    pub(crate) fn external_ended(&self) {
+        self.external.fetch_sub(1, Ordering::SeqCst);
+    }
+
+    /// Every rank has finished: calls of OS threads still acting for ranks
+    /// fail from now on (`thread::Threads::end`).
+    pub(crate) fn end_threads(&self) {
+        self.threads.end();
     }
 
     /// The name of the communicator with context id `context`, for reports.
@@ -384,10 +449,10 @@ pub(crate) fn unpark_many(sched: &Scheduler, slots: &[u32]) {
 /// thread instead: a rank never suspends mid-unwind. A polling loop in a
 /// destructor then waits for other workers only.
 pub fn yield_now() {
-    match rank::current() {
+    rank::with_current(|ctx| match ctx {
         Some(ctx) if !std::thread::panicking() => ctx.suspend(Suspend::Yielded),
         _ => std::thread::yield_now(),
-    }
+    })
 }
 
 /// Puts the calling rank to sleep for `duration` without blocking its
@@ -399,16 +464,18 @@ pub fn yield_now() {
 #[track_caller]
 pub fn sleep(duration: Duration) {
     let site = Location::caller();
-    let Some(ctx) = rank::current().filter(|_| !std::thread::panicking()) else {
-        std::thread::sleep(duration);
-        return;
-    };
-    let deadline = Instant::now() + duration;
-    let sched = ctx.sched();
-    worker::add_timer(sched, ctx.slot, deadline);
-    let info = WaitInfo::simple(WaitOp::Sleep, site);
-    // An abort while sleeping never returns here.
-    let _ = wait_until(ctx, &info, || Instant::now() >= deadline);
+    rank::with_current(|ctx| {
+        let Some(ctx) = ctx.filter(|_| !std::thread::panicking()) else {
+            std::thread::sleep(duration);
+            return;
+        };
+        let deadline = Instant::now() + duration;
+        let sched = ctx.sched();
+        worker::add_timer(sched, ctx.slot, deadline);
+        let info = WaitInfo::simple(WaitOp::Sleep, site);
+        // An abort while sleeping never returns here.
+        let _ = wait_until(ctx, &info, || Instant::now() >= deadline);
+    })
 }
 
 #[cfg(test)]

@@ -9,7 +9,10 @@
 //! started: a million slots must stay small. The context lives on the
 //! coroutine's own stack and is reachable through a thread-local pointer that
 //! the worker swaps at every switch; it is how the MPI layer knows which rank
-//! is calling, and which slot to wake when an operation completes.
+//! is calling, and which slot to wake when an operation completes. The
+//! pointer is never handed out as a `&'static`: [`with_current`] lends the
+//! context to a closure for one call (see there why it cannot dangle, and
+//! why the closure cannot keep it).
 
 use std::cell::Cell;
 use std::panic::Location;
@@ -350,15 +353,72 @@ thread_local! {
     static CURRENT: Cell<*const RankCtx> = const { Cell::new(ptr::null()) };
 }
 
-/// The context of the rank running on this thread, if any.
+/// Runs `f` with the context of the rank running on this thread (`None`
+/// outside any rank: a worker between ranks, a micro-task of a parallel
+/// region, an OS thread). One thread-local read, no borrow flag.
+///
+/// # Why the reference cannot dangle
+///
+/// A context lives on its coroutine's stack, from the coroutine's first
+/// resume to its end (or its unwinding at teardown). The thread-local
+/// pointer is non-null only while that coroutine runs on this thread: the
+/// coroutine sets it when it starts, the worker sets it just before each
+/// resume (and before dropping a suspended coroutine at teardown, which
+/// unwinds it) and clears it right after, running nothing else in between;
+/// a rank clears it while it runs chunks of its own parallel region. So
+/// when `f` is called, the context's coroutine is the code calling
+/// `with_current` (or is interrupted by it: the overflow handler, the
+/// panic hook), and it cannot end before `f` returns. If the rank parks
+/// inside `f`, the reference stays its own context, which lives on.
+///
+/// `f` receives the reference for a lifetime of its own (the closure must
+/// accept any lifetime), so it cannot store it anywhere that outlives the
+/// call: not in a `static` or a thread-local, not in a value another rank
+/// can reach, not in its result. Code that needs the context for a whole
+/// operation passes it down (`fn op_in(ctx: &RankCtx, ..)`); what must
+/// outlive the operation keeps the context's numbers (rank, slot) or an
+/// `Arc` of its job, never the context. (A compile-time proof of the rule
+/// is in the doc of [`current_unchecked`].)
 #[inline]
-pub(crate) fn current() -> Option<&'static RankCtx> {
+pub(crate) fn with_current<R>(f: impl FnOnce(Option<&RankCtx>) -> R) -> R {
+    // SAFETY: the reference is only lent to `f`, whose signature keeps it
+    // from leaving the call; the context outlives the call (see above).
+    f(unsafe { current_unchecked() })
+}
+
+/// The context of the rank running on this thread, for a lifetime the
+/// caller chooses: the unchecked twin of [`with_current`], for accessors
+/// that bind the lifetime to something the caller borrows (a communicator
+/// handle checked to be the running rank's: `CommCore::caller`).
+///
+/// [`with_current`] lends the context to a closure that must accept any
+/// lifetime, which is what keeps it from being stored:
+///
+/// ```compile_fail,E0521
+/// use std::cell::Cell;
+/// struct RankCtx;
+/// fn with_current<R>(f: impl FnOnce(Option<&RankCtx>) -> R) -> R {
+///     f(Some(&RankCtx))
+/// }
+/// thread_local! {
+///     static KEPT: Cell<Option<&'static RankCtx>> = const { Cell::new(None) };
+/// }
+/// // error[E0521]: borrowed data escapes outside of closure
+/// with_current(|ctx| KEPT.with(|k| k.set(ctx)));
+/// ```
+///
+/// # Safety
+///
+/// The reference must not outlive the coroutine it belongs to: use it
+/// within the call that got it, on the running rank's own stack, and
+/// never store it in a `static`, a thread-local or anything another rank
+/// can reach (see [`with_current`] for why it is valid until then).
+#[inline]
+pub(crate) unsafe fn current_unchecked<'a>() -> Option<&'a RankCtx> {
     let ctx = CURRENT.with(|c| c.get());
-    // SAFETY: the pointer is set by the worker (or the rank itself) to a
-    // context that lives on the running rank's stack, and cleared when the
-    // rank suspends or ends; a rank never runs on another thread, so the
-    // reference cannot outlive the rank while the rank uses it. The 'static
-    // is a lie confined to this crate: callers never store it.
+    // SAFETY: the pointer is null or points to the context of the
+    // coroutine running on this thread (see `with_current`), alive as long
+    // as the caller promises to use the reference.
     unsafe { ctx.as_ref() }
 }
 
@@ -381,6 +441,32 @@ mod tests {
             "Slot is {} bytes",
             std::mem::size_of::<Slot>()
         );
+    }
+
+    /// `with_current` lends exactly the context installed on this thread,
+    /// and nothing outside one. (That the closure cannot keep the
+    /// reference is a compile-time property: see `current_unchecked`.)
+    #[test]
+    fn with_current_lends_the_installed_context_only() {
+        assert!(with_current(|ctx| ctx.is_none()));
+        let sched = Scheduler::new(2, Box::new([]), Threading::Single, |c| c.to_string());
+        let ctx = RankCtx {
+            sched: &sched,
+            host: ptr::null(),
+            rank: 1,
+            slot: 1,
+            worker: 0,
+            yielder: ptr::null(),
+            initialized: Cell::new(false),
+            locals: super::super::locals::RankLocals::for_thread(),
+        };
+        let previous = set_current(&ctx);
+        assert_eq!(
+            with_current(|c| c.map(|c| c as *const RankCtx)),
+            Some(&ctx as *const _)
+        );
+        assert_eq!(set_current(previous), &ctx as *const RankCtx);
+        assert!(with_current(|ctx| ctx.is_none()));
     }
 
     #[test]

@@ -112,13 +112,15 @@ thread_local! {
 }
 
 /// The context through which this OS thread (which runs no rank) calls MPI
-/// as rank `rank` of the job `host`; created on first use.
+/// as rank `rank` of the job `host`; created on first use. It is lent for
+/// as long as the caller borrows `host`: the context lives as long as its
+/// job (see the SAFETY argument below), and never leaves the thread.
 ///
 /// # Errors
 ///
 /// The rank's thread level is below `Serialized`, or the job has ended or
 /// failed.
-pub(crate) fn context<H: Host>(host: &Arc<H>, rank: u32) -> Result<&'static RankCtx, Error> {
+pub(crate) fn context<H: Host>(host: &Arc<H>, rank: u32) -> Result<&RankCtx, Error> {
     let sched = host.scheduler();
     let level = sched.threading_of(rank);
     if level < Threading::Serialized {
@@ -145,9 +147,9 @@ pub(crate) fn context<H: Host>(host: &Arc<H>, rank: u32) -> Result<&'static Rank
         None => create(host, rank)?,
     };
     // SAFETY: the context is boxed in this thread's list, which only drops
-    // entries at thread exit or when their job is gone (`create`); the
-    // caller holds an `Arc` of the job for as long as it uses the reference,
-    // and the reference never leaves this thread (`RankCtx` is not `Send`).
+    // entries at thread exit or when their job is gone (`create`): the
+    // reference borrows `host`, an `Arc` of the job, so the job outlives
+    // it; and it never leaves this thread (`RankCtx` is not `Sync`).
     Ok(unsafe { &*ctx })
 }
 

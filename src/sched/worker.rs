@@ -541,7 +541,7 @@ impl Worker<'_> {
         let Some(task) = self.tasks[index as usize].as_mut() else {
             return; // a stale wake-up of a finished rank
         };
-        // The rank's context pointer is what `rank::current`, the panic
+        // The rank's context pointer is what `rank::with_current`, the panic
         // hook and the overflow handler read while it runs.
         rank::set_current(task.ctx);
         let result = panic::catch_unwind(AssertUnwindSafe(|| task.co.resume(())));
