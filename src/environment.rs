@@ -6,6 +6,7 @@ use std::time::Instant;
 
 use crate::comm::{CommCore, SimpleCommunicator};
 use crate::error::{raise, Error};
+use crate::identity::WorldRank;
 use crate::runtime::job::Job;
 use crate::sched;
 
@@ -17,12 +18,12 @@ pub use crate::sched::Threading;
 #[derive(Debug)]
 pub struct Universe {
     job: Arc<Job>,
-    rank: u32,
+    rank: WorldRank,
     buffer_size: usize,
 }
 
 impl Universe {
-    pub(crate) fn new(job: Arc<Job>, rank: u32) -> Universe {
+    pub(crate) fn new(job: Arc<Job>, rank: WorldRank) -> Universe {
         Universe {
             job,
             rank,
@@ -36,7 +37,7 @@ impl Universe {
         SimpleCommunicator::from_core(CommCore::new(
             Arc::clone(&self.job),
             world,
-            self.rank as i32,
+            self.rank.as_rank(),
         ))
     }
 
@@ -106,14 +107,17 @@ pub fn initialize_with_threading(threading: Threading) -> Option<(Universe, Thre
         return None;
     }
     let job = Job::arc_of(ctx);
-    job.sched.slots.get(ctx.rank).set_threading(threading);
+    job.sched
+        .slots
+        .get(ctx.local.slot())
+        .set_threading(threading);
     Some((Universe::new(job, ctx.rank), threading))
 }
 
 /// The thread level of the calling rank (`MPI_Query_thread`); `Single`
 /// outside any rank.
 pub fn threading_support() -> Threading {
-    sched::rank::current().map_or(Threading::Single, |ctx| ctx.sched().threading_of(ctx.rank))
+    sched::rank::current().map_or(Threading::Single, |ctx| ctx.sched().threading_of(ctx.local))
 }
 
 /// Number of worker threads of the calling rank's job (0 outside any rank;

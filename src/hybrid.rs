@@ -37,6 +37,7 @@ use std::panic::{self, AssertUnwindSafe, Location};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Mutex;
 
+use crate::identity::WorldRank;
 use crate::sched::micro::MicroTask;
 use crate::sched::{self, RankCtx};
 use crate::sync::SendPtr;
@@ -328,7 +329,7 @@ impl<'scope> Scope<'scope> {
         sched.micro.push(
             sched,
             [MicroTask {
-                rank: self.rank,
+                rank: WorldRank::new(self.rank),
                 run,
             }],
         );
@@ -371,7 +372,7 @@ where
     let scope = Scope {
         pending: AtomicUsize::new(0),
         waiter: ctx.map(|c| c.slot),
-        rank: ctx.map_or(0, |c| c.rank),
+        rank: ctx.map_or(0, |c| c.rank.get()),
         panicked: AtomicBool::new(false),
         serial: Mutex::new(Vec::new()),
         sched: ctx.map(|c| c.sched()),

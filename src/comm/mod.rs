@@ -33,6 +33,7 @@ use std::sync::{Arc, Mutex};
 
 use crate::coll;
 use crate::error::Error;
+use crate::identity::WorldRank;
 use crate::runtime::job::Job;
 use crate::sched::{self, RankCtx};
 use crate::Rank;
@@ -236,7 +237,7 @@ pub struct CommCore {
     job: Arc<Job>,
     shared: Arc<CommShared>,
     rank: Rank,
-    world: u32,
+    world: WorldRank,
 }
 
 impl fmt::Debug for CommCore {
@@ -251,7 +252,7 @@ impl fmt::Debug for CommCore {
 
 impl CommCore {
     pub(crate) fn new(job: Arc<Job>, shared: Arc<CommShared>, rank: Rank) -> CommCore {
-        let world = shared.group.world_rank(rank);
+        let world = WorldRank::new(shared.group.world_rank(rank));
         CommCore {
             job,
             shared,
@@ -278,7 +279,7 @@ impl CommCore {
 
     /// This rank in the world.
     #[inline]
-    pub(crate) fn world(&self) -> u32 {
+    pub(crate) fn world(&self) -> WorldRank {
         self.world
     }
 
@@ -289,8 +290,8 @@ impl CommCore {
 
     /// The world rank of communicator rank `rank` (checked by the caller).
     #[inline]
-    pub(crate) fn world_rank(&self, rank: Rank) -> u32 {
-        self.shared.group.world_rank(rank)
+    pub(crate) fn world_rank(&self, rank: Rank) -> WorldRank {
+        WorldRank::new(self.shared.group.world_rank(rank))
     }
 
     #[inline]
@@ -306,7 +307,10 @@ impl CommCore {
             // An OS thread of the rank (thread levels Serialized, Multiple);
             // never a worker thread, which must not block in MPI.
             None if !sched::worker::on_worker_thread() => {
-                sched::thread::context(&self.job, self.world)
+                // A handle is made by its own rank, which runs here.
+                let local = (self.job.p2p.processes().local(self.world))
+                    .expect("a communicator handle's rank lives in its process");
+                sched::thread::context(&self.job, local)
             }
             other => Err(self.wrong_caller(other)),
         }

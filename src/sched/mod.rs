@@ -41,12 +41,13 @@ pub use level::Threading;
 pub(crate) use rank::{RankCtx, WaitInfo, WaitOp};
 
 use crate::error::Error;
+use crate::identity::{LocalIndex, WorldRank};
 use rank::Suspend;
 
 /// Scheduler state of one job, shared by its workers.
 #[derive(Debug)]
 pub(crate) struct Scheduler {
-    /// Park slots: ranks first, then tasks.
+    /// Park slots: this process's ranks first (by local index), then tasks.
     pub(crate) slots: slots::Slots,
     pub(crate) workers: Box<[worker::WorkerShared]>,
     pub(crate) sleep: idle::Sleep,
@@ -95,19 +96,23 @@ impl std::fmt::Debug for Namer {
 }
 
 impl Scheduler {
+    /// The scheduler of this process's ranks: `ranks` gives the world rank
+    /// of each, by local index (the scheduler runs local indices and names
+    /// world ranks in reports).
     pub(crate) fn new(
-        ranks: usize,
+        ranks: impl ExactSizeIterator<Item = WorldRank>,
         workers: Box<[worker::WorkerShared]>,
         threading: Threading,
         namer: impl Fn(u32) -> String + Send + Sync + 'static,
     ) -> Scheduler {
         let count = workers.len();
+        let ranks_here = ranks.len();
         Scheduler {
             slots: slots::Slots::new(ranks),
             workers,
             sleep: idle::Sleep::new(count),
-            unstarted: AtomicUsize::new(ranks),
-            live: AtomicUsize::new(ranks),
+            unstarted: AtomicUsize::new(ranks_here),
+            live: AtomicUsize::new(ranks_here),
             timers: AtomicUsize::new(0),
             external: AtomicUsize::new(0),
             aborting: AtomicBool::new(false),
@@ -125,10 +130,13 @@ impl Scheduler {
         (self.namer.0)(context)
     }
 
-    /// The thread level of rank `rank`: the one it asked for, else the
-    /// job's default.
-    pub(crate) fn threading_of(&self, rank: u32) -> Threading {
-        self.slots.get(rank).threading().unwrap_or(self.threading)
+    /// The thread level of the rank of local index `rank`: the one it
+    /// asked for, else the job's default.
+    pub(crate) fn threading_of(&self, rank: LocalIndex) -> Threading {
+        self.slots
+            .get(rank.slot())
+            .threading()
+            .unwrap_or(self.threading)
     }
 
     /// Whether the job is being torn down.
@@ -328,8 +336,8 @@ fn unwinding(ctx: &RankCtx, info: &WaitInfo) -> Error {
     }
 }
 
-/// Wakes the party parked on slot `slot` of `sched` (a rank: its world
-/// rank) after making its condition true.
+/// Wakes the party parked on slot `slot` of `sched` (a rank: its local
+/// index) after making its condition true.
 #[inline]
 pub(crate) fn unpark(sched: &Scheduler, slot: u32) {
     let slot_id = slot;
@@ -424,7 +432,8 @@ mod tests {
 
     #[test]
     fn a_failure_replaces_a_consequence_but_not_another_failure() {
-        let sched = Scheduler::new(4, Box::new([]), Threading::Single, |c| c.to_string());
+        let ranks = || (0..4).map(WorldRank::new);
+        let sched = Scheduler::new(ranks(), Box::new([]), Threading::Single, |c| c.to_string());
         sched.fail_as_consequence(panic_of(1));
         sched.fail_as_consequence(panic_of(2));
         sched.fail(panic_of(0));
@@ -433,7 +442,7 @@ mod tests {
         assert!(sched.is_aborting());
         assert_eq!(sched.take_failure(), Some(panic_of(0)));
 
-        let sched = Scheduler::new(4, Box::new([]), Threading::Single, |c| c.to_string());
+        let sched = Scheduler::new(ranks(), Box::new([]), Threading::Single, |c| c.to_string());
         sched.fail_as_consequence(panic_of(1));
         sched.fail_as_consequence(panic_of(2));
         assert_eq!(sched.take_failure(), Some(panic_of(1)));
