@@ -172,7 +172,7 @@ where
         Job {
             size: processes.world_size(),
             sched: sched::Scheduler::new(processes.local_ranks(), shared, config.threading, namer),
-            comms: comm::Registry::new(processes.world_size(), config.check_collectives),
+            comms: comm::Registry::new(&processes, config.check_collectives),
             p2p: p2p::Shared::new(processes.clone(), config.eager_limit),
             hls: crate::hls::JobHls::new(&placements, assignment),
         }
