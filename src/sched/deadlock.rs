@@ -170,6 +170,27 @@ mod tests {
     use crate::sched::Threading;
     use std::panic::Location;
 
+    /// The report names the world ranks the parked slots act for, not their
+    /// local indices (slot ids).
+    #[test]
+    fn the_report_names_world_ranks() {
+        // A process hosting world ranks 5 and 6 at local indices 0 and 1.
+        let ranks = (5..7).map(WorldRank::new);
+        let sched = Scheduler::new(ranks, Box::new([]), Threading::Single, |c| c.to_string());
+        let site = Location::caller();
+        for id in 0..2 {
+            let slot = sched.slots.get(id);
+            slot.set_home(0, id as usize);
+            slot.set_wait(&WaitInfo::simple(WaitOp::Barrier, site));
+            assert!(slot.park.try_park());
+        }
+        let report = check(&sched).expect("every rank is parked");
+        assert!(
+            report.contains("\n  rank 5: barrier") && report.contains("\n  rank 6: barrier"),
+            "{report}"
+        );
+    }
+
     /// A collective's wait reads as it did when the report looked its name
     /// up itself: `<name> (collective), on communicator <name>, at <site>`.
     #[test]
