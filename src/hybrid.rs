@@ -272,7 +272,7 @@ impl<F> Drop for HelperGuard<'_, '_, F> {
 pub struct Scope<'scope> {
     pending: AtomicUsize,
     waiter: Option<u32>,
-    rank: u32,
+    rank: WorldRank,
     panicked: AtomicBool,
     /// Closures of a scope used outside any rank, run at the end.
     serial: Mutex<Vec<Box<dyn FnOnce() + Send + 'scope>>>,
@@ -329,7 +329,7 @@ impl<'scope> Scope<'scope> {
         sched.micro.push(
             sched,
             [MicroTask {
-                rank: WorldRank::new(self.rank),
+                rank: self.rank,
                 run,
             }],
         );
@@ -372,7 +372,7 @@ where
     let scope = Scope {
         pending: AtomicUsize::new(0),
         waiter: ctx.map(|c| c.slot),
-        rank: ctx.map_or(0, |c| c.rank.get()),
+        rank: ctx.map_or(WorldRank::new(0), |c| c.rank),
         panicked: AtomicBool::new(false),
         serial: Mutex::new(Vec::new()),
         sched: ctx.map(|c| c.sched()),
