@@ -6,6 +6,7 @@ use std::time::Instant;
 
 use crate::comm::{CommCore, SimpleCommunicator};
 use crate::error::{raise, Error};
+use crate::identity::WorldRank;
 use crate::runtime::job::Job;
 use crate::sched;
 
@@ -17,12 +18,12 @@ pub use crate::sched::Threading;
 #[derive(Debug)]
 pub struct Universe {
     job: Arc<Job>,
-    rank: u32,
+    rank: WorldRank,
     buffer_size: usize,
 }
 
 impl Universe {
-    pub(crate) fn new(job: Arc<Job>, rank: u32) -> Universe {
+    pub(crate) fn new(job: Arc<Job>, rank: WorldRank) -> Universe {
         Universe {
             job,
             rank,
@@ -36,7 +37,7 @@ impl Universe {
         SimpleCommunicator::from_core(CommCore::new(
             Arc::clone(&self.job),
             world,
-            self.rank as i32,
+            self.rank.as_rank(),
         ))
     }
 
@@ -100,7 +101,7 @@ pub fn initialize_with_threading(threading: Threading) -> Option<(Universe, Thre
             return Some(None);
         }
         let job = Job::arc_of(ctx);
-        job.sched.set_threading_of(ctx.rank, threading);
+        job.sched.set_threading_of(ctx.local, threading);
         Some(Some((Universe::new(job, ctx.rank), threading)))
     });
     let Some(first) = first else {
@@ -118,7 +119,7 @@ pub fn initialize_with_threading(threading: Threading) -> Option<(Universe, Thre
 /// outside any rank.
 pub fn threading_support() -> Threading {
     sched::rank::with_current(|ctx| {
-        ctx.map_or(Threading::Single, |ctx| ctx.sched().threading_of(ctx.rank))
+        ctx.map_or(Threading::Single, |ctx| ctx.sched().threading_of(ctx.local))
     })
 }
 

@@ -37,6 +37,7 @@ use std::panic::{self, AssertUnwindSafe, Location};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
+use crate::identity::WorldRank;
 use crate::runtime::job::Job;
 use crate::sched::micro::MicroTask;
 use crate::sched::{self, RankCtx};
@@ -284,7 +285,7 @@ impl<F> Drop for HelperGuard<'_, '_, F> {
 pub struct Scope<'scope> {
     pending: AtomicUsize,
     waiter: Option<u32>,
-    rank: u32,
+    rank: WorldRank,
     panicked: AtomicBool,
     /// Closures of a scope used outside any rank, run at the end.
     serial: Mutex<Vec<Box<dyn FnOnce() + Send + 'scope>>>,
@@ -386,7 +387,7 @@ where
     let site = Location::caller();
     let (waiter, rank, job) = sched::rank::with_current(|ctx| match ctx {
         Some(c) => (Some(c.slot), c.rank, Some(Job::arc_of(c))),
-        None => (None, 0, None),
+        None => (None, WorldRank::new(0), None),
     });
     let scope = Scope {
         pending: AtomicUsize::new(0),

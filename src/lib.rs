@@ -77,6 +77,7 @@ mod error;
 mod hardware;
 pub mod hls;
 pub mod hybrid;
+mod identity;
 mod p2p;
 pub mod point_to_point;
 pub mod request;

@@ -18,6 +18,7 @@ const LAYERS: &[(&str, u8)] = &[
     ("error", 0),
     ("datatype", 0),
     ("hardware", 0),
+    ("identity", 0),
     ("sched", 1),
     ("p2p", 2),
     ("transport", 2),

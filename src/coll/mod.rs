@@ -162,6 +162,8 @@ pub(crate) fn begin_as<'a>(
         requested,
         comm.size() as usize,
         signature.bytes,
+        &comm.shared().locality,
+        || comm.job().comms.name(comm.p2p_context()),
     )?;
     signature.algorithm = Some(algorithm);
     // Shared-memory calls meet in a round keyed by the sequence number and

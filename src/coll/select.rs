@@ -6,12 +6,20 @@
 //! `MYRIAD_COLL_<COLLECTIVE>` (checked when a job starts: an unknown name is
 //! a configuration error listing the valid ones), else the selector's choice
 //! ([`Selection::resolve`], rules in the README).
+//!
+//! Round-based shared-memory (`shm`) algorithms need every member of the
+//! communicator in this process (its [`Locality`]): the selector picks them
+//! only there, and an explicit `shm` (for the call, the communicator or the
+//! environment) on a communicator that spans processes is an error that
+//! names the communicator and its process count. Elsewhere the selector
+//! picks message-based algorithms ([`select_spanning`]).
 
 use std::fmt;
 use std::str::FromStr;
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::OnceLock;
 
+use crate::comm::locality::Locality;
 use crate::error::Error;
 
 macro_rules! named_enum {
@@ -291,15 +299,24 @@ impl Selection {
         }
     }
 
-    /// Sets the algorithm of `collective` for this communicator.
-    pub(crate) fn set(&self, collective: Collective, algorithm: Algorithm) -> Result<(), Error> {
+    /// Sets the algorithm of `collective` for this communicator, of
+    /// `locality`, named `name()` (for errors).
+    pub(crate) fn set(
+        &self,
+        collective: Collective,
+        algorithm: Algorithm,
+        locality: &Locality,
+        name: impl FnOnce() -> String,
+    ) -> Result<(), Error> {
         collective.check(algorithm)?;
+        check_local(collective, algorithm, locality, name)?;
         let i = collective.index();
         self.chosen[i].store(algorithm.index(), Ordering::Relaxed);
         Ok(())
     }
 
-    /// The algorithm a call runs.
+    /// The algorithm a call runs on a communicator of `size` ranks and
+    /// `locality`, named `name()` (only for errors).
     #[inline]
     pub(crate) fn resolve(
         &self,
@@ -307,17 +324,77 @@ impl Selection {
         requested: Algorithm,
         size: usize,
         bytes: Option<usize>,
+        locality: &Locality,
+        name: impl FnOnce() -> String,
     ) -> Result<Algorithm, Error> {
         if requested != Algorithm::Auto {
             collective.check(requested)?;
+            check_local(collective, requested, locality, name)?;
             return Ok(requested);
         }
         let i = collective.index();
         let chosen = Algorithm::from_index(self.chosen[i].load(Ordering::Relaxed));
         if chosen != Algorithm::Auto {
+            check_local(collective, chosen, locality, name)?;
             return Ok(chosen);
         }
-        Ok(select_local(collective, size, bytes))
+        if locality.is_all_local() {
+            Ok(select_local(collective, size, bytes))
+        } else {
+            select_spanning(collective, size, bytes)
+                .ok_or_else(|| no_spanning_algorithm(collective, locality, name))
+        }
+    }
+}
+
+/// Refuses `shm` on a communicator that is not all local: its rounds meet
+/// in this process's memory, which members elsewhere cannot reach.
+#[inline]
+fn check_local(
+    collective: Collective,
+    algorithm: Algorithm,
+    locality: &Locality,
+    name: impl FnOnce() -> String,
+) -> Result<(), Error> {
+    if algorithm == Algorithm::SharedMemory && !locality.is_all_local() {
+        return Err(not_local(collective, locality, name()));
+    }
+    Ok(())
+}
+
+#[cold]
+fn not_local(collective: Collective, locality: &Locality, name: String) -> Error {
+    let others: Vec<Algorithm> = collective
+        .algorithms()
+        .iter()
+        .copied()
+        .filter(|&a| a != Algorithm::SharedMemory)
+        .collect();
+    Error::Arg {
+        message: format!(
+            "{collective}: algorithm shm needs every member of the communicator in one \
+             process, but {name} spans {} processes ({} of its members in this one); \
+             use auto or a message-based algorithm: {}",
+            locality.processes(),
+            locality.local_count(),
+            names(&others)
+        ),
+    }
+}
+
+#[cold]
+fn no_spanning_algorithm(
+    collective: Collective,
+    locality: &Locality,
+    name: impl FnOnce() -> String,
+) -> Error {
+    Error::Unsupported {
+        what: format!(
+            "{collective} on {}, which spans {} processes: it has only a shared-memory \
+             algorithm, which needs every member in one process",
+            name(),
+            locality.processes()
+        ),
     }
 }
 
@@ -370,6 +447,40 @@ pub(crate) fn select_local(collective: Collective, size: usize, bytes: Option<us
     }
 }
 
+/// The selector for a communicator whose members live in several
+/// processes: message-based algorithms only (the hierarchical ones, a
+/// shared-memory step per process and a message-based step among leaders,
+/// come with the transport). `None` for a collective that has none
+/// (communicator creation).
+pub(crate) fn select_spanning(
+    collective: Collective,
+    size: usize,
+    bytes: Option<usize>,
+) -> Option<Algorithm> {
+    use Algorithm::*;
+    // The in-process rules where they pick a message-based algorithm.
+    let local = select_local(collective, size, bytes);
+    if local != SharedMemory {
+        return Some(local);
+    }
+    Some(match collective {
+        Collective::Barrier => Dissemination,
+        Collective::Broadcast | Collective::Gather | Collective::Scatter | Collective::Reduce => {
+            Binomial
+        }
+        Collective::GatherVarcount => BinomialConservative,
+        Collective::ScatterVarcount => Linear,
+        Collective::AllGather
+        | Collective::AllReduce
+        | Collective::Scan
+        | Collective::ExclusiveScan => RecursiveDoubling,
+        Collective::AllGatherVarcount => Ring,
+        Collective::AllToAll | Collective::AllToAllVarcount => Pairwise,
+        Collective::ReduceScatterBlock => ReduceScatter,
+        Collective::CommCreate => return None,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -404,6 +515,112 @@ mod tests {
             select_local(Collective::GatherVarcount, 4, None),
             Algorithm::SharedMemory
         );
+    }
+
+    /// A selection as `MYRIAD_COLL_<NAME>` would start it: `chosen` for
+    /// every collective that has it, `auto` for the others.
+    fn selection_of(chosen: Algorithm) -> Selection {
+        Selection {
+            chosen: Collective::ALL
+                .iter()
+                .map(|c| {
+                    let a = if c.algorithms().contains(&chosen) {
+                        chosen
+                    } else {
+                        Algorithm::Auto
+                    };
+                    AtomicU8::new(a.index())
+                })
+                .collect(),
+        }
+    }
+
+    /// The locality of the world communicator of a job of `blocks`, from
+    /// process 0.
+    fn world_of(blocks: &[u32]) -> Locality {
+        use crate::comm::Members;
+        use crate::identity::{ProcessId, Processes};
+        let processes = Processes::from_blocks(blocks, ProcessId::new(0));
+        Locality::new(&Members::World(processes.world_size()), &processes)
+    }
+
+    const SIZES: [usize; 7] = [2, 3, 4, 8, 32, 64, 1024];
+    const BYTES: [Option<usize>; 5] = [None, Some(0), Some(8), Some(65536), Some(1 << 20)];
+
+    #[test]
+    fn auto_picks_shm_only_where_every_member_is_local() {
+        let auto = selection_of(Algorithm::Auto);
+        let name = || "MPI_COMM_WORLD".to_string();
+        for &c in Collective::ALL {
+            for size in SIZES {
+                for bytes in BYTES {
+                    // One process: today's choices, unchanged.
+                    let here = world_of(&[size as u32]);
+                    let a = auto.resolve(c, Algorithm::Auto, size, bytes, &here, name);
+                    assert_eq!(a.unwrap(), select_local(c, size, bytes));
+                    // Two processes: never shm, and an algorithm of `c`.
+                    let half = (size / 2) as u32;
+                    let spanning = world_of(&[half, size as u32 - half]);
+                    let a = auto.resolve(c, Algorithm::Auto, size, bytes, &spanning, name);
+                    if c == Collective::CommCreate {
+                        let text = a.unwrap_err().to_string();
+                        assert!(text.contains("spans 2 processes"), "{text}");
+                        continue;
+                    }
+                    let a = a.unwrap();
+                    assert_ne!(a, Algorithm::SharedMemory, "{c} {size} {bytes:?}");
+                    assert!(c.algorithms().contains(&a), "{c} {size} {bytes:?}: {a}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn an_explicit_shm_across_processes_is_an_error_naming_why() {
+        let spanning = world_of(&[3, 2, 4]);
+        let name = || "split of MPI_COMM_WORLD".to_string();
+        let expect_refusal = |result: Result<Algorithm, Error>| {
+            let err = result.unwrap_err();
+            assert_eq!(err.class(), crate::error::ErrorClass::Arg);
+            let text = err.to_string();
+            assert!(
+                text.contains("all_reduce: algorithm shm needs every member")
+                    && text.contains("split of MPI_COMM_WORLD spans 3 processes")
+                    && text.contains("3 of its members in this one")
+                    && text.contains("recursive_doubling, reduce_broadcast"),
+                "{text}"
+            );
+        };
+        let c = Collective::AllReduce;
+        // For the call.
+        let auto = selection_of(Algorithm::Auto);
+        expect_refusal(auto.resolve(c, Algorithm::SharedMemory, 9, Some(8), &spanning, name));
+        // For the communicator: refused when set, nothing recorded.
+        expect_refusal(
+            auto.set(c, Algorithm::SharedMemory, &spanning, name)
+                .map(|()| Algorithm::SharedMemory),
+        );
+        assert_eq!(
+            auto.resolve(c, Algorithm::Auto, 9, Some(8), &spanning, name)
+                .unwrap(),
+            Algorithm::RecursiveDoubling
+        );
+        // From the environment (`MYRIAD_COLL_ALL_REDUCE=shm`).
+        let env = selection_of(Algorithm::SharedMemory);
+        expect_refusal(env.resolve(c, Algorithm::Auto, 9, Some(8), &spanning, name));
+        // Message-based choices stay allowed, and shm where all is local.
+        assert_eq!(
+            env.resolve(c, Algorithm::ReduceBroadcast, 9, Some(8), &spanning, name)
+                .unwrap(),
+            Algorithm::ReduceBroadcast
+        );
+        let here = world_of(&[9]);
+        assert_eq!(
+            env.resolve(c, Algorithm::Auto, 9, Some(8), &here, name)
+                .unwrap(),
+            Algorithm::SharedMemory
+        );
+        auto.set(c, Algorithm::SharedMemory, &here, name).unwrap();
     }
 
     #[test]

@@ -36,11 +36,13 @@ pub trait CommunicatorCollectives: Communicator {
         collective: Collective,
         algorithm: Algorithm,
     ) -> Result<(), Error> {
-        self.core()
-            .shared()
+        let core = self.core();
+        core.shared()
             .coll
             .selection
-            .set(collective, algorithm)
+            .set(collective, algorithm, &core.shared().locality, || {
+                core.job().comms.name(core.p2p_context())
+            })
     }
 
     /// Gathers every rank's `sendbuf` into every rank's `recvbuf`, in rank

@@ -251,7 +251,7 @@ pub trait Communicator: AsCore {
     /// (`MPI_Comm_group`). Local: no other rank takes part.
     fn group(&self) -> UserGroup {
         let core = self.core();
-        UserGroup::from_comm(core.shared().group.clone(), core.world(), core.rank())
+        UserGroup::from_comm(core.shared().group.clone(), core.world().get(), core.rank())
     }
 
     /// Whether this is an inter-communicator (myriad has none).
@@ -382,7 +382,7 @@ impl SimpleCommunicator {
             });
         };
         let world = Arc::clone(&job.comms.world);
-        SimpleCommunicator::from_core(CommCore::new(job, world, rank as Rank))
+        SimpleCommunicator::from_core(CommCore::new(job, world, rank.as_rank()))
     }
 }
 

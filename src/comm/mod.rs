@@ -16,6 +16,7 @@
 //! | `split.rs` | how the ranks of a communicator agree on new ones (`duplicate`, `split_*`; the protocol is in its docs) |
 //! | `route.rs` | how a handle reaches point-to-point: its endpoint, routes and match specifications, and the rank and tag checks |
 //! | `group.rs` | groups: ordered sets of world ranks and their algebra |
+//! | `locality.rs` | where a communicator's members live: its members in this process, one leader per process, the process count |
 //! | `cartesian.rs` | Cartesian topologies: coordinates, shifts, sub-grids |
 //! | `attribute.rs` | attributes cached on a rank's communicator handle |
 
@@ -23,6 +24,7 @@ pub(crate) mod attribute;
 mod cartesian;
 mod communicator;
 mod group;
+pub(crate) mod locality;
 mod route;
 pub(crate) mod split;
 
@@ -33,6 +35,7 @@ use std::sync::{Arc, Mutex};
 
 use crate::coll;
 use crate::error::Error;
+use crate::identity::{Processes, WorldRank};
 use crate::runtime::job::Job;
 use crate::sched::{self, RankCtx};
 use crate::Rank;
@@ -132,6 +135,8 @@ pub(crate) struct CommShared {
     /// Context id of point-to-point traffic; collectives use `context + 1`.
     pub(crate) context: u32,
     pub(crate) group: Members,
+    /// Its members in this process, the leader of each process.
+    pub(crate) locality: locality::Locality,
     /// Sequence numbers, checker, rounds, algorithm choices.
     pub(crate) coll: coll::State,
     /// `split_by_subgroup(_with_tag)` calls in progress (`split.rs`).
@@ -142,10 +147,16 @@ pub(crate) struct CommShared {
 }
 
 impl CommShared {
-    pub(crate) fn new(context: u32, group: Members, check_collectives: bool) -> CommShared {
+    pub(crate) fn new(
+        context: u32,
+        group: Members,
+        processes: &Processes,
+        check_collectives: bool,
+    ) -> CommShared {
         let size = group.size() as usize;
         CommShared {
             context,
+            locality: locality::Locality::new(&group, processes),
             group,
             coll: coll::State::new(size, check_collectives, coll::Selection::from_env()),
             group_meetings: split::GroupMeetings::default(),
@@ -175,6 +186,8 @@ pub(crate) struct Registry {
     names: Names,
     /// Whether new communicators check their collective calls.
     pub(crate) check_collectives: bool,
+    /// Where the world ranks live (each communicator's locality).
+    processes: Processes,
     pub(crate) world: Arc<CommShared>,
     /// The world communicator's predefined attributes.
     universe_size: UniverseSize,
@@ -182,14 +195,21 @@ pub(crate) struct Registry {
 }
 
 impl Registry {
-    pub(crate) fn new(ranks: u32, check_collectives: bool) -> Registry {
+    pub(crate) fn new(processes: &Processes, check_collectives: bool) -> Registry {
+        let ranks = processes.world_size();
         let mut names = HashMap::new();
         names.insert(0, "MPI_COMM_WORLD".to_string());
         Registry {
             next_context: AtomicU32::new(2),
             names: Arc::new(Mutex::new(names)),
             check_collectives,
-            world: Arc::new(CommShared::new(0, Members::World(ranks), check_collectives)),
+            processes: processes.clone(),
+            world: Arc::new(CommShared::new(
+                0,
+                Members::World(ranks),
+                processes,
+                check_collectives,
+            )),
             universe_size: UniverseSize::new(ranks),
             appnum: AppNum::new(0),
         }
@@ -205,7 +225,7 @@ impl Registry {
     pub(crate) fn create(&self, members: Members, name: &str) -> Arc<CommShared> {
         let context = self.new_context();
         self.set_name(context, name);
-        let mut shared = CommShared::new(context, members, self.check_collectives);
+        let mut shared = CommShared::new(context, members, &self.processes, self.check_collectives);
         shared.names = Some(Arc::clone(&self.names));
         Arc::new(shared)
     }
@@ -236,7 +256,7 @@ pub struct CommCore {
     job: Arc<Job>,
     shared: Arc<CommShared>,
     rank: Rank,
-    world: u32,
+    world: WorldRank,
 }
 
 impl fmt::Debug for CommCore {
@@ -251,7 +271,7 @@ impl fmt::Debug for CommCore {
 
 impl CommCore {
     pub(crate) fn new(job: Arc<Job>, shared: Arc<CommShared>, rank: Rank) -> CommCore {
-        let world = shared.group.world_rank(rank);
+        let world = WorldRank::new(shared.group.world_rank(rank));
         CommCore {
             job,
             shared,
@@ -278,7 +298,7 @@ impl CommCore {
 
     /// This rank in the world.
     #[inline]
-    pub(crate) fn world(&self) -> u32 {
+    pub(crate) fn world(&self) -> WorldRank {
         self.world
     }
 
@@ -289,8 +309,8 @@ impl CommCore {
 
     /// The world rank of communicator rank `rank` (checked by the caller).
     #[inline]
-    pub(crate) fn world_rank(&self, rank: Rank) -> u32 {
-        self.shared.group.world_rank(rank)
+    pub(crate) fn world_rank(&self, rank: Rank) -> WorldRank {
+        WorldRank::new(self.shared.group.world_rank(rank))
     }
 
     #[inline]
@@ -319,7 +339,10 @@ impl CommCore {
             // An OS thread of the rank (thread levels Serialized, Multiple);
             // never a worker thread, which must not block in MPI.
             None if !sched::worker::on_worker_thread() => {
-                sched::thread::context(&self.job, self.world)
+                // A handle is made by its own rank, which runs here.
+                let local = (self.job.p2p.processes().local(self.world))
+                    .expect("a communicator handle's rank lives in its process");
+                sched::thread::context(&self.job, local)
             }
             other => Err(self.wrong_caller(other)),
         }
@@ -375,7 +398,7 @@ mod tests {
         assert_eq!(table.position(1), Some(2));
         assert!(table.same_set(&Members::World(3)) && !table.same(&Members::World(3)));
 
-        let registry = Registry::new(4, true);
+        let registry = Registry::new(&Processes::single(4), true);
         let comm = registry.create(table, "split of MPI_COMM_WORLD");
         let context = comm.context;
         assert_eq!(registry.name(context + 1), "split of MPI_COMM_WORLD");

@@ -396,7 +396,7 @@ pub(crate) fn create_collective(
 ) -> Result<Option<CommCore>, Error> {
     let members = members_of(group);
     check_subset(core, members, "split_by_subgroup_collective")?;
-    let ask = match members.position(core.world()) {
+    let ask = match members.position(core.world().get()) {
         Some(key) => {
             let lowest = members.iter().min().unwrap_or(0);
             Ask::new(Creation::Subgroup, Some(lowest as i32), key)
@@ -438,7 +438,7 @@ pub(crate) fn create_group(
     }
     let ctx = core.caller()?;
     let members = members_of(group);
-    let Some(new_rank) = members.position(core.world()) else {
+    let Some(new_rank) = members.position(core.world().get()) else {
         return Ok(None);
     };
     // Checked by every member: one outside the communicator would never

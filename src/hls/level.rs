@@ -17,6 +17,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use super::AccessError;
 use crate::error::OrRaise;
 use crate::hardware::{RankAssignment, WorkerPlacement};
+use crate::identity::LocalIndex;
 use crate::runtime::job::Job;
 use crate::sched::{self, RankCtx, WaitInfo, WaitOp};
 use crate::sync::spin::SpinLock;
@@ -65,7 +66,7 @@ impl HlsLevel {
     /// Outside of any rank, or in a task acting for one.
     #[track_caller]
     pub fn group(self) -> HlsGroup {
-        with_own_rank(|ctx| Job::of(ctx).hls.layout.group(self, ctx.rank))
+        with_own_rank(|ctx| Job::of(ctx).hls.layout.group(self, ctx.local))
             .or_raise_access("HLS group")
     }
 
@@ -94,7 +95,7 @@ impl HlsLevel {
         let site = Location::caller();
         with_own_rank(|ctx| {
             let hls = &Job::of(ctx).hls;
-            let group = hls.layout.group(self, ctx.rank);
+            let group = hls.layout.group(self, ctx.local);
             hls.barriers[self.index()][group.index].wait(ctx, group.size, site);
         })
         .or_raise_access("HLS barrier");
@@ -212,9 +213,9 @@ impl Layout {
         self.sizes[level.index()][index]
     }
 
-    /// The group of world rank `rank` at `level`.
-    pub(crate) fn group(&self, level: HlsLevel, rank: u32) -> HlsGroup {
-        let worker = self.assignment.worker_of(rank as usize);
+    /// The group of the rank of local index `rank` at `level`.
+    pub(crate) fn group(&self, level: HlsLevel, rank: LocalIndex) -> HlsGroup {
+        let worker = self.assignment.worker_of(rank.get() as usize);
         let index = self.worker_group[level.index()][worker] as usize;
         HlsGroup {
             level,

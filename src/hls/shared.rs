@@ -237,7 +237,7 @@ impl<T: Send + Sync + 'static> Hls<T> {
         let poison = PoisonOnUnwind {
             cell,
             job,
-            rank: ctx.rank,
+            rank: ctx.rank.get(),
             generation,
         };
         let value = {
@@ -347,7 +347,7 @@ impl<T: Send + Sync + 'static> Hls<T> {
             return unsafe { &*cached };
         }
         let hls = &Job::of(ctx).hls;
-        let group = hls.layout.group(self.level, ctx.rank);
+        let group = hls.layout.group(self.level, ctx.local);
         let cell = &hls.cells::<T>(self.key.get(), self.level)[group.index()];
         view.cell.set((cell as *const GroupCell<T>).cast());
         cell

@@ -40,8 +40,10 @@
 //!
 //! ## Where a transport plugs in
 //!
-//! A route's destination world rank resolves to a [`Destination`]: today
-//! always a local mailbox. A message reaching a mailbox goes through
+//! A route's destination world rank resolves to a [`Destination`] through
+//! the job's [`Processes`] (which process hosts which world ranks): today
+//! always a local mailbox, at the rank's local index (a subtraction and a
+//! comparison; one process numbers its ranks as the world does). A message reaching a mailbox goes through
 //! [`arrive`], which takes the first matching posted receive or queues the
 //! message as unexpected, whatever its [`Arrival`] (today the local
 //! sender's buffer). The transport issue adds a `Remote` destination (frames
@@ -71,25 +73,69 @@ use mailbox::{Envelope, Mailbox, Payload, Posted, Unexpected};
 use crate::datatype::copy::{self, Layout};
 use crate::datatype::signature_mismatch;
 use crate::error::Error;
+use crate::identity::{LocalIndex, Processes, WorldRank};
 use crate::sched::{self, RankCtx, Scheduler, WaitInfo, WaitOp};
 use crate::{Rank, Tag};
 
-/// Point-to-point state of a job.
+/// Point-to-point state of a process.
 #[derive(Debug)]
 pub(crate) struct Shared {
+    /// The mailboxes of this process's ranks, by local index.
     pub(crate) mailboxes: Box<[Mailbox]>,
     pub(crate) eager: EagerPool,
     pub(crate) eager_limit: usize,
+    /// Which process hosts which world ranks (routes resolve by it).
+    processes: Processes,
 }
 
 impl Shared {
-    pub(crate) fn new(ranks: usize, eager_limit: usize) -> Shared {
+    /// The state of this process of `processes`: one mailbox per local rank.
+    pub(crate) fn new(processes: Processes, eager_limit: usize) -> Shared {
         Shared {
-            mailboxes: (0..ranks).map(|_| Mailbox::default()).collect(),
+            mailboxes: (0..processes.local_count())
+                .map(|_| Mailbox::default())
+                .collect(),
             eager: EagerPool::new(),
             eager_limit: eager_limit.min(EagerPool::MAX_CLASS),
+            processes,
         }
     }
+
+    /// Which process hosts which world ranks.
+    pub(crate) fn processes(&self) -> &Processes {
+        &self.processes
+    }
+
+    /// Where messages to world rank `world` go: a subtraction and a
+    /// comparison for a rank of this process.
+    ///
+    /// # Panics
+    ///
+    /// If another process hosts `world`: there is no transport yet, so no
+    /// [`Route`] names one (every job is one process, whose communicators
+    /// hold its own world ranks only). The transport issue turns this
+    /// branch into a `Remote` destination.
+    #[inline]
+    fn destination(&self, world: WorldRank) -> Destination {
+        match self.processes.local(world) {
+            Some(index) => Destination::Local(index),
+            None => no_transport(&self.processes, world),
+        }
+    }
+}
+
+/// A route to a world rank of another process, which nothing can reach
+/// before a transport exists (see [`Shared::destination`]).
+#[cold]
+#[inline(never)]
+fn no_transport(processes: &Processes, world: WorldRank) -> ! {
+    let (process, _) = processes.locate(world);
+    panic!(
+        "world rank {world} lives in process {process} of {}, and this build has no \
+         transport to reach another process (process {} sends only to its own ranks)",
+        processes.count(),
+        processes.this()
+    )
 }
 
 /// What the ranks of a process share for point-to-point: the scheduler (to
@@ -102,13 +148,14 @@ pub(crate) trait Node {
 }
 
 /// What one rank's point-to-point operations run on: the process's
-/// [`Node`] and the rank's world rank (whose mailbox its receives use).
+/// [`Node`] and the rank's world rank (whose mailbox, at its local index,
+/// its receives use).
 /// Two words, passed in registers, built per call from the communicator
 /// handle (`CommCore::endpoint`).
 pub(crate) struct Endpoint<'a, N: ?Sized> {
     pub(crate) node: &'a N,
     /// The calling rank's world rank.
-    pub(crate) world: u32,
+    pub(crate) world: WorldRank,
 }
 
 impl<N: ?Sized> Clone for Endpoint<'_, N> {
@@ -130,24 +177,32 @@ impl<'a, N: Node> Endpoint<'a, N> {
         self.node.p2p()
     }
 
-    /// Where messages to world rank `world` go.
+    /// Where messages to world rank `world` go. The transport issue
+    /// resolves world ranks of other processes to `Remote` here.
     #[inline]
-    fn destination(self, world: u32) -> Destination {
-        // One process: a world rank is its mailbox index. The transport
-        // issue resolves world ranks of other processes to `Remote` here.
-        Destination::Local(world)
+    fn destination(self, world: WorldRank) -> Destination {
+        self.p2p().destination(world)
     }
 
     /// The mailbox of local destination `index`.
     #[inline]
-    fn mailbox(self, index: u32) -> &'a Mailbox {
-        &self.p2p().mailboxes[index as usize]
+    fn mailbox(self, index: LocalIndex) -> &'a Mailbox {
+        &self.p2p().mailboxes[index.get() as usize]
+    }
+
+    /// The mailbox of world rank `world`, a rank of this process (one a
+    /// queued descriptor of this process sits in).
+    #[inline]
+    fn mailbox_of(self, world: WorldRank) -> &'a Mailbox {
+        match self.destination(world) {
+            Destination::Local(index) => self.mailbox(index),
+        }
     }
 
     /// The calling rank's own mailbox, where its receives match.
     #[inline]
     fn own_mailbox(self) -> &'a Mailbox {
-        self.mailbox(self.world)
+        self.mailbox_of(self.world)
     }
 
     #[inline]
@@ -166,10 +221,10 @@ pub(crate) struct Route {
     pub(crate) context: u32,
     pub(crate) source: Rank,
     pub(crate) dest: Rank,
-    pub(crate) dest_world: u32,
+    pub(crate) dest_world: WorldRank,
 }
 
-/// Where a destination world rank lives.
+/// Where a destination world rank lives ([`Shared::destination`]).
 ///
 /// Only `Local` today. The transport issue adds `Remote(process)`: a send
 /// there becomes a frame (eager) or a rendezvous handshake whose
@@ -177,8 +232,8 @@ pub(crate) struct Route {
 /// something can handle it.
 #[derive(Debug, Clone, Copy)]
 enum Destination {
-    /// The mailbox of this index in this process.
-    Local(u32),
+    /// The mailbox of this local index in this process.
+    Local(LocalIndex),
 }
 
 /// A message as it reaches a mailbox ([`arrive`]).
@@ -467,10 +522,12 @@ pub(crate) fn receive_result(rank: Rank, outcome: Outcome) -> Result<Status, Err
 /// by a message to its peer, settled once the transport says so.
 #[derive(Debug, Clone, Copy)]
 pub(crate) enum Queued {
-    /// A posted receive in the mailbox of this world rank.
-    Receive(u32),
-    /// A rendezvous send in the mailbox of this world rank.
-    Send(u32),
+    /// A posted receive in the mailbox of this world rank (of this
+    /// process).
+    Receive(WorldRank),
+    /// A rendezvous send in the mailbox of this world rank (of this
+    /// process).
+    Send(WorldRank),
     /// Not in a queue: a task (an immediate collective) completes it.
     Task,
 }
@@ -483,8 +540,8 @@ pub(crate) fn withdraw(
     completion: &Completion,
 ) -> bool {
     match queued {
-        Queued::Receive(owner) => ep.mailbox(owner).lock().withdraw_posted(completion),
-        Queued::Send(dest) => ep.mailbox(dest).lock().withdraw_rendezvous(completion),
+        Queued::Receive(owner) => ep.mailbox_of(owner).lock().withdraw_posted(completion),
+        Queued::Send(dest) => ep.mailbox_of(dest).lock().withdraw_rendezvous(completion),
         Queued::Task => false,
     }
 }
@@ -569,7 +626,7 @@ pub(crate) fn settle(ep: Endpoint<'_, impl Node>, queued: Queued, completion: &C
 fn abandon_held(ep: Endpoint<'_, impl Node>, queued: Queued, completion: &Completion) -> bool {
     match queued {
         Queued::Send(dest) => {
-            let _queues = ep.mailbox(dest).lock();
+            let _queues = ep.mailbox_of(dest).lock();
             claim::abandon_held(completion, ep.is_aborting())
         }
         Queued::Receive(_) | Queued::Task => false,
@@ -585,7 +642,7 @@ fn unsettled(ep: Endpoint<'_, impl Node>, task: bool, completion: &Completion) -
     if std::thread::panicking() {
         if let Some(message) = crate::sched::worker::recorded_panic() {
             return Error::Panic {
-                rank: rank as Rank,
+                rank: rank.as_rank(),
                 message,
             };
         }
@@ -694,7 +751,7 @@ pub(crate) struct Matched {
     msg: Unexpected,
     /// The mailbox it was queued in (its holder's), whose lock guards the
     /// hold (see [`claim`]).
-    mailbox: u32,
+    mailbox: WorldRank,
 }
 
 impl Matched {
@@ -769,7 +826,7 @@ fn take_held(ep: Endpoint<'_, impl Node>, matched: &Matched) -> bool {
     let Payload::Rendezvous { completion, .. } = matched.msg.payload else {
         return true;
     };
-    let _queues = ep.mailbox(matched.mailbox).lock();
+    let _queues = ep.mailbox_of(matched.mailbox).lock();
     // SAFETY: under the lock of the mailbox the message was queued in, with
     // the flag read under it; we hold the message (`matched_probe`).
     unsafe { claim::take_held(completion, ep.is_aborting()) }
@@ -813,5 +870,45 @@ pub(crate) fn drop_matched(ep: Endpoint<'_, impl Node>, matched: Matched) {
             };
             sched::unpark(ep.sched(), waiter);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::identity::ProcessId;
+
+    fn index(d: Destination) -> u32 {
+        match d {
+            Destination::Local(index) => index.get(),
+        }
+    }
+
+    #[test]
+    fn one_process_routes_a_world_rank_to_its_own_mailbox() {
+        let shared = Shared::new(Processes::single(4), 1024);
+        assert_eq!(shared.mailboxes.len(), 4);
+        for w in 0..4 {
+            assert_eq!(index(shared.destination(WorldRank::new(w))), w);
+        }
+    }
+
+    #[test]
+    fn a_process_routes_its_block_to_local_mailboxes() {
+        // World ranks 0..3 in process 0, 3..5 in process 1; seen from 1.
+        let shared = Shared::new(Processes::from_blocks(&[3, 2], ProcessId::new(1)), 1024);
+        assert_eq!(shared.mailboxes.len(), 2, "one mailbox per local rank");
+        assert_eq!(index(shared.destination(WorldRank::new(3))), 0);
+        assert_eq!(index(shared.destination(WorldRank::new(4))), 1);
+    }
+
+    #[test]
+    #[should_panic(
+        expected = "world rank 1 lives in process 0 of 2, and this build has no \
+                               transport to reach another process"
+    )]
+    fn a_world_rank_of_another_process_has_no_route_yet() {
+        let shared = Shared::new(Processes::from_blocks(&[3, 2], ProcessId::new(1)), 1024);
+        shared.destination(WorldRank::new(1));
     }
 }

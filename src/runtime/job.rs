@@ -19,14 +19,17 @@ use crate::comm;
 use crate::environment::Universe;
 use crate::error::Error;
 use crate::hardware::{self, RankAssignment, Topology};
+use crate::identity::{LocalIndex, Processes};
 use crate::p2p;
 use crate::sched::stack::StackPool;
 use crate::sched::worker::{self, WorkerArgs, WorkerShared};
 use crate::sched::{self, RankCtx};
 
-/// Everything the ranks of one job share.
+/// Everything the ranks of one job share (in this process: its ranks are
+/// the ones `p2p.processes()` places here).
 #[derive(Debug)]
 pub(crate) struct Job {
+    /// Ranks of the whole job (of every process).
     pub(crate) size: u32,
     pub(crate) sched: sched::Scheduler,
     pub(crate) p2p: p2p::Shared,
@@ -87,7 +90,8 @@ impl p2p::Node for Job {
     }
 }
 
-/// One result slot per rank, each written once by its rank.
+/// One result slot per rank of this process (by local index), each written
+/// once by its rank.
 struct Results<T> {
     slots: Box<[UnsafeCell<Option<T>>]>,
 }
@@ -105,10 +109,10 @@ impl<T> Results<T> {
 
     /// # Safety
     ///
-    /// Only rank `rank` calls this, once.
-    unsafe fn set(&self, rank: u32, value: T) {
+    /// Only the rank of local index `rank` calls this, once.
+    unsafe fn set(&self, rank: LocalIndex, value: T) {
         // SAFETY: the caller is the slot's only writer.
-        unsafe { *self.slots[rank as usize].get() = Some(value) };
+        unsafe { *self.slots[rank.get() as usize].get() = Some(value) };
     }
 
     fn into_vec(self) -> Vec<T> {
@@ -120,7 +124,9 @@ impl<T> Results<T> {
     }
 }
 
-/// Runs `f` on `config.ranks` ranks and returns their results in rank order.
+/// Runs `f` on `config.ranks` ranks and returns their results in rank order
+/// (the ranks of this process by local index: one process hosts them all,
+/// in world rank order).
 pub(crate) fn run_job<T, F>(config: &Config, f: F) -> Result<Vec<T>, Error>
 where
     T: Send,
@@ -128,7 +134,9 @@ where
 {
     super::panic_hook::install();
     crate::coll::env_defaults()?;
-    let ranks = config.ranks;
+    // One process hosts every rank until a launcher starts more.
+    let processes = Processes::single(config.ranks as u32);
+    let ranks = processes.local_count() as usize;
     let topo = Topology::detect().map_err(|e| Error::config(e.to_string()))?;
     let placements = hardware::place_workers(&topo, config.workers, config.map_by)
         .map_err(|e| Error::config(format!("placing workers by {}: {e}", config.map_by)))?;
@@ -162,10 +170,10 @@ where
                 .map_or_else(|| context.to_string(), |job| job.comms.name(context))
         };
         Job {
-            size: ranks as u32,
-            sched: sched::Scheduler::new(ranks, shared, config.threading, namer),
-            p2p: p2p::Shared::new(ranks, config.eager_limit),
-            comms: comm::Registry::new(ranks as u32, config.check_collectives),
+            size: processes.world_size(),
+            sched: sched::Scheduler::new(processes.local_ranks(), shared, config.threading, namer),
+            comms: comm::Registry::new(&processes, config.check_collectives),
+            p2p: p2p::Shared::new(processes.clone(), config.eager_limit),
             hls: crate::hls::JobHls::new(&placements, assignment),
         }
     });
@@ -178,7 +186,7 @@ where
     }
 
     let results = Results::new(ranks);
-    let body = |rank: u32| {
+    let body = |rank, local| {
         let universe = Universe::new(Arc::clone(&job), rank);
         sched::rank::with_current(|ctx| {
             if let Some(ctx) = ctx {
@@ -187,7 +195,7 @@ where
         });
         let value = f(universe);
         // SAFETY: the body runs once per rank, on that rank.
-        unsafe { results.set(rank, value) };
+        unsafe { results.set(local, value) };
     };
     let start = Barrier::new(workers);
     let exit = Barrier::new(workers);

@@ -13,6 +13,7 @@ use std::fmt::Write;
 
 use super::rank::{Life, WaitInfo, WaitOp};
 use super::Scheduler;
+use crate::identity::WorldRank;
 use crate::{ANY_SOURCE, ANY_TAG};
 
 /// At most this many ranks are listed one by one; the rest are summarised.
@@ -30,7 +31,7 @@ pub(crate) fn check_stable(sched: &Scheduler) -> Option<String> {
 pub(crate) fn check(sched: &Scheduler) -> Option<String> {
     let slots = &sched.slots;
     let mut waiting: Vec<Waiting> = Vec::new();
-    for (rank, slot) in slots.rank_slots().iter().enumerate() {
+    for slot in slots.rank_slots() {
         match slot.life() {
             Life::NotStarted => return None,
             Life::Finished => {}
@@ -39,7 +40,7 @@ pub(crate) fn check(sched: &Scheduler) -> Option<String> {
                     return None;
                 }
                 waiting.push(Waiting {
-                    rank: rank as u32,
+                    rank: slot.rank(),
                     party: Party::Rank,
                     info: slot.wait(),
                 });
@@ -81,7 +82,7 @@ enum Party {
 
 /// A parked party: a rank, or a task or thread acting for it.
 struct Waiting {
-    rank: u32,
+    rank: WorldRank,
     party: Party,
     info: Option<WaitInfo>,
 }
@@ -106,7 +107,7 @@ fn report(sched: &Scheduler, waiting: &[Waiting], ranks_waiting: usize) -> Strin
     }
     if waiting.len() > LISTED {
         // Group the rest by what they wait for, most common first.
-        let mut groups: BTreeMap<String, (usize, u32)> = BTreeMap::new();
+        let mut groups: BTreeMap<String, (usize, WorldRank)> = BTreeMap::new();
         for w in &waiting[LISTED..] {
             let entry = groups
                 .entry(describe(sched, w.info.as_ref()))
@@ -169,11 +170,37 @@ mod tests {
     use crate::sched::Threading;
     use std::panic::Location;
 
+    /// The report names the world ranks the parked slots act for, not their
+    /// local indices (slot ids).
+    #[test]
+    fn the_report_names_world_ranks() {
+        // A process hosting world ranks 5 and 6 at local indices 0 and 1.
+        let ranks = (5..7).map(WorldRank::new);
+        let sched = Scheduler::new(ranks, Box::new([]), Threading::Single, |c| c.to_string());
+        let site = Location::caller();
+        for id in 0..2 {
+            let slot = sched.slots.get(id);
+            slot.set_home(0, id as usize);
+            slot.set_wait(&WaitInfo::simple(WaitOp::Barrier, site));
+            assert!(slot.park.try_park());
+        }
+        let report = check(&sched).expect("every rank is parked");
+        assert!(
+            report.contains("\n  rank 5: barrier") && report.contains("\n  rank 6: barrier"),
+            "{report}"
+        );
+    }
+
     /// A collective's wait reads as it did when the report looked its name
     /// up itself: `<name> (collective), on communicator <name>, at <site>`.
     #[test]
     fn a_labelled_wait_names_its_collective_and_communicator() {
-        let sched = Scheduler::new(1, Box::new([]), Threading::Single, |c| format!("comm#{c}"));
+        let sched = Scheduler::new(
+            std::iter::once(WorldRank::new(0)),
+            Box::new([]),
+            Threading::Single,
+            |c| format!("comm#{c}"),
+        );
         let site = Location::caller();
         let info = WaitInfo {
             op: WaitOp::Collective,

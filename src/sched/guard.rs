@@ -182,7 +182,7 @@ fn report_overflow(stack_size: usize) {
     // The running rank's context: a const-initialised thread-local pointer
     // to a struct at the top of the rank's stack, far from the guard page
     // that was hit; reading it is a plain load.
-    let rank = super::rank::with_current(|ctx| ctx.map_or(u32::MAX, |ctx| ctx.rank));
+    let rank = super::rank::with_current(|ctx| ctx.map_or(u32::MAX, |ctx| ctx.rank.get()));
     let mut buf = [0u8; 256];
     let mut len = 0;
     let mut put = |bytes: &[u8]| {

@@ -18,12 +18,13 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use crossbeam_deque::{Injector, Steal};
 
 use super::Scheduler;
+use crate::identity::WorldRank;
 
 /// A queued micro-task. Its lifetime was erased by the region that pushed
 /// it, which waits for it before the borrows it captures end.
 pub(crate) struct MicroTask {
     /// The world rank whose region it belongs to (for error reports).
-    pub(crate) rank: u32,
+    pub(crate) rank: WorldRank,
     pub(crate) run: Box<dyn FnOnce() + Send>,
 }
 

@@ -41,6 +41,7 @@ pub use level::Threading;
 pub(crate) use rank::{RankCtx, WaitInfo, WaitOp};
 
 use crate::error::Error;
+use crate::identity::{LocalIndex, WorldRank};
 use rank::Suspend;
 
 /// Scheduler state of one job, shared by its workers.
@@ -52,7 +53,7 @@ use rank::Suspend;
 /// [`external_started`](Self::external_started), ...).
 #[derive(Debug)]
 pub(crate) struct Scheduler {
-    /// Park slots: ranks first, then tasks.
+    /// Park slots: this process's ranks first (by local index), then tasks.
     slots: slots::Slots,
     workers: Box<[worker::WorkerShared]>,
     sleep: idle::Sleep,
@@ -101,19 +102,23 @@ impl std::fmt::Debug for Namer {
 }
 
 impl Scheduler {
+    /// The scheduler of this process's ranks: `ranks` gives the world rank
+    /// of each, by local index (the scheduler runs local indices and names
+    /// world ranks in reports).
     pub(crate) fn new(
-        ranks: usize,
+        ranks: impl ExactSizeIterator<Item = WorldRank>,
         workers: Box<[worker::WorkerShared]>,
         threading: Threading,
         namer: impl Fn(u32) -> String + Send + Sync + 'static,
     ) -> Scheduler {
         let count = workers.len();
+        let ranks_here = ranks.len();
         Scheduler {
             slots: slots::Slots::new(ranks),
             workers,
             sleep: idle::Sleep::new(count),
-            unstarted: AtomicUsize::new(ranks),
-            live: AtomicUsize::new(ranks),
+            unstarted: AtomicUsize::new(ranks_here),
+            live: AtomicUsize::new(ranks_here),
             timers: AtomicUsize::new(0),
             external: AtomicUsize::new(0),
             aborting: AtomicBool::new(false),
@@ -142,14 +147,14 @@ impl Scheduler {
 
     /// The world rank that the party parked on slot `slot` acts for.
     #[inline]
-    pub(crate) fn rank_of_slot(&self, slot: u32) -> u32 {
+    pub(crate) fn rank_of_slot(&self, slot: u32) -> WorldRank {
         self.slots.get(slot).rank()
     }
 
     /// Records the thread level rank `rank` was given
     /// (`initialize_with_threading`).
-    pub(crate) fn set_threading_of(&self, rank: u32, level: Threading) {
-        self.slots.get(rank).set_threading(level);
+    pub(crate) fn set_threading_of(&self, rank: LocalIndex, level: Threading) {
+        self.slots.get(rank.slot()).set_threading(level);
     }
 
     /// Queues micro-tasks of a parallel region for any worker to run, and
@@ -190,10 +195,13 @@ impl Scheduler {
         (self.namer.0)(context)
     }
 
-    /// The thread level of rank `rank`: the one it asked for, else the
-    /// job's default.
-    pub(crate) fn threading_of(&self, rank: u32) -> Threading {
-        self.slots.get(rank).threading().unwrap_or(self.threading)
+    /// The thread level of the rank of local index `rank`: the one it
+    /// asked for, else the job's default.
+    pub(crate) fn threading_of(&self, rank: LocalIndex) -> Threading {
+        self.slots
+            .get(rank.slot())
+            .threading()
+            .unwrap_or(self.threading)
     }
 
     /// Whether the job is being torn down.
@@ -393,8 +401,8 @@ fn unwinding(ctx: &RankCtx, info: &WaitInfo) -> Error {
     }
 }
 
-/// Wakes the party parked on slot `slot` of `sched` (a rank: its world
-/// rank) after making its condition true.
+/// Wakes the party parked on slot `slot` of `sched` (a rank: its local
+/// index) after making its condition true.
 #[inline]
 pub(crate) fn unpark(sched: &Scheduler, slot: u32) {
     let slot_id = slot;
@@ -491,7 +499,8 @@ mod tests {
 
     #[test]
     fn a_failure_replaces_a_consequence_but_not_another_failure() {
-        let sched = Scheduler::new(4, Box::new([]), Threading::Single, |c| c.to_string());
+        let ranks = || (0..4).map(WorldRank::new);
+        let sched = Scheduler::new(ranks(), Box::new([]), Threading::Single, |c| c.to_string());
         sched.fail_as_consequence(panic_of(1));
         sched.fail_as_consequence(panic_of(2));
         sched.fail(panic_of(0));
@@ -500,7 +509,7 @@ mod tests {
         assert!(sched.is_aborting());
         assert_eq!(sched.take_failure(), Some(panic_of(0)));
 
-        let sched = Scheduler::new(4, Box::new([]), Threading::Single, |c| c.to_string());
+        let sched = Scheduler::new(ranks(), Box::new([]), Threading::Single, |c| c.to_string());
         sched.fail_as_consequence(panic_of(1));
         sched.fail_as_consequence(panic_of(2));
         assert_eq!(sched.take_failure(), Some(panic_of(1)));

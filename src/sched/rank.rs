@@ -2,8 +2,8 @@
 //! ([`Slot`]) and the context of the coroutine that runs right now
 //! ([`RankCtx`]).
 //!
-//! Every coroutine that can wait has a slot: each rank has one (slot id =
-//! world rank), and auxiliary coroutines acting for a rank (the tasks that
+//! Every coroutine that can wait has a slot: each rank of this process has
+//! one (slot id = its local index, `crate::identity`), and auxiliary coroutines acting for a rank (the tasks that
 //! run immediate collectives) get one from `sched::slots` for their life.
 //! The slot is the only per-rank state that exists for a rank that has not
 //! started: a million slots must stay small. The context lives on the
@@ -23,6 +23,7 @@ use corosensei::Yielder;
 
 use super::park::ParkState;
 use super::{Scheduler, Threading};
+use crate::identity::{LocalIndex, WorldRank};
 use crate::{Rank, Tag};
 
 /// What a suspended rank tells its worker.
@@ -163,10 +164,10 @@ pub(crate) struct Slot {
 }
 
 impl Slot {
-    pub(crate) fn new(rank: u32) -> Slot {
+    pub(crate) fn new(rank: WorldRank) -> Slot {
         Slot {
             park: ParkState::new(),
-            rank: AtomicU32::new(rank),
+            rank: AtomicU32::new(rank.get()),
             home: AtomicU64::new(u64::MAX),
             life: AtomicU8::new(Life::NotStarted as u8),
             threading: AtomicU8::new(0),
@@ -180,13 +181,13 @@ impl Slot {
     }
 
     /// The world rank this party acts for.
-    pub(crate) fn rank(&self) -> u32 {
-        self.rank.load(Ordering::Relaxed)
+    pub(crate) fn rank(&self) -> WorldRank {
+        WorldRank::new(self.rank.load(Ordering::Relaxed))
     }
 
     /// Prepares a recycled slot for a new task acting for `rank`.
-    pub(crate) fn reuse(&self, rank: u32) {
-        self.rank.store(rank, Ordering::Relaxed);
+    pub(crate) fn reuse(&self, rank: WorldRank) {
+        self.rank.store(rank.get(), Ordering::Relaxed);
         self.wait_site.store(ptr::null_mut(), Ordering::Relaxed);
         self.park.resumed();
         self.life.store(Life::NotStarted as u8, Ordering::Release);
@@ -279,9 +280,13 @@ pub(crate) struct RankCtx {
     /// (`runtime::job`) turns it back into its type; every context of a
     /// process has a host of the same type.
     pub(super) host: *const (),
-    /// The world rank it acts for.
-    pub(crate) rank: u32,
-    /// Its park slot (the rank itself, or a task's own slot).
+    /// The world rank it acts for (what reports and the API name).
+    pub(crate) rank: WorldRank,
+    /// The local index of the rank it acts for (its rank's slot, mailbox,
+    /// `rank_local!` table and place in the job's groups of ranks).
+    pub(crate) local: LocalIndex,
+    /// Its park slot (the rank's own, `local.slot()`, or a task's or OS
+    /// thread's).
     pub(crate) slot: u32,
     /// The worker it is pinned to.
     pub(crate) worker: u32,
@@ -297,6 +302,7 @@ impl std::fmt::Debug for RankCtx {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("RankCtx")
             .field("rank", &self.rank)
+            .field("local", &self.local)
             .field("slot", &self.slot)
             .finish()
     }
@@ -471,7 +477,7 @@ mod tests {
 
     #[test]
     fn a_slot_keeps_the_label_of_a_wait() {
-        let slot = Slot::new(0);
+        let slot = Slot::new(WorldRank::new(0));
         let site = Location::caller();
         let mut info = WaitInfo::simple(WaitOp::Collective, site);
         info.label = Some(&"barrier");

@@ -1,6 +1,8 @@
 //! The table of park slots: one per rank, plus recycled slots for tasks.
 //!
-//! Slot ids `0..ranks` are the ranks (a rank's slot id is its world rank).
+//! Slot ids `0..ranks` are the ranks of this process (a rank's slot id is
+//! its local index, `crate::identity`; the slot records the world rank it
+//! acts for, which reports name).
 //! Above them, tasks (auxiliary coroutines that act for a rank, such as the
 //! one running an immediate collective) take a slot when they start and give
 //! it back when they end. Slots are never freed before the job ends, only
@@ -16,6 +18,7 @@ use std::sync::{Mutex, OnceLock};
 
 use super::rank::{Life, Slot};
 use crate::error::Error;
+use crate::identity::WorldRank;
 use std::sync::atomic::{AtomicU32, Ordering};
 
 /// Task slots per segment.
@@ -34,9 +37,11 @@ pub(crate) struct Slots {
 }
 
 impl Slots {
-    pub(crate) fn new(ranks: usize) -> Slots {
+    /// Slots for the ranks of this process: `ranks` gives the world rank
+    /// of each, by local index.
+    pub(crate) fn new(ranks: impl ExactSizeIterator<Item = WorldRank>) -> Slots {
         Slots {
-            ranks: (0..ranks).map(|r| Slot::new(r as u32)).collect(),
+            ranks: ranks.map(Slot::new).collect(),
             segments: (0..SEGMENTS).map(|_| OnceLock::new()).collect(),
             fresh: AtomicU32::new(0),
             free: Mutex::new(Vec::new()),
@@ -69,7 +74,7 @@ impl Slots {
     }
 
     /// A slot for a new task acting for `rank`.
-    pub(crate) fn allocate(&self, rank: u32) -> Result<u32, Error> {
+    pub(crate) fn allocate(&self, rank: WorldRank) -> Result<u32, Error> {
         let recycled = self.free.lock().unwrap_or_else(|e| e.into_inner()).pop();
         let id = match recycled {
             Some(id) => id,
@@ -83,8 +88,11 @@ impl Slots {
                         ),
                     });
                 }
-                self.segments[extra / SEGMENT]
-                    .get_or_init(|| (0..SEGMENT).map(|_| Slot::new(u32::MAX)).collect());
+                self.segments[extra / SEGMENT].get_or_init(|| {
+                    (0..SEGMENT)
+                        .map(|_| Slot::new(WorldRank::new(u32::MAX)))
+                        .collect()
+                });
                 (self.ranks.len() + extra) as u32
             }
         };
@@ -120,15 +128,16 @@ mod tests {
 
     #[test]
     fn task_slots_are_recycled_above_the_ranks() {
-        let slots = Slots::new(3);
-        let a = slots.allocate(1).unwrap();
-        let b = slots.allocate(2).unwrap();
+        // The three ranks of a process hosting world ranks 10..13.
+        let slots = Slots::new((10..13).map(WorldRank::new));
+        let a = slots.allocate(WorldRank::new(11)).unwrap();
+        let b = slots.allocate(WorldRank::new(12)).unwrap();
         assert_eq!((a, b), (3, 4));
-        assert_eq!(slots.get(b).rank(), 2);
+        assert_eq!(slots.get(b).rank(), WorldRank::new(12));
         slots.release(a);
-        let c = slots.allocate(0).unwrap();
+        let c = slots.allocate(WorldRank::new(10)).unwrap();
         assert_eq!(c, a, "recycled");
-        assert_eq!(slots.get(c).rank(), 0);
-        assert_eq!(slots.get(1).rank(), 1);
+        assert_eq!(slots.get(c).rank(), WorldRank::new(10));
+        assert_eq!(slots.get(1).rank(), WorldRank::new(11), "by local index");
     }
 }

@@ -14,11 +14,14 @@ use std::sync::atomic::Ordering;
 use super::rank::RankCtx;
 use super::worker;
 use crate::error::Error;
+use crate::identity::{LocalIndex, WorldRank};
 
 /// A task waiting for its worker to start it.
 pub(crate) struct Spawn {
     pub(crate) slot: u32,
-    pub(crate) rank: u32,
+    /// The world rank it acts for, and that rank's local index.
+    pub(crate) rank: WorldRank,
+    pub(crate) local: LocalIndex,
     pub(crate) body: Box<dyn FnOnce()>,
 }
 
@@ -58,6 +61,7 @@ pub(crate) unsafe fn spawn<'a>(ctx: &RankCtx, body: Box<dyn FnOnce() + 'a>) -> R
     worker::push_spawn(Spawn {
         slot,
         rank: ctx.rank,
+        local: ctx.local,
         body,
     });
     Ok(())

@@ -32,6 +32,7 @@ use super::deadlock;
 use super::rank::{Life, RankCtx, WaitInfo};
 use super::{Host, Scheduler, Threading};
 use crate::error::Error;
+use crate::identity::LocalIndex;
 
 /// The worker part of a slot's home (`Slot::home`) when it is an OS thread.
 pub(crate) const HOME: usize = u32::MAX as usize;
@@ -112,17 +113,19 @@ thread_local! {
 }
 
 /// The context through which this OS thread (which runs no rank) calls MPI
-/// as rank `rank` of the job `host`; created on first use. It is lent for
-/// as long as the caller borrows `host`: the context lives as long as its
-/// job (see the SAFETY argument below), and never leaves the thread.
+/// as the rank of local index `local` of the job `host`; created on first
+/// use. It is lent for as long as the caller borrows `host`: the context
+/// lives as long as its job (see the SAFETY argument below), and never
+/// leaves the thread.
 ///
 /// # Errors
 ///
 /// The rank's thread level is below `Serialized`, or the job has ended or
 /// failed.
-pub(crate) fn context<H: Host>(host: &Arc<H>, rank: u32) -> Result<&RankCtx, Error> {
+pub(crate) fn context<H: Host>(host: &Arc<H>, local: LocalIndex) -> Result<&RankCtx, Error> {
     let sched = host.scheduler();
-    let level = sched.threading_of(rank);
+    let level = sched.threading_of(local);
+    let rank = sched.slots.get(local.slot()).rank();
     if level < Threading::Serialized {
         return Err(Error::Comm {
             message: format!(
@@ -139,12 +142,12 @@ pub(crate) fn context<H: Host>(host: &Arc<H>, rank: u32) -> Result<&RankCtx, Err
     let found = CONTEXTS.with(|list| {
         let list = list.borrow();
         list.iter()
-            .find(|t| ptr::eq(t.ctx.host, id) && t.ctx.rank == rank)
+            .find(|t| ptr::eq(t.ctx.host, id) && t.ctx.local == local)
             .map(|t| &t.ctx as *const RankCtx)
     });
     let ctx = match found {
         Some(ctx) => ctx,
-        None => create(host, rank)?,
+        None => create(host, local)?,
     };
     // SAFETY: the context is boxed in this thread's list, which only drops
     // entries at thread exit or when their job is gone (`create`): the
@@ -153,12 +156,13 @@ pub(crate) fn context<H: Host>(host: &Arc<H>, rank: u32) -> Result<&RankCtx, Err
     Ok(unsafe { &*ctx })
 }
 
-fn create<H: Host>(host: &Arc<H>, rank: u32) -> Result<*const RankCtx, Error> {
+fn create<H: Host>(host: &Arc<H>, local: LocalIndex) -> Result<*const RankCtx, Error> {
     let sched = host.scheduler();
+    let rank_slot = sched.slots.get(local.slot());
+    let rank = rank_slot.rank();
     let slot = sched.slots.allocate(rank)?;
     // The rank's worker: a hint for per-worker structures (collective
     // rounds keep their waiter lists per worker, under locks).
-    let rank_slot = sched.slots.get(rank);
     let worker = match rank_slot.life() {
         Life::Running => rank_slot.home().0 as u32,
         _ => 0,
@@ -176,6 +180,7 @@ fn create<H: Host>(host: &Arc<H>, rank: u32) -> Result<*const RankCtx, Error> {
             sched,
             host: Arc::as_ptr(host).cast(),
             rank,
+            local,
             slot,
             worker,
             yielder: ptr::null(),

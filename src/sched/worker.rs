@@ -56,11 +56,12 @@ use super::stack::{PooledStack, StackPool};
 use super::task::Spawn;
 use super::{Host, Scheduler};
 use crate::error::Error;
+use crate::identity::{LocalIndex, WorldRank};
 
-/// What a rank runs: the job's body, called with the world rank. The layer
-/// that owns the job builds it (it makes the rank's `Universe`, keeps its
-/// result): the scheduler knows nothing of either.
-pub(crate) type Body<'a> = dyn Fn(u32) + Sync + 'a;
+/// What a rank runs: the job's body, called with the rank's world rank and
+/// local index. The layer that owns the job builds it (it makes the rank's
+/// `Universe`, keeps its result): the scheduler knows nothing of either.
+pub(crate) type Body<'a> = dyn Fn(WorldRank, LocalIndex) + Sync + 'a;
 
 /// The part of a worker other threads touch.
 #[derive(Debug)]
@@ -189,15 +190,15 @@ type RankCoroutine = Coroutine<(), Suspend, (), PooledStack>;
 struct Task {
     co: RankCoroutine,
     /// The world rank it acts for.
-    rank: u32,
-    /// Its park slot (`rank` for a rank).
+    rank: WorldRank,
+    /// Its park slot (the local index's for a rank).
     slot: u32,
     ctx: *const RankCtx,
 }
 
-/// What a worker starts: a rank, or a task acting for one.
+/// What a worker starts: a rank (by local index), or a task acting for one.
 enum Start {
-    Rank(u32),
+    Rank(LocalIndex),
     Task(Spawn),
 }
 
@@ -210,6 +211,7 @@ pub(crate) struct WorkerArgs<'a> {
     /// workers are joined.
     pub(crate) host: &'a dyn Host,
     pub(crate) index: usize,
+    /// Its unstarted ranks, by local index.
     pub(crate) deque: Deque<u32>,
     pub(crate) body: &'a Body<'a>,
     pub(crate) pool: &'a StackPool,
@@ -371,7 +373,7 @@ impl Worker<'_> {
             // yielding rank may be waiting for it.
             if self.local.yielded.replace(false) {
                 if let Some(rank) = self.find_unstarted() {
-                    self.start(Start::Rank(rank));
+                    self.start(Start::Rank(LocalIndex::new(rank)));
                     continue;
                 }
             }
@@ -381,7 +383,7 @@ impl Worker<'_> {
                 continue;
             }
             if let Some(rank) = self.find_unstarted() {
-                self.start(Start::Rank(rank));
+                self.start(Start::Rank(LocalIndex::new(rank)));
                 continue;
             }
             if sched.live.load(Ordering::SeqCst) == 0 {
@@ -462,9 +464,9 @@ impl Worker<'_> {
     /// Starts a rank or a task on this worker: from now on it lives here.
     fn start(&mut self, what: Start) {
         let sched = self.sched;
-        let (rank, slot) = match &what {
-            Start::Rank(rank) => (*rank, *rank),
-            Start::Task(spawn) => (spawn.rank, spawn.slot),
+        let (rank, local, slot) = match &what {
+            Start::Rank(local) => (sched.slots.get(local.slot()).rank(), *local, local.slot()),
+            Start::Task(spawn) => (spawn.rank, spawn.local, spawn.slot),
         };
         let stack = match self.stacks.pop() {
             Some(stack) => stack,
@@ -505,13 +507,14 @@ impl Worker<'_> {
                 sched: sched_ptr,
                 host,
                 rank,
+                local,
                 slot,
                 worker,
                 yielder,
                 initialized: Cell::new(matches!(what, Start::Task(_))),
                 locals: match what {
                     Start::Rank(_) => RankLocals::new(),
-                    Start::Task(_) => RankLocals::for_task(rank),
+                    Start::Task(_) => RankLocals::for_task(rank.get()),
                 },
             };
             rank::set_current(&ctx);
@@ -519,7 +522,7 @@ impl Worker<'_> {
             // unwinds (job failure), while `ctx` is still current.
             let _locals = ctx.locals.destroy_on_exit();
             match what {
-                Start::Rank(rank) => body(rank),
+                Start::Rank(local) => body(rank, local),
                 Start::Task(spawn) => (spawn.body)(),
             }
         };
@@ -556,7 +559,7 @@ impl Worker<'_> {
             Err(payload) => {
                 let (message, consequence) = take_panic(&*payload);
                 let error = Error::Panic {
-                    rank: task.rank as i32,
+                    rank: task.rank.as_rank(),
                     message,
                 };
                 if consequence {
@@ -695,7 +698,7 @@ fn run_micro(sched: &Scheduler, task: super::micro::MicroTask) {
     if let Err(payload) = panic::catch_unwind(AssertUnwindSafe(run)) {
         let (message, _) = take_panic(&*payload);
         sched.fail(Error::Panic {
-            rank: rank as i32,
+            rank: rank.as_rank(),
             message: format!("in a task of its parallel region: {message}"),
         });
     }

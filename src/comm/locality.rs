@@ -1,0 +1,253 @@
+//! Where a communicator's members live: its members in this process, one
+//! leader per process, and how many processes it spans.
+//!
+//! Computed once, when the communicator's shared state is created, from its
+//! member list and the job's [`Processes`]: a pure function of both, so
+//! every member computes the same leaders and process count (the local
+//! members differ by process, by definition). The selector reads
+//! [`Locality::is_all_local`]: round-based shared-memory algorithms need
+//! every member in this process.
+//!
+//! The leader of a process is its member of lowest communicator rank; the
+//! leaders are listed by process. A hierarchical collective (the transport
+//! issue) runs a shared-memory step among each process's members and a
+//! message-based step among the leaders.
+//!
+//! Cost: O(1) for any communicator of a one-process job (all its members
+//! are local; no table), O(processes) for `Members::World` (the world's
+//! blocks, no table of a million ranks), O(size · log processes) for a
+//! member table of a job of several processes.
+
+use std::ops::Range;
+
+use super::Members;
+use crate::identity::{ProcessId, Processes, WorldRank};
+use crate::Rank;
+
+/// The locality of one communicator, as this process sees it.
+#[derive(Debug, Clone)]
+pub(crate) struct Locality {
+    /// The members in this process, by communicator rank, ascending.
+    local: Local,
+    /// `(process, leader)` of every process with members, by process.
+    leaders: Box<[(ProcessId, Rank)]>,
+    /// Every member lives in this process.
+    all_local: bool,
+}
+
+/// The communicator ranks of the members in this process.
+#[derive(Debug, Clone)]
+enum Local {
+    /// A range of ranks (all of them, in a one-process job).
+    Range(Range<Rank>),
+    /// A list, ascending.
+    List(Box<[Rank]>),
+}
+
+impl Locality {
+    /// The locality of a communicator of `members` in the job `processes`.
+    pub(crate) fn new(members: &Members, processes: &Processes) -> Locality {
+        let size = members.size() as Rank;
+        if processes.count() == 1 {
+            // Every member is local; rank 0 leads (an empty communicator
+            // has no process and no leader).
+            let leaders = if size > 0 {
+                vec![(processes.this(), 0)].into()
+            } else {
+                Box::default()
+            };
+            return Locality {
+                local: Local::Range(0..size),
+                leaders,
+                all_local: true,
+            };
+        }
+        match members {
+            // World ranks `0..n` in order: each process's block, cut at `n`.
+            Members::World(n) => {
+                let n = *n;
+                let cut = |r: Range<u32>| r.start.min(n)..r.end.min(n);
+                let here = cut(processes.block(processes.this()));
+                let leaders = (0..processes.count())
+                    .map(ProcessId::new)
+                    .filter_map(|p| {
+                        let block = cut(processes.block(p));
+                        (!block.is_empty()).then_some((p, block.start as Rank))
+                    })
+                    .collect();
+                Locality {
+                    all_local: here.len() == n as usize,
+                    local: Local::Range(here.start as Rank..here.end as Rank),
+                    leaders,
+                }
+            }
+            Members::Ranks(table) => {
+                let this = processes.this();
+                let mut local = Vec::new();
+                let mut leaders: Vec<(ProcessId, Rank)> = Vec::new();
+                for (rank, &world) in table.iter().enumerate() {
+                    let process = processes.process_of(WorldRank::new(world));
+                    if process == this {
+                        local.push(rank as Rank);
+                    }
+                    // Ranks ascend: the first member seen of a process leads.
+                    if let Err(i) = leaders.binary_search_by_key(&process, |&(p, _)| p) {
+                        leaders.insert(i, (process, rank as Rank));
+                    }
+                }
+                Locality {
+                    all_local: local.len() == table.len(),
+                    local: Local::List(local.into()),
+                    leaders: leaders.into(),
+                }
+            }
+        }
+    }
+
+    /// Whether every member lives in this process (round-based
+    /// shared-memory algorithms need it).
+    #[inline]
+    pub(crate) fn is_all_local(&self) -> bool {
+        self.all_local
+    }
+
+    /// Processes with members.
+    pub(crate) fn processes(&self) -> usize {
+        self.leaders.len()
+    }
+
+    /// How many members live in this process.
+    pub(crate) fn local_count(&self) -> usize {
+        match &self.local {
+            Local::Range(r) => r.len(),
+            Local::List(l) => l.len(),
+        }
+    }
+
+    /// The communicator ranks of the members in this process, ascending.
+    // Read by the tests today, by the hierarchical collectives (the
+    // transport issue) next; as are the leaders below.
+    #[allow(dead_code)]
+    pub(crate) fn local_ranks(&self) -> impl Iterator<Item = Rank> + '_ {
+        let (range, list) = match &self.local {
+            Local::Range(r) => (r.clone(), None),
+            Local::List(l) => (0..l.len() as Rank, Some(l)),
+        };
+        range.map(move |i| list.map_or(i, |l| l[i as usize]))
+    }
+
+    /// `(process, leader)` of every process with members, by process.
+    #[allow(dead_code)]
+    pub(crate) fn leaders(&self) -> &[(ProcessId, Rank)] {
+        &self.leaders
+    }
+
+    /// The leader of process `process`, if it has members.
+    #[allow(dead_code)]
+    pub(crate) fn leader_of(&self, process: ProcessId) -> Option<Rank> {
+        self.leaders
+            .binary_search_by_key(&process, |&(p, _)| p)
+            .ok()
+            .map(|i| self.leaders[i].1)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn all(l: &Locality) -> Vec<Rank> {
+        l.local_ranks().collect()
+    }
+
+    /// The locality of `members` from each process of a job of `blocks`.
+    fn from_every_process(members: &Members, blocks: &[u32]) -> Vec<Locality> {
+        (0..blocks.len() as u32)
+            .map(|p| Locality::new(members, &Processes::from_blocks(blocks, ProcessId::new(p))))
+            .collect()
+    }
+
+    #[test]
+    fn one_process_is_all_local_without_a_table() {
+        let processes = Processes::single(1_000_000);
+        let l = Locality::new(&Members::World(1_000_000), &processes);
+        assert!(l.is_all_local());
+        assert!(matches!(l.local, Local::Range(ref r) if *r == (0..1_000_000)));
+        assert_eq!(l.leaders(), [(ProcessId::new(0), 0)]);
+        assert_eq!((l.processes(), l.local_count()), (1, 1_000_000));
+
+        let l = Locality::new(&Members::from_vec(vec![7, 3, 5]), &processes);
+        assert!(l.is_all_local());
+        assert_eq!(all(&l), [0, 1, 2]);
+        assert_eq!(l.leader_of(ProcessId::new(0)), Some(0));
+
+        let l = Locality::new(&Members::World(0), &processes);
+        assert!(l.is_all_local() && l.processes() == 0);
+    }
+
+    #[test]
+    fn the_world_of_two_processes_splits_by_block() {
+        // World ranks 0..3 in process 0, 3..5 in process 1.
+        let [p0, p1] =
+            <[Locality; 2]>::try_from(from_every_process(&Members::World(5), &[3, 2])).unwrap();
+        assert_eq!(all(&p0), [0, 1, 2]);
+        assert_eq!(all(&p1), [3, 4]);
+        for l in [&p0, &p1] {
+            assert!(!l.is_all_local());
+            assert_eq!(l.processes(), 2);
+            assert_eq!(
+                l.leaders(),
+                [(ProcessId::new(0), 0), (ProcessId::new(1), 3)]
+            );
+        }
+        // A world prefix that ends inside process 0 is all local there, and
+        // has no member in process 1.
+        let [q0, q1] =
+            <[Locality; 2]>::try_from(from_every_process(&Members::World(2), &[3, 2])).unwrap();
+        assert!(q0.is_all_local() && q0.processes() == 1);
+        assert_eq!(all(&q0), [0, 1]);
+        assert_eq!(q1.local_count(), 0);
+        assert!(!q1.is_all_local(), "no member here: not all local here");
+        assert_eq!(q1.leaders(), [(ProcessId::new(0), 0)]);
+    }
+
+    #[test]
+    fn a_member_table_gets_the_same_leaders_in_every_process() {
+        // Three processes: world 0..2, 2..4, 4..6. Members in rank order:
+        // world 5, 0, 4, 1, 3 (process 2, 0, 2, 0, 1).
+        let members = Members::from_vec(vec![5, 0, 4, 1, 3]);
+        let views = from_every_process(&members, &[2, 2, 2]);
+        let expected = [
+            (ProcessId::new(0), 1),
+            (ProcessId::new(1), 4),
+            (ProcessId::new(2), 0),
+        ];
+        for l in &views {
+            assert_eq!(l.leaders(), expected, "computed alike by every process");
+            assert_eq!(l.processes(), 3);
+            assert!(!l.is_all_local());
+        }
+        assert_eq!(all(&views[0]), [1, 3]);
+        assert_eq!(all(&views[1]), [4]);
+        assert_eq!(all(&views[2]), [0, 2]);
+        // Every member is local to exactly one process.
+        let mut every: Vec<Rank> = views.iter().flat_map(all).collect();
+        every.sort_unstable();
+        assert_eq!(every, [0, 1, 2, 3, 4]);
+        // The leader of a process is its lowest local rank.
+        for (p, l) in views.iter().enumerate() {
+            assert_eq!(
+                l.leader_of(ProcessId::new(p as u32)),
+                l.local_ranks().next()
+            );
+        }
+
+        // Members of one process only: all local there.
+        let members = Members::from_vec(vec![3, 2]);
+        let views = from_every_process(&members, &[2, 2, 2]);
+        assert!(views[1].is_all_local());
+        assert_eq!(all(&views[1]), [0, 1]);
+        assert_eq!(views[1].leaders(), [(ProcessId::new(1), 0)]);
+        assert!(!views[0].is_all_local());
+    }
+}
