@@ -10,6 +10,10 @@ use std::fmt;
 
 use crate::{Rank, Tag};
 
+mod count;
+
+pub use count::CountError;
+
 /// Everything that can go wrong in myriad, by MPI error class.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
@@ -54,10 +58,7 @@ pub enum Error {
         size: Rank,
     },
     /// A count or buffer size that does not fit (`MPI_ERR_COUNT`).
-    Count {
-        /// What is wrong, as a sentence.
-        message: String,
-    },
+    Count(CountError),
     /// Message and receive buffer have different type signatures
     /// (`MPI_ERR_TYPE`).
     Type {
@@ -250,8 +251,8 @@ impl fmt::Display for Error {
                 f,
                 "{op}: root {root} is not in the communicator (valid ranks are 0..{size})"
             ),
-            Error::Count { message }
-            | Error::Type { message }
+            Error::Count(kind) => kind.fmt(f),
+            Error::Type { message }
             | Error::Comm { message }
             | Error::Arg { message }
             | Error::Collective { message } => f.write_str(message),

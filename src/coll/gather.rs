@@ -42,7 +42,7 @@ use super::round::Readers;
 use super::{bcast, copy_checked, pack_to, Algorithm, Call};
 use crate::datatype::copy::Layout;
 use crate::datatype::{Datatype, Equivalence, TypeHandle};
-use crate::error::Error;
+use crate::error::{CountError, Error};
 use crate::Rank;
 
 /// Statistics of the last Gatherv a rank ran as root (for `gatherv_algos`
@@ -143,12 +143,12 @@ pub(crate) fn gather(
 }
 
 fn count_mismatch(call: &Call<'_>, rank: usize, sent: usize, expected: usize) -> Error {
-    Error::Count {
-        message: format!(
-            "{}: rank {rank} sends {sent} elements but the root expects {expected} from it",
-            call.kind
-        ),
-    }
+    Error::Count(CountError::SentToRoot {
+        op: call.kind.name(),
+        rank: rank as Rank,
+        sent,
+        expected,
+    })
 }
 
 /// The root's own block, copied straight into its part, its count checked

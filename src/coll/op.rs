@@ -14,7 +14,7 @@
 use std::any::type_name;
 
 use crate::datatype::{BaseKind, Datatype, Equivalence, TypeMap};
-use crate::error::Error;
+use crate::error::{CountError, Error};
 
 /// An operation of a reduction (rsmpi's `Operation`).
 pub trait Operation {
@@ -568,12 +568,10 @@ where
             ),
         })
     } else if count != inout.count() as usize {
-        Err(Error::Count {
-            message: format!(
-                "reduce_local_into: the buffers have {count} and {} elements",
-                inout.count()
-            ),
-        })
+        Err(Error::Count(CountError::ReduceLocalCount {
+            input: count,
+            inout: inout.count() as usize,
+        }))
     } else {
         check_supported(&op.op(), map)
     };

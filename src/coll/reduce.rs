@@ -25,7 +25,7 @@ use super::operand::{combine, copy_same, Scratch};
 use super::round::{Accumulator, Readers, Round, Shape};
 use super::{bcast, Algorithm, Call};
 use crate::datatype::copy::Layout;
-use crate::error::Error;
+use crate::error::{CountError, Error};
 use crate::sync::spin::SpinLock;
 use crate::Rank;
 
@@ -51,12 +51,11 @@ pub(crate) fn check(
             });
         }
         if recv.count < send.count {
-            return Err(Error::Count {
-                message: format!(
-                    "{}: the receive buffer holds {} elements but {} are reduced",
-                    call.kind, recv.count, send.count
-                ),
-            });
+            return Err(Error::Count(CountError::ReduceCount {
+                op: call.kind.name(),
+                holds: recv.count,
+                reduced: send.count,
+            }));
         }
     }
     Ok(())
@@ -433,14 +432,12 @@ pub(crate) fn reduce_scatter_block(
     let n = call.size() as usize;
     let block = recv.count;
     if send.count != block * n {
-        return Err(Error::Count {
-            message: format!(
-                "reduce_scatter_block: the send buffer holds {} elements but {n} ranks × {block} \
-                 need {}",
-                send.count,
-                block * n
-            ),
-        });
+        return Err(Error::Count(CountError::SendBufferTooSmall {
+            op: "reduce_scatter_block",
+            holds: send.count,
+            ranks: n,
+            block,
+        }));
     }
     let rank = call.rank() as usize;
     match call.algorithm {
