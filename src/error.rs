@@ -11,8 +11,10 @@ use std::fmt;
 use crate::{Rank, Tag};
 
 mod count;
+mod types;
 
 pub use count::CountError;
+pub use types::TypeError;
 
 /// Everything that can go wrong in myriad, by MPI error class.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -61,10 +63,7 @@ pub enum Error {
     Count(CountError),
     /// Message and receive buffer have different type signatures
     /// (`MPI_ERR_TYPE`).
-    Type {
-        /// What is wrong, as a sentence.
-        message: String,
-    },
+    Type(TypeError),
     /// A communicator used where it is not valid (`MPI_ERR_COMM`).
     Comm {
         /// What is wrong, as a sentence.
@@ -252,10 +251,10 @@ impl fmt::Display for Error {
                 "{op}: root {root} is not in the communicator (valid ranks are 0..{size})"
             ),
             Error::Count(kind) => kind.fmt(f),
-            Error::Type { message }
-            | Error::Comm { message }
-            | Error::Arg { message }
-            | Error::Collective { message } => f.write_str(message),
+            Error::Type(kind) => kind.fmt(f),
+            Error::Comm { message } | Error::Arg { message } | Error::Collective { message } => {
+                f.write_str(message)
+            }
             Error::Unsupported { what } => write!(f, "not supported by myriad yet: {what}"),
             Error::Deadlock { report } => write!(f, "deadlock: {report}"),
             Error::Panic { rank, message } => write!(f, "rank {rank} panicked: {message}"),

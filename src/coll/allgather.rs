@@ -45,7 +45,7 @@ use super::round::{Round, Shape};
 use super::{bcast, copy_checked, Algorithm, Call};
 use crate::datatype::copy::Layout;
 use crate::datatype::{Datatype, Equivalence};
-use crate::error::{CountError, Error};
+use crate::error::{CountError, Error, TypeError};
 use crate::Rank;
 
 /// Every rank gets every rank's `send`, block by block in rank order.
@@ -163,17 +163,16 @@ fn shm(call: &Call<'_>, send: &Layout, parts: &Parts) -> Result<(), Error> {
     } else if let Some((index, sent, expected)) =
         crate::datatype::signature_mismatch(send.ty.map(), send.count, reference.ty.map())
     {
-        Err(Error::Type {
-            message: format!(
-                "{}: rank {rank} sends {} but rank {first} sends {}: their type signatures \
-                 differ at base value {index} ({} and {})",
-                call.kind,
-                send.ty.map().name(),
-                reference.ty.map().name(),
-                sent.name(),
-                expected.name()
-            ),
-        })
+        Err(Error::Type(TypeError::SendSignatures {
+            op: call.kind.name(),
+            rank: rank as Rank,
+            datatype: send.ty.map().name().into(),
+            by: first as Rank,
+            by_datatype: reference.ty.map().name().into(),
+            index,
+            sent: sent.name(),
+            expected: expected.name(),
+        }))
     } else {
         // SAFETY: the slot holds `send.count` packed elements of our
         // signature, inside the round's buffer; no other rank writes it.

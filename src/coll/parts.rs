@@ -12,7 +12,7 @@
 use super::Call;
 use crate::datatype::copy::Layout;
 use crate::datatype::{Datatype, TypeHandle, TypeMap, UserDatatype};
-use crate::error::{CountError, Error};
+use crate::error::{CountError, Error, TypeError};
 use crate::{Count, Rank};
 
 /// A buffer and its partition into one part per rank (the root's buffer of
@@ -267,23 +267,32 @@ pub(crate) fn check_elements(
     if s == r {
         return Ok(());
     }
-    let (kind, send, recv) = (call.kind, send.ty.map().name(), recv.ty.map().name());
-    let message = match sides {
-        Sides::GatherRoot => format!(
-            "{kind}: the root's receive type {recv} has {r} bytes of data per element but its \
-             send type {send} has {s}; counts are in elements of both"
-        ),
-        Sides::ScatterRoot => format!(
-            "{kind}: the root's send type {send} has {s} bytes of data per element but its \
-             receive type {recv} has {r}; counts are in elements of both"
-        ),
-        Sides::EveryRank => format!(
-            "{kind}: rank {} sends {send} ({s} bytes of data per element) but receives {recv} \
-             ({r} bytes); counts are in elements of both",
-            call.rank()
-        ),
-    };
-    Err(Error::Type { message })
+    let (op, send, recv) = (call.kind.name(), send.ty.map().name(), recv.ty.map().name());
+    let (send, recv, send_bytes, recv_bytes) = (send.into(), recv.into(), s, r);
+    Err(Error::Type(match sides {
+        Sides::GatherRoot => TypeError::GatherRootElementSizes {
+            op,
+            send,
+            send_bytes,
+            recv,
+            recv_bytes,
+        },
+        Sides::ScatterRoot => TypeError::ScatterRootElementSizes {
+            op,
+            send,
+            send_bytes,
+            recv,
+            recv_bytes,
+        },
+        Sides::EveryRank => TypeError::ElementSizes {
+            op,
+            rank: call.rank(),
+            send,
+            send_bytes,
+            recv,
+            recv_bytes,
+        },
+    }))
 }
 
 /// The packed (contiguous) type with the signature of `ty`: what temporary

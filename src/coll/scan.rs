@@ -32,7 +32,7 @@ use super::parts::piece;
 use super::round::{Access, Readers};
 use super::{Algorithm, Call};
 use crate::datatype::copy::Layout;
-use crate::error::{CountError, Error};
+use crate::error::{CountError, Error, TypeError};
 use crate::Rank;
 
 /// The least data one rank scans in the shared-memory algorithm: below it,
@@ -214,14 +214,12 @@ fn agree(call: &Call<'_>, turn: &Access<'_>, r: usize) -> Result<(), Error> {
         }));
     }
     if !std::ptr::eq(a, b) && a != b {
-        return Err(Error::Type {
-            message: format!(
-                "{}: rank {r} contributes {} but rank 0 contributes {}; a scan needs one type",
-                call.kind,
-                b.name(),
-                a.name()
-            ),
-        });
+        return Err(Error::Type(TypeError::ScanOperands {
+            op: call.kind.name(),
+            rank: r as Rank,
+            datatype: b.name().into(),
+            first: a.name().into(),
+        }));
     }
     Ok(())
 }

@@ -70,7 +70,7 @@ use mailbox::{Envelope, Mailbox, Payload, Posted, Unexpected};
 
 use crate::datatype::copy::{self, Layout};
 use crate::datatype::signature_mismatch;
-use crate::error::Error;
+use crate::error::{Error, TypeError};
 use crate::sched::{self, RankCtx, Scheduler, WaitInfo, WaitOp};
 use crate::{Rank, Tag};
 
@@ -450,14 +450,14 @@ pub(crate) fn receive_result(rank: Rank, outcome: Outcome) -> Result<Status, Err
             index,
             sent,
             expected,
-        }) => Err(Error::Type {
-            message: format!(
-                "type mismatch: rank {} received a message from rank {} (tag {}) whose \
-                 type signature differs from the receive buffer's at base value {index} \
-                 (sent {sent}, expected {expected}); nothing was copied",
-                rank, outcome.source, outcome.tag
-            ),
-        }),
+        }) => Err(Error::Type(TypeError::MessageSignature {
+            rank,
+            source: outcome.source,
+            tag: outcome.tag,
+            index,
+            sent,
+            expected,
+        })),
     }
 }
 
