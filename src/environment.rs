@@ -5,7 +5,7 @@ use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 
 use crate::comm::{CommCore, SimpleCommunicator};
-use crate::error::{raise, Error};
+use crate::error::{raise, CommError, Error};
 use crate::runtime::job::Job;
 use crate::sched;
 
@@ -95,12 +95,7 @@ pub fn initialize() -> Option<Universe> {
 #[track_caller]
 pub fn initialize_with_threading(threading: Threading) -> Option<(Universe, Threading)> {
     let Some(ctx) = sched::rank::current() else {
-        raise(Error::Comm {
-            message: "myriad::initialize() was called outside of any rank: start the ranks \
-                      with myriad::run(n, |universe| ...), myriad::launch(rank_main) or \
-                      Runtime::run, and call initialize() inside rank_main"
-                .into(),
-        });
+        raise(Error::Comm(CommError::InitializeOutsideRank));
     };
     if ctx.initialized.replace(true) {
         return None;

@@ -10,9 +10,11 @@ use std::fmt;
 
 use crate::{Rank, Tag};
 
+mod comm;
 mod count;
 mod types;
 
+pub use comm::CommError;
 pub use count::CountError;
 pub use types::TypeError;
 
@@ -65,10 +67,7 @@ pub enum Error {
     /// (`MPI_ERR_TYPE`).
     Type(TypeError),
     /// A communicator used where it is not valid (`MPI_ERR_COMM`).
-    Comm {
-        /// What is wrong, as a sentence.
-        message: String,
-    },
+    Comm(CommError),
     /// An argument that is not valid (`MPI_ERR_ARG`).
     Arg {
         /// What is wrong, as a sentence.
@@ -252,9 +251,8 @@ impl fmt::Display for Error {
             ),
             Error::Count(kind) => kind.fmt(f),
             Error::Type(kind) => kind.fmt(f),
-            Error::Comm { message } | Error::Arg { message } | Error::Collective { message } => {
-                f.write_str(message)
-            }
+            Error::Comm(kind) => kind.fmt(f),
+            Error::Arg { message } | Error::Collective { message } => f.write_str(message),
             Error::Unsupported { what } => write!(f, "not supported by myriad yet: {what}"),
             Error::Deadlock { report } => write!(f, "deadlock: {report}"),
             Error::Panic { rank, message } => write!(f, "rank {rank} panicked: {message}"),

@@ -10,7 +10,7 @@ use super::cartesian::{self, CartesianCommunicator};
 use super::group::{Group, UserGroup};
 use super::split::{self, Color, Key};
 use super::CommCore;
-use crate::error::{raise, Error, OrRaise};
+use crate::error::{raise, CommError, Error, OrRaise};
 use crate::runtime::job::Job;
 use crate::sched;
 use crate::{Count, Rank, Tag};
@@ -376,9 +376,7 @@ impl SimpleCommunicator {
     #[track_caller]
     pub fn world() -> SimpleCommunicator {
         let Some(ctx) = sched::rank::current() else {
-            raise(Error::Comm {
-                message: "SimpleCommunicator::world() was called outside of any rank".into(),
-            });
+            raise(Error::Comm(CommError::WorldOutsideRank));
         };
         let job = Job::arc_of(ctx);
         let world = Arc::clone(&job.comms.world);

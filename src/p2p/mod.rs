@@ -70,7 +70,7 @@ use mailbox::{Envelope, Mailbox, Payload, Posted, Unexpected};
 
 use crate::datatype::copy::{self, Layout};
 use crate::datatype::signature_mismatch;
-use crate::error::{Error, TypeError};
+use crate::error::{CommError, Error, TypeError};
 use crate::sched::{self, RankCtx, Scheduler, WaitInfo, WaitOp};
 use crate::{Rank, Tag};
 
@@ -590,19 +590,12 @@ fn unsettled(ep: Endpoint<'_, impl Node>, task: bool, completion: &Completion) -
             };
         }
     }
-    let what = if task {
-        "an immediate collective whose task is still running"
+    let rank = rank as Rank;
+    Error::Comm(if task {
+        CommError::TaskAbandoned { rank }
     } else {
-        "a send whose message a matched probe holds"
-    };
-    Error::Comm {
-        message: format!(
-            "rank {rank} gave up {what}: its request was dropped or waited for where it \
-             cannot wait (while unwinding from a panic, or outside of rank {rank}), and \
-             its buffer must not be freed while the other side may still use it, so \
-             the job is aborted"
-        ),
-    }
+        CommError::SendAbandoned { rank }
+    })
 }
 
 /// Blocking send along `route` by the rank of `ctx` (the communicator layer

@@ -40,7 +40,7 @@ use std::time::{Duration, Instant};
 pub use level::Threading;
 pub(crate) use rank::{RankCtx, WaitInfo, WaitOp};
 
-use crate::error::Error;
+use crate::error::{CommError, Error};
 use rank::Suspend;
 
 /// Scheduler state of one job, shared by its workers.
@@ -316,16 +316,11 @@ fn aborted(ctx: &RankCtx) -> Result<(), Error> {
 /// forms.
 #[cold]
 fn unwinding(ctx: &RankCtx, info: &WaitInfo) -> Error {
-    Error::Comm {
-        message: format!(
-            "rank {} called a blocking operation ({}, at {}) that would have to wait \
-             while the rank unwinds from a panic; a rank cannot wait while it unwinds \
-             (it would suspend mid-unwind), so the call fails at once",
-            ctx.rank,
-            info.op.describe(),
-            info.site
-        ),
-    }
+    Error::Comm(CommError::WaitWhileUnwinding {
+        rank: ctx.rank as crate::Rank,
+        op: info.op.describe(),
+        site: info.site,
+    })
 }
 
 /// Wakes the party parked on slot `slot` of `sched` (a rank: its world

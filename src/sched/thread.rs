@@ -31,7 +31,7 @@ use std::thread::Thread;
 use super::deadlock;
 use super::rank::{Life, RankCtx, WaitInfo};
 use super::{Host, Scheduler, Threading};
-use crate::error::Error;
+use crate::error::{CommError, Error};
 
 /// The worker part of a slot's home (`Slot::home`) when it is an OS thread.
 pub(crate) const HOME: usize = u32::MAX as usize;
@@ -122,15 +122,10 @@ pub(crate) fn context<H: Host>(host: &Arc<H>, rank: u32) -> Result<&'static Rank
     let sched = host.scheduler();
     let level = sched.threading_of(rank);
     if level < Threading::Serialized {
-        return Err(Error::Comm {
-            message: format!(
-                "an MPI operation on a communicator of rank {rank} was called outside of \
-                 any rank, from an OS thread; the rank's thread level is {level:?}, so only \
-                 the rank itself may call MPI. For threads of a rank to call MPI, ask for \
-                 Threading::Multiple (or Serialized) with myriad::initialize_with_threading \
-                 or Runtime::threading"
-            ),
-        });
+        return Err(Error::Comm(CommError::ThreadLevel {
+            owner: rank as crate::Rank,
+            level: format!("{level:?}"),
+        }));
     }
     check_alive(sched)?;
     let id = Arc::as_ptr(host).cast::<()>();
@@ -198,11 +193,7 @@ fn check_alive(sched: &Scheduler) -> Result<(), Error> {
         return Err(Error::Aborted);
     }
     if sched.threads.ended() {
-        return Err(Error::Comm {
-            message: "an OS thread called MPI for a rank that has already finished; \
-                      threads must be done with MPI before their rank returns"
-                .into(),
-        });
+        return Err(Error::Comm(CommError::RankFinished));
     }
     Ok(())
 }
