@@ -10,10 +10,12 @@ use std::fmt;
 
 use crate::{Rank, Tag};
 
+mod arg;
 mod comm;
 mod count;
 mod types;
 
+pub use arg::{ArgError, ViewProblem};
 pub use comm::CommError;
 pub use count::CountError;
 pub use types::TypeError;
@@ -69,10 +71,7 @@ pub enum Error {
     /// A communicator used where it is not valid (`MPI_ERR_COMM`).
     Comm(CommError),
     /// An argument that is not valid (`MPI_ERR_ARG`).
-    Arg {
-        /// What is wrong, as a sentence.
-        message: String,
-    },
+    Arg(ArgError),
     /// Something myriad does not implement yet (`MPI_ERR_UNSUPPORTED_OPERATION`).
     Unsupported {
         /// What is not supported.
@@ -252,7 +251,8 @@ impl fmt::Display for Error {
             Error::Count(kind) => kind.fmt(f),
             Error::Type(kind) => kind.fmt(f),
             Error::Comm(kind) => kind.fmt(f),
-            Error::Arg { message } | Error::Collective { message } => f.write_str(message),
+            Error::Arg(kind) => kind.fmt(f),
+            Error::Collective { message } => f.write_str(message),
             Error::Unsupported { what } => write!(f, "not supported by myriad yet: {what}"),
             Error::Deadlock { report } => write!(f, "deadlock: {report}"),
             Error::Panic { rank, message } => write!(f, "rank {rank} panicked: {message}"),

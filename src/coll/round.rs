@@ -760,7 +760,8 @@ mod tests {
                             crate::yield_now();
                         }
                         let ctx = crate::sched::rank::current().expect("a rank");
-                        ctx.sched().fail(Error::Arg {
+                        ctx.sched().fail(Error::Panic {
+                            rank: 2,
                             message: FAILURE.into(),
                         });
                     }

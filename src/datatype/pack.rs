@@ -32,7 +32,7 @@
 
 use super::copy::{self, Layout};
 use super::{Buffer, BufferMut, Datatype};
-use crate::error::{CountError, OrRaise};
+use crate::error::{ArgError, CountError, OrRaise};
 use crate::{Count, Error};
 
 /// Bytes needed to pack `incount` elements of `datatype` (`MPI_Pack_size`):
@@ -157,9 +157,8 @@ fn span(
     len: usize,
     which: &'static str,
 ) -> Result<(usize, Count), Error> {
-    let at = usize::try_from(position).map_err(|_| Error::Arg {
-        message: format!("{op}: position {position} is negative"),
-    })?;
+    let at = usize::try_from(position)
+        .map_err(|_| Error::Arg(ArgError::NegativePosition { op, position }))?;
     let end = at.saturating_add(bytes);
     if end > len {
         return Err(Error::Count(CountError::PackBufferTooSmall {
