@@ -11,13 +11,17 @@ use std::fmt;
 use crate::{Rank, Tag};
 
 mod arg;
+mod collective;
 mod comm;
 mod count;
+mod resources;
 mod types;
 
 pub use arg::{ArgError, ViewProblem};
+pub use collective::CollectiveError;
 pub use comm::CommError;
 pub use count::CountError;
+pub use resources::ResourceError;
 pub use types::TypeError;
 
 /// Everything that can go wrong in myriad, by MPI error class.
@@ -79,10 +83,7 @@ pub enum Error {
     },
     /// Ranks of a communicator called different collectives, or the same one
     /// with different roots, sizes or algorithms.
-    Collective {
-        /// Both calls, with their ranks and call sites.
-        message: String,
-    },
+    Collective(CollectiveError),
     /// Every rank of the job waits and nothing can wake them.
     Deadlock {
         /// One line per waiting rank: operation, peer, tag, communicator and
@@ -98,10 +99,7 @@ pub enum Error {
     },
     /// The job could not get a resource it needs (memory, threads, stack
     /// mappings).
-    Resources {
-        /// What is missing and what to do about it.
-        message: String,
-    },
+    Resources(ResourceError),
     /// Invalid configuration (builder, environment variable or flag).
     Config {
         /// What is wrong, naming the knob and the valid values.
@@ -252,11 +250,11 @@ impl fmt::Display for Error {
             Error::Type(kind) => kind.fmt(f),
             Error::Comm(kind) => kind.fmt(f),
             Error::Arg(kind) => kind.fmt(f),
-            Error::Collective { message } => f.write_str(message),
+            Error::Collective(kind) => kind.fmt(f),
             Error::Unsupported { what } => write!(f, "not supported by myriad yet: {what}"),
             Error::Deadlock { report } => write!(f, "deadlock: {report}"),
             Error::Panic { rank, message } => write!(f, "rank {rank} panicked: {message}"),
-            Error::Resources { message } => write!(f, "out of resources: {message}"),
+            Error::Resources(kind) => write!(f, "out of resources: {kind}"),
             Error::Config { message } => write!(f, "invalid configuration: {message}"),
             Error::Aborted => f.write_str("the job was aborted"),
         }

@@ -74,7 +74,7 @@ use super::group::{members_of, Group};
 use super::{CommCore, CommShared, Members};
 use crate::coll::check::Signature;
 use crate::coll::{self, Algorithm, Collective};
-use crate::error::{ArgError, Error};
+use crate::error::{ArgError, CollectiveError, Error};
 use crate::sched::{self, WaitInfo, WaitOp};
 use crate::sync::spin::SpinLock;
 use crate::{Rank, Tag, UNDEFINED};
@@ -253,18 +253,12 @@ fn decide(parent: &CommCore, mut asks: Vec<Ask>) -> Result<Vec<Option<Placed>>, 
     let first = &asks[0];
     for ask in &asks[1..] {
         if ask.creation != first.creation {
-            return Err(Error::Collective {
-                message: format!(
-                    "communicator creation mismatch on {parent_name}: rank {} called {} at {}, \
-                     but rank {} called {} at {}",
-                    first.rank,
-                    first.creation.call(),
-                    first.site,
-                    ask.rank,
-                    ask.creation.call(),
-                    ask.site
-                ),
-            });
+            return Err(Error::Collective(CollectiveError::CreationMismatch {
+                comm: parent_name,
+                ranks: (first.rank, ask.rank),
+                calls: (first.creation.call(), ask.creation.call()),
+                sites: (first.site, ask.site),
+            }));
         }
         if matches!(first.agree, Agree::Grid(_) | Agree::Retain(_)) && ask.agree != first.agree {
             return Err(Error::Arg(ArgError::CreationArgs {
