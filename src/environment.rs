@@ -5,7 +5,7 @@ use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 
 use crate::comm::{CommCore, SimpleCommunicator};
-use crate::error::{raise, Error};
+use crate::error::{raise, CommError, Error};
 use crate::identity::WorldRank;
 use crate::runtime::job::Job;
 use crate::sched;
@@ -105,12 +105,7 @@ pub fn initialize_with_threading(threading: Threading) -> Option<(Universe, Thre
         Some(Some((Universe::new(job, ctx.rank), threading)))
     });
     let Some(first) = first else {
-        raise(Error::Comm {
-            message: "myriad::initialize() was called outside of any rank: start the ranks \
-                      with myriad::run(n, |universe| ...), myriad::launch(rank_main) or \
-                      Runtime::run, and call initialize() inside rank_main"
-                .into(),
-        });
+        raise(Error::Comm(CommError::InitializeOutsideRank));
     };
     first
 }

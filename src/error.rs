@@ -5,12 +5,70 @@
 //! message naming the rank, the operation and the values involved; the
 //! `try_*` variants return them instead. [`crate::Runtime::run`] returns the
 //! error that ended a job.
+//!
+//! An [`Error`] variant is an MPI error class; where a class covers several
+//! situations, the variant holds a kind that names the situation and keeps
+//! its values as fields (as `std::io::ErrorKind` does for I/O errors, but
+//! with the data): [`CountError`], [`TypeError`], [`CommError`],
+//! [`ArgError`] (with [`ViewProblem`]), [`CollectiveError`] and
+//! [`ResourceError`], one file each in `error/`. A kind's `Display` is the
+//! message; programs match on the kind, not on the text. The kinds hold plain
+//! values (`&'static str` operation names, ranks, counts, datatype names as
+//! `String`, call sites as `&'static Location`), so this module stays at the
+//! bottom layer and imports nothing above the crate root's number types.
 
 use std::fmt;
 
 use crate::{Rank, Tag};
 
+mod arg;
+mod collective;
+mod comm;
+mod count;
+mod resources;
+mod types;
+
+pub use arg::{ArgError, ViewProblem};
+pub use collective::CollectiveError;
+pub use comm::CommError;
+pub use count::CountError;
+pub use resources::ResourceError;
+pub use types::TypeError;
+
 /// Everything that can go wrong in myriad, by MPI error class.
+///
+/// Match on the class, and on the kind inside it for the values involved:
+///
+/// ```
+/// use myriad::traits::*;
+/// use myriad::{Error, TypeError};
+///
+/// let out = myriad::run(2, |universe| {
+///     let world = universe.world();
+///     if world.rank() == 0 {
+///         world.process_at_rank(1).send_with_tag(&1.5f64, 7);
+///         None
+///     } else {
+///         Some(world.process_at_rank(0).try_receive_with_tag::<i64>(7))
+///     }
+/// })
+/// .unwrap();
+/// match &out[1] {
+///     Some(Err(Error::Type(TypeError::MessageSignature {
+///         source,
+///         tag,
+///         sent,
+///         expected,
+///         ..
+///     }))) => {
+///         assert_eq!((*source, *tag), (0, 7));
+///         assert_eq!((*sent, *expected), ("f64", "i64"));
+///     }
+///     other => panic!("expected a type error, got {other:?}"),
+/// }
+/// let err = out[1].as_ref().unwrap().as_ref().unwrap_err();
+/// assert!(err.to_string().starts_with("type mismatch: rank 1 received a message from rank 0"));
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Error {
@@ -54,26 +112,14 @@ pub enum Error {
         size: Rank,
     },
     /// A count or buffer size that does not fit (`MPI_ERR_COUNT`).
-    Count {
-        /// What is wrong, as a sentence.
-        message: String,
-    },
+    Count(CountError),
     /// Message and receive buffer have different type signatures
     /// (`MPI_ERR_TYPE`).
-    Type {
-        /// What is wrong, as a sentence.
-        message: String,
-    },
+    Type(TypeError),
     /// A communicator used where it is not valid (`MPI_ERR_COMM`).
-    Comm {
-        /// What is wrong, as a sentence.
-        message: String,
-    },
+    Comm(CommError),
     /// An argument that is not valid (`MPI_ERR_ARG`).
-    Arg {
-        /// What is wrong, as a sentence.
-        message: String,
-    },
+    Arg(ArgError),
     /// Something myriad does not implement yet (`MPI_ERR_UNSUPPORTED_OPERATION`).
     Unsupported {
         /// What is not supported.
@@ -81,10 +127,7 @@ pub enum Error {
     },
     /// Ranks of a communicator called different collectives, or the same one
     /// with different roots, sizes or algorithms.
-    Collective {
-        /// Both calls, with their ranks and call sites.
-        message: String,
-    },
+    Collective(CollectiveError),
     /// Every rank of the job waits and nothing can wake them.
     Deadlock {
         /// One line per waiting rank: operation, peer, tag, communicator and
@@ -100,10 +143,7 @@ pub enum Error {
     },
     /// The job could not get a resource it needs (memory, threads, stack
     /// mappings).
-    Resources {
-        /// What is missing and what to do about it.
-        message: String,
-    },
+    Resources(ResourceError),
     /// Invalid configuration (builder, environment variable or flag).
     Config {
         /// What is wrong, naming the knob and the valid values.
@@ -197,15 +237,15 @@ impl Error {
             Error::Rank { .. } => ErrorClass::Rank,
             Error::Tag { .. } => ErrorClass::Tag,
             Error::Root { .. } => ErrorClass::Root,
-            Error::Count { .. } => ErrorClass::Count,
-            Error::Type { .. } => ErrorClass::Type,
-            Error::Comm { .. } => ErrorClass::Comm,
-            Error::Arg { .. } => ErrorClass::Arg,
+            Error::Count(_) => ErrorClass::Count,
+            Error::Type(_) => ErrorClass::Type,
+            Error::Comm(_) => ErrorClass::Comm,
+            Error::Arg(_) => ErrorClass::Arg,
             Error::Unsupported { .. } => ErrorClass::Unsupported,
-            Error::Collective { .. } => ErrorClass::CollectiveMismatch,
+            Error::Collective(_) => ErrorClass::CollectiveMismatch,
             Error::Deadlock { .. } => ErrorClass::Deadlock,
             Error::Panic { .. } => ErrorClass::Panic,
-            Error::Resources { .. } => ErrorClass::NoMem,
+            Error::Resources(_) => ErrorClass::NoMem,
             Error::Config { .. } => ErrorClass::Config,
             Error::Aborted => ErrorClass::Aborted,
         }
@@ -250,15 +290,15 @@ impl fmt::Display for Error {
                 f,
                 "{op}: root {root} is not in the communicator (valid ranks are 0..{size})"
             ),
-            Error::Count { message }
-            | Error::Type { message }
-            | Error::Comm { message }
-            | Error::Arg { message }
-            | Error::Collective { message } => f.write_str(message),
+            Error::Count(kind) => kind.fmt(f),
+            Error::Type(kind) => kind.fmt(f),
+            Error::Comm(kind) => kind.fmt(f),
+            Error::Arg(kind) => kind.fmt(f),
+            Error::Collective(kind) => kind.fmt(f),
             Error::Unsupported { what } => write!(f, "not supported by myriad yet: {what}"),
             Error::Deadlock { report } => write!(f, "deadlock: {report}"),
             Error::Panic { rank, message } => write!(f, "rank {rank} panicked: {message}"),
-            Error::Resources { message } => write!(f, "out of resources: {message}"),
+            Error::Resources(kind) => write!(f, "out of resources: {kind}"),
             Error::Config { message } => write!(f, "invalid configuration: {message}"),
             Error::Aborted => f.write_str("the job was aborted"),
         }
@@ -287,6 +327,213 @@ impl<T> OrRaise<T> for Result<T, Error> {
         match self {
             Ok(value) => value,
             Err(error) => raise(error),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::panic::Location;
+
+    use super::*;
+
+    /// The kinds print the sentences the `format!`s at the construction
+    /// sites printed before the kinds existed (copied from them, with the
+    /// values filled in), so messages, and the tests and programs that
+    /// read them, stay as they were.
+    #[test]
+    fn kinds_print_the_messages_of_before() {
+        let cases: Vec<(Error, &str)> = vec![
+            (
+                Error::Count(CountError::PartitionLength {
+                    op: "gather_varcount_into_known",
+                    counts: 3,
+                    displs: 4,
+                    size: 4,
+                }),
+                "gather_varcount_into_known: 3 counts and 4 displacements for a communicator \
+                 of 4 ranks",
+            ),
+            (
+                Error::Count(CountError::RootBufferTooSmall {
+                    op: "gather",
+                    holds: 5,
+                    ranks: 3,
+                    block: 2,
+                }),
+                "gather: the root's buffer holds 5 elements but 3 ranks × 2 elements need 6",
+            ),
+            (
+                Error::Count(CountError::SendBufferTooSmall {
+                    op: "reduce_scatter_block",
+                    holds: 5,
+                    ranks: 3,
+                    block: 2,
+                }),
+                "reduce_scatter_block: the send buffer holds 5 elements but 3 ranks × 2 need 6",
+            ),
+            (
+                Error::Count(CountError::PackBufferTooSmall {
+                    op: "pack_into",
+                    bytes: 8,
+                    position: 4,
+                    buffer: "output",
+                    len: 10,
+                }),
+                "pack_into: 8 bytes of data at position 4 need 12 bytes, but the output buffer \
+                 holds 10",
+            ),
+            (
+                Error::Count(CountError::BufferTooLarge { len: 1 << 31 }),
+                "a buffer of 2147483648 elements is larger than MPI's count type allows \
+                 (2147483647)",
+            ),
+            (
+                Error::Type(TypeError::MessageSignature {
+                    rank: 1,
+                    source: 0,
+                    tag: 7,
+                    index: 0,
+                    sent: "f64",
+                    expected: "i64",
+                }),
+                "type mismatch: rank 1 received a message from rank 0 (tag 7) whose type \
+                 signature differs from the receive buffer's at base value 0 (sent f64, \
+                 expected i64); nothing was copied",
+            ),
+            (
+                Error::Type(TypeError::ElementSizes {
+                    op: "all_to_all",
+                    rank: 2,
+                    send: "u32".into(),
+                    send_bytes: 4,
+                    recv: "u64".into(),
+                    recv_bytes: 8,
+                }),
+                "all_to_all: rank 2 sends u32 (4 bytes of data per element) but receives u64 \
+                 (8 bytes); counts are in elements of both",
+            ),
+            (
+                Error::Comm(CommError::ForeignHandle { rank: 1, owner: 0 }),
+                "rank 1 used a communicator handle that belongs to rank 0; handles must stay \
+                 with the rank that created them",
+            ),
+            (
+                Error::Comm(CommError::TaskAbandoned { rank: 3 }),
+                "rank 3 gave up an immediate collective whose task is still running: its \
+                 request was dropped or waited for where it cannot wait (while unwinding from \
+                 a panic, or outside of rank 3), and its buffer must not be freed while the \
+                 other side may still use it, so the job is aborted",
+            ),
+            (
+                Error::Arg(ArgError::NoSuchAlgorithm {
+                    collective: "barrier",
+                    algorithm: "ring",
+                    valid: vec!["shm", "linear"],
+                }),
+                "barrier has no algorithm ring; its algorithms are: auto, shm, linear",
+            ),
+            (
+                Error::Arg(ArgError::View {
+                    view: "MutView",
+                    problem: ViewProblem::TooSmall {
+                        count: 3,
+                        datatype: "f64".into(),
+                        lb: 0,
+                        extent: 8,
+                        need: 24,
+                        buffer_count: 2,
+                        buffer: "f64".into(),
+                        have: 16,
+                    },
+                }),
+                "MutView::with_count_and_datatype: 3 element(s) of datatype `f64` (lb 0, \
+                 extent 8) reach 24 bytes from the buffer's address, but the buffer (2 x \
+                 `f64`) holds 16",
+            ),
+            (
+                Error::Arg(ArgError::GridTooLarge {
+                    op: "create_cartesian_communicator",
+                    dims: vec![2, 3],
+                    size: 4,
+                }),
+                "create_cartesian_communicator: a grid of dims [2, 3] needs 6 ranks but the \
+                 communicator has 4",
+            ),
+            (
+                Error::Arg(ArgError::DimsCreateNotMultiple {
+                    nnodes: 10,
+                    dims: vec![0, 3],
+                    fixed: 3,
+                }),
+                "dims_create(10, [0, 3]): 10 is not a multiple of the fixed entries' product 3",
+            ),
+            (
+                Error::Resources(ResourceError::Tasks { max: 4096 }),
+                "out of resources: more than 4096 tasks (immediate collectives) are alive at \
+                 once",
+            ),
+        ];
+        for (error, message) in cases {
+            assert_eq!(error.to_string(), message, "{error:?}");
+        }
+    }
+
+    /// Call sites print as `file:line:column`, as the messages spelled them
+    /// out before.
+    #[test]
+    fn call_sites_print_as_file_line_column() {
+        let (a, b) = (Location::caller(), Location::caller());
+        let error = Error::Collective(CollectiveError::Mismatch {
+            seq: 4,
+            ranks: (0, 1),
+            calls: ("barrier".into(), "broadcast from root 0".into()),
+            sites: (a, b),
+        });
+        assert_eq!(
+            error.to_string(),
+            format!(
+                "collective mismatch on call 4 of the communicator: rank 0 called barrier at \
+                 {}:{}:{}, but rank 1 called broadcast from root 0 at {}:{}:{}",
+                a.file(),
+                a.line(),
+                a.column(),
+                b.file(),
+                b.line(),
+                b.column()
+            )
+        );
+    }
+
+    #[test]
+    fn every_kind_keeps_its_class() {
+        let kinds = [
+            (
+                Error::Count(CountError::NegativeCount {
+                    op: "pack_size",
+                    count: -1,
+                }),
+                ErrorClass::Count,
+            ),
+            (
+                Error::Type(TypeError::ReduceLocalTypes {
+                    input: "f64".into(),
+                    inout: "i32".into(),
+                }),
+                ErrorClass::Type,
+            ),
+            (Error::Comm(CommError::RankFinished), ErrorClass::Comm),
+            (
+                Error::Arg(ArgError::NegativeColor { value: -2 }),
+                ErrorClass::Arg,
+            ),
+            (
+                Error::Resources(ResourceError::Tasks { max: 1 }),
+                ErrorClass::NoMem,
+            ),
+        ];
+        for (error, class) in kinds {
+            assert_eq!(error.class(), class, "{error}");
         }
     }
 }

@@ -95,7 +95,10 @@ pub mod attribute {
 pub use environment::{
     initialize, initialize_with_threading, time, time_resolution, Threading, Universe,
 };
-pub use error::{Error, ErrorClass};
+pub use error::{
+    ArgError, CollectiveError, CommError, CountError, Error, ErrorClass, ResourceError, TypeError,
+    ViewProblem,
+};
 pub use hybrid::parallel_for;
 /// `#[myriad::main]`: the entry point of a ported rsmpi program.
 pub use myriad_macros::main;

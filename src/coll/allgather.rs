@@ -45,7 +45,7 @@ use super::round::{Round, Shape};
 use super::{bcast, copy_checked, Algorithm, Call};
 use crate::datatype::copy::Layout;
 use crate::datatype::{Datatype, Equivalence};
-use crate::error::Error;
+use crate::error::{CountError, Error, TypeError};
 use crate::Rank;
 
 /// Every rank gets every rank's `send`, block by block in rank order.
@@ -75,14 +75,12 @@ pub(crate) fn allgatherv(call: &Call<'_>, send: &Layout, recv: &Parts) -> Result
     check_elements(call, send, &recv.buf, Sides::EveryRank)?;
     let own = recv.part(call.rank() as usize).count;
     if send.count != own {
-        return Err(Error::Count {
-            message: format!(
-                "{}: rank {} sends {} elements but its own part of the receive buffer holds {own}",
-                call.kind,
-                call.rank(),
-                send.count
-            ),
-        });
+        return Err(Error::Count(CountError::OwnPart {
+            op: call.kind.name(),
+            rank: call.rank(),
+            sent: send.count,
+            own,
+        }));
     }
     match call.algorithm {
         Algorithm::Ring => ring(call, send, recv),
@@ -149,26 +147,26 @@ fn shm(call: &Call<'_>, send: &Layout, parts: &Parts) -> Result<(), Error> {
     // Our block goes into our slot, if it is what the layout expects.
     let mine = slot(rank);
     let packed = if send.count != mine.count {
-        Err(Error::Count {
-            message: format!(
-                "{}: rank {rank} sends {} elements but rank {first} expects {} from it",
-                call.kind, send.count, mine.count
-            ),
-        })
+        Err(Error::Count(CountError::ExpectedByRank {
+            op: call.kind.name(),
+            rank: rank as Rank,
+            sent: send.count,
+            by: first as Rank,
+            expected: mine.count,
+        }))
     } else if let Some((index, sent, expected)) =
         crate::datatype::signature_mismatch(send.ty.map(), send.count, reference.ty.map())
     {
-        Err(Error::Type {
-            message: format!(
-                "{}: rank {rank} sends {} but rank {first} sends {}: their type signatures \
-                 differ at base value {index} ({} and {})",
-                call.kind,
-                send.ty.map().name(),
-                reference.ty.map().name(),
-                sent.name(),
-                expected.name()
-            ),
-        })
+        Err(Error::Type(TypeError::SendSignatures {
+            op: call.kind.name(),
+            rank: rank as Rank,
+            datatype: send.ty.map().name().into(),
+            by: first as Rank,
+            by_datatype: reference.ty.map().name().into(),
+            index,
+            sent: sent.name(),
+            expected: expected.name(),
+        }))
     } else {
         // SAFETY: the slot holds `send.count` packed elements of our
         // signature, inside the round's buffer; no other rank writes it.
@@ -184,13 +182,12 @@ fn shm(call: &Call<'_>, send: &Layout, parts: &Parts) -> Result<(), Error> {
             let (count, displ) = (table.count(r), table.displ(r));
             let theirs = offset(r + 1) - offset(r);
             if count != theirs {
-                return Err(Error::Count {
-                    message: format!(
-                        "{}: ranks {first} and {rank} disagree on the count of rank {r}: {theirs} \
-                         and {count} elements",
-                        call.kind
-                    ),
-                });
+                return Err(Error::Count(CountError::CountsDisagree {
+                    op: call.kind.name(),
+                    ranks: (first as Rank, rank as Rank),
+                    of: r as Rank,
+                    counts: (theirs, count),
+                }));
             }
             in_order &= displ == offset(r);
         }
@@ -304,12 +301,13 @@ fn gather_broadcast_v(call: &Call<'_>, send: &Layout, parts: &Parts) -> Result<(
     };
     bcast::broadcast(&tree, 0, &layout)?;
     if let Some(r) = (0..n).find(|&r| table[r] != counts[r] as u64) {
-        return Err(Error::Count {
-            message: format!(
-                "{}: rank {rank}'s part for rank {r} holds {} elements but rank 0's holds {}",
-                call.kind, counts[r], table[r]
-            ),
-        });
+        return Err(Error::Count(CountError::PartDiffersFromRankZero {
+            op: call.kind.name(),
+            rank: rank as Rank,
+            of: r as Rank,
+            count: counts[r],
+            first: table[r] as usize,
+        }));
     }
     let total: usize = counts.iter().sum();
     let elem = packed(&parts.buf.ty);

@@ -31,7 +31,7 @@ use super::round::Readers;
 use super::{copy_checked, Algorithm, Call};
 use crate::datatype::copy::Layout;
 use crate::datatype::{TypeHandle, TypeMap};
-use crate::error::Error;
+use crate::error::{CountError, Error};
 use crate::Rank;
 
 /// Block `j` of rank `i`'s `send` goes to block `i` of rank `j`'s `recv`.
@@ -39,13 +39,12 @@ pub(crate) fn alltoall(call: &Call<'_>, send: &Layout, recv: &Layout) -> Result<
     let (rank, n) = (call.rank(), call.size() as usize);
     check_elements(call, send, recv, Sides::EveryRank)?;
     if send.count % n != 0 {
-        return Err(Error::Count {
-            message: format!(
-                "{}: the send buffer of rank {rank} holds {} elements, which do not split into \
-                 {n} equal blocks",
-                call.kind, send.count
-            ),
-        });
+        return Err(Error::Count(CountError::UnevenBlocks {
+            op: call.kind.name(),
+            rank,
+            holds: send.count,
+            ranks: n,
+        }));
     }
     let block = send.count / n;
     let recv = Parts::receive_blocks(call, recv, block)?;
@@ -67,13 +66,13 @@ fn run(call: &Call<'_>, send: &Parts, recv: &Parts) -> Result<(), Error> {
 }
 
 fn count_mismatch(call: &Call<'_>, from: usize, sent: usize, expected: usize) -> Error {
-    Error::Count {
-        message: format!(
-            "{}: rank {from} sends {sent} elements to rank {} but it expects {expected} from it",
-            call.kind,
-            call.rank()
-        ),
-    }
+    Error::Count(CountError::SentToRank {
+        op: call.kind.name(),
+        from: from as Rank,
+        to: call.rank(),
+        sent,
+        expected,
+    })
 }
 
 /// The rank's own part, copied locally.

@@ -19,7 +19,7 @@ use std::panic::Location;
 use super::Kind;
 use crate::datatype::copy::Layout;
 use crate::datatype::TypeMap;
-use crate::error::Error;
+use crate::error::{CollectiveError, Error};
 use crate::sync::spin::SpinLock;
 use crate::Rank;
 
@@ -237,18 +237,12 @@ pub(crate) fn mismatch(
     other: &(Signature, Rank, &'static Location<'static>),
 ) -> Error {
     let ((theirs, their_rank, their_site), (mine, rank, site)) = (first, other);
-    Error::Collective {
-        message: format!(
-            "collective mismatch on call {seq} of the communicator: rank {their_rank} \
-             called {theirs} at {}:{}:{}, but rank {rank} called {mine} at {}:{}:{}",
-            their_site.file(),
-            their_site.line(),
-            their_site.column(),
-            site.file(),
-            site.line(),
-            site.column()
-        ),
-    }
+    Error::Collective(CollectiveError::Mismatch {
+        seq,
+        ranks: (*their_rank, *rank),
+        calls: (theirs.to_string(), mine.to_string()),
+        sites: (their_site, site),
+    })
 }
 
 /// Whether two ranks' signatures of the same call are compatible: same

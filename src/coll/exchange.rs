@@ -10,7 +10,7 @@
 
 use super::Call;
 use crate::datatype::copy::Layout;
-use crate::error::Error;
+use crate::error::{CountError, Error};
 use crate::p2p::completion::Completion;
 use crate::p2p::{self, Queued, SendMode, Started};
 use crate::sched;
@@ -65,14 +65,13 @@ impl<'c, 'a> Exchange<'c, 'a> {
         if got == expected {
             return Ok(());
         }
-        Err(Error::Count {
-            message: format!(
-                "{}: rank {} expected {expected} bytes from rank {src} but received {got}; \
-                 the ranks disagree on counts",
-                self.call.kind.name(),
-                self.call.rank()
-            ),
-        })
+        Err(Error::Count(CountError::ReceivedBytes {
+            op: self.call.kind.name(),
+            rank: self.call.rank(),
+            source: src as Rank,
+            expected,
+            received: got,
+        }))
     }
 
     /// Sends `src` to `dest`; `src` must stay valid until

@@ -42,7 +42,7 @@ use super::round::Readers;
 use super::{bcast, copy_checked, pack_to, Algorithm, Call};
 use crate::datatype::copy::Layout;
 use crate::datatype::{Datatype, Equivalence, TypeHandle};
-use crate::error::Error;
+use crate::error::{ArgError, CountError, Error};
 use crate::Rank;
 
 /// Statistics of the last Gatherv a rank ran as root (for `gatherv_algos`
@@ -100,14 +100,10 @@ pub(crate) fn gatherv(
         Algorithm::BinomialAggressive => match (parts, known) {
             (Some(p), _) => binomial_tree(call, root, send, parts, p.table()),
             (None, Some((c, d))) => binomial_tree(call, root, send, None, Table::Given(c, d)),
-            (None, None) => Err(Error::Arg {
-                message: format!(
-                    "{}: the binomial_aggressive algorithm needs every rank to pass the counts \
-                     and displacements (gather_varcount_into_known), but rank {} did not",
-                    call.kind,
-                    call.rank()
-                ),
-            }),
+            (None, None) => Err(Error::Arg(ArgError::CountsNotKnown {
+                op: call.kind.name(),
+                rank: call.rank(),
+            })),
         },
         _ => shm(call, root, send, parts),
     }
@@ -143,12 +139,12 @@ pub(crate) fn gather(
 }
 
 fn count_mismatch(call: &Call<'_>, rank: usize, sent: usize, expected: usize) -> Error {
-    Error::Count {
-        message: format!(
-            "{}: rank {rank} sends {sent} elements but the root expects {expected} from it",
-            call.kind
-        ),
-    }
+    Error::Count(CountError::SentToRoot {
+        op: call.kind.name(),
+        rank: rank as Rank,
+        sent,
+        expected,
+    })
 }
 
 /// The root's own block, copied straight into its part, its count checked

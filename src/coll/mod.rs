@@ -63,7 +63,7 @@ pub(crate) use select::{env_defaults, Selection};
 pub use select::{Algorithm, Collective};
 
 use crate::comm::CommCore;
-use crate::error::Error;
+use crate::error::{Error, TypeError};
 use crate::sched::{RankCtx, WaitInfo, WaitOp};
 use check::{Checker, Signature};
 
@@ -253,16 +253,14 @@ pub(crate) fn check_transfer(
         if let Some((index, sent, expected)) =
             crate::datatype::signature_mismatch(src.ty.map(), src.count, dst.ty.map())
         {
-            return Err(Error::Type {
-                message: format!(
-                    "{}: rank {} got data from rank {from} whose type signature differs from \
-                     its buffer's at base value {index} (sent {}, expected {})",
-                    call.kind,
-                    call.rank(),
-                    sent.name(),
-                    expected.name()
-                ),
-            });
+            return Err(Error::Type(TypeError::ReceivedSignature {
+                op: call.kind.name(),
+                rank: call.rank(),
+                source: from,
+                index,
+                sent: sent.name(),
+                expected: expected.name(),
+            }));
         }
     }
     if src.bytes() > dst.bytes() {

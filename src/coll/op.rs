@@ -14,7 +14,7 @@
 use std::any::type_name;
 
 use crate::datatype::{BaseKind, Datatype, Equivalence, TypeMap};
-use crate::error::Error;
+use crate::error::{CountError, Error, TypeError};
 
 /// An operation of a reduction (rsmpi's `Operation`).
 pub trait Operation {
@@ -326,16 +326,11 @@ pub(crate) fn check_supported(op: &OpRef<'_>, map: &TypeMap) -> Result<(), Error
     if let OpRef::System(op) = op {
         for run in map.signature() {
             if !op.supports(run.kind) {
-                return Err(Error::Type {
-                    message: format!(
-                        "{} is not defined for {} (in the datatype {}); MPI defines \
-                         arithmetic operations on numbers, logical ones on integers and bool, \
-                         bitwise ones on integers",
-                        op.name(),
-                        run.kind.name(),
-                        map.name()
-                    ),
-                });
+                return Err(Error::Type(TypeError::OpNotDefined {
+                    op: op.name(),
+                    base: run.kind.name(),
+                    datatype: map.name().into(),
+                }));
             }
         }
     }
@@ -560,20 +555,15 @@ where
     let count = input.count() as usize;
     let out_dt = inout.as_datatype();
     let result = if !std::ptr::eq(map, out_dt.type_map()) && map != out_dt.type_map() {
-        Err(Error::Type {
-            message: format!(
-                "reduce_local_into: the buffers have different types ({} and {})",
-                map.name(),
-                out_dt.type_map().name()
-            ),
-        })
+        Err(Error::Type(TypeError::ReduceLocalTypes {
+            input: map.name().into(),
+            inout: out_dt.type_map().name().into(),
+        }))
     } else if count != inout.count() as usize {
-        Err(Error::Count {
-            message: format!(
-                "reduce_local_into: the buffers have {count} and {} elements",
-                inout.count()
-            ),
-        })
+        Err(Error::Count(CountError::ReduceLocalCount {
+            input: count,
+            inout: inout.count() as usize,
+        }))
     } else {
         check_supported(&op.op(), map)
     };

@@ -12,8 +12,8 @@
 use super::Call;
 use crate::datatype::copy::Layout;
 use crate::datatype::{Datatype, TypeHandle, TypeMap, UserDatatype};
-use crate::error::Error;
-use crate::Count;
+use crate::error::{CountError, Error, TypeError};
+use crate::{Count, Rank};
 
 /// A buffer and its partition into one part per rank (the root's buffer of
 /// a Gather(v) or Scatter(v), either buffer of an all-gather or all-to-all).
@@ -42,13 +42,12 @@ impl Parts {
     ) -> Result<Parts, Error> {
         let size = size as usize;
         if counts.len() != size || displs.len() != size {
-            return Err(Error::Count {
-                message: format!(
-                    "{op}: {} counts and {} displacements for a communicator of {size} ranks",
-                    counts.len(),
-                    displs.len()
-                ),
-            });
+            return Err(Error::Count(CountError::PartitionLength {
+                op,
+                counts: counts.len(),
+                displs: displs.len(),
+                size,
+            }));
         }
         // One tight pass; the message is built out of line, so that the
         // loop keeps its values in registers.
@@ -78,12 +77,12 @@ impl Parts {
     ) -> Result<Parts, Error> {
         let needed = count * size as usize;
         if buf.count < needed {
-            return Err(Error::Count {
-                message: format!(
-                    "{op}: the root's buffer holds {} elements but {size} ranks × {count} elements need {needed}",
-                    buf.count
-                ),
-            });
+            return Err(Error::Count(CountError::RootBufferTooSmall {
+                op,
+                holds: buf.count,
+                ranks: size as usize,
+                block: count,
+            }));
         }
         Ok(Parts::blocks(buf, count))
     }
@@ -109,16 +108,13 @@ impl Parts {
     ) -> Result<Parts, Error> {
         let n = call.size() as usize;
         if recv.count < n * block {
-            return Err(Error::Count {
-                message: format!(
-                    "{}: the receive buffer of rank {} holds {} elements but {n} ranks × {block} \
-                     elements need {}",
-                    call.kind,
-                    call.rank(),
-                    recv.count,
-                    n * block
-                ),
-            });
+            return Err(Error::Count(CountError::ReceiveBufferTooSmall {
+                op: call.kind.name(),
+                rank: call.rank(),
+                holds: recv.count,
+                ranks: n,
+                block,
+            }));
         }
         Ok(Parts::blocks(recv.clone(), block))
     }
@@ -141,15 +137,23 @@ impl Parts {
 /// The error for the part of rank `r`, which is negative or out of range.
 #[cold]
 fn out_of_range_slow(op: &'static str, r: usize, c: Count, d: Count, total: Count) -> Error {
-    let message = if c < 0 || d < 0 {
-        format!("{op}: rank {r} has count {c} and displacement {d}; both must be ≥ 0")
+    let (rank, count, displ) = (r as Rank, c, d);
+    Error::Count(if c < 0 || d < 0 {
+        CountError::NegativePart {
+            op,
+            rank,
+            count,
+            displ,
+        }
     } else {
-        format!(
-            "{op}: the part of rank {r} (count {c} at displacement {d}) ends after the \
-             buffer's {total} elements"
-        )
-    };
-    Error::Count { message }
+        CountError::PartOutOfRange {
+            op,
+            rank,
+            count,
+            displ,
+            total,
+        }
+    })
 }
 
 /// A non-empty part: displacement, count and rank. Ranks differ, so a set
@@ -196,13 +200,12 @@ fn check_disjoint_slow(op: &'static str, counts: &[Count], displs: &[Count]) -> 
 }
 
 fn overlap_error(op: &'static str, (d0, c0, r0): Span, (d1, _, r1): Span) -> Error {
-    Error::Count {
-        message: format!(
-            "{op}: the parts of ranks {r0} and {r1} overlap in the receive buffer \
-             (elements {d1}..{})",
-            d0 + c0
-        ),
-    }
+    Error::Count(CountError::PartsOverlap {
+        op,
+        ranks: (r0 as Rank, r1 as Rank),
+        start: d1,
+        end: d0 + c0,
+    })
 }
 
 /// Counts and displacements (in elements, by absolute rank): a table, or
@@ -264,23 +267,32 @@ pub(crate) fn check_elements(
     if s == r {
         return Ok(());
     }
-    let (kind, send, recv) = (call.kind, send.ty.map().name(), recv.ty.map().name());
-    let message = match sides {
-        Sides::GatherRoot => format!(
-            "{kind}: the root's receive type {recv} has {r} bytes of data per element but its \
-             send type {send} has {s}; counts are in elements of both"
-        ),
-        Sides::ScatterRoot => format!(
-            "{kind}: the root's send type {send} has {s} bytes of data per element but its \
-             receive type {recv} has {r}; counts are in elements of both"
-        ),
-        Sides::EveryRank => format!(
-            "{kind}: rank {} sends {send} ({s} bytes of data per element) but receives {recv} \
-             ({r} bytes); counts are in elements of both",
-            call.rank()
-        ),
-    };
-    Err(Error::Type { message })
+    let (op, send, recv) = (call.kind.name(), send.ty.map().name(), recv.ty.map().name());
+    let (send, recv, send_bytes, recv_bytes) = (send.into(), recv.into(), s, r);
+    Err(Error::Type(match sides {
+        Sides::GatherRoot => TypeError::GatherRootElementSizes {
+            op,
+            send,
+            send_bytes,
+            recv,
+            recv_bytes,
+        },
+        Sides::ScatterRoot => TypeError::ScatterRootElementSizes {
+            op,
+            send,
+            send_bytes,
+            recv,
+            recv_bytes,
+        },
+        Sides::EveryRank => TypeError::ElementSizes {
+            op,
+            rank: call.rank(),
+            send,
+            send_bytes,
+            recv,
+            recv_bytes,
+        },
+    }))
 }
 
 /// The packed (contiguous) type with the signature of `ty`: what temporary

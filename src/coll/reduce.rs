@@ -25,7 +25,7 @@ use super::operand::{combine, copy_same, Scratch};
 use super::round::{Accumulator, Readers, Round};
 use super::{bcast, Algorithm, Call};
 use crate::datatype::copy::Layout;
-use crate::error::Error;
+use crate::error::{CountError, Error, TypeError};
 use crate::sync::spin::SpinLock;
 use crate::Rank;
 
@@ -40,23 +40,18 @@ pub(crate) fn check(
     if let Some(recv) = recv {
         let (s, r) = (send.ty.map(), recv.ty.map());
         if !std::ptr::eq(s, r) && s != r {
-            return Err(Error::Type {
-                message: format!(
-                    "{}: the send buffer holds {} and the receive buffer {}; a reduction needs \
-                     one type",
-                    call.kind,
-                    s.name(),
-                    r.name()
-                ),
-            });
+            return Err(Error::Type(TypeError::ReduceBuffers {
+                op: call.kind.name(),
+                send: s.name().into(),
+                recv: r.name().into(),
+            }));
         }
         if recv.count < send.count {
-            return Err(Error::Count {
-                message: format!(
-                    "{}: the receive buffer holds {} elements but {} are reduced",
-                    call.kind, recv.count, send.count
-                ),
-            });
+            return Err(Error::Count(CountError::ReduceCount {
+                op: call.kind.name(),
+                holds: recv.count,
+                reduced: send.count,
+            }));
         }
     }
     Ok(())
@@ -187,16 +182,12 @@ fn shm_commutative(
 /// (with the collective check off, nothing else compares them).
 #[cold]
 fn contributions_differ(call: &Call<'_>, send: &Layout) -> Error {
-    Error::Type {
-        message: format!(
-            "{}: the ranks' contributions differ in type or count (rank {} contributes {} × \
-             {}); a reduction needs one type and count",
-            call.kind,
-            call.rank(),
-            send.count,
-            send.ty.map().name()
-        ),
-    }
+    Error::Type(TypeError::ReduceContributions {
+        op: call.kind.name(),
+        rank: call.rank(),
+        count: send.count,
+        datatype: send.ty.map().name().into(),
+    })
 }
 
 /// Reduces `send` into `part`: the first contribution is copied; one of
@@ -235,18 +226,12 @@ fn shm_in_order(
             let theirs = turn.deposit::<Layout>(r);
             let (a, b) = (send.ty.map(), theirs.ty.map());
             if theirs.count != send.count || !std::ptr::eq(a, b) && a != b {
-                return Err(Error::Type {
-                    message: format!(
-                        "{}: rank {r} contributes {} × {} but rank {} contributes {} × {}; a \
-                         reduction needs one type and count",
-                        call.kind,
-                        theirs.count,
-                        b.name(),
-                        call.rank(),
-                        send.count,
-                        a.name()
-                    ),
-                });
+                return Err(Error::Type(TypeError::ReduceOperands {
+                    op: call.kind.name(),
+                    ranks: (r as Rank, call.rank()),
+                    counts: (theirs.count, send.count),
+                    datatypes: (b.name().into(), a.name().into()),
+                }));
             }
             Ok(theirs)
         };
@@ -427,14 +412,12 @@ pub(crate) fn reduce_scatter_block(
     let n = call.size() as usize;
     let block = recv.count;
     if send.count != block * n {
-        return Err(Error::Count {
-            message: format!(
-                "reduce_scatter_block: the send buffer holds {} elements but {n} ranks × {block} \
-                 need {}",
-                send.count,
-                block * n
-            ),
-        });
+        return Err(Error::Count(CountError::SendBufferTooSmall {
+            op: "reduce_scatter_block",
+            holds: send.count,
+            ranks: n,
+            block,
+        }));
     }
     let rank = call.rank() as usize;
     match call.algorithm {

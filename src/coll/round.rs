@@ -885,7 +885,8 @@ mod tests {
                             crate::yield_now();
                         }
                         crate::sched::rank::with_current(|ctx| {
-                            ctx.expect("a rank").sched().fail(Error::Arg {
+                            ctx.expect("a rank").sched().fail(Error::Panic {
+                                rank: 2,
                                 message: FAILURE.into(),
                             })
                         });

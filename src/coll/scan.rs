@@ -32,7 +32,8 @@ use super::parts::piece;
 use super::round::{Access, Readers};
 use super::{Algorithm, Call};
 use crate::datatype::copy::Layout;
-use crate::error::Error;
+use crate::error::{CountError, Error, TypeError};
+use crate::Rank;
 
 /// The least data one rank scans in the shared-memory algorithm: below it,
 /// the cost of waking ranks for a chunk exceeds the work saved.
@@ -205,22 +206,20 @@ fn agree(call: &Call<'_>, turn: &Access<'_>, r: usize) -> Result<(), Error> {
     let (a, b) = (first.ty.map(), theirs.ty.map());
     let (mine, first_count) = (theirs.count, first.count);
     if mine != first_count {
-        return Err(Error::Count {
-            message: format!(
-                "{}: rank {r} contributes {mine} elements but rank 0 contributes {first_count}",
-                call.kind
-            ),
-        });
+        return Err(Error::Count(CountError::ContributionDiffers {
+            op: call.kind.name(),
+            rank: r as Rank,
+            count: mine,
+            first: first_count,
+        }));
     }
     if !std::ptr::eq(a, b) && a != b {
-        return Err(Error::Type {
-            message: format!(
-                "{}: rank {r} contributes {} but rank 0 contributes {}; a scan needs one type",
-                call.kind,
-                b.name(),
-                a.name()
-            ),
-        });
+        return Err(Error::Type(TypeError::ScanOperands {
+            op: call.kind.name(),
+            rank: r as Rank,
+            datatype: b.name().into(),
+            first: a.name().into(),
+        }));
     }
     Ok(())
 }

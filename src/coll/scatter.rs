@@ -35,7 +35,7 @@ use super::parts::{check_elements, packed, Parts, Sides};
 use super::round::Readers;
 use super::{copy_checked, pack_to, Algorithm, Call};
 use crate::datatype::copy::Layout;
-use crate::error::Error;
+use crate::error::{CountError, Error};
 use crate::Rank;
 
 /// Scatters `n` blocks of `recv.count` elements of `send` (at the root).
@@ -81,12 +81,12 @@ pub(crate) fn scatterv(
 }
 
 fn count_mismatch(call: &Call<'_>, rank: Rank, receives: usize, sent: usize) -> Error {
-    Error::Count {
-        message: format!(
-            "{}: rank {rank} receives {receives} elements but the root sends it {sent}",
-            call.kind
-        ),
-    }
+    Error::Count(CountError::SentByRoot {
+        op: call.kind.name(),
+        rank,
+        receives,
+        sent,
+    })
 }
 
 /// Copies part `rank` of the root's `parts` into `recv` (our own receive

@@ -20,7 +20,7 @@ use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::OnceLock;
 
 use crate::comm::locality::Locality;
-use crate::error::Error;
+use crate::error::{ArgError, Error};
 
 macro_rules! named_enum {
     ($(#[$meta:meta])* $vis:vis enum $name:ident { $($(#[$vm:meta])* $variant:ident => $text:literal,)* }) => {
@@ -171,22 +171,17 @@ impl Collective {
         if algorithm == Algorithm::Auto || self.algorithms().contains(&algorithm) {
             Ok(())
         } else {
-            Err(Error::Arg {
-                message: format!(
-                    "{self} has no algorithm {algorithm}; its algorithms are: auto, {}",
-                    names(self.algorithms())
-                ),
-            })
+            Err(Error::Arg(ArgError::NoSuchAlgorithm {
+                collective: self.name(),
+                algorithm: algorithm.name(),
+                valid: names(self.algorithms()),
+            }))
         }
     }
 }
 
-fn names(algorithms: &[Algorithm]) -> String {
-    algorithms
-        .iter()
-        .map(|a| a.name())
-        .collect::<Vec<_>>()
-        .join(", ")
+fn names(algorithms: &[Algorithm]) -> Vec<&'static str> {
+    algorithms.iter().map(|a| a.name()).collect()
 }
 
 impl FromStr for Collective {
@@ -197,15 +192,11 @@ impl FromStr for Collective {
             .iter()
             .copied()
             .find(|c| c.name() == s)
-            .ok_or_else(|| Error::Arg {
-                message: format!(
-                    "unknown collective {s:?}; the collectives are: {}",
-                    Collective::ALL
-                        .iter()
-                        .map(|c| c.name())
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                ),
+            .ok_or_else(|| {
+                Error::Arg(ArgError::UnknownCollective {
+                    valid: Collective::ALL.iter().map(|c| c.name()).collect(),
+                    name: s,
+                })
             })
     }
 }
@@ -217,12 +208,11 @@ impl Algorithm {
         let found = Algorithm::ALL.iter().copied().find(|a| a.name() == wanted);
         match found {
             Some(a) if collective.check(a).is_ok() => Ok(a),
-            _ => Err(Error::Arg {
-                message: format!(
-                    "{name:?} is not an algorithm of {collective}; use one of: auto, {}",
-                    names(collective.algorithms())
-                ),
-            }),
+            _ => Err(Error::Arg(ArgError::NotAnAlgorithm {
+                name: name.into(),
+                collective: collective.name(),
+                valid: names(collective.algorithms()),
+            })),
         }
     }
 
@@ -370,16 +360,13 @@ fn not_local(collective: Collective, locality: &Locality, name: String) -> Error
         .copied()
         .filter(|&a| a != Algorithm::SharedMemory)
         .collect();
-    Error::Arg {
-        message: format!(
-            "{collective}: algorithm shm needs every member of the communicator in one \
-             process, but {name} spans {} processes ({} of its members in this one); \
-             use auto or a message-based algorithm: {}",
-            locality.processes(),
-            locality.local_count(),
-            names(&others)
-        ),
-    }
+    Error::Arg(ArgError::NotAllLocal {
+        collective: collective.name(),
+        communicator: name,
+        processes: locality.processes(),
+        local: locality.local_count(),
+        valid: names(&others),
+    })
 }
 
 #[cold]

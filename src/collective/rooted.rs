@@ -2,6 +2,7 @@
 //! immediate.
 
 use super::*;
+use crate::error::CountError;
 
 /// Rooted collectives, called on the root process (rsmpi's `Root`):
 /// `world.process_at_rank(root).gather_into(&x)` on every rank but the
@@ -420,15 +421,12 @@ fn gatherv<P: Root + ?Sized, S: Buffer + ?Sized>(
         .and_then(|()| {
             if let Some((c, d)) = &known {
                 if c.len() != core.size() as usize || d.len() != core.size() as usize {
-                    return Err(Error::Count {
-                        message: format!(
-                            "gather_varcount_into_known: {} counts and {} displacements for a \
-                             communicator of {} ranks",
-                            c.len(),
-                            d.len(),
-                            core.size()
-                        ),
-                    });
+                    return Err(Error::Count(CountError::PartitionLength {
+                        op: "gather_varcount_into_known",
+                        counts: c.len(),
+                        displs: d.len(),
+                        size: core.size() as usize,
+                    }));
                 }
             }
             blocking(core, sig, site, |call| {

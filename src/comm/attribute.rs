@@ -54,7 +54,7 @@ use std::any::{Any, TypeId};
 use std::fmt;
 
 use super::{Communicator, Registry};
-use crate::error::{raise, Error};
+use crate::error::{raise, CommError, Error};
 
 #[cfg(doc)]
 use super::SimpleCommunicator;
@@ -109,11 +109,7 @@ impl<C: ?Sized + Communicator> AnyCommunicator for C {
     fn set_attr<A: CommAttribute>(&mut self, attribute: A) {
         match self.attributes_mut() {
             Some(attrs) => attrs.set(attribute),
-            None => raise(Error::Comm {
-                message: "set_attr: this handle keeps no attributes; set them on the \
-                          communicator handle itself"
-                    .into(),
-            }),
+            None => raise(Error::Comm(CommError::NoAttributes)),
         }
     }
 }

@@ -15,7 +15,7 @@ use std::sync::Arc;
 
 use super::split::{self, Agree, Ask, Creation};
 use super::{AsCore, Attributes, CommCore, Communicator, SimpleCommunicator};
-use crate::error::{raise, Error, OrRaise};
+use crate::error::{raise, ArgError, Error, OrRaise};
 use crate::{Count, Rank};
 
 /// A grid: extents and periodicity of each dimension.
@@ -28,36 +28,35 @@ pub(crate) struct Grid {
 impl Grid {
     /// Checks a grid for a communicator of `size` ranks.
     pub(crate) fn new(
-        op: &str,
+        op: &'static str,
         dims: &[Count],
         periods: &[bool],
         size: Rank,
     ) -> Result<Grid, Error> {
         if dims.len() != periods.len() {
-            return Err(Error::Arg {
-                message: format!(
-                    "{op}: dims has {} entries but periods has {}; they must have the same length",
-                    dims.len(),
-                    periods.len()
-                ),
-            });
+            return Err(Error::Arg(ArgError::DimsPeriodsLength {
+                op,
+                dims: dims.len(),
+                periods: periods.len(),
+            }));
         }
         if let Some((i, d)) = dims.iter().enumerate().find(|(_, &d)| d <= 0) {
-            return Err(Error::Arg {
-                message: format!("{op}: dims[{i}] = {d}; every dimension needs at least one rank"),
-            });
+            return Err(Error::Arg(ArgError::EmptyDimension {
+                op,
+                index: i,
+                extent: *d,
+            }));
         }
         let points = dims
             .iter()
             .try_fold(1 as Count, |p, &d| p.checked_mul(d))
             .filter(|&p| p <= size);
         if points.is_none() {
-            return Err(Error::Arg {
-                message: format!(
-                    "{op}: a grid of dims {dims:?} needs {} ranks but the communicator has {size}",
-                    dims.iter().map(|&d| d as i128).product::<i128>()
-                ),
-            });
+            return Err(Error::Arg(ArgError::GridTooLarge {
+                op,
+                dims: dims.to_vec(),
+                size,
+            }));
         }
         Ok(Grid {
             dims: dims.into(),
@@ -189,15 +188,12 @@ impl CartesianCommunicator {
     pub fn get_layout_into(&self, dims: &mut [Count], periods: &mut [bool], coords: &mut [Count]) {
         let n = self.grid.dims.len();
         if dims.len() != n || periods.len() != n || coords.len() != n {
-            raise(Error::Arg {
-                message: format!(
-                    "get_layout_into: the grid has {n} dimensions but dims, periods and coords \
-                     have {}, {} and {} entries",
-                    dims.len(),
-                    periods.len(),
-                    coords.len()
-                ),
-            });
+            raise(Error::Arg(ArgError::LayoutLengths {
+                dimensions: n,
+                dims: dims.len(),
+                periods: periods.len(),
+                coords: coords.len(),
+            }));
         }
         dims.copy_from_slice(&self.grid.dims);
         periods.copy_from_slice(&self.grid.periods);
@@ -216,13 +212,12 @@ impl CartesianCommunicator {
         self.check_len("coordinates_to_rank", "coordinates", coords.len());
         match self.grid.rank_at(coords.iter().copied()) {
             Ok(rank) => rank,
-            Err(i) => raise(Error::Arg {
-                message: format!(
-                    "coordinates_to_rank: coordinate {} of {coords:?} is outside dimension {i} \
-                     (0..{}, not periodic)",
-                    coords[i], self.grid.dims[i]
-                ),
-            }),
+            Err(i) => raise(Error::Arg(ArgError::CoordinateOutside {
+                coords: coords.to_vec(),
+                dimension: i,
+                coordinate: coords[i],
+                extent: self.grid.dims[i],
+            })),
         }
     }
 
@@ -265,11 +260,10 @@ impl CartesianCommunicator {
     pub fn shift(&self, dimension: Count, displacement: Count) -> (Option<Rank>, Option<Rank>) {
         let n = self.grid.dims.len();
         if dimension < 0 || dimension as usize >= n {
-            raise(Error::Arg {
-                message: format!(
-                    "shift: dimension {dimension} is not in the grid (dimensions are 0..{n})"
-                ),
-            });
+            raise(Error::Arg(ArgError::NoSuchDimension {
+                dimension,
+                dimensions: n,
+            }));
         }
         let me = self.rank_to_coordinates(self.rank());
         let at = |delta: Count| {
@@ -323,12 +317,15 @@ impl CartesianCommunicator {
     }
 
     #[track_caller]
-    fn check_len(&self, op: &str, what: &str, len: usize) {
+    fn check_len(&self, op: &'static str, what: &'static str, len: usize) {
         let n = self.grid.dims.len();
         if len != n {
-            raise(Error::Arg {
-                message: format!("{op}: {what} has {len} entries but the grid has {n} dimensions"),
-            });
+            raise(Error::Arg(ArgError::GridLength {
+                op,
+                what,
+                len,
+                dimensions: n,
+            }));
         }
     }
 }
@@ -374,23 +371,23 @@ impl From<CartesianCommunicator> for SimpleCommunicator {
 /// of the positive entries (exactly that product if none is zero).
 #[track_caller]
 pub fn dims_create(nnodes: Count, dims: &mut [Count]) {
-    let fail = |why: String| -> ! {
-        raise(Error::Arg {
-            message: format!("dims_create({nnodes}, {dims:?}): {why}"),
-        })
-    };
     if nnodes <= 0 {
-        fail("the number of ranks must be positive".into());
+        let dims = dims.to_vec();
+        raise(Error::Arg(ArgError::DimsCreateNodes { nnodes, dims }));
     }
     if dims.iter().any(|&d| d < 0) {
-        fail("entries must be 0 (to fill) or positive".into());
+        let dims = dims.to_vec();
+        raise(Error::Arg(ArgError::DimsCreateNegative { nnodes, dims }));
     }
     let fixed: i64 = dims.iter().filter(|&&d| d > 0).map(|&d| d as i64).product();
     let free: Vec<usize> = (0..dims.len()).filter(|&i| dims[i] == 0).collect();
     if nnodes as i64 % fixed != 0 || (free.is_empty() && fixed != nnodes as i64) {
-        fail(format!(
-            "{nnodes} is not a multiple of the fixed entries' product {fixed}"
-        ));
+        let dims = dims.to_vec();
+        raise(Error::Arg(ArgError::DimsCreateNotMultiple {
+            nnodes,
+            dims,
+            fixed,
+        }));
     }
     if free.is_empty() {
         return;

@@ -10,7 +10,7 @@ use super::cartesian::{self, CartesianCommunicator};
 use super::group::{Group, UserGroup};
 use super::split::{self, Color, Key};
 use super::CommCore;
-use crate::error::{raise, Error, OrRaise};
+use crate::error::{raise, CommError, Error, OrRaise};
 use crate::runtime::job::Job;
 use crate::sched;
 use crate::{Count, Rank, Tag};
@@ -377,9 +377,7 @@ impl SimpleCommunicator {
     pub fn world() -> SimpleCommunicator {
         let caller = sched::rank::with_current(|ctx| ctx.map(|ctx| (Job::arc_of(ctx), ctx.rank)));
         let Some((job, rank)) = caller else {
-            raise(Error::Comm {
-                message: "SimpleCommunicator::world() was called outside of any rank".into(),
-            });
+            raise(Error::Comm(CommError::WorldOutsideRank));
         };
         let world = Arc::clone(&job.comms.world);
         SimpleCommunicator::from_core(CommCore::new(job, world, rank.as_rank()))

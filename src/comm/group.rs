@@ -11,7 +11,7 @@
 use std::collections::{HashMap, HashSet};
 
 use super::Members;
-use crate::error::{raise, Error};
+use crate::error::{raise, ArgError, Error};
 use crate::Rank;
 
 /// The relation between two groups ([`Group::compare`], `MPI_Group_compare`).
@@ -215,26 +215,21 @@ pub trait Group: AsGroup {
     }
 }
 
-fn out_of_range(op: &str, rank: Rank, size: u32) -> Error {
-    Error::Arg {
-        message: format!(
-            "Group::{op}: rank {rank} is not in the group (valid ranks are 0..{size})"
-        ),
-    }
+fn out_of_range(op: &'static str, rank: Rank, size: u32) -> Error {
+    let size = size as Rank;
+    Error::Arg(ArgError::NotInGroup { op, rank, size })
 }
 
 /// Checks that `ranks` are distinct ranks of a group of `size`.
 #[track_caller]
-fn check_ranks(op: &str, size: u32, ranks: &[Rank]) {
+fn check_ranks(op: &'static str, size: u32, ranks: &[Rank]) {
     let mut seen = HashSet::with_capacity(ranks.len());
     for &rank in ranks {
         if rank < 0 || rank as u32 >= size {
             raise(out_of_range(op, rank, size));
         }
         if !seen.insert(rank) {
-            raise(Error::Arg {
-                message: format!("Group::{op}: rank {rank} is listed more than once"),
-            });
+            raise(Error::Arg(ArgError::RankRepeated { op, rank }));
         }
     }
 }

@@ -34,7 +34,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 
 use crate::coll;
-use crate::error::Error;
+use crate::error::{CommError, Error};
 use crate::identity::{Processes, WorldRank};
 use crate::runtime::job::Job;
 use crate::sched::{self, RankCtx};
@@ -350,24 +350,18 @@ impl CommCore {
 
     #[cold]
     fn wrong_caller(&self, ctx: Option<&RankCtx>) -> Error {
-        let message = match ctx {
-            None => format!(
-                "an MPI operation on a communicator of rank {} was called outside of any \
-                 rank, from a worker thread (a micro-task of a parallel region, which \
-                 must not call blocking MPI operations)",
-                self.world
-            ),
-            Some(ctx) if self.job.hosts(ctx) => format!(
-                "rank {} used a communicator handle that belongs to rank {}; handles must \
-                 stay with the rank that created them",
-                ctx.rank, self.world
-            ),
-            Some(ctx) => format!(
-                "rank {} of one job used a communicator of another job (rank {})",
-                ctx.rank, self.world
-            ),
-        };
-        Error::Comm { message }
+        let owner = self.world.as_rank();
+        Error::Comm(match ctx {
+            None => CommError::FromWorkerThread { owner },
+            Some(ctx) if self.job.hosts(ctx) => CommError::ForeignHandle {
+                rank: ctx.rank.as_rank(),
+                owner,
+            },
+            Some(ctx) => CommError::OtherJob {
+                rank: ctx.rank.as_rank(),
+                owner,
+            },
+        })
     }
 
     /// Checks that `rank` is in the communicator.

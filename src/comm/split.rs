@@ -74,7 +74,7 @@ use super::group::{members_of, Group};
 use super::{CommCore, CommShared, Members};
 use crate::coll::check::Signature;
 use crate::coll::{self, Algorithm, Collective};
-use crate::error::Error;
+use crate::error::{ArgError, CollectiveError, Error};
 use crate::sched::{self, WaitInfo, WaitOp};
 use crate::sync::spin::SpinLock;
 use crate::{Rank, Tag, UNDEFINED};
@@ -99,9 +99,7 @@ impl Color {
     #[track_caller]
     pub fn with_value(value: i32) -> Color {
         if value < 0 {
-            crate::error::raise(Error::Arg {
-                message: format!("Color::with_value({value}): a color must be non-negative"),
-            });
+            crate::error::raise(Error::Arg(ArgError::NegativeColor { value }));
         }
         Color(value)
     }
@@ -255,32 +253,21 @@ fn decide(parent: &CommCore, mut asks: Vec<Ask>) -> Result<Vec<Option<Placed>>, 
     let first = &asks[0];
     for ask in &asks[1..] {
         if ask.creation != first.creation {
-            return Err(Error::Collective {
-                message: format!(
-                    "communicator creation mismatch on {parent_name}: rank {} called {} at {}, \
-                     but rank {} called {} at {}",
-                    first.rank,
-                    first.creation.call(),
-                    first.site,
-                    ask.rank,
-                    ask.creation.call(),
-                    ask.site
-                ),
-            });
+            return Err(Error::Collective(CollectiveError::CreationMismatch {
+                comm: parent_name,
+                ranks: (first.rank, ask.rank),
+                calls: (first.creation.call(), ask.creation.call()),
+                sites: (first.site, ask.site),
+            }));
         }
         if matches!(first.agree, Agree::Grid(_) | Agree::Retain(_)) && ask.agree != first.agree {
-            return Err(Error::Arg {
-                message: format!(
-                    "{} on {parent_name}: rank {} passed {} at {}, but rank {} passed {} at {}",
-                    first.creation.call(),
-                    first.rank,
-                    describe(&first.agree),
-                    first.site,
-                    ask.rank,
-                    describe(&ask.agree),
-                    ask.site
-                ),
-            });
+            return Err(Error::Arg(ArgError::CreationArgs {
+                call: first.creation.call(),
+                comm: parent_name,
+                ranks: (first.rank, ask.rank),
+                passed: (describe(&first.agree), describe(&ask.agree)),
+                sites: (first.site, ask.site),
+            }));
         }
     }
     let creation = first.creation;
@@ -323,25 +310,20 @@ fn check_group_class(class: &[&Ask], size: u32, digest: u64, parent: &str) -> Re
         .iter()
         .find(|a| a.agree != (Agree::Group { size, digest }))
     {
-        return Err(Error::Arg {
-            message: format!(
-                "split_by_subgroup_collective on {parent}: ranks {} (at {}) and {} (at {}) passed \
-                 different groups that overlap; the groups passed must be equal or disjoint",
-                first.rank, first.site, other.rank, other.site
-            ),
-        });
+        return Err(Error::Arg(ArgError::GroupsOverlap {
+            comm: parent.into(),
+            ranks: (first.rank, other.rank),
+            sites: (first.site, other.site),
+        }));
     }
     if class.len() != size as usize {
         let ranks: Vec<Rank> = class.iter().map(|a| a.rank).collect();
-        return Err(Error::Arg {
-            message: format!(
-                "split_by_subgroup_collective on {parent}: ranks {ranks:?} passed a group of {size} \
-                 ranks (at {}), but only {} of its members passed it; every member must pass the \
-                 same group",
-                first.site,
-                class.len()
-            ),
-        });
+        return Err(Error::Arg(ArgError::GroupIncomplete {
+            comm: parent.into(),
+            ranks,
+            size: size as usize,
+            site: first.site,
+        }));
     }
     Ok(())
 }
@@ -367,7 +349,7 @@ pub(crate) fn digest(members: &Members) -> u64 {
 }
 
 /// Checks that every member of a group is in the communicator.
-fn check_subset(core: &CommCore, members: &Members, op: &str) -> Result<(), Error> {
+fn check_subset(core: &CommCore, members: &Members, op: &'static str) -> Result<(), Error> {
     let outside = match &core.shared().group {
         Members::World(n) => members.iter().find(|&w| w >= *n),
         Members::Ranks(parent) => {
@@ -377,13 +359,11 @@ fn check_subset(core: &CommCore, members: &Members, op: &str) -> Result<(), Erro
     };
     match outside {
         None => Ok(()),
-        Some(w) => Err(Error::Arg {
-            message: format!(
-                "{op}: the group holds world rank {w}, which is not in communicator {} (a group \
-                 passed here must be a subgroup of the communicator's group)",
-                core.job().comms.name(core.p2p_context())
-            ),
-        }),
+        Some(w) => Err(Error::Arg(ArgError::NotSubgroup {
+            op,
+            world_rank: w as Rank,
+            comm: core.job().comms.name(core.p2p_context()),
+        })),
     }
 }
 

@@ -176,11 +176,8 @@ fn count_of(len: usize) -> Count {
 #[cold]
 fn count_overflow(len: usize) -> Count {
     Count::try_from(len).unwrap_or_else(|_| {
-        crate::error::raise(crate::Error::Count {
-            message: format!(
-                "a buffer of {len} elements is larger than MPI's count type allows ({})",
-                Count::MAX
-            ),
-        })
+        crate::error::raise(crate::Error::Count(
+            crate::error::CountError::BufferTooLarge { len },
+        ))
     })
 }

@@ -34,6 +34,7 @@
 
 use super::typemap::{dividing, push_run};
 use super::{Run, Segment, TypeMap};
+use crate::error::{ArgError, CountError};
 use crate::{Address, Count, Error};
 
 /// Largest number of data runs (or signature runs) in one derived type map.
@@ -202,22 +203,26 @@ pub(crate) fn structured(
     b.finish(format!("structured({})", names.join(", ")), true)
 }
 
-fn non_negative(op: &str, what: &str, value: Count) -> Result<usize, Error> {
-    usize::try_from(value).map_err(|_| Error::Count {
-        message: format!("UserDatatype::{op}: {what} is {value}; it must not be negative"),
+fn non_negative(op: &'static str, what: &'static str, value: Count) -> Result<usize, Error> {
+    usize::try_from(value).map_err(|_| {
+        Error::Count(CountError::NegativeInDatatype {
+            constructor: op,
+            what,
+            value,
+        })
     })
 }
 
-fn same_len(op: &str, blocks: usize, what: &str, len: usize) -> Result<(), Error> {
+fn same_len(op: &'static str, blocks: usize, what: &'static str, len: usize) -> Result<(), Error> {
     if blocks == len {
         return Ok(());
     }
-    Err(Error::Arg {
-        message: format!(
-            "UserDatatype::{op}: {blocks} block lengths but {len} {what}; \
-             there must be one per block"
-        ),
-    })
+    Err(Error::Arg(ArgError::BlockListLength {
+        constructor: op,
+        blocks,
+        what,
+        len,
+    }))
 }
 
 /// Accumulates blocks into a type map.
@@ -352,13 +357,9 @@ impl Builder {
     }
 
     fn overflow(&self) -> Error {
-        Error::Arg {
-            message: format!(
-                "UserDatatype::{}: the type's displacements or extent overflow the \
-                 address space",
-                self.op
-            ),
-        }
+        Error::Arg(ArgError::DatatypeOverflow {
+            constructor: self.op,
+        })
     }
 
     fn too_many(&self) -> Error {
@@ -534,26 +535,46 @@ mod tests {
 
     #[test]
     fn bad_arguments_are_errors() {
-        assert!(matches!(
-            contiguous(-1, f64m()),
-            Err(Error::Count { message }) if message.contains("count is -1")
-        ));
-        assert!(matches!(
-            vector(1, -2, 1, f64m()),
-            Err(Error::Count { message }) if message.contains("blocklength is -2")
-        ));
-        assert!(matches!(
-            indexed(&[1, 2], &[0], f64m()),
-            Err(Error::Arg { message }) if message.contains("2 block lengths but 1 displacements")
-        ));
-        assert!(matches!(
-            structured(&[1], &[0], &[]),
-            Err(Error::Arg { message }) if message.contains("0 types")
-        ));
-        assert!(matches!(
-            heterogeneous_indexed(&[1, 1], &[0, isize::MAX], f64m()),
-            Err(Error::Arg { message }) if message.contains("overflow")
-        ));
+        assert_eq!(
+            contiguous(-1, f64m()).unwrap_err(),
+            Error::Count(CountError::NegativeInDatatype {
+                constructor: "contiguous",
+                what: "count",
+                value: -1
+            })
+        );
+        assert_eq!(
+            vector(1, -2, 1, f64m()).unwrap_err(),
+            Error::Count(CountError::NegativeInDatatype {
+                constructor: "vector",
+                what: "blocklength",
+                value: -2
+            })
+        );
+        assert_eq!(
+            indexed(&[1, 2], &[0], f64m()).unwrap_err(),
+            Error::Arg(ArgError::BlockListLength {
+                constructor: "indexed",
+                blocks: 2,
+                what: "displacements",
+                len: 1
+            })
+        );
+        assert_eq!(
+            structured(&[1], &[0], &[]).unwrap_err(),
+            Error::Arg(ArgError::BlockListLength {
+                constructor: "structured",
+                blocks: 1,
+                what: "types",
+                len: 0
+            })
+        );
+        assert_eq!(
+            heterogeneous_indexed(&[1, 1], &[0, isize::MAX], f64m()).unwrap_err(),
+            Error::Arg(ArgError::DatatypeOverflow {
+                constructor: "heterogeneous_indexed"
+            })
+        );
     }
 
     #[test]

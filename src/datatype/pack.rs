@@ -32,7 +32,7 @@
 
 use super::copy::{self, Layout};
 use super::{Buffer, BufferMut, Datatype};
-use crate::error::OrRaise;
+use crate::error::{ArgError, CountError, OrRaise};
 use crate::{Count, Error};
 
 /// Bytes needed to pack `incount` elements of `datatype` (`MPI_Pack_size`):
@@ -45,8 +45,11 @@ use crate::{Count, Error};
 pub fn pack_size<D: Datatype + ?Sized>(incount: Count, datatype: &D) -> Count {
     let size = datatype.type_map().size();
     usize::try_from(incount)
-        .map_err(|_| Error::Count {
-            message: format!("pack_size: count {incount} is negative"),
+        .map_err(|_| {
+            Error::Count(CountError::NegativeCount {
+                op: "pack_size",
+                count: incount,
+            })
         })
         .and_then(|n| {
             n.checked_mul(size)
@@ -148,33 +151,28 @@ pub unsafe fn try_unpack_into<B: BufferMut + ?Sized>(
 
 /// Checks `position .. position + bytes` against a buffer of `len` bytes.
 fn span(
-    op: &str,
+    op: &'static str,
     position: Count,
     bytes: usize,
     len: usize,
-    which: &str,
+    which: &'static str,
 ) -> Result<(usize, Count), Error> {
-    let at = usize::try_from(position).map_err(|_| Error::Arg {
-        message: format!("{op}: position {position} is negative"),
-    })?;
+    let at = usize::try_from(position)
+        .map_err(|_| Error::Arg(ArgError::NegativePosition { op, position }))?;
     let end = at.saturating_add(bytes);
     if end > len {
-        return Err(Error::Count {
-            message: format!(
-                "{op}: {bytes} bytes of data at position {at} need {end} bytes, but the \
-                 {which} buffer holds {len}"
-            ),
-        });
+        return Err(Error::Count(CountError::PackBufferTooSmall {
+            op,
+            bytes,
+            position: at,
+            buffer: which,
+            len,
+        }));
     }
     let end = Count::try_from(end).map_err(|_| too_large(op, end))?;
     Ok((at, end))
 }
 
-fn too_large(op: &str, bytes: usize) -> Error {
-    Error::Count {
-        message: format!(
-            "{op}: {bytes} packed bytes are more than MPI's count type allows ({})",
-            Count::MAX
-        ),
-    }
+fn too_large(op: &'static str, bytes: usize) -> Error {
+    Error::Count(CountError::PackedTooLarge { op, bytes })
 }

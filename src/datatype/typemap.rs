@@ -26,6 +26,8 @@
 use std::borrow::Cow;
 use std::fmt;
 
+use crate::error::ViewProblem;
+
 /// The base types of MPI type signatures.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
@@ -376,26 +378,24 @@ impl TypeMap {
     /// memory a buffer must own for them. Errors when data of the first
     /// element lies before the address (a negative true lower bound) or the
     /// size overflows.
-    pub(crate) fn reach(&self, count: usize) -> Result<usize, String> {
+    pub(crate) fn reach(&self, count: usize) -> Result<usize, ViewProblem> {
         if count == 0 || self.size == 0 {
             return Ok(0);
         }
         let (true_lb, true_extent) = self.true_extent();
         if true_lb < 0 {
-            return Err(format!(
-                "datatype `{}` has data at byte {true_lb}, before the buffer's start",
-                self.name
-            ));
+            return Err(ViewProblem::BeforeStart {
+                datatype: self.name.to_string(),
+                byte: true_lb,
+            });
         }
         let end = (count as u128 - 1) * self.extent as u128 + true_lb as u128 + true_extent as u128;
         usize::try_from(end)
             .ok()
             .filter(|&end| end <= isize::MAX as usize)
-            .ok_or_else(|| {
-                format!(
-                    "{count} elements of datatype `{}` span more bytes than memory has",
-                    self.name
-                )
+            .ok_or_else(|| ViewProblem::TooLarge {
+                count,
+                datatype: self.name.to_string(),
             })
     }
 

@@ -18,7 +18,7 @@ use std::ffi::c_void;
 use std::fmt;
 
 use super::{AsDatatype, Buffer, BufferMut, Collection, Datatype, Pointer, PointerMut, TypeMap};
-use crate::error::raise;
+use crate::error::{raise, ArgError, ViewProblem};
 use crate::{Count, Error};
 
 /// A read-only buffer with a user-specified count and datatype (rsmpi's
@@ -238,38 +238,45 @@ unsafe impl<D: Datatype, B: BufferMut + ?Sized> BufferMut for MutView<'_, '_, D,
 
 /// Checks a view against its buffer; panics with an `Error::Arg` message.
 #[track_caller]
-fn check(kind: &str, map: &TypeMap, count: Count, buffer: &TypeMap, buffer_count: Count) {
-    if let Err(message) = fits(map, count, buffer, buffer_count) {
-        raise(Error::Arg {
-            message: format!("{kind}::with_count_and_datatype: {message}"),
-        })
+fn check(kind: &'static str, map: &TypeMap, count: Count, buffer: &TypeMap, buffer_count: Count) {
+    if let Err(problem) = fits(map, count, buffer, buffer_count) {
+        raise(Error::Arg(ArgError::View {
+            view: kind,
+            problem,
+        }))
     }
 }
 
-fn fits(map: &TypeMap, count: Count, buffer: &TypeMap, buffer_count: Count) -> Result<(), String> {
-    let count = usize::try_from(count).map_err(|_| format!("count {count} is negative"))?;
+fn fits(
+    map: &TypeMap,
+    count: Count,
+    buffer: &TypeMap,
+    buffer_count: Count,
+) -> Result<(), ViewProblem> {
+    let count = usize::try_from(count).map_err(|_| ViewProblem::NegativeCount { count })?;
     if map.size() > 0 {
         let (true_lb, true_extent) = map.true_extent();
         if true_lb < map.lb() || true_lb.wrapping_add_unsigned(true_extent) > map.ub() {
-            return Err(format!(
-                "datatype `{}` has data outside its bounds lb {} .. ub {}",
-                map.name(),
-                map.lb(),
-                map.ub()
-            ));
+            return Err(ViewProblem::OutsideBounds {
+                datatype: map.name().into(),
+                lb: map.lb(),
+                ub: map.ub(),
+            });
         }
     }
     let need = map.reach(count)?;
     let have = buffer.reach(usize::try_from(buffer_count).unwrap_or(0))?;
     if need > have {
-        return Err(format!(
-            "{count} element(s) of datatype `{}` (lb {}, extent {}) reach {need} bytes \
-             from the buffer's address, but the buffer ({buffer_count} x `{}`) holds {have}",
-            map.name(),
-            map.lb(),
-            map.extent(),
-            buffer.name()
-        ));
+        return Err(ViewProblem::TooSmall {
+            count,
+            datatype: map.name().into(),
+            lb: map.lb(),
+            extent: map.extent(),
+            need,
+            buffer_count,
+            buffer: buffer.name().into(),
+            have,
+        });
     }
     Ok(())
 }

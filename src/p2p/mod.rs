@@ -72,7 +72,7 @@ use mailbox::{Envelope, Mailbox, Payload, Posted, Unexpected};
 
 use crate::datatype::copy::{self, Layout};
 use crate::datatype::signature_mismatch;
-use crate::error::Error;
+use crate::error::{CommError, Error, TypeError};
 use crate::identity::{LocalIndex, Processes, WorldRank};
 use crate::sched::{self, RankCtx, Scheduler, WaitInfo, WaitOp};
 use crate::{Rank, Tag};
@@ -505,14 +505,14 @@ pub(crate) fn receive_result(rank: Rank, outcome: Outcome) -> Result<Status, Err
             index,
             sent,
             expected,
-        }) => Err(Error::Type {
-            message: format!(
-                "type mismatch: rank {} received a message from rank {} (tag {}) whose \
-                 type signature differs from the receive buffer's at base value {index} \
-                 (sent {sent}, expected {expected}); nothing was copied",
-                rank, outcome.source, outcome.tag
-            ),
-        }),
+        }) => Err(Error::Type(TypeError::MessageSignature {
+            rank,
+            source: outcome.source,
+            tag: outcome.tag,
+            index,
+            sent,
+            expected,
+        })),
     }
 }
 
@@ -647,19 +647,12 @@ fn unsettled(ep: Endpoint<'_, impl Node>, task: bool, completion: &Completion) -
             };
         }
     }
-    let what = if task {
-        "an immediate collective whose task is still running"
+    let rank = rank.as_rank();
+    Error::Comm(if task {
+        CommError::TaskAbandoned { rank }
     } else {
-        "a send whose message a matched probe holds"
-    };
-    Error::Comm {
-        message: format!(
-            "rank {rank} gave up {what}: its request was dropped or waited for where it \
-             cannot wait (while unwinding from a panic, or outside of rank {rank}), and \
-             its buffer must not be freed while the other side may still use it, so \
-             the job is aborted"
-        ),
-    }
+        CommError::SendAbandoned { rank }
+    })
 }
 
 /// Blocking send along `route` by the rank of `ctx` (the communicator layer

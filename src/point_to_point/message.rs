@@ -1,6 +1,7 @@
 //! Matched probes' messages: [`Message`] and [`MatchedReceiveVec`].
 
 use super::*;
+use crate::error::CountError;
 
 /// A message taken off the queue by a matched probe (rsmpi's `Message`):
 /// receive it with one of its methods.
@@ -106,17 +107,14 @@ impl MatchedReceiveVec for (Message, Status) {
         let count = status.bytes().checked_div(size).unwrap_or(0);
         if size != 0 && status.bytes() % size != 0 {
             p2p::drop_matched(core.endpoint(), matched);
-            raise(Error::Count {
-                message: format!(
-                    "rank {} received {} bytes from rank {} (tag {}), which is not a whole \
-                     number of {} ({size} bytes each)",
-                    core.rank(),
-                    status.bytes(),
-                    status.source_rank(),
-                    status.tag(),
-                    std::any::type_name::<Msg>()
-                ),
-            });
+            raise(Error::Count(CountError::NotWholeElements {
+                rank: core.rank(),
+                bytes: status.bytes(),
+                source: status.source_rank(),
+                tag: status.tag(),
+                type_name: std::any::type_name::<Msg>(),
+                size,
+            }));
         }
         let mut vec: Vec<Msg> = Vec::with_capacity(count);
         let layout = Layout {

@@ -21,7 +21,7 @@ use std::panic::Location;
 use crate::comm::{AnyProcess, AsCore, CommCore, Process};
 use crate::datatype::copy::Layout;
 use crate::datatype::{Buffer, BufferMut, Datatype, Equivalence};
-use crate::error::{raise, Error, OrRaise};
+use crate::error::{raise, CountError, Error, OrRaise};
 use crate::p2p::completion::Completion;
 use crate::p2p::{self, Matched, PendingGuard, Queued, SendMode, Started};
 use crate::request::{self, Kind, Op, PendingOp, Request, Scope};
@@ -54,17 +54,14 @@ fn recv_layout<B: BufferMut + ?Sized>(buf: &mut B) -> Layout {
 /// Checks that a message received as one `Msg` had exactly its size.
 fn check_one<Msg: Equivalence>(core: &CommCore, status: &Status, want: usize) -> Result<(), Error> {
     if status.bytes() != want {
-        return Err(Error::Count {
-            message: format!(
-                "rank {} expected one value of type {} ({want} bytes) from rank {} (tag {}), \
-                 but the message has {} bytes; use receive_vec or receive_into for other sizes",
-                core.rank(),
-                std::any::type_name::<Msg>(),
-                status.source_rank(),
-                status.tag(),
-                status.bytes()
-            ),
-        });
+        return Err(Error::Count(CountError::NotOneValue {
+            rank: core.rank(),
+            type_name: std::any::type_name::<Msg>(),
+            size: want,
+            source: status.source_rank(),
+            tag: status.tag(),
+            bytes: status.bytes(),
+        }));
     }
     Ok(())
 }

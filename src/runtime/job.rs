@@ -17,7 +17,7 @@ use crossbeam_deque::Worker as Deque;
 use super::config::Config;
 use crate::comm;
 use crate::environment::Universe;
-use crate::error::Error;
+use crate::error::{Error, ResourceError};
 use crate::hardware::{self, RankAssignment, Topology};
 use crate::identity::{LocalIndex, Processes};
 use crate::p2p;
@@ -143,12 +143,12 @@ where
     let binds = config.bind && topo.binds_for_real();
     let workers = placements.len();
 
-    let pool =
-        StackPool::new(config.stack_size, ranks, config.guard).map_err(|e| Error::Resources {
-            message: format!("could not set up rank stacks: {e}"),
-        })?;
-    pool.check_map_budget(ranks)
-        .map_err(|message| Error::Resources { message })?;
+    let pool = StackPool::new(config.stack_size, ranks, config.guard).map_err(|e| {
+        Error::Resources(ResourceError::StackPool {
+            reason: e.to_string(),
+        })
+    })?;
+    pool.check_map_budget(ranks).map_err(Error::Resources)?;
 
     let assignment = RankAssignment::new(ranks, workers, config.rank_order);
     let deques: Vec<Deque<u32>> = (0..workers).map(|_| Deque::new_fifo()).collect();
@@ -218,9 +218,11 @@ where
             if let Err(err) = thread {
                 // The workers already started wait for all at their exit
                 // barrier: stand in for the missing ones.
-                job.sched.fail(Error::Resources {
-                    message: format!("could not start worker thread {index}: {err}"),
-                });
+                job.sched
+                    .fail(Error::Resources(ResourceError::WorkerThread {
+                        index,
+                        reason: err.to_string(),
+                    }));
                 for _ in index..workers {
                     let (start, exit) = (&start, &exit);
                     scope.spawn(move || {

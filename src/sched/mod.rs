@@ -40,7 +40,7 @@ use std::time::{Duration, Instant};
 pub use level::Threading;
 pub(crate) use rank::{RankCtx, WaitInfo, WaitOp};
 
-use crate::error::Error;
+use crate::error::{CommError, Error};
 use crate::identity::{LocalIndex, WorldRank};
 use rank::Suspend;
 
@@ -389,16 +389,11 @@ fn aborted(ctx: &RankCtx) -> Result<(), Error> {
 /// forms.
 #[cold]
 fn unwinding(ctx: &RankCtx, info: &WaitInfo) -> Error {
-    Error::Comm {
-        message: format!(
-            "rank {} called a blocking operation ({}, at {}) that would have to wait \
-             while the rank unwinds from a panic; a rank cannot wait while it unwinds \
-             (it would suspend mid-unwind), so the call fails at once",
-            ctx.rank,
-            info.op.describe(),
-            info.site
-        ),
-    }
+    Error::Comm(CommError::WaitWhileUnwinding {
+        rank: ctx.rank.as_rank(),
+        op: info.op.describe(),
+        site: info.site,
+    })
 }
 
 /// Wakes the party parked on slot `slot` of `sched` (a rank: its local

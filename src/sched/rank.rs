@@ -455,11 +455,13 @@ mod tests {
     #[test]
     fn with_current_lends_the_installed_context_only() {
         assert!(with_current(|ctx| ctx.is_none()));
-        let sched = Scheduler::new(2, Box::new([]), Threading::Single, |c| c.to_string());
+        let ranks = (0..2).map(WorldRank::new);
+        let sched = Scheduler::new(ranks, Box::new([]), Threading::Single, |c| c.to_string());
         let ctx = RankCtx {
             sched: &sched,
             host: ptr::null(),
-            rank: 1,
+            rank: WorldRank::new(1),
+            local: LocalIndex::new(1),
             slot: 1,
             worker: 0,
             yielder: ptr::null(),

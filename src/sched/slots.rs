@@ -17,7 +17,7 @@
 use std::sync::{Mutex, OnceLock};
 
 use super::rank::{Life, Slot};
-use crate::error::Error;
+use crate::error::{Error, ResourceError};
 use crate::identity::WorldRank;
 use std::sync::atomic::{AtomicU32, Ordering};
 
@@ -81,12 +81,9 @@ impl Slots {
             None => {
                 let extra = self.fresh.fetch_add(1, Ordering::Relaxed) as usize;
                 if extra >= SEGMENT * SEGMENTS {
-                    return Err(Error::Resources {
-                        message: format!(
-                            "more than {} tasks (immediate collectives) are alive at once",
-                            SEGMENT * SEGMENTS
-                        ),
-                    });
+                    return Err(Error::Resources(ResourceError::Tasks {
+                        max: SEGMENT * SEGMENTS,
+                    }));
                 }
                 self.segments[extra / SEGMENT].get_or_init(|| {
                     (0..SEGMENT)

@@ -37,6 +37,7 @@ use std::sync::Mutex;
 use corosensei::stack::{Stack, StackPointer};
 
 use super::guard;
+use crate::error::ResourceError;
 
 /// `MADV_GUARD_INSTALL` (Linux 6.13); the libc crate has no constant for it.
 const MADV_GUARD_INSTALL: libc::c_int = 102;
@@ -153,7 +154,7 @@ impl StackPool {
 
     /// With `mprotect` guards every stack splits its mapping: check that
     /// `stacks` more stacks fit under `vm.max_map_count`.
-    pub(crate) fn check_map_budget(&self, stacks: usize) -> Result<(), String> {
+    pub(crate) fn check_map_budget(&self, stacks: usize) -> Result<(), ResourceError> {
         if self.mode == GuardMode::Madvise {
             return Ok(());
         }
@@ -163,13 +164,12 @@ impl StackPool {
         // program's own mappings (threads, buffers).
         let needed = 2 * stacks + stacks / self.chunk_slots + 1024;
         if used + needed > limit {
-            return Err(format!(
-                "{stacks} guarded rank stacks need about {needed} memory mappings with \
-                 mprotect guard pages (this kernel has no MADV_GUARD_INSTALL), but \
-                 vm.max_map_count is {limit} and {used} are in use; raise the limit with \
-                 `sudo sysctl -w vm.max_map_count={}`, run fewer ranks, or use Linux 6.13 or newer",
-                (used + needed).next_power_of_two()
-            ));
+            return Err(ResourceError::MapCount {
+                stacks,
+                needed,
+                limit,
+                used,
+            });
         }
         Ok(())
     }
@@ -396,7 +396,7 @@ mod tests {
     #[test]
     fn mprotect_budget_error_names_the_sysctl() {
         let pool = StackPool::new(16 * 1024, 8, Some(GuardMode::Mprotect)).unwrap();
-        let err = pool.check_map_budget(10_000_000).unwrap_err();
+        let err = pool.check_map_budget(10_000_000).unwrap_err().to_string();
         assert!(err.contains("vm.max_map_count"), "{err}");
         assert!(err.contains("sysctl -w"), "{err}");
         assert!(pool.check_map_budget(10).is_ok());

@@ -31,7 +31,7 @@ use std::thread::Thread;
 use super::deadlock;
 use super::rank::{Life, RankCtx, WaitInfo};
 use super::{Host, Scheduler, Threading};
-use crate::error::Error;
+use crate::error::{CommError, Error};
 use crate::identity::LocalIndex;
 
 /// The worker part of a slot's home (`Slot::home`) when it is an OS thread.
@@ -127,15 +127,10 @@ pub(crate) fn context<H: Host>(host: &Arc<H>, local: LocalIndex) -> Result<&Rank
     let level = sched.threading_of(local);
     let rank = sched.slots.get(local.slot()).rank();
     if level < Threading::Serialized {
-        return Err(Error::Comm {
-            message: format!(
-                "an MPI operation on a communicator of rank {rank} was called outside of \
-                 any rank, from an OS thread; the rank's thread level is {level:?}, so only \
-                 the rank itself may call MPI. For threads of a rank to call MPI, ask for \
-                 Threading::Multiple (or Serialized) with myriad::initialize_with_threading \
-                 or Runtime::threading"
-            ),
-        });
+        return Err(Error::Comm(CommError::ThreadLevel {
+            owner: rank.as_rank(),
+            level: format!("{level:?}"),
+        }));
     }
     check_alive(sched)?;
     let id = Arc::as_ptr(host).cast::<()>();
@@ -205,11 +200,7 @@ fn check_alive(sched: &Scheduler) -> Result<(), Error> {
         return Err(Error::Aborted);
     }
     if sched.threads.ended() {
-        return Err(Error::Comm {
-            message: "an OS thread called MPI for a rank that has already finished; \
-                      threads must be done with MPI before their rank returns"
-                .into(),
-        });
+        return Err(Error::Comm(CommError::RankFinished));
     }
     Ok(())
 }

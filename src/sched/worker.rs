@@ -55,7 +55,7 @@ use super::rank::{self, RankCtx, Suspend};
 use super::stack::{PooledStack, StackPool};
 use super::task::Spawn;
 use super::{Host, Scheduler};
-use crate::error::Error;
+use crate::error::{Error, ResourceError};
 use crate::identity::{LocalIndex, WorldRank};
 
 /// What a rank runs: the job's body, called with the rank's world rank and
@@ -473,12 +473,11 @@ impl Worker<'_> {
             None => match self.pool.allocate() {
                 Ok(stack) => stack,
                 Err(err) => {
-                    sched.fail(Error::Resources {
-                        message: format!(
-                            "could not map a stack for rank {rank} ({} bytes): {err}",
-                            self.pool.stack_size()
-                        ),
-                    });
+                    sched.fail(Error::Resources(ResourceError::Stack {
+                        rank: rank.as_rank(),
+                        size: self.pool.stack_size(),
+                        reason: err.to_string(),
+                    }));
                     return;
                 }
             },
