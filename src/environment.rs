@@ -4,7 +4,7 @@
 use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 
-use crate::comm::{CommCore, SimpleCommunicator};
+use crate::comm::SimpleCommunicator;
 use crate::error::{raise, Error};
 use crate::runtime::job::Job;
 use crate::sched;
@@ -32,17 +32,12 @@ impl Universe {
 
     /// The world communicator: every rank of the job.
     pub fn world(&self) -> SimpleCommunicator {
-        let world = Arc::clone(&self.job.comms.world);
-        SimpleCommunicator::from_core(CommCore::new(
-            Arc::clone(&self.job),
-            world,
-            self.rank as i32,
-        ))
+        SimpleCommunicator::from_core(self.job.world(self.rank))
     }
 
     /// `MPI_UNIVERSE_SIZE`: the number of ranks of the job.
     pub fn size(&self) -> Option<usize> {
-        Some(self.job.size as usize)
+        Some(self.job.size() as usize)
     }
 
     /// `MPI_APPNUM`: myriad runs one application per job.
@@ -106,7 +101,7 @@ pub fn initialize_with_threading(threading: Threading) -> Option<(Universe, Thre
         return None;
     }
     let job = Job::arc_of(ctx);
-    job.sched.slots.get(ctx.rank).set_threading(threading);
+    job.sched().slots.get(ctx.rank).set_threading(threading);
     Some((Universe::new(job, ctx.rank), threading))
 }
 

@@ -21,7 +21,7 @@ use std::mem::ManuallyDrop;
 use std::panic::Location;
 use std::ptr;
 
-use crate::comm::CommCore;
+use crate::coll::CommCore;
 use crate::error::{Error, OrRaise};
 use crate::p2p::completion::{Completion, Outcome};
 use crate::p2p::{self, Queued, Status};

@@ -36,11 +36,7 @@ pub trait CommunicatorCollectives: Communicator {
         collective: Collective,
         algorithm: Algorithm,
     ) -> Result<(), Error> {
-        self.core()
-            .shared()
-            .coll
-            .selection
-            .set(collective, algorithm)
+        self.core().coll().selection.set(collective, algorithm)
     }
 
     /// Gathers every rank's `sendbuf` into every rank's `recvbuf`, in rank

@@ -3,12 +3,12 @@
 //! communicator ranks, match specifications of receives, and the checks
 //! whose errors name communicator ranks and sizes.
 
-use super::CommCore;
+use super::Core;
 use crate::error::Error;
 use crate::p2p::{Endpoint, MatchSpec, Node, Route};
 use crate::{Rank, Tag, ANY_SOURCE, ANY_TAG, TAG_UB};
 
-impl CommCore {
+impl<X> Core<X> {
     /// The calling rank's point-to-point endpoint.
     #[inline]
     pub(crate) fn endpoint(&self) -> Endpoint<'_, impl Node> {

@@ -66,7 +66,7 @@ impl HlsLevel {
     #[track_caller]
     pub fn group(self) -> HlsGroup {
         let ctx = own_rank().or_raise_access("HLS group");
-        Job::of(ctx).hls.layout.group(self, ctx.rank)
+        Job::of(ctx).hls().layout.group(self, ctx.rank)
     }
 
     /// Waits until every rank of the calling rank's group at this level
@@ -93,7 +93,7 @@ impl HlsLevel {
     pub fn barrier(self) {
         let site = Location::caller();
         let ctx = own_rank().or_raise_access("HLS barrier");
-        let hls = &Job::of(ctx).hls;
+        let hls = &Job::of(ctx).hls();
         let group = hls.layout.group(self, ctx.rank);
         hls.barriers[self.index()][group.index].wait(ctx, group.size, site);
     }
@@ -249,7 +249,7 @@ impl GroupBarrier {
             // Changed only under the lock.
             self.epoch.fetch_add(1, Ordering::Release);
             drop(synced);
-            sched::unpark_many(&job.sched, &waiters);
+            sched::unpark_many(job.sched(), &waiters);
             return;
         }
         let epoch = self.epoch.load(Ordering::Relaxed);

@@ -25,7 +25,7 @@ use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::ptr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Mutex, Weak};
 use std::thread::Thread;
 
 use super::deadlock;
@@ -112,14 +112,19 @@ thread_local! {
 }
 
 /// The context through which this OS thread (which runs no rank) calls MPI
-/// as rank `rank` of the job `host`; created on first use.
+/// as rank `rank` of the job `host` (whose scheduler is `sched`); created
+/// on first use. The caller keeps the scheduler alive while it uses the
+/// context (it holds its job's communicator layer).
 ///
 /// # Errors
 ///
 /// The rank's thread level is below `Serialized`, or the job has ended or
 /// failed.
-pub(crate) fn context<H: Host>(host: &Arc<H>, rank: u32) -> Result<&'static RankCtx, Error> {
-    let sched = host.scheduler();
+pub(crate) fn context(
+    sched: &Scheduler,
+    host: &Weak<dyn Host>,
+    rank: u32,
+) -> Result<&'static RankCtx, Error> {
     let level = sched.threading_of(rank);
     if level < Threading::Serialized {
         return Err(Error::Comm {
@@ -133,7 +138,7 @@ pub(crate) fn context<H: Host>(host: &Arc<H>, rank: u32) -> Result<&'static Rank
         });
     }
     check_alive(sched)?;
-    let id = Arc::as_ptr(host).cast::<()>();
+    let id = Weak::as_ptr(host).cast::<()>();
     let found = CONTEXTS.with(|list| {
         let list = list.borrow();
         list.iter()
@@ -142,17 +147,16 @@ pub(crate) fn context<H: Host>(host: &Arc<H>, rank: u32) -> Result<&'static Rank
     });
     let ctx = match found {
         Some(ctx) => ctx,
-        None => create(host, rank)?,
+        None => create(sched, host, rank)?,
     };
     // SAFETY: the context is boxed in this thread's list, which only drops
     // entries at thread exit or when their job is gone (`create`); the
-    // caller holds an `Arc` of the job for as long as it uses the reference,
+    // caller keeps the scheduler alive for as long as it uses the reference,
     // and the reference never leaves this thread (`RankCtx` is not `Send`).
     Ok(unsafe { &*ctx })
 }
 
-fn create<H: Host>(host: &Arc<H>, rank: u32) -> Result<*const RankCtx, Error> {
-    let sched = host.scheduler();
+fn create(sched: &Scheduler, host: &Weak<dyn Host>, rank: u32) -> Result<*const RankCtx, Error> {
     let slot = sched.slots.allocate(rank)?;
     // The rank's worker: a hint for per-worker structures (collective
     // rounds keep their waiter lists per worker, under locks).
@@ -172,7 +176,7 @@ fn create<H: Host>(host: &Arc<H>, rank: u32) -> Result<*const RankCtx, Error> {
     let entry = Box::new(ThreadCtx {
         ctx: RankCtx {
             sched,
-            host: Arc::as_ptr(host).cast(),
+            host: Weak::as_ptr(host).cast(),
             rank,
             slot,
             worker,
@@ -180,13 +184,13 @@ fn create<H: Host>(host: &Arc<H>, rank: u32) -> Result<*const RankCtx, Error> {
             initialized: Cell::new(true),
             locals: super::locals::RankLocals::for_thread(),
         },
-        host: Arc::downgrade(host) as Weak<dyn Host>,
+        host: Weak::clone(host),
     });
     let ctx = &entry.ctx as *const RankCtx;
     CONTEXTS.with(|list| {
         let mut list = list.borrow_mut();
         // Contexts of jobs that are gone can go: nobody can be using them
-        // (a call holds an `Arc` of its job).
+        // (a call keeps its scheduler alive, and fails once its job ended).
         list.retain(|t| t.host.strong_count() > 0);
         list.push(entry);
     });
