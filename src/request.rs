@@ -405,7 +405,7 @@ pub fn wait_any<'a, D: ?Sized, S: Scope<'a>>(
             label: None,
             peer: WaitInfo::NO_PEER,
             tag: WaitInfo::NO_TAG,
-            comm: u32::MAX,
+            comm: u64::MAX,
             site,
         };
         sched::park_once(ctx, &info).or_raise();

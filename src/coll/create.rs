@@ -527,3 +527,145 @@ pub(crate) fn create_group(
         .expect("published before the members are woken")?;
     Ok(Some(core.with_shared(shared, new_rank)))
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::Ordering;
+
+    use crate::comm::context::{self, Creation as Derivation};
+    use crate::comm::AsCore;
+    use crate::topology::Color;
+    use crate::traits::*;
+
+    /// The sequence number the calling rank's next collective on `comm`
+    /// gets (what `begin` will take).
+    fn next_seq(comm: &dyn Communicator) -> u32 {
+        let core = comm.core();
+        core.coll().seq[core.rank() as usize].load(Ordering::Relaxed)
+    }
+
+    /// Every rank derives its new communicator's context pair by itself,
+    /// from what it knows (the parent's context, the sequence number the
+    /// split takes, its new communicator's lowest world rank), and gets the
+    /// pair the communicator has; the two colors' pairs differ.
+    #[test]
+    fn every_rank_derives_the_context_of_its_split() {
+        let out = crate::run(6, |universe| {
+            let world = universe.world();
+            let seq = next_seq(&world);
+            let color = world.rank() % 2;
+            let half = world.split_by_color(Color::with_value(color)).unwrap();
+            let lowest = half.core().shared().group.iter().min().unwrap();
+            let mine = context::derive(
+                world.core().p2p_context(),
+                Derivation::Collective { seq, lowest },
+            );
+            assert_eq!(half.core().p2p_context(), mine);
+            (color, mine)
+        })
+        .unwrap();
+        let (even, odd) = (out[0].1, out[1].1);
+        for (color, context) in &out {
+            assert_eq!(*context, if *color == 0 { even } else { odd });
+        }
+        assert_ne!(even, odd, "disjoint colors of one split share a context");
+        assert_ne!(even, context::WORLD);
+        assert_ne!(odd, context::WORLD);
+    }
+
+    /// A duplicate of a duplicate has its own pair, and so does a second
+    /// duplicate of the same parent.
+    #[test]
+    fn dup_of_dup_differs_from_dup() {
+        let out = crate::run(3, |universe| {
+            let world = universe.world();
+            let dup = world.duplicate();
+            let dup_dup = dup.duplicate();
+            let again = world.duplicate();
+            [
+                world.core().p2p_context(),
+                dup.core().p2p_context(),
+                dup_dup.core().p2p_context(),
+                again.core().p2p_context(),
+            ]
+        })
+        .unwrap();
+        assert!(out.iter().all(|c| *c == out[0]), "ranks disagree: {out:?}");
+        let c = out[0];
+        for i in 0..c.len() {
+            for j in i + 1..c.len() {
+                assert_ne!(c[i], c[j], "contexts {i} and {j} are equal: {c:?}");
+            }
+        }
+    }
+
+    /// Group creation: the members derive the pair from the tag, the group
+    /// and how many such calls came before; a second call with the same
+    /// group and tag gets another pair.
+    #[test]
+    fn group_creations_derive_distinct_contexts() {
+        let out = crate::run(4, |universe| {
+            let world = universe.world();
+            let group = world.group().include(&[3, 1]);
+            let members = crate::comm::members_of(&group);
+            let key = (7, members.size(), super::digest(members));
+            let mut contexts = Vec::new();
+            for count in 0..2 {
+                let Some(sub) = world.split_by_subgroup_with_tag(&group, 7) else {
+                    return contexts;
+                };
+                let mine = context::derive(
+                    world.core().p2p_context(),
+                    Derivation::Group {
+                        tag: key.0,
+                        size: key.1,
+                        digest: key.2,
+                        count,
+                    },
+                );
+                assert_eq!(sub.core().p2p_context(), mine);
+                contexts.push(mine);
+            }
+            contexts
+        })
+        .unwrap();
+        assert!(out[0].is_empty() && out[2].is_empty());
+        assert_eq!(out[1], out[3]);
+        assert_ne!(out[1][0], out[1][1]);
+    }
+
+    /// The communicators of one split keep their own names, also when one
+    /// is renamed, and a name goes with its communicator.
+    #[test]
+    fn names_stay_with_their_communicator() {
+        let out = crate::run(4, |universe| {
+            let world = universe.world();
+            let half = world
+                .split_by_color(Color::with_value(world.rank() % 2))
+                .unwrap();
+            let context = half.core().p2p_context();
+            assert_eq!(half.get_name(), "split of MPI_COMM_WORLD");
+            world.barrier();
+            if world.rank() == 0 {
+                half.set_name("evens");
+            }
+            world.barrier();
+            let named = half.get_name();
+            world.barrier();
+            drop(half);
+            world.barrier();
+            let gone = world.core().job().comms().name(context);
+            (named, gone, context)
+        })
+        .unwrap();
+        for (rank, (named, gone, context)) in out.iter().enumerate() {
+            let expected = if rank % 2 == 0 {
+                "evens"
+            } else {
+                "split of MPI_COMM_WORLD"
+            };
+            assert_eq!(named, expected, "rank {rank}");
+            assert_eq!(*gone, format!("#{}", context / 2), "rank {rank}");
+        }
+    }
+}

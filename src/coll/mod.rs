@@ -132,7 +132,7 @@ impl Call<'_> {
     }
 
     /// The collective context of the communicator.
-    pub(crate) fn context(&self) -> u32 {
+    pub(crate) fn context(&self) -> u64 {
         self.comm.p2p_context() + 1
     }
 

@@ -24,8 +24,10 @@
 //!
 //! The inputs are mixed into 64 bits by a fixed function ([`derive`]: a
 //! multiply-xor fold and the splitmix64 finaliser; no `Hasher` whose output
-//! may change between Rust versions), then folded into the 31 bits of an
-//! even id (the pair's base) that is never the world's.
+//! may change between Rust versions); the pair's base is that value made
+//! even, never the world's nor the last pair (`u64::MAX` means "no
+//! communicator" in a wait). Context ids are 64 bits wide throughout
+//! (matching, routes, waits), so the pair keeps 63 bits of the hash.
 //!
 //! ## Collisions
 //!
@@ -34,7 +36,9 @@
 //! numbers only grow, the disjoint communicators of one call have different
 //! lowest ranks, and a group call's count grows with each call of that key.
 //! For a hash collision between a new communicator and one of `n` live ones
-//! the chance is about `n / 2^31` per creation. A collision is *detected*
+//! the chance is about `n / 2^63` per creation: a program that creates a
+//! billion communicators while a thousand are alive meets one with odds
+//! of about 10^-7. Should it happen, the collision is *detected*
 //! where it would matter: messages in a context only reach members'
 //! mailboxes, and every communicator with a member in this process is
 //! registered in this process's [`Registry`](super::Registry) (its name
@@ -43,7 +47,11 @@
 //! says so, instead of two communicators sharing their messages.
 
 /// The context pair of the world communicator.
-pub(crate) const WORLD: u32 = 0;
+pub(crate) const WORLD: u64 = 0;
+
+/// The pair no communicator gets: its odd id is a wait's "no
+/// communicator" (`sched::WaitInfo::comm`).
+const LAST: u64 = u64::MAX - 1;
 
 /// What a new communicator's context pair is derived from (module docs).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -67,11 +75,9 @@ pub(crate) enum Creation {
 
 /// The even context id of the communicator that `creation` makes from the
 /// communicator with context `parent` (either id of its pair).
-pub(crate) fn derive(parent: u32, creation: Creation) -> u32 {
+pub(crate) fn derive(parent: u64, creation: Creation) -> u64 {
     let words: [u64; 5] = match creation {
-        Creation::Collective { seq, lowest } => {
-            [1, u64::from(parent & !1), seq.into(), lowest.into(), 0]
-        }
+        Creation::Collective { seq, lowest } => [1, parent & !1, seq.into(), lowest.into(), 0],
         Creation::Group {
             tag,
             size,
@@ -79,19 +85,18 @@ pub(crate) fn derive(parent: u32, creation: Creation) -> u32 {
             count,
         } => [
             2,
-            u64::from(parent & !1),
+            parent & !1,
             u64::from(tag as u32) | u64::from(size) << 32,
             digest,
             count,
         ],
     };
     let h = mix(&words);
-    // The even ids but the world's: 2, 4, ..., 2^32 - 2.
-    let base = ((h >> 32) as u32 ^ h as u32) & !1;
-    if base == WORLD {
-        2
-    } else {
-        base
+    // The even ids but the world's and the last (whose odd id, u64::MAX,
+    // means "no communicator" in a wait): 2, 4, ..., 2^64 - 4.
+    match h & !1 {
+        WORLD | LAST => 2,
+        base => base,
     }
 }
 
@@ -119,7 +124,7 @@ mod tests {
     #[test]
     fn derived_pairs_are_even_not_the_world_and_spread() {
         let mut seen = std::collections::HashSet::new();
-        for parent in [0u32, 2, 1_000_002] {
+        for parent in [0u64, 2, 1_000_002] {
             for seq in 0..200 {
                 for lowest in 0..8 {
                     let c = derive(parent, Creation::Collective { seq, lowest });

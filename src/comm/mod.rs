@@ -149,7 +149,7 @@ impl Members {
 pub(crate) struct CommShared<X> {
     /// Context id of point-to-point traffic; collectives use `context + 1`
     /// (see [`context`] for how it is derived).
-    pub(crate) context: u32,
+    pub(crate) context: u64,
     pub(crate) group: Members,
     /// The registry's name table, from which the communicator removes its
     /// name when it goes (`None` for the world, which lasts as long).
@@ -159,7 +159,7 @@ pub(crate) struct CommShared<X> {
 }
 
 impl<X> CommShared<X> {
-    fn new(context: u32, group: Members, names: Option<Names>, ext: X) -> CommShared<X> {
+    fn new(context: u64, group: Members, names: Option<Names>, ext: X) -> CommShared<X> {
         CommShared {
             context,
             group,
@@ -181,7 +181,7 @@ impl<X> Drop for CommShared<X> {
 }
 
 /// Communicator names by context id (the even id of each pair).
-type Names = Arc<Mutex<HashMap<u32, String>>>;
+type Names = Arc<Mutex<HashMap<u64, String>>>;
 
 /// Communicator bookkeeping of a job: names (by context id), whether new
 /// communicators check their collective calls, the world's predefined
@@ -234,7 +234,7 @@ impl Registry {
     /// communicators' messages.
     pub(crate) fn create<X>(
         &self,
-        context: u32,
+        context: u64,
         members: Members,
         name: &str,
         ext: X,
@@ -264,7 +264,7 @@ impl Registry {
     }
 
     /// The name of the communicator owning `context` (either of its two ids).
-    pub(crate) fn name(&self, context: u32) -> String {
+    pub(crate) fn name(&self, context: u64) -> String {
         let base = context & !1;
         let names = self.names.lock().unwrap_or_else(|e| e.into_inner());
         match names.get(&base) {
@@ -273,7 +273,7 @@ impl Registry {
         }
     }
 
-    pub(crate) fn set_name(&self, context: u32, name: &str) {
+    pub(crate) fn set_name(&self, context: u64, name: &str) {
         self.names
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -415,7 +415,7 @@ impl<X> Core<X> {
     }
 
     #[inline]
-    pub(crate) fn p2p_context(&self) -> u32 {
+    pub(crate) fn p2p_context(&self) -> u64 {
         self.shared.context
     }
 

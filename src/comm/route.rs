@@ -21,7 +21,7 @@ impl<X> Core<X> {
     /// The route of a message from this rank to rank `dest` (checked by the
     /// caller) in `context` (the point-to-point one, or the collective one).
     #[inline]
-    pub(crate) fn route(&self, context: u32, dest: Rank) -> Route {
+    pub(crate) fn route(&self, context: u64, dest: Rank) -> Route {
         Route {
             context,
             source: self.rank(),
@@ -33,7 +33,7 @@ impl<X> Core<X> {
     /// What a receive from `source` (or `ANY_SOURCE`) with `tag` (or
     /// `ANY_TAG`) in `context` accepts.
     #[inline]
-    pub(crate) fn accept(&self, context: u32, source: Rank, tag: Tag) -> MatchSpec {
+    pub(crate) fn accept(&self, context: u64, source: Rank, tag: Tag) -> MatchSpec {
         MatchSpec {
             context,
             source,

@@ -163,7 +163,7 @@ impl<'a, N: Node> Endpoint<'a, N> {
 /// `CommCore::route` after the communicator checked the rank.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Route {
-    pub(crate) context: u32,
+    pub(crate) context: u64,
     pub(crate) source: Rank,
     pub(crate) dest: Rank,
     pub(crate) dest_world: u32,

@@ -181,7 +181,7 @@ where
         // any rank can be reported: `run_job` holds it).
         let namer = {
             let this = this.clone();
-            move |context: u32| {
+            move |context: u64| {
                 this.upgrade()
                     .map_or_else(|| context.to_string(), |job| job.core.comms().name(context))
             }

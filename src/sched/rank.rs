@@ -117,8 +117,8 @@ pub(crate) struct WaitInfo {
     pub(crate) peer: Rank,
     /// Tag, `ANY_TAG`, or `i32::MIN` for none.
     pub(crate) tag: Tag,
-    /// Context id of the communicator (`u32::MAX`: none).
-    pub(crate) comm: u32,
+    /// Context id of the communicator (`u64::MAX`: none).
+    pub(crate) comm: u64,
     pub(crate) site: &'static Location<'static>,
 }
 
@@ -133,7 +133,7 @@ impl WaitInfo {
             label: None,
             peer: Self::NO_PEER,
             tag: Self::NO_TAG,
-            comm: u32::MAX,
+            comm: u64::MAX,
             site,
         }
     }
@@ -155,7 +155,7 @@ pub(crate) struct Slot {
     wait_label: AtomicPtr<&'static str>,
     wait_peer: AtomicI32,
     wait_tag: AtomicI32,
-    wait_comm: AtomicU32,
+    wait_comm: AtomicU64,
     wait_site: AtomicPtr<Location<'static>>,
 }
 
@@ -171,7 +171,7 @@ impl Slot {
             wait_label: AtomicPtr::new(ptr::null_mut()),
             wait_peer: AtomicI32::new(0),
             wait_tag: AtomicI32::new(0),
-            wait_comm: AtomicU32::new(0),
+            wait_comm: AtomicU64::new(0),
             wait_site: AtomicPtr::new(ptr::null_mut()),
         }
     }
