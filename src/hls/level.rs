@@ -93,7 +93,7 @@ impl HlsLevel {
     pub fn barrier(self) {
         let site = Location::caller();
         let ctx = own_rank().or_raise_access("HLS barrier");
-        let hls = &Job::of(ctx).hls();
+        let hls = Job::of(ctx).hls();
         let group = hls.layout.group(self, ctx.rank);
         hls.barriers[self.index()][group.index].wait(ctx, group.size, site);
     }

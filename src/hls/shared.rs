@@ -336,7 +336,7 @@ impl<T: Send + Sync + 'static> Hls<T> {
             // ranks' views.
             return unsafe { &*cached };
         }
-        let hls = &Job::of(ctx).hls();
+        let hls = Job::of(ctx).hls();
         let group = hls.layout.group(self.level, ctx.rank);
         let cell = &hls.cells::<T>(self.key.get(), self.level)[group.index()];
         view.cell.set((cell as *const GroupCell<T>).cast());

@@ -303,10 +303,11 @@ impl RankCtx {
     /// The scheduler of the rank's job.
     #[inline]
     pub(crate) fn sched(&self) -> &Scheduler {
-        // SAFETY: the scheduler lives in its job, which outlives every rank
-        // context: workers, which own the ranks, are joined before the
-        // job's last `Arc` can drop in `run`; a thread context is used only
-        // by a caller holding its job (`thread::context`).
+        // SAFETY: the scheduler lives in its job (in the part the
+        // communicators hold), which outlives every rank context: workers,
+        // which own the ranks, are joined before the job's last `Arc` can
+        // drop in `run`; a thread context is used only by a caller that
+        // keeps the scheduler alive (`thread::context`).
         unsafe { &*self.sched }
     }
 
