@@ -4,7 +4,7 @@
 use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 
-use crate::comm::{CommCore, SimpleCommunicator};
+use crate::comm::SimpleCommunicator;
 use crate::error::{raise, CommError, Error};
 use crate::identity::WorldRank;
 use crate::runtime::job::Job;
@@ -33,17 +33,12 @@ impl Universe {
 
     /// The world communicator: every rank of the job.
     pub fn world(&self) -> SimpleCommunicator {
-        let world = Arc::clone(&self.job.comms.world);
-        SimpleCommunicator::from_core(CommCore::new(
-            Arc::clone(&self.job),
-            world,
-            self.rank.as_rank(),
-        ))
+        SimpleCommunicator::from_core(self.job.world(self.rank))
     }
 
     /// `MPI_UNIVERSE_SIZE`: the number of ranks of the job.
     pub fn size(&self) -> Option<usize> {
-        Some(self.job.size as usize)
+        Some(self.job.size() as usize)
     }
 
     /// `MPI_APPNUM`: myriad runs one application per job.
@@ -101,7 +96,7 @@ pub fn initialize_with_threading(threading: Threading) -> Option<(Universe, Thre
             return Some(None);
         }
         let job = Job::arc_of(ctx);
-        job.sched.set_threading_of(ctx.local, threading);
+        job.sched().set_threading_of(ctx.local, threading);
         Some(Some((Universe::new(job, ctx.rank), threading)))
     });
     let Some(first) = first else {

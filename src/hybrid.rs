@@ -312,7 +312,7 @@ impl<'scope> Scope<'scope> {
     where
         F: FnOnce() + Send + 'scope,
     {
-        let Some(sched) = self.job.as_deref().map(|job| &job.sched) else {
+        let Some(sched) = self.job.as_deref().map(|job| job.sched()) else {
             self.serial
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
@@ -332,7 +332,7 @@ impl<'scope> Scope<'scope> {
             // The job outlives the scope (its workers run this closure):
             // its scheduler may be used once the scope is gone.
             let waiter = scope.waiter;
-            let sched = scope.job.as_deref().map(|job| &job.sched);
+            let sched = scope.job.as_deref().map(|job| job.sched());
             if scope.pending.fetch_sub(1, Ordering::AcqRel) == 1 {
                 if let (Some(waiter), Some(sched)) = (waiter, sched) {
                     sched::unpark(sched, waiter);

@@ -139,6 +139,7 @@ pub mod traits {
 
 #[doc(hidden)]
 pub mod __private {
-    pub use crate::comm::{AsCore, CommCore};
+    pub use crate::coll::{CommCore, State};
+    pub use crate::comm::{AsCore, Core};
     pub use crate::datatype::cached_type_map;
 }

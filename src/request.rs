@@ -21,7 +21,7 @@ use std::mem::ManuallyDrop;
 use std::panic::Location;
 use std::ptr;
 
-use crate::comm::CommCore;
+use crate::coll::CommCore;
 use crate::error::{Error, OrRaise};
 use crate::p2p::completion::{Completion, Outcome};
 use crate::p2p::{self, Queued, Status};
@@ -405,7 +405,7 @@ pub fn wait_any<'a, D: ?Sized, S: Scope<'a>>(
             label: None,
             peer: WaitInfo::NO_PEER,
             tag: WaitInfo::NO_TAG,
-            comm: u32::MAX,
+            comm: u64::MAX,
             site,
         };
         sched::park_once(ctx, &info).or_raise();

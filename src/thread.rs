@@ -69,17 +69,17 @@ fn with_caller_rank<R>(f: impl FnOnce(Option<&sched::RankCtx>) -> R) -> R {
 /// Counts a thread about to start in `job`: while it runs, a rank waiting
 /// for it is not deadlocked (`Scheduler::external`).
 fn count_thread(job: &Job) {
-    job.sched.external_started();
+    job.sched().external_started();
 }
 
 /// The thread runs: it tells MPI waits it is counted.
 fn thread_started(job: &Job) {
-    sched::thread::counted_as_external(&job.sched);
+    sched::thread::counted_as_external(job.sched());
 }
 
 /// The thread is done (after waking whoever waits for it).
 fn thread_ended(job: &Job) {
-    job.sched.external_ended();
+    job.sched().external_ended();
 }
 
 /// Signals the end of a spawned thread (also when it panics) and wakes the
@@ -92,7 +92,7 @@ impl Drop for Finished<'_> {
         let waiter = shared.end.finish();
         if let Some(job) = &shared.job {
             if let Some(slot) = waiter {
-                sched::unpark(&job.sched, slot);
+                sched::unpark(job.sched(), slot);
             }
             thread_ended(job);
         }
@@ -324,11 +324,11 @@ impl Drop for ScopeFinished<'_, '_, '_> {
         let joiner = self.0.joiner.as_ref().map(|j| (Arc::clone(&j.job), j.slot));
         if self.0.running.fetch_sub(1, Ordering::AcqRel) == 1 {
             if let Some((job, slot)) = &joiner {
-                sched::unpark(&job.sched, *slot);
+                sched::unpark(job.sched(), *slot);
             }
         }
         if let Some((job, _)) = joiner {
-            job.sched.external_ended();
+            job.sched().external_ended();
         }
     }
 }

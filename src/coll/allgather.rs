@@ -124,7 +124,7 @@ fn lay_out(call: &Call<'_>, round: &Round, send: &Layout, parts: &Parts) -> (*mu
 }
 
 fn shm(call: &Call<'_>, send: &Layout, parts: &Parts) -> Result<(), Error> {
-    let rounds = &call.comm.shared().coll.rounds;
+    let rounds = &call.comm.coll().rounds;
     let round = rounds.join_checked(call)?;
     let (rank, n) = (call.rank() as usize, round.size() as usize);
     let (base, reference) = lay_out(call, &round, send, parts);

@@ -111,7 +111,7 @@ impl Outbox {
 }
 
 fn shm(call: &Call<'_>, send: &Parts, recv: &Parts) -> Result<(), Error> {
-    let rounds = &call.comm.shared().coll.rounds;
+    let rounds = &call.comm.coll().rounds;
     let round = rounds.join_published(call, Readers::Every)?;
     let (rank, n) = (call.rank() as usize, round.size() as usize);
     let map: *const TypeMap = send.buf.ty.map();

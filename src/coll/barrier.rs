@@ -51,7 +51,7 @@ pub(crate) fn barrier(call: &Call<'_>) -> Result<(), Error> {
 }
 
 fn shm(call: &Call<'_>) -> Result<(), Error> {
-    let rounds = &call.comm.shared().coll.rounds;
+    let rounds = &call.comm.coll().rounds;
     let round = rounds.join_checked(call)?;
     let result = round.arrive_and_wait(call);
     rounds.leave(call, round);

@@ -39,7 +39,7 @@ pub(crate) fn broadcast(call: &Call<'_>, root: i32, buf: &Layout) -> Result<(), 
 const STAGED_BYTES: usize = 4096;
 
 fn shm(call: &Call<'_>, root: i32, buf: &Layout) -> Result<(), Error> {
-    let rounds = &call.comm.shared().coll.rounds;
+    let rounds = &call.comm.coll().rounds;
     let round = rounds.join_published(call, Readers::NonRoots)?;
     let result = if call.rank() == root {
         if buf.bytes() <= STAGED_BYTES {

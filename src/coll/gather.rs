@@ -160,7 +160,7 @@ fn place_own(call: &Call<'_>, root: Rank, send: &Layout, parts: &Parts) -> Resul
 }
 
 fn shm(call: &Call<'_>, root: Rank, send: &Layout, parts: Option<&Parts>) -> Result<(), Error> {
-    let rounds = &call.comm.shared().coll.rounds;
+    let rounds = &call.comm.coll().rounds;
     let round = rounds.join_published(call, Readers::NonRoots)?;
     let rank = call.rank() as usize;
     let result = if let Some(parts) = parts {

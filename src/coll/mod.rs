@@ -43,6 +43,7 @@ pub(crate) mod alltoall;
 pub(crate) mod barrier;
 pub(crate) mod bcast;
 pub(crate) mod check;
+pub(crate) mod create;
 mod doubling;
 pub(crate) mod exchange;
 pub(crate) mod gather;
@@ -62,7 +63,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 pub(crate) use select::{env_defaults, Selection};
 pub use select::{Algorithm, Collective};
 
-use crate::comm::CommCore;
+use crate::comm::Core;
 use crate::error::{Error, TypeError};
 use crate::sched::{RankCtx, WaitInfo, WaitOp};
 use check::{Checker, Signature};
@@ -70,14 +71,25 @@ use check::{Checker, Signature};
 /// The collective kinds, for signatures and algorithm selection.
 pub(crate) type Kind = Collective;
 
-/// Collective state of one communicator.
+/// One rank's handle to a communicator, as the layers above see it: the
+/// communicator core (layer L3) with this layer's state of the communicator
+/// in the same allocation as the core's shared state (`CommShared::ext`),
+/// so reaching it costs what reaching the group does.
+pub type CommCore = Core<State>;
+
+/// Collective state of one communicator (internal; public only because
+/// [`CommCore`] names it).
+#[doc(hidden)]
 #[derive(Debug)]
-pub(crate) struct State {
+pub struct State {
     /// Next sequence number of each rank (only that rank touches its entry).
     seq: Box<[AtomicU32]>,
     pub(crate) checker: Checker,
     pub(crate) rounds: round::Rounds,
     pub(crate) selection: Selection,
+    /// `split_by_subgroup(_with_tag)` calls in progress, and how many of
+    /// each key completed (`create.rs`).
+    pub(crate) group_meetings: create::GroupMeetings,
 }
 
 impl State {
@@ -87,7 +99,16 @@ impl State {
             checker: Checker::new(check),
             rounds: round::Rounds::default(),
             selection,
+            group_meetings: create::GroupMeetings::default(),
         }
+    }
+}
+
+impl CommCore {
+    /// The communicator's collective state.
+    #[inline]
+    pub(crate) fn coll(&self) -> &State {
+        &self.shared().ext
     }
 }
 
@@ -111,7 +132,7 @@ impl Call<'_> {
     }
 
     /// The collective context of the communicator.
-    pub(crate) fn context(&self) -> u32 {
+    pub(crate) fn context(&self) -> u64 {
         self.comm.p2p_context() + 1
     }
 
@@ -155,7 +176,7 @@ pub(crate) fn begin_as<'a>(
     requested: Algorithm,
     site: &'static Location<'static>,
 ) -> Result<Call<'a>, Error> {
-    let state = &comm.shared().coll;
+    let state = comm.coll();
     let seq = state.seq[comm.rank() as usize].fetch_add(1, Ordering::Relaxed);
     let algorithm = state.selection.resolve(
         signature.kind,
@@ -163,7 +184,7 @@ pub(crate) fn begin_as<'a>(
         comm.size() as usize,
         signature.bytes,
         &comm.shared().locality,
-        || comm.job().comms.name(comm.p2p_context()),
+        || comm.name(),
     )?;
     signature.algorithm = Some(algorithm);
     // Shared-memory calls meet in a round keyed by the sequence number and

@@ -99,7 +99,7 @@ fn shm(
     send: &Layout,
     recv: Option<&Layout>,
 ) -> Result<(), Error> {
-    let rounds = &call.comm.shared().coll.rounds;
+    let rounds = &call.comm.coll().rounds;
     let round = if commutative {
         rounds.join_checked(call)?
     } else {
@@ -441,7 +441,7 @@ pub(crate) fn reduce_scatter_block(
         }
         _ => {
             // The shared-memory all-reduce, then each rank takes its block.
-            let rounds = &call.comm.shared().coll.rounds;
+            let rounds = &call.comm.coll().rounds;
             let round = rounds.join_checked(call)?;
             let result = shm_commutative(
                 call,

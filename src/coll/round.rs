@@ -242,8 +242,8 @@ pub(crate) struct Round {
     /// The shape of the data in [`shared`](Self::shared).
     root: SpinLock<Option<Shape>>,
     /// Communicator creation: the ranks' requests and the communicators
-    /// made for them (protocol in `comm/split.rs`).
-    pub(crate) comm_create: SpinLock<crate::comm::split::Meeting>,
+    /// made for them (protocol in `create.rs`).
+    pub(crate) comm_create: SpinLock<super::create::Meeting>,
 }
 
 /// A rank's turn to access the buffers other ranks published into a round
@@ -626,7 +626,7 @@ impl Round {
     pub(crate) fn wake_all(&self, call: &Call<'_>) {
         for list in self.waiters.iter() {
             let waiters = std::mem::take(&mut *list.lock());
-            sched::unpark_many(&call.comm.job().sched, &waiters);
+            sched::unpark_many(call.comm.job().sched(), &waiters);
         }
     }
 
@@ -635,7 +635,7 @@ impl Round {
     pub(crate) fn check(&self, call: &Call<'_>) -> Result<(), Error> {
         let mine = (call.signature, call.rank(), call.site);
         let first = self.first.get_or_init(|| mine);
-        let agree = if call.comm.shared().coll.checker.enabled() {
+        let agree = if call.comm.coll().checker.enabled() {
             super::check::agree(&first.0, &mine.0)
         } else {
             super::check::same_protocol(&first.0, &mine.0)
@@ -657,7 +657,7 @@ impl Rounds {
     /// The round of call `call.seq`, created by the first rank to ask, and
     /// whether this call created it.
     fn join_created(&self, call: &Call<'_>, readers: Option<Readers>) -> (Arc<Round>, bool) {
-        let workers = call.comm.job().sched.worker_count();
+        let workers = call.comm.job().sched().worker_count();
         let mut active = self.active.lock();
         let mut created = false;
         let round = active.entry(call.seq).or_insert_with(|| {
@@ -692,7 +692,7 @@ impl Rounds {
     fn join(&self, call: &Call<'_>, readers: Option<Readers>) -> Result<Arc<Round>, Error> {
         let (round, created) = self.join_created(call, readers);
         let mut checked = round.check(call);
-        let checker = &call.comm.shared().coll.checker;
+        let checker = &call.comm.coll().checker;
         if checked.is_ok() && created && checker.enabled() {
             if let Some(theirs) = checker.first_of(call.seq) {
                 if !super::check::agree(&theirs.0, &call.signature) {

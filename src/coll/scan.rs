@@ -166,7 +166,7 @@ fn shm(
     recv: &Layout,
     exclusive: bool,
 ) -> Result<(), Error> {
-    let rounds = &call.comm.shared().coll.rounds;
+    let rounds = &call.comm.coll().rounds;
     let round = rounds.join_published(call, Readers::Every)?;
     let (rank, n) = (call.rank() as usize, round.size() as usize);
     let operands = Operands {

@@ -100,7 +100,7 @@ fn take_part(call: &Call<'_>, root: Rank, parts: &Parts, recv: &Layout) -> Resul
 }
 
 fn shm(call: &Call<'_>, root: Rank, parts: Option<&Parts>, recv: &Layout) -> Result<(), Error> {
-    let rounds = &call.comm.shared().coll.rounds;
+    let rounds = &call.comm.coll().rounds;
     let round = rounds.join_published(call, Readers::NonRoots)?;
     let result = if let Some(parts) = parts {
         // Returns once every other rank has copied out of our buffer.

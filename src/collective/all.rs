@@ -37,11 +37,10 @@ pub trait CommunicatorCollectives: Communicator {
         algorithm: Algorithm,
     ) -> Result<(), Error> {
         let core = self.core();
-        core.shared()
-            .coll
+        core.coll()
             .selection
             .set(collective, algorithm, &core.shared().locality, || {
-                core.job().comms.name(core.p2p_context())
+                core.name()
             })
     }
 

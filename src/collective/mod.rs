@@ -42,8 +42,9 @@ pub use crate::coll::{Algorithm, Collective};
 
 use crate::coll::check::Signature;
 use crate::coll::parts::Parts;
+use crate::coll::CommCore;
 use crate::coll::{self, Call};
-use crate::comm::{AsCore, CommCore, Communicator, Process};
+use crate::comm::{AsCore, Communicator, Process};
 use crate::datatype::copy::Layout;
 use crate::datatype::{Buffer, BufferMut, Partitioned, PartitionedBuffer, PartitionedBufferMut};
 use crate::error::{Error, OrRaise};
@@ -119,7 +120,7 @@ fn immediate<'a, D: ?Sized, Sc: Scope<'a>>(
         let waiter = unsafe { (*completion).waiter() };
         // SAFETY: this task is the completion's only completer.
         unsafe { (*completion).complete(Outcome::default()) };
-        sched::unpark(&comm.job().sched, waiter);
+        sched::unpark(comm.job().sched(), waiter);
     };
     // SAFETY: the task borrows buffers for 'a; the request, registered in a
     // scope of 'a, completes (or its drop waits) only once the task's body

@@ -98,7 +98,7 @@ impl<C: ?Sized + Communicator> AnyCommunicator for C {
     fn get_attr<A: CommAttribute>(&self) -> Option<&A> {
         let core = self.core();
         if core.p2p_context() == 0 {
-            if let Some(predefined) = core.job().comms.predefined::<A>() {
+            if let Some(predefined) = core.job().comms().predefined::<A>() {
                 return Some(predefined);
             }
         }

@@ -9,98 +9,15 @@
 //! last rank to arrive also checks that every rank passed the same grid.
 //! Coordinates, ranks and shifts are then local arithmetic.
 
-use std::fmt;
 use std::panic::Location;
 use std::sync::Arc;
 
-use super::split::{self, Agree, Ask, Creation};
-use super::{AsCore, Attributes, CommCore, Communicator, SimpleCommunicator};
+use super::grid::Grid;
+use super::{AsCore, Attributes, Communicator, SimpleCommunicator};
+use crate::coll::create::{self, Agree, Ask, Creation};
+use crate::coll::CommCore;
 use crate::error::{raise, ArgError, Error, OrRaise};
 use crate::{Count, Rank};
-
-/// A grid: extents and periodicity of each dimension.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Grid {
-    dims: Box<[Count]>,
-    periods: Box<[bool]>,
-}
-
-impl Grid {
-    /// Checks a grid for a communicator of `size` ranks.
-    pub(crate) fn new(
-        op: &'static str,
-        dims: &[Count],
-        periods: &[bool],
-        size: Rank,
-    ) -> Result<Grid, Error> {
-        if dims.len() != periods.len() {
-            return Err(Error::Arg(ArgError::DimsPeriodsLength {
-                op,
-                dims: dims.len(),
-                periods: periods.len(),
-            }));
-        }
-        if let Some((i, d)) = dims.iter().enumerate().find(|(_, &d)| d <= 0) {
-            return Err(Error::Arg(ArgError::EmptyDimension {
-                op,
-                index: i,
-                extent: *d,
-            }));
-        }
-        let points = dims
-            .iter()
-            .try_fold(1 as Count, |p, &d| p.checked_mul(d))
-            .filter(|&p| p <= size);
-        if points.is_none() {
-            return Err(Error::Arg(ArgError::GridTooLarge {
-                op,
-                dims: dims.to_vec(),
-                size,
-            }));
-        }
-        Ok(Grid {
-            dims: dims.into(),
-            periods: periods.into(),
-        })
-    }
-
-    /// Number of points (ranks) of the grid.
-    pub(crate) fn points(&self) -> Rank {
-        self.dims.iter().product()
-    }
-
-    fn coordinates_into(&self, rank: Rank, coords: &mut [Count]) {
-        let mut rest = rank;
-        for (c, &d) in coords.iter_mut().zip(self.dims.iter()).rev() {
-            *c = rest % d;
-            rest /= d;
-        }
-    }
-
-    /// The rank at `coords` (wrapped along periodic dimensions), or the
-    /// first offending dimension.
-    fn rank_at(&self, coords: impl Iterator<Item = Count>) -> Result<Rank, usize> {
-        let mut rank: Rank = 0;
-        for (i, c) in coords.enumerate() {
-            let d = self.dims[i];
-            let c = if self.periods[i] {
-                c.rem_euclid(d)
-            } else if (0..d).contains(&c) {
-                c
-            } else {
-                return Err(i);
-            };
-            rank = rank * d + c;
-        }
-        Ok(rank)
-    }
-}
-
-impl fmt::Display for Grid {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "dims {:?} periods {:?}", self.dims, self.periods)
-    }
-}
 
 /// Creates a Cartesian communicator (collective over `core`).
 pub(crate) fn create(
@@ -118,7 +35,7 @@ pub(crate) fn create(
     let color = (core.rank() < grid.points()).then_some(0);
     let ask = Ask::new(Creation::Cartesian, color, core.rank()).agreeing(Agree::Grid(grid.clone()));
     Ok(
-        split::create(core, ask, site)?.map(|new| CartesianCommunicator {
+        create::create(core, ask, site)?.map(|new| CartesianCommunicator {
             comm: SimpleCommunicator::from_core(new),
             grid,
         }),
@@ -307,7 +224,7 @@ impl CartesianCommunicator {
         // is the sub-grid's row-major order.
         let ask = Ask::new(Creation::CartesianSub, Some(color), self.rank())
             .agreeing(Agree::Retain(retain.into()));
-        let new = split::create(self.core(), ask, Location::caller())
+        let new = create::create(self.core(), ask, Location::caller())
             .or_raise()
             .expect("every rank is in a sub-grid");
         CartesianCommunicator {

@@ -1,19 +1,55 @@
 //! The rsmpi-facing communicator API: the [`Communicator`] trait every
 //! communicator handle implements, [`SimpleCommunicator`], and the
 //! [`Process`] / [`AnyProcess`] handles that point-to-point calls start from.
-//! The state behind them (`CommCore`, `CommShared`) is in `mod.rs`.
-
-use std::sync::Arc;
+//! The state behind them (`Core`, `CommShared`) is in `mod.rs`; the
+//! handle they hold, `coll::CommCore`, is that core with the collectives'
+//! state (layer L4), so this file is layer L5.
 
 use super::attribute::Attributes;
 use super::cartesian::{self, CartesianCommunicator};
+use super::grid::Grid;
 use super::group::{Group, UserGroup};
-use super::split::{self, Color, Key};
-use super::CommCore;
-use crate::error::{raise, CommError, Error, OrRaise};
+use crate::coll::create as split;
+use crate::coll::CommCore;
+use crate::error::{raise, ArgError, CommError, Error, OrRaise};
 use crate::runtime::job::Job;
 use crate::sched;
-use crate::{Count, Rank, Tag};
+use crate::{Count, Rank, Tag, UNDEFINED};
+
+/// A color for [`Communicator::split_by_color`](Communicator::split_by_color):
+/// ranks with the same color end up in the same communicator.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Color(i32);
+
+impl Color {
+    /// The color of ranks that join no communicator (`MPI_UNDEFINED`): they
+    /// get `None`.
+    pub fn undefined() -> Color {
+        Color(UNDEFINED)
+    }
+
+    /// A color with a value.
+    ///
+    /// # Panics
+    ///
+    /// If `value` is negative (MPI's colors are non-negative).
+    #[track_caller]
+    pub fn with_value(value: i32) -> Color {
+        if value < 0 {
+            crate::error::raise(Error::Arg(ArgError::NegativeColor { value }));
+        }
+        Color(value)
+    }
+
+    /// The value, `None` for [`Color::undefined`].
+    pub(crate) fn get(self) -> Option<i32> {
+        (self.0 != UNDEFINED).then_some(self.0)
+    }
+}
+
+/// Orders the ranks of a new communicator in a split: lower keys first, ties
+/// by rank in the parent.
+pub type Key = i32;
 
 /// Two communicators compared ([`Communicator::compare`], `MPI_Comm_compare`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -124,14 +160,14 @@ pub trait Communicator: AsCore {
     /// MPI_COMM_WORLD", until [`set_name`](Self::set_name)).
     fn get_name(&self) -> String {
         let core = self.core();
-        core.job().comms.name(core.p2p_context())
+        core.name()
     }
 
     /// Names the communicator (for error and deadlock reports). The name
     /// belongs to the communicator, so every rank sees it.
     fn set_name(&self, name: &str) {
         let core = self.core();
-        core.job().comms.set_name(core.p2p_context(), name);
+        core.job().comms().set_name(core.p2p_context(), name);
     }
 
     /// Compares two communicators (`MPI_Comm_compare`): the same one, the
@@ -230,7 +266,7 @@ pub trait Communicator: AsCore {
     /// [`split_by_subgroup`](Self::split_by_subgroup) with a tag: calls with
     /// the same group and tag meet each other; calls whose groups overlap
     /// may run in any order only if their tags differ. See the protocol in
-    /// the docs of `comm/split.rs`.
+    /// the docs of `coll/create.rs`.
     ///
     /// # Panics
     ///
@@ -293,7 +329,7 @@ pub trait Communicator: AsCore {
     #[track_caller]
     fn cartesian_map(&self, dims: &[Count], periods: &[bool]) -> Option<Rank> {
         let core = self.core();
-        let grid = cartesian::Grid::new("cartesian_map", dims, periods, core.size()).or_raise();
+        let grid = Grid::new("cartesian_map", dims, periods, core.size()).or_raise();
         (core.rank() < grid.points()).then_some(core.rank())
     }
 
@@ -375,12 +411,11 @@ impl SimpleCommunicator {
     /// Outside of any rank.
     #[track_caller]
     pub fn world() -> SimpleCommunicator {
-        let caller = sched::rank::with_current(|ctx| ctx.map(|ctx| (Job::arc_of(ctx), ctx.rank)));
-        let Some((job, rank)) = caller else {
+        let core = sched::rank::with_current(|ctx| ctx.map(|ctx| Job::of(ctx).world(ctx.rank)));
+        let Some(core) = core else {
             raise(Error::Comm(CommError::WorldOutsideRank));
         };
-        let world = Arc::clone(&job.comms.world);
-        SimpleCommunicator::from_core(CommCore::new(job, world, rank.as_rank()))
+        SimpleCommunicator::from_core(core)
     }
 }
 

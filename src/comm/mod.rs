@@ -1,42 +1,53 @@
-//! Communicators: who talks to whom, in which context.
+//! Communicators: who talks to whom, in which context (layer L3, the
+//! communicator core; see ARCHITECTURE.md, "Layers").
 //!
 //! A communicator handle ([`SimpleCommunicator`]) is one rank's view of a
-//! communicator: the job, the communicator's shared state (context id, group,
-//! name, barrier) and the rank's own rank in it. Handles are cheap (two `Arc`
-//! clones); the shared state is created once per communicator, not per rank.
+//! communicator: the job's [`JobCore`] (scheduler, mailboxes, registry), the
+//! communicator's shared state (context id, group, name, and what the
+//! collectives keep per communicator) and the rank's own rank in it. Handles
+//! are cheap (two `Arc` clones); the shared state is created once per
+//! communicator, not per rank.
 //!
 //! Context ids keep the traffic of different communicators apart: each
 //! communicator owns two, one for point-to-point messages and one for the
-//! messages of its collectives.
+//! messages of its collectives. A new communicator's pair is derived from
+//! its parent's and the creating call, the same way in every process
+//! (`context.rs`).
+//!
+//! This layer knows nothing of collectives: the per-communicator state of
+//! `coll` rides in [`CommShared`]'s `ext` (the handle the API holds is
+//! `coll::CommCore`, this [`Core`] with `coll::State` there), and creating
+//! communicators (`duplicate`, `split_*`), which meets in collective rounds,
+//! is `coll/create.rs`.
 //!
 //! | file | question it answers |
 //! |---|---|
-//! | `mod.rs` | what a communicator is: `Members`, `CommShared`, the `Registry` of context ids and names, the rank's handle `CommCore` and `caller()` |
-//! | `communicator.rs` | the API over it: the `Communicator` trait, `SimpleCommunicator`, `Process`, `AnyProcess` |
-//! | `split.rs` | how the ranks of a communicator agree on new ones (`duplicate`, `split_*`; the protocol is in its docs) |
+//! | `mod.rs` | what a communicator is: `Members`, `CommShared`, the `Registry` of names, the job's `JobCore`, the rank's handle `Core` and `caller()` |
+//! | `context.rs` | how a new communicator's context ids are derived, identically in every process |
 //! | `route.rs` | how a handle reaches point-to-point: its endpoint, routes and match specifications, and the rank and tag checks |
 //! | `group.rs` | groups: ordered sets of world ranks and their algebra |
 //! | `locality.rs` | where a communicator's members live: its members in this process, one leader per process, the process count |
-//! | `cartesian.rs` | Cartesian topologies: coordinates, shifts, sub-grids |
+//! | `grid.rs` | Cartesian grids: extents, periods, coordinates |
+//! | `communicator.rs` | the API over it (layer L5): the `Communicator` trait, `SimpleCommunicator`, `Process`, `AnyProcess`, `Color`, `Key` |
+//! | `cartesian.rs` | the Cartesian API (layer L5): `CartesianCommunicator`, shifts, sub-grids, `dims_create` |
 //! | `attribute.rs` | attributes cached on a rank's communicator handle |
 
 pub(crate) mod attribute;
 mod cartesian;
 mod communicator;
+pub(crate) mod context;
+pub(crate) mod grid;
 mod group;
 pub(crate) mod locality;
 mod route;
-pub(crate) mod split;
 
 use std::collections::HashMap;
 use std::fmt;
-use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 
-use crate::coll;
 use crate::error::{CommError, Error};
 use crate::identity::{Processes, WorldRank};
-use crate::runtime::job::Job;
+use crate::p2p;
 use crate::sched::{self, RankCtx};
 use crate::Rank;
 
@@ -45,8 +56,9 @@ use attribute::{AppNum, Attributes, UniverseSize};
 pub use cartesian::{dims_create, CartesianCommunicator, CartesianLayout};
 pub use communicator::SimpleCommunicator;
 pub use communicator::{AnyProcess, AsCore, Communicator, CommunicatorRelation, Process};
+pub use communicator::{Color, Key};
+pub(crate) use group::members_of;
 pub use group::{Group, GroupRelation, SystemGroup, UserGroup};
-pub use split::{Color, Key};
 
 /// Which world ranks a communicator (or a group) has, in its rank order.
 ///
@@ -130,42 +142,46 @@ impl Members {
 }
 
 /// State shared by all ranks of one communicator.
+///
+/// `X` is what the layer above keeps per communicator, in the same
+/// allocation (the collectives' `coll::State`: sequence numbers, checker,
+/// rounds, algorithm choices, group meetings); this layer never looks into
+/// it. Every communicator is made by [`Registry::world`] or
+/// [`Registry::create`], through [`CommShared::new`].
 #[derive(Debug)]
-pub(crate) struct CommShared {
-    /// Context id of point-to-point traffic; collectives use `context + 1`.
-    pub(crate) context: u32,
+pub(crate) struct CommShared<X> {
+    /// Context id of point-to-point traffic; collectives use `context + 1`
+    /// (see [`context`] for how it is derived).
+    pub(crate) context: u64,
     pub(crate) group: Members,
     /// Its members in this process, the leader of each process.
     pub(crate) locality: locality::Locality,
-    /// Sequence numbers, checker, rounds, algorithm choices.
-    pub(crate) coll: coll::State,
-    /// `split_by_subgroup(_with_tag)` calls in progress (`split.rs`).
-    pub(crate) group_meetings: split::GroupMeetings,
     /// The registry's name table, from which the communicator removes its
     /// name when it goes (`None` for the world, which lasts as long).
     names: Option<Names>,
+    /// The upper layer's state of this communicator.
+    pub(crate) ext: X,
 }
 
-impl CommShared {
-    pub(crate) fn new(
-        context: u32,
+impl<X> CommShared<X> {
+    fn new(
+        context: u64,
         group: Members,
         processes: &Processes,
-        check_collectives: bool,
-    ) -> CommShared {
-        let size = group.size() as usize;
+        names: Option<Names>,
+        ext: X,
+    ) -> CommShared<X> {
         CommShared {
             context,
             locality: locality::Locality::new(&group, processes),
             group,
-            coll: coll::State::new(size, check_collectives, coll::Selection::from_env()),
-            group_meetings: split::GroupMeetings::default(),
-            names: None,
+            names,
+            ext,
         }
     }
 }
 
-impl Drop for CommShared {
+impl<X> Drop for CommShared<X> {
     fn drop(&mut self) {
         if let Some(names) = &self.names {
             names
@@ -177,18 +193,18 @@ impl Drop for CommShared {
 }
 
 /// Communicator names by context id (the even id of each pair).
-type Names = Arc<Mutex<HashMap<u32, String>>>;
+type Names = Arc<Mutex<HashMap<u64, String>>>;
 
-/// Communicator bookkeeping of a job.
+/// Communicator bookkeeping of a job: names (by context id), whether new
+/// communicators check their collective calls, the world's predefined
+/// attributes.
 #[derive(Debug)]
 pub(crate) struct Registry {
-    next_context: AtomicU32,
     names: Names,
     /// Whether new communicators check their collective calls.
-    pub(crate) check_collectives: bool,
+    check_collectives: bool,
     /// Where the world ranks live (each communicator's locality).
     processes: Processes,
-    pub(crate) world: Arc<CommShared>,
     /// The world communicator's predefined attributes.
     universe_size: UniverseSize,
     appnum: AppNum,
@@ -198,40 +214,71 @@ impl Registry {
     pub(crate) fn new(processes: &Processes, check_collectives: bool) -> Registry {
         let ranks = processes.world_size();
         let mut names = HashMap::new();
-        names.insert(0, "MPI_COMM_WORLD".to_string());
+        names.insert(context::WORLD, "MPI_COMM_WORLD".to_string());
         Registry {
-            next_context: AtomicU32::new(2),
             names: Arc::new(Mutex::new(names)),
             check_collectives,
             processes: processes.clone(),
-            world: Arc::new(CommShared::new(
-                0,
-                Members::World(ranks),
-                processes,
-                check_collectives,
-            )),
             universe_size: UniverseSize::new(ranks),
             appnum: AppNum::new(0),
         }
     }
 
-    /// Reserves a context id pair for a new communicator.
-    pub(crate) fn new_context(&self) -> u32 {
-        self.next_context.fetch_add(2, Ordering::Relaxed)
+    /// Whether new communicators check their collective calls.
+    pub(crate) fn check_collectives(&self) -> bool {
+        self.check_collectives
     }
 
-    /// A new communicator of `members`, with its own context pair and
-    /// `name` (forgotten when the communicator is dropped).
-    pub(crate) fn create(&self, members: Members, name: &str) -> Arc<CommShared> {
-        let context = self.new_context();
-        self.set_name(context, name);
-        let mut shared = CommShared::new(context, members, &self.processes, self.check_collectives);
-        shared.names = Some(Arc::clone(&self.names));
-        Arc::new(shared)
+    /// The world communicator of `ranks` ranks (context pair 0, 1).
+    pub(crate) fn world<X>(&self, ranks: u32, ext: X) -> Arc<CommShared<X>> {
+        Arc::new(CommShared::new(
+            context::WORLD,
+            Members::World(ranks),
+            &self.processes,
+            None,
+            ext,
+        ))
+    }
+
+    /// A new communicator of `members` with the context pair `context`
+    /// (derived by the creating call, [`context::derive`]) and `name`
+    /// (forgotten when the communicator is dropped).
+    ///
+    /// # Errors
+    ///
+    /// A live communicator holds the pair (a collision of the derivation,
+    /// see `context.rs`): refused rather than mixing the two
+    /// communicators' messages.
+    pub(crate) fn create<X>(
+        &self,
+        context: u64,
+        members: Members,
+        name: &str,
+        ext: X,
+    ) -> Result<Arc<CommShared<X>>, Error> {
+        debug_assert_eq!(context & 1, 0, "context pairs start at an even id");
+        {
+            let mut names = self.names.lock().unwrap_or_else(|e| e.into_inner());
+            if let Some(holder) = names.get(&context) {
+                return Err(Error::Comm(CommError::ContextCollision {
+                    name: name.to_string(),
+                    context,
+                    holder: holder.clone(),
+                }));
+            }
+            names.insert(context, name.to_string());
+        }
+        Ok(Arc::new(CommShared::new(
+            context,
+            members,
+            &self.processes,
+            Some(Arc::clone(&self.names)),
+            ext,
+        )))
     }
 
     /// The name of the communicator owning `context` (either of its two ids).
-    pub(crate) fn name(&self, context: u32) -> String {
+    pub(crate) fn name(&self, context: u64) -> String {
         let base = context & !1;
         let names = self.names.lock().unwrap_or_else(|e| e.into_inner());
         match names.get(&base) {
@@ -240,7 +287,7 @@ impl Registry {
         }
     }
 
-    pub(crate) fn set_name(&self, context: u32, name: &str) {
+    pub(crate) fn set_name(&self, context: u64, name: &str) {
         self.names
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -248,18 +295,81 @@ impl Registry {
     }
 }
 
+/// What a job's communicators run on: the scheduler, the point-to-point
+/// state (mailboxes, eager pool) and the communicator registry. The job
+/// (`runtime::job`, a layer above) owns it and hands every communicator
+/// handle an `Arc` of it, so nothing here needs the job itself.
+#[derive(Debug)]
+pub(crate) struct JobCore {
+    sched: sched::Scheduler,
+    p2p: p2p::Shared,
+    comms: Registry,
+    /// The job as `sched` knows it (the `RankCtx::host` of its ranks), for
+    /// the contexts of OS threads acting for a rank (`sched::thread`).
+    host: Weak<dyn sched::Host>,
+}
+
+impl JobCore {
+    pub(crate) fn new(
+        sched: sched::Scheduler,
+        p2p: p2p::Shared,
+        comms: Registry,
+        host: Weak<dyn sched::Host>,
+    ) -> JobCore {
+        JobCore {
+            sched,
+            p2p,
+            comms,
+            host,
+        }
+    }
+
+    #[inline]
+    pub(crate) fn sched(&self) -> &sched::Scheduler {
+        &self.sched
+    }
+
+    #[inline]
+    pub(crate) fn comms(&self) -> &Registry {
+        &self.comms
+    }
+}
+
+// What point-to-point reaches through an endpoint.
+impl p2p::Node for JobCore {
+    #[inline]
+    fn sched(&self) -> &sched::Scheduler {
+        &self.sched
+    }
+
+    #[inline]
+    fn p2p(&self) -> &p2p::Shared {
+        &self.p2p
+    }
+}
+
 /// One rank's handle to a communicator (internal; reached through
-/// [`Communicator`]).
+/// [`Communicator`] as `coll::CommCore`, which names `X`).
 #[doc(hidden)]
-#[derive(Clone)]
-pub struct CommCore {
-    job: Arc<Job>,
-    shared: Arc<CommShared>,
+pub struct Core<X> {
+    job: Arc<JobCore>,
+    shared: Arc<CommShared<X>>,
     rank: Rank,
     world: WorldRank,
 }
 
-impl fmt::Debug for CommCore {
+impl<X> Clone for Core<X> {
+    fn clone(&self) -> Self {
+        Core {
+            job: Arc::clone(&self.job),
+            shared: Arc::clone(&self.shared),
+            rank: self.rank,
+            world: self.world,
+        }
+    }
+}
+
+impl<X> fmt::Debug for Core<X> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("CommCore")
             .field("context", &self.shared.context)
@@ -269,10 +379,10 @@ impl fmt::Debug for CommCore {
     }
 }
 
-impl CommCore {
-    pub(crate) fn new(job: Arc<Job>, shared: Arc<CommShared>, rank: Rank) -> CommCore {
+impl<X> Core<X> {
+    pub(crate) fn new(job: Arc<JobCore>, shared: Arc<CommShared<X>>, rank: Rank) -> Core<X> {
         let world = WorldRank::new(shared.group.world_rank(rank));
-        CommCore {
+        Core {
             job,
             shared,
             rank,
@@ -280,13 +390,18 @@ impl CommCore {
         }
     }
 
+    /// A handle of this rank to another communicator of the same job.
+    pub(crate) fn with_shared(&self, shared: Arc<CommShared<X>>, rank: Rank) -> Core<X> {
+        Core::new(Arc::clone(&self.job), shared, rank)
+    }
+
     #[inline]
-    pub(crate) fn job(&self) -> &Job {
+    pub(crate) fn job(&self) -> &JobCore {
         &self.job
     }
 
     #[inline]
-    pub(crate) fn shared(&self) -> &CommShared {
+    pub(crate) fn shared(&self) -> &CommShared<X> {
         &self.shared
     }
 
@@ -314,8 +429,13 @@ impl CommCore {
     }
 
     #[inline]
-    pub(crate) fn p2p_context(&self) -> u32 {
+    pub(crate) fn p2p_context(&self) -> u64 {
         self.shared.context
+    }
+
+    /// The name of the communicator (for messages).
+    pub(crate) fn name(&self) -> String {
+        self.job.comms.name(self.shared.context)
     }
 
     /// The context of the calling rank, checked to be this handle's rank,
@@ -335,17 +455,24 @@ impl CommCore {
         // only by the operation running on this rank's stack (see above);
         // `Some` only for this handle's rank, which is the code running.
         match unsafe { sched::rank::current_unchecked() } {
-            Some(ctx) if self.job.hosts(ctx) && ctx.rank == self.world => Ok(ctx),
+            Some(ctx) if self.runs(ctx) && ctx.rank == self.world => Ok(ctx),
             // An OS thread of the rank (thread levels Serialized, Multiple);
             // never a worker thread, which must not block in MPI.
             None if !sched::worker::on_worker_thread() => {
                 // A handle is made by its own rank, which runs here.
                 let local = (self.job.p2p.processes().local(self.world))
                     .expect("a communicator handle's rank lives in its process");
-                sched::thread::context(&self.job, local)
+                sched::thread::context(&self.job.sched, &self.job.host, local)
             }
             other => Err(self.wrong_caller(other)),
         }
+    }
+
+    /// Whether `ctx` is a context of this handle's job (one scheduler per
+    /// job).
+    #[inline]
+    fn runs(&self, ctx: &RankCtx) -> bool {
+        std::ptr::eq(ctx.sched(), &self.job.sched)
     }
 
     #[cold]
@@ -353,7 +480,7 @@ impl CommCore {
         let owner = self.world.as_rank();
         Error::Comm(match ctx {
             None => CommError::FromWorkerThread { owner },
-            Some(ctx) if self.job.hosts(ctx) => CommError::ForeignHandle {
+            Some(ctx) if self.runs(ctx) => CommError::ForeignHandle {
                 rank: ctx.rank.as_rank(),
                 owner,
             },
@@ -393,11 +520,38 @@ mod tests {
         assert!(table.same_set(&Members::World(3)) && !table.same(&Members::World(3)));
 
         let registry = Registry::new(&Processes::single(4), true);
-        let comm = registry.create(table, "split of MPI_COMM_WORLD");
+        let comm = registry
+            .create(6, table, "split of MPI_COMM_WORLD", ())
+            .unwrap();
         let context = comm.context;
         assert_eq!(registry.name(context + 1), "split of MPI_COMM_WORLD");
         drop(comm);
         assert_eq!(registry.name(context), format!("#{}", context / 2));
         assert_eq!(registry.name(0), "MPI_COMM_WORLD");
+    }
+
+    /// A derived pair that a live communicator holds is refused with an
+    /// error naming both, and is free again once that communicator goes.
+    #[test]
+    fn a_context_collision_is_an_error_not_a_shared_context() {
+        let registry = Registry::new(&Processes::single(4), true);
+        let first = registry
+            .create(8, Members::World(2), "dup of MPI_COMM_WORLD", ())
+            .unwrap();
+        let err = registry
+            .create(8, Members::from_vec(vec![3]), "split of MPI_COMM_WORLD", ())
+            .unwrap_err();
+        let message = err.to_string();
+        assert!(
+            message.contains("could not create split of MPI_COMM_WORLD")
+                && message.contains("live communicator dup of MPI_COMM_WORLD"),
+            "{message}"
+        );
+        // The refused communicator did not take the name of the first.
+        assert_eq!(registry.name(8), "dup of MPI_COMM_WORLD");
+        drop(first);
+        assert!(registry.create(8, Members::World(1), "again", ()).is_ok());
+        // The world's pair is held for the whole job.
+        assert!(registry.create(0, Members::World(1), "x", ()).is_err());
     }
 }

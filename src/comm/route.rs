@@ -3,12 +3,12 @@
 //! communicator ranks, match specifications of receives, and the checks
 //! whose errors name communicator ranks and sizes.
 
-use super::CommCore;
+use super::Core;
 use crate::error::Error;
 use crate::p2p::{Endpoint, MatchSpec, Node, Route};
 use crate::{Rank, Tag, ANY_SOURCE, ANY_TAG, TAG_UB};
 
-impl CommCore {
+impl<X> Core<X> {
     /// The calling rank's point-to-point endpoint.
     #[inline]
     pub(crate) fn endpoint(&self) -> Endpoint<'_, impl Node> {
@@ -21,7 +21,7 @@ impl CommCore {
     /// The route of a message from this rank to rank `dest` (checked by the
     /// caller) in `context` (the point-to-point one, or the collective one).
     #[inline]
-    pub(crate) fn route(&self, context: u32, dest: Rank) -> Route {
+    pub(crate) fn route(&self, context: u64, dest: Rank) -> Route {
         Route {
             context,
             source: self.rank(),
@@ -33,7 +33,7 @@ impl CommCore {
     /// What a receive from `source` (or `ANY_SOURCE`) with `tag` (or
     /// `ANY_TAG`) in `context` accepts.
     #[inline]
-    pub(crate) fn accept(&self, context: u32, source: Rank, tag: Tag) -> MatchSpec {
+    pub(crate) fn accept(&self, context: u64, source: Rank, tag: Tag) -> MatchSpec {
         MatchSpec {
             context,
             source,

@@ -33,6 +33,17 @@ pub enum CommError {
         /// The rank the communicator belongs to, in its own job.
         owner: Rank,
     },
+    /// A new communicator's derived context ids are those of a live
+    /// communicator (a collision of the derivation's hash, not a program
+    /// error): refused rather than mixing the two communicators' messages.
+    ContextCollision {
+        /// The communicator being created.
+        name: String,
+        /// Its point-to-point context id (collectives use the next one).
+        context: u64,
+        /// The live communicator that holds them.
+        holder: String,
+    },
     /// A worker thread outside of any rank (a micro-task of a parallel
     /// region) called MPI on a rank's communicator.
     FromWorkerThread {
@@ -96,6 +107,17 @@ impl fmt::Display for CommError {
             CommError::OtherJob { rank, owner } => write!(
                 f,
                 "rank {rank} of one job used a communicator of another job (rank {owner})"
+            ),
+            CommError::ContextCollision {
+                name,
+                context,
+                holder,
+            } => write!(
+                f,
+                "could not create {name}: its context ids {context} and {} (derived from its \
+                 parent's and the creating call) are those of the live communicator {holder}; \
+                 this is a collision of the derivation's hash, not a program error",
+                context + 1
             ),
             CommError::FromWorkerThread { owner } => write!(
                 f,

@@ -66,7 +66,7 @@ impl HlsLevel {
     /// Outside of any rank, or in a task acting for one.
     #[track_caller]
     pub fn group(self) -> HlsGroup {
-        with_own_rank(|ctx| Job::of(ctx).hls.layout.group(self, ctx.local))
+        with_own_rank(|ctx| Job::of(ctx).hls().layout.group(self, ctx.local))
             .or_raise_access("HLS group")
     }
 
@@ -94,7 +94,7 @@ impl HlsLevel {
     pub fn barrier(self) {
         let site = Location::caller();
         with_own_rank(|ctx| {
-            let hls = &Job::of(ctx).hls;
+            let hls = Job::of(ctx).hls();
             let group = hls.layout.group(self, ctx.local);
             hls.barriers[self.index()][group.index].wait(ctx, group.size, site);
         })
@@ -255,7 +255,7 @@ impl GroupBarrier {
             // Changed only under the lock.
             self.epoch.fetch_add(1, Ordering::Release);
             drop(synced);
-            sched::unpark_many(&job.sched, &waiters);
+            sched::unpark_many(job.sched(), &waiters);
             return;
         }
         let epoch = self.epoch.load(Ordering::Relaxed);

@@ -258,7 +258,7 @@ impl<T: Send + Sync + 'static> Hls<T> {
             let garbage = synced.collect(generation, cell.size);
             (waiters, garbage)
         };
-        sched::unpark_many(&job.sched, &waiters);
+        sched::unpark_many(job.sched(), &waiters);
         // Dropped outside the lock (a big table takes a while to free).
         drop(garbage);
         view.pass(generation, pointer.cast());
@@ -346,7 +346,7 @@ impl<T: Send + Sync + 'static> Hls<T> {
             // ranks' views.
             return unsafe { &*cached };
         }
-        let hls = &Job::of(ctx).hls;
+        let hls = Job::of(ctx).hls();
         let group = hls.layout.group(self.level, ctx.local);
         let cell = &hls.cells::<T>(self.key.get(), self.level)[group.index()];
         view.cell.set((cell as *const GroupCell<T>).cast());
@@ -522,6 +522,6 @@ impl<T> Drop for PoisonOnUnwind<'_, T> {
             self.cell.poisoned.store(true, Ordering::Release);
             mem::take(&mut synced.waiters)
         };
-        sched::unpark_many(&self.job.sched, &waiters);
+        sched::unpark_many(self.job.sched(), &waiters);
     }
 }

@@ -42,7 +42,7 @@ use crate::{Rank, Tag, ANY_SOURCE, ANY_TAG};
 /// Who sent a message, where, with which tag.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Envelope {
-    pub(crate) context: u32,
+    pub(crate) context: u64,
     pub(crate) source: Rank,
     pub(crate) tag: Tag,
 }
@@ -50,7 +50,7 @@ pub(crate) struct Envelope {
 /// What a receive accepts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct MatchSpec {
-    pub(crate) context: u32,
+    pub(crate) context: u64,
     pub(crate) source: Rank,
     pub(crate) tag: Tag,
 }

@@ -30,8 +30,9 @@
 //! ## Endpoints and routes
 //!
 //! Nothing here knows communicators. An operation runs on an [`Endpoint`]
-//! (the process's [`Node`]: the scheduler and the mailboxes, which the job
-//! provides; and the calling rank's world rank)
+//! (the process's [`Node`]: the scheduler and the mailboxes, which the
+//! job's communicator layer provides, `comm::JobCore`; and the calling
+//! rank's world rank)
 //! and names its peer by a [`Route`] (context, the sender's rank as
 //! receivers see it, the destination's world rank) or, for a receive, by a
 //! [`MatchSpec`]; the communicator layer builds both
@@ -139,9 +140,9 @@ fn no_transport(processes: &Processes, world: WorldRank) -> ! {
 }
 
 /// What the ranks of a process share for point-to-point: the scheduler (to
-/// wake and park) and the mailboxes. The job implements it; `p2p` never
-/// names the job, and an endpoint reaches both through one pointer, as the
-/// job's fields.
+/// wake and park) and the mailboxes. The job's `comm::JobCore` implements
+/// it; `p2p` never names it, and an endpoint reaches both through one
+/// pointer, as that struct's fields.
 pub(crate) trait Node {
     fn sched(&self) -> &Scheduler;
     fn p2p(&self) -> &Shared;
@@ -218,7 +219,7 @@ impl<'a, N: Node> Endpoint<'a, N> {
 /// `CommCore::route` after the communicator checked the rank.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Route {
-    pub(crate) context: u32,
+    pub(crate) context: u64,
     pub(crate) source: Rank,
     pub(crate) dest: Rank,
     pub(crate) dest_world: WorldRank,

@@ -18,7 +18,8 @@
 use std::mem::MaybeUninit;
 use std::panic::Location;
 
-use crate::comm::{AnyProcess, AsCore, CommCore, Process};
+use crate::coll::CommCore;
+use crate::comm::{AnyProcess, AsCore, Process};
 use crate::datatype::copy::Layout;
 use crate::datatype::{Buffer, BufferMut, Datatype, Equivalence};
 use crate::error::{raise, CountError, Error, OrRaise};

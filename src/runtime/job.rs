@@ -15,40 +15,47 @@ use std::sync::{Arc, Barrier, Weak};
 use crossbeam_deque::Worker as Deque;
 
 use super::config::Config;
-use crate::comm;
+use crate::coll::{self, CommCore};
+use crate::comm::{CommShared, JobCore, Registry};
 use crate::environment::Universe;
 use crate::error::{Error, ResourceError};
 use crate::hardware::{self, RankAssignment, Topology};
-use crate::identity::{LocalIndex, Processes};
+use crate::identity::{LocalIndex, Processes, WorldRank};
 use crate::p2p;
 use crate::sched::stack::StackPool;
 use crate::sched::worker::{self, WorkerArgs, WorkerShared};
 use crate::sched::{self, RankCtx};
 
 /// Everything the ranks of one job share (in this process: its ranks are
-/// the ones `p2p.processes()` places here).
+/// the ones `JobCore`'s `p2p::Shared::processes` places here).
+///
+/// What communicators run on (scheduler, mailboxes, registry) is the
+/// [`JobCore`] of the communicator layer, which every communicator handle
+/// holds an `Arc` of; the job adds what only the layers above it use. Its
+/// fields are private: the methods below are the protocols other modules
+/// use.
 #[derive(Debug)]
 pub(crate) struct Job {
-    /// Ranks of the whole job (of every process).
-    pub(crate) size: u32,
-    pub(crate) sched: sched::Scheduler,
-    pub(crate) p2p: p2p::Shared,
-    pub(crate) comms: comm::Registry,
+    core: Arc<JobCore>,
+    /// The world communicator's shared state.
+    world: Arc<CommShared<coll::State>>,
     /// `Hls` values and the groups of ranks that share them.
-    pub(crate) hls: crate::hls::JobHls,
+    hls: crate::hls::JobHls,
+    size: u32,
 }
 
 impl Job {
     /// The job of a rank context (`RankCtx::host` is opaque to `sched`).
     #[inline]
     pub(crate) fn of(ctx: &RankCtx) -> &Job {
-        // SAFETY: every context's host is `Arc::as_ptr` of its job: the
-        // workers get it from `run_job` (`WorkerArgs::host`) and thread
-        // contexts from the `Arc<Job>` they are created for
-        // (`sched::thread::context`, through `Host`), and no other type
-        // hosts ranks. The job outlives every rank context: workers, which
-        // own the ranks, are joined before `run_job` drops its `Arc`, and a
-        // thread context is used only by a caller holding its job.
+        // SAFETY: every context's host is the address of its job's `Arc`
+        // allocation: the workers get it from `run_job` (`WorkerArgs::host`)
+        // and thread contexts from the job's `JobCore` (a `Weak` of the job,
+        // `sched::thread::context`), and no other type hosts ranks. The job
+        // outlives every rank context: workers, which own the ranks, are
+        // joined before `run_job` drops its `Arc`; thread contexts are never
+        // the current context (`sched::rank::current`), through which alone
+        // callers reach this function.
         unsafe { &*ctx.host().cast::<Job>() }
     }
 
@@ -68,25 +75,39 @@ impl Job {
     pub(crate) fn hosts(&self, ctx: &RankCtx) -> bool {
         std::ptr::eq(ctx.host(), (self as *const Job).cast())
     }
+
+    /// The job's scheduler.
+    #[inline]
+    pub(crate) fn sched(&self) -> &sched::Scheduler {
+        self.core.sched()
+    }
+
+    /// The `Hls` values of the job.
+    #[inline]
+    pub(crate) fn hls(&self) -> &crate::hls::JobHls {
+        &self.hls
+    }
+
+    /// The number of ranks the job started with.
+    #[inline]
+    pub(crate) fn size(&self) -> u32 {
+        self.size
+    }
+
+    /// World rank `rank`'s handle to the world communicator.
+    pub(crate) fn world(&self, rank: WorldRank) -> CommCore {
+        CommCore::new(
+            Arc::clone(&self.core),
+            Arc::clone(&self.world),
+            rank.as_rank(),
+        )
+    }
 }
 
 // The only type that hosts ranks: `Job::of` relies on it.
 impl sched::Host for Job {
     fn scheduler(&self) -> &sched::Scheduler {
-        &self.sched
-    }
-}
-
-// What point-to-point reaches through an endpoint: the job's own fields.
-impl p2p::Node for Job {
-    #[inline]
-    fn sched(&self) -> &sched::Scheduler {
-        &self.sched
-    }
-
-    #[inline]
-    fn p2p(&self) -> &p2p::Shared {
-        &self.p2p
+        self.core.sched()
     }
 }
 
@@ -164,16 +185,25 @@ where
     let job = Arc::new_cyclic(|this: &Weak<Job>| {
         // Deadlock reports name communicators through the job (alive while
         // any rank can be reported: `run_job` holds it).
-        let this = this.clone();
-        let namer = move |context: u32| {
-            this.upgrade()
-                .map_or_else(|| context.to_string(), |job| job.comms.name(context))
+        let namer = {
+            let this = this.clone();
+            move |context: u64| {
+                this.upgrade()
+                    .map_or_else(|| context.to_string(), |job| job.core.comms().name(context))
+            }
         };
+        let comms = Registry::new(&processes, config.check_collectives);
+        let world = coll::create::world(&comms, processes.world_size());
+        let host: Weak<dyn sched::Host> = this.clone();
         Job {
+            core: Arc::new(JobCore::new(
+                sched::Scheduler::new(processes.local_ranks(), shared, config.threading, namer),
+                p2p::Shared::new(processes.clone(), config.eager_limit),
+                comms,
+                host,
+            )),
+            world,
             size: processes.world_size(),
-            sched: sched::Scheduler::new(processes.local_ranks(), shared, config.threading, namer),
-            comms: comm::Registry::new(&processes, config.check_collectives),
-            p2p: p2p::Shared::new(processes.clone(), config.eager_limit),
             hls: crate::hls::JobHls::new(&placements, assignment),
         }
     });
@@ -202,7 +232,7 @@ where
     std::thread::scope(|scope| {
         for (index, deque) in deques.into_iter().enumerate() {
             let args = WorkerArgs {
-                sched: &job.sched,
+                sched: job.sched(),
                 host: &*job,
                 index,
                 deque,
@@ -218,7 +248,7 @@ where
             if let Err(err) = thread {
                 // The workers already started wait for all at their exit
                 // barrier: stand in for the missing ones.
-                job.sched
+                job.sched()
                     .fail(Error::Resources(ResourceError::WorkerThread {
                         index,
                         reason: err.to_string(),
@@ -235,10 +265,10 @@ where
         }
     });
     // Threads still acting for ranks get errors from now on.
-    job.sched.end_threads();
+    job.sched().end_threads();
     if config.report_bindings {
         let hosted: Vec<String> = job
-            .sched
+            .sched()
             .ranks_per_worker()
             .iter()
             .enumerate()
@@ -246,7 +276,7 @@ where
             .collect();
         eprintln!("[myriad] ranks run per worker: {}", hosted.join(", "));
     }
-    if let Some(error) = job.sched.take_failure() {
+    if let Some(error) = job.sched().take_failure() {
         return Err(error);
     }
     Ok(results.into_vec())

@@ -151,7 +151,7 @@ fn describe(sched: &Scheduler, info: Option<&WaitInfo>) -> String {
             let _ = write!(s, ", tag {}", info.tag);
         }
     }
-    if info.comm != u32::MAX {
+    if info.comm != u64::MAX {
         let _ = write!(s, ", on communicator {}", sched.comm_name(info.comm));
     }
     let _ = write!(

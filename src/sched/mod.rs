@@ -93,7 +93,7 @@ pub(crate) trait Host: Send + Sync + 'static {
 
 /// How the layer that owns the communicators names one by its context id
 /// (the scheduler knows only the number a wait records).
-pub(crate) struct Namer(Box<dyn Fn(u32) -> String + Send + Sync>);
+pub(crate) struct Namer(Box<dyn Fn(u64) -> String + Send + Sync>);
 
 impl std::fmt::Debug for Namer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -109,7 +109,7 @@ impl Scheduler {
         ranks: impl ExactSizeIterator<Item = WorldRank>,
         workers: Box<[worker::WorkerShared]>,
         threading: Threading,
-        namer: impl Fn(u32) -> String + Send + Sync + 'static,
+        namer: impl Fn(u64) -> String + Send + Sync + 'static,
     ) -> Scheduler {
         let count = workers.len();
         let ranks_here = ranks.len();
@@ -191,7 +191,7 @@ impl Scheduler {
     }
 
     /// The name of the communicator with context id `context`, for reports.
-    pub(crate) fn comm_name(&self, context: u32) -> String {
+    pub(crate) fn comm_name(&self, context: u64) -> String {
         (self.namer.0)(context)
     }
 

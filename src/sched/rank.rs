@@ -121,8 +121,8 @@ pub(crate) struct WaitInfo {
     pub(crate) peer: Rank,
     /// Tag, `ANY_TAG`, or `i32::MIN` for none.
     pub(crate) tag: Tag,
-    /// Context id of the communicator (`u32::MAX`: none).
-    pub(crate) comm: u32,
+    /// Context id of the communicator (`u64::MAX`: none).
+    pub(crate) comm: u64,
     pub(crate) site: &'static Location<'static>,
 }
 
@@ -137,7 +137,7 @@ impl WaitInfo {
             label: None,
             peer: Self::NO_PEER,
             tag: Self::NO_TAG,
-            comm: u32::MAX,
+            comm: u64::MAX,
             site,
         }
     }
@@ -159,7 +159,7 @@ pub(crate) struct Slot {
     wait_label: AtomicPtr<&'static str>,
     wait_peer: AtomicI32,
     wait_tag: AtomicI32,
-    wait_comm: AtomicU32,
+    wait_comm: AtomicU64,
     wait_site: AtomicPtr<Location<'static>>,
 }
 
@@ -175,7 +175,7 @@ impl Slot {
             wait_label: AtomicPtr::new(ptr::null_mut()),
             wait_peer: AtomicI32::new(0),
             wait_tag: AtomicI32::new(0),
-            wait_comm: AtomicU32::new(0),
+            wait_comm: AtomicU64::new(0),
             wait_site: AtomicPtr::new(ptr::null_mut()),
         }
     }
@@ -312,10 +312,11 @@ impl RankCtx {
     /// The scheduler of the rank's job.
     #[inline]
     pub(crate) fn sched(&self) -> &Scheduler {
-        // SAFETY: the scheduler lives in its job, which outlives every rank
-        // context: workers, which own the ranks, are joined before the
-        // job's last `Arc` can drop in `run`; a thread context is used only
-        // by a caller holding its job (`thread::context`).
+        // SAFETY: the scheduler lives in its job (in the part the
+        // communicators hold), which outlives every rank context: workers,
+        // which own the ranks, are joined before the job's last `Arc` can
+        // drop in `run`; a thread context is used only by a caller that
+        // keeps the scheduler alive (`thread::context`).
         unsafe { &*self.sched }
     }
 

@@ -25,7 +25,7 @@ use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::ptr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Mutex, Weak};
 use std::thread::Thread;
 
 use super::deadlock;
@@ -113,17 +113,21 @@ thread_local! {
 }
 
 /// The context through which this OS thread (which runs no rank) calls MPI
-/// as the rank of local index `local` of the job `host`; created on first
-/// use. It is lent for as long as the caller borrows `host`: the context
-/// lives as long as its job (see the SAFETY argument below), and never
+/// as the rank of local index `local` of the job `host` (whose scheduler
+/// is `sched`); created on first use. It is lent for as long as the caller
+/// borrows `sched`: the caller keeps the scheduler alive while it uses the
+/// context (it holds its job's communicator layer), and the context never
 /// leaves the thread.
 ///
 /// # Errors
 ///
 /// The rank's thread level is below `Serialized`, or the job has ended or
 /// failed.
-pub(crate) fn context<H: Host>(host: &Arc<H>, local: LocalIndex) -> Result<&RankCtx, Error> {
-    let sched = host.scheduler();
+pub(crate) fn context<'a>(
+    sched: &'a Scheduler,
+    host: &Weak<dyn Host>,
+    local: LocalIndex,
+) -> Result<&'a RankCtx, Error> {
     let level = sched.threading_of(local);
     let rank = sched.slots.get(local.slot()).rank();
     if level < Threading::Serialized {
@@ -133,7 +137,7 @@ pub(crate) fn context<H: Host>(host: &Arc<H>, local: LocalIndex) -> Result<&Rank
         }));
     }
     check_alive(sched)?;
-    let id = Arc::as_ptr(host).cast::<()>();
+    let id = Weak::as_ptr(host).cast::<()>();
     let found = CONTEXTS.with(|list| {
         let list = list.borrow();
         list.iter()
@@ -142,17 +146,21 @@ pub(crate) fn context<H: Host>(host: &Arc<H>, local: LocalIndex) -> Result<&Rank
     });
     let ctx = match found {
         Some(ctx) => ctx,
-        None => create(host, local)?,
+        None => create(sched, host, local)?,
     };
     // SAFETY: the context is boxed in this thread's list, which only drops
-    // entries at thread exit or when their job is gone (`create`): the
-    // reference borrows `host`, an `Arc` of the job, so the job outlives
-    // it; and it never leaves this thread (`RankCtx` is not `Sync`).
+    // entries at thread exit or when their job is gone (`create`); the
+    // reference borrows `sched`, which the caller keeps alive (it holds its
+    // job's communicator layer) while it uses the reference, and the
+    // reference never leaves this thread (`RankCtx` is not `Sync`).
     Ok(unsafe { &*ctx })
 }
 
-fn create<H: Host>(host: &Arc<H>, local: LocalIndex) -> Result<*const RankCtx, Error> {
-    let sched = host.scheduler();
+fn create(
+    sched: &Scheduler,
+    host: &Weak<dyn Host>,
+    local: LocalIndex,
+) -> Result<*const RankCtx, Error> {
     let rank_slot = sched.slots.get(local.slot());
     let rank = rank_slot.rank();
     let slot = sched.slots.allocate(rank)?;
@@ -173,7 +181,7 @@ fn create<H: Host>(host: &Arc<H>, local: LocalIndex) -> Result<*const RankCtx, E
     let entry = Box::new(ThreadCtx {
         ctx: RankCtx {
             sched,
-            host: Arc::as_ptr(host).cast(),
+            host: Weak::as_ptr(host).cast(),
             rank,
             local,
             slot,
@@ -182,13 +190,13 @@ fn create<H: Host>(host: &Arc<H>, local: LocalIndex) -> Result<*const RankCtx, E
             initialized: Cell::new(true),
             locals: super::locals::RankLocals::for_thread(),
         },
-        host: Arc::downgrade(host) as Weak<dyn Host>,
+        host: Weak::clone(host),
     });
     let ctx = &entry.ctx as *const RankCtx;
     CONTEXTS.with(|list| {
         let mut list = list.borrow_mut();
         // Contexts of jobs that are gone can go: nobody can be using them
-        // (a call holds an `Arc` of its job).
+        // (a call keeps its scheduler alive, and fails once its job ended).
         list.retain(|t| t.host.strong_count() > 0);
         list.push(entry);
     });

@@ -1,13 +1,15 @@
-//! How the ranks of a communicator agree on new communicators.
+//! How the ranks of a communicator agree on new communicators (layer L4:
+//! creation meets in the parent's collective rounds, and the new
+//! communicator's collective state is this layer's `State`).
 //!
 //! ## Collective creation (`duplicate`, `split_*`, `split_by_subgroup_collective`, Cartesian)
 //!
 //! Every rank of the parent calls, and the call is one of the parent's
-//! collectives: it starts with [`coll::begin`] (kind `communicator_create`),
+//! collectives: it starts with [`begin`](super::begin) (kind `communicator_create`),
 //! which gives it the parent's next sequence number (so it is ordered with
 //! the parent's other collectives, blocking or immediate) and reports a rank
 //! that called another collective instead. Then the ranks meet in the call's
-//! [`Round`](crate::coll::round::Round):
+//! [`Round`](super::round::Round):
 //!
 //! 1. each rank pushes its [`Ask`] (what it called, color, key, what must
 //!    agree) into the round's `comm_create` meeting, then counts its arrival;
@@ -20,6 +22,13 @@
 //!    the error, which every rank then returns) and wakes the others;
 //! 3. every rank takes its own entry — the new communicator and its rank in
 //!    it — and leaves.
+//!
+//! Each new communicator's context pair is derived from the parent's
+//! context, the call's sequence number and the new communicator's lowest
+//! world rank (`comm/context.rs`, [`Derivation::Collective`]): every member
+//! knows all three, so every process computes the same pair. A pair a live
+//! communicator already holds (a hash collision) fails the call for every
+//! rank with an error that says so.
 //!
 //! No second phase is needed before leaving: the outcome lives in the round,
 //! which every rank holds an `Arc` to until it has picked, and no rank's
@@ -46,8 +55,8 @@
 //!    for its key and counts its arrival; the member that completes the
 //!    count removes the meeting from the table, still under the lock;
 //! 2. that last member creates the communicator (the group's ranks, in the
-//!    group's order) and publishes it in the meeting, then wakes the
-//!    members parked on it; a non-last member parks until it is published
+//!    group's order) and publishes it (or the error of its creation) in the
+//!    meeting, then wakes the members parked on it; a non-last member parks until it is published
 //!    (`Round`'s no-lost-wake-up protocol: register, re-check, park);
 //! 3. each member takes its rank in the group as its new rank.
 //!
@@ -58,6 +67,13 @@
 //! in the same order by every member, or carry different tags (MPI's rule);
 //! otherwise they wait for each other and the deadlock report names them.
 //! A rank outside the group it passes returns `None` at once (a local call).
+//! The new communicator's context pair is derived from the parent's
+//! context, the key, and how many meetings of that key completed before on
+//! the parent (`comm/context.rs`, [`Derivation::Group`]; counted under the
+//! table lock by the member that completes a meeting): calls with one key
+//! come in the same order at every member, so every member — in any
+//! process — counts the same.
+//!
 //! Identifying the group by a digest instead of the whole list keeps a
 //! meeting's key small; two different groups of the same size, tag and
 //! 64-bit digest would be merged (probability 2^-64 per pair).
@@ -69,50 +85,15 @@ use std::panic::Location;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 
-use super::cartesian::Grid;
-use super::group::{members_of, Group};
-use super::{CommCore, CommShared, Members};
-use crate::coll::check::Signature;
-use crate::coll::{self, Algorithm, Collective};
+use super::check::Signature;
+use super::{Algorithm, Collective, CommCore, Selection, State};
+use crate::comm::context::{self, Creation as Derivation};
+use crate::comm::grid::Grid;
+use crate::comm::{members_of, CommShared, Group, Members, Registry};
 use crate::error::{ArgError, CollectiveError, Error};
 use crate::sched::{self, WaitInfo, WaitOp};
 use crate::sync::spin::SpinLock;
-use crate::{Rank, Tag, UNDEFINED};
-
-/// A color for [`Communicator::split_by_color`](super::Communicator::split_by_color):
-/// ranks with the same color end up in the same communicator.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct Color(i32);
-
-impl Color {
-    /// The color of ranks that join no communicator (`MPI_UNDEFINED`): they
-    /// get `None`.
-    pub fn undefined() -> Color {
-        Color(UNDEFINED)
-    }
-
-    /// A color with a value.
-    ///
-    /// # Panics
-    ///
-    /// If `value` is negative (MPI's colors are non-negative).
-    #[track_caller]
-    pub fn with_value(value: i32) -> Color {
-        if value < 0 {
-            crate::error::raise(Error::Arg(ArgError::NegativeColor { value }));
-        }
-        Color(value)
-    }
-
-    /// The value, `None` for [`Color::undefined`].
-    pub(crate) fn get(self) -> Option<i32> {
-        (self.0 != UNDEFINED).then_some(self.0)
-    }
-}
-
-/// Orders the ranks of a new communicator in a split: lower keys first, ties
-/// by rank in the parent.
-pub type Key = i32;
+use crate::{Rank, Tag};
 
 /// Which creation call a rank made (they must all make the same).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -196,7 +177,7 @@ impl Ask {
 }
 
 /// A new communicator and a rank in it.
-type Placed = (Arc<CommShared>, Rank);
+type Placed = (Arc<CommShared<State>>, Rank);
 
 /// The meeting of one collective creation, kept in its round.
 #[derive(Debug, Default)]
@@ -217,8 +198,8 @@ pub(crate) fn create(
     ask.rank = core.rank();
     ask.site = site;
     let signature = Signature::new(Collective::CommCreate, None, None);
-    let call = coll::begin(core, signature, Algorithm::Auto, site)?;
-    let rounds = &core.shared().coll.rounds;
+    let call = super::begin(core, signature, Algorithm::Auto, site)?;
+    let rounds = &core.coll().rounds;
     // Checked in the round too: the shared-memory collectives check their
     // calls there only, so this is where a rank that called one of them
     // instead is caught.
@@ -226,7 +207,7 @@ pub(crate) fn create(
     round.comm_create.lock().asks.push(ask);
     let waited = if round.arrive() {
         let asks = std::mem::take(&mut round.comm_create.lock().asks);
-        let outcome = decide(core, asks);
+        let outcome = decide(core, call.seq, asks);
         round.comm_create.lock().outcome = Some(outcome);
         round.wake_all(&call);
         Ok(())
@@ -242,13 +223,12 @@ pub(crate) fn create(
         }
     });
     rounds.leave(&call, round);
-    Ok(picked?.map(|(shared, rank)| CommCore::new(Arc::clone(&core.job), shared, rank)))
+    Ok(picked?.map(|(shared, rank)| core.with_shared(shared, rank)))
 }
 
 /// The last rank's work: checks the asks and creates the communicators.
-fn decide(parent: &CommCore, mut asks: Vec<Ask>) -> Result<Vec<Option<Placed>>, Error> {
-    let registry = &parent.job().comms;
-    let parent_name = registry.name(parent.p2p_context());
+fn decide(parent: &CommCore, seq: u32, mut asks: Vec<Ask>) -> Result<Vec<Option<Placed>>, Error> {
+    let parent_name = parent.name();
     asks.sort_unstable_by_key(|a| a.rank);
     let first = &asks[0];
     for ask in &asks[1..] {
@@ -294,12 +274,47 @@ fn decide(parent: &CommCore, mut asks: Vec<Ask>) -> Result<Vec<Option<Placed>>, 
                     .collect(),
             )
         };
-        let shared = registry.create(members, &name);
+        let lowest = members.iter().min().unwrap_or(0);
+        let shared = new_comm(
+            parent,
+            Derivation::Collective { seq, lowest },
+            members,
+            &name,
+        )?;
         for (new_rank, ask) in class.iter().enumerate() {
             placed[ask.rank as usize] = Some((Arc::clone(&shared), new_rank as Rank));
         }
     }
     Ok(placed)
+}
+
+/// The world communicator of a job of `ranks` ranks.
+pub(crate) fn world(registry: &Registry, ranks: u32) -> Arc<CommShared<State>> {
+    let state = State::new(
+        ranks as usize,
+        registry.check_collectives(),
+        Selection::from_env(),
+    );
+    registry.world(ranks, state)
+}
+
+/// A new communicator of `members` made from `parent` by the call
+/// `derivation` describes: its context pair (derived, `comm/context.rs`),
+/// its collective state, its name.
+fn new_comm(
+    parent: &CommCore,
+    derivation: Derivation,
+    members: Members,
+    name: &str,
+) -> Result<Arc<CommShared<State>>, Error> {
+    let registry = parent.job().comms();
+    let context = context::derive(parent.p2p_context(), derivation);
+    let state = State::new(
+        members.size() as usize,
+        registry.check_collectives(),
+        Selection::from_env(),
+    );
+    registry.create(context, members, name, state)
 }
 
 /// Checks that the ranks of one color of `split_by_subgroup_collective`
@@ -362,7 +377,7 @@ fn check_subset(core: &CommCore, members: &Members, op: &'static str) -> Result<
         Some(w) => Err(Error::Arg(ArgError::NotSubgroup {
             op,
             world_rank: w as Rank,
-            comm: core.job().comms.name(core.p2p_context()),
+            comm: core.name(),
         })),
     }
 }
@@ -390,9 +405,20 @@ pub(crate) fn create_collective(
     create(core, ask.agreeing(agree), site)
 }
 
-/// Group meetings in progress on a communicator, by (tag, group size,
-/// group digest).
-pub(crate) type GroupMeetings = SpinLock<HashMap<(Tag, u32, u64), Arc<GroupMeeting>>>;
+/// The group meetings of a communicator: those in progress, and how many
+/// completed, by (tag, group size, group digest).
+pub(crate) type GroupMeetings = SpinLock<GroupTable>;
+
+/// The table behind [`GroupMeetings`].
+#[derive(Debug, Default)]
+pub(crate) struct GroupTable {
+    active: HashMap<GroupKey, Arc<GroupMeeting>>,
+    /// Completed meetings per key: the count that derives the next context
+    /// pair of that key.
+    completed: HashMap<GroupKey, u64>,
+}
+
+type GroupKey = (Tag, u32, u64);
 
 /// One `split_by_subgroup_with_tag` call of a group's members.
 #[derive(Debug)]
@@ -401,7 +427,7 @@ pub(crate) struct GroupMeeting {
     /// Members that arrived (changed under the table's lock).
     arrived: AtomicU32,
     waiters: SpinLock<Vec<u32>>,
-    outcome: SpinLock<Option<Arc<CommShared>>>,
+    outcome: SpinLock<Option<Result<Arc<CommShared<State>>, Error>>>,
 }
 
 /// `split_by_subgroup_with_tag` (`MPI_Comm_create_group`): collective over
@@ -425,10 +451,11 @@ pub(crate) fn create_group(
     // arrive.
     check_subset(core, members, OP)?;
     let key = (tag, members.size(), digest(members));
-    let table = &core.shared().group_meetings;
+    let table = &core.coll().group_meetings;
+    // `Some(count)` for the member that completes the meeting.
     let (meeting, last) = {
-        let mut meetings = table.lock();
-        let meeting = Arc::clone(meetings.entry(key).or_insert_with(|| {
+        let mut table = table.lock();
+        let meeting = Arc::clone(table.active.entry(key).or_insert_with(|| {
             Arc::new(GroupMeeting {
                 size: key.1,
                 arrived: AtomicU32::new(0),
@@ -437,19 +464,26 @@ pub(crate) fn create_group(
             })
         }));
         let last = meeting.arrived.fetch_add(1, Ordering::Relaxed) + 1 == meeting.size;
-        if last {
-            meetings.remove(&key);
-        }
-        (meeting, last)
+        let count = last.then(|| {
+            table.active.remove(&key);
+            let completed = table.completed.entry(key).or_insert(0);
+            *completed += 1;
+            *completed - 1
+        });
+        (meeting, count)
     };
-    let job = core.job();
-    if last {
-        let registry = &job.comms;
-        let parent = registry.name(core.p2p_context());
-        let shared = registry.create(members.clone(), &format!("subgroup of {parent}"));
-        *meeting.outcome.lock() = Some(shared);
+    if let Some(count) = last {
+        let derivation = Derivation::Group {
+            tag,
+            size: key.1,
+            digest: key.2,
+            count,
+        };
+        let name = format!("subgroup of {}", core.name());
+        let made = new_comm(core, derivation, members.clone(), &name);
+        *meeting.outcome.lock() = Some(made);
         let waiters = std::mem::take(&mut *meeting.waiters.lock());
-        sched::unpark_many(&job.sched, &waiters);
+        sched::unpark_many(core.job().sched(), &waiters);
     } else {
         let info = WaitInfo {
             op: WaitOp::Collective,
@@ -472,6 +506,148 @@ pub(crate) fn create_group(
         .outcome
         .lock()
         .clone()
-        .expect("published before the members are woken");
-    Ok(Some(CommCore::new(Arc::clone(&core.job), shared, new_rank)))
+        .expect("published before the members are woken")?;
+    Ok(Some(core.with_shared(shared, new_rank)))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::Ordering;
+
+    use crate::comm::context::{self, Creation as Derivation};
+    use crate::comm::AsCore;
+    use crate::topology::Color;
+    use crate::traits::*;
+
+    /// The sequence number the calling rank's next collective on `comm`
+    /// gets (what `begin` will take).
+    fn next_seq(comm: &dyn Communicator) -> u32 {
+        let core = comm.core();
+        core.coll().seq[core.rank() as usize].load(Ordering::Relaxed)
+    }
+
+    /// Every rank derives its new communicator's context pair by itself,
+    /// from what it knows (the parent's context, the sequence number the
+    /// split takes, its new communicator's lowest world rank), and gets the
+    /// pair the communicator has; the two colors' pairs differ.
+    #[test]
+    fn every_rank_derives_the_context_of_its_split() {
+        let out = crate::run(6, |universe| {
+            let world = universe.world();
+            let seq = next_seq(&world);
+            let color = world.rank() % 2;
+            let half = world.split_by_color(Color::with_value(color)).unwrap();
+            let lowest = half.core().shared().group.iter().min().unwrap();
+            let mine = context::derive(
+                world.core().p2p_context(),
+                Derivation::Collective { seq, lowest },
+            );
+            assert_eq!(half.core().p2p_context(), mine);
+            (color, mine)
+        })
+        .unwrap();
+        let (even, odd) = (out[0].1, out[1].1);
+        for (color, context) in &out {
+            assert_eq!(*context, if *color == 0 { even } else { odd });
+        }
+        assert_ne!(even, odd, "disjoint colors of one split share a context");
+        assert_ne!(even, context::WORLD);
+        assert_ne!(odd, context::WORLD);
+    }
+
+    /// A duplicate of a duplicate has its own pair, and so does a second
+    /// duplicate of the same parent.
+    #[test]
+    fn dup_of_dup_differs_from_dup() {
+        let out = crate::run(3, |universe| {
+            let world = universe.world();
+            let dup = world.duplicate();
+            let dup_dup = dup.duplicate();
+            let again = world.duplicate();
+            [
+                world.core().p2p_context(),
+                dup.core().p2p_context(),
+                dup_dup.core().p2p_context(),
+                again.core().p2p_context(),
+            ]
+        })
+        .unwrap();
+        assert!(out.iter().all(|c| *c == out[0]), "ranks disagree: {out:?}");
+        let c = out[0];
+        for i in 0..c.len() {
+            for j in i + 1..c.len() {
+                assert_ne!(c[i], c[j], "contexts {i} and {j} are equal: {c:?}");
+            }
+        }
+    }
+
+    /// Group creation: the members derive the pair from the tag, the group
+    /// and how many such calls came before; a second call with the same
+    /// group and tag gets another pair.
+    #[test]
+    fn group_creations_derive_distinct_contexts() {
+        let out = crate::run(4, |universe| {
+            let world = universe.world();
+            let group = world.group().include(&[3, 1]);
+            let members = crate::comm::members_of(&group);
+            let key = (7, members.size(), super::digest(members));
+            let mut contexts = Vec::new();
+            for count in 0..2 {
+                let Some(sub) = world.split_by_subgroup_with_tag(&group, 7) else {
+                    return contexts;
+                };
+                let mine = context::derive(
+                    world.core().p2p_context(),
+                    Derivation::Group {
+                        tag: key.0,
+                        size: key.1,
+                        digest: key.2,
+                        count,
+                    },
+                );
+                assert_eq!(sub.core().p2p_context(), mine);
+                contexts.push(mine);
+            }
+            contexts
+        })
+        .unwrap();
+        assert!(out[0].is_empty() && out[2].is_empty());
+        assert_eq!(out[1], out[3]);
+        assert_ne!(out[1][0], out[1][1]);
+    }
+
+    /// The communicators of one split keep their own names, also when one
+    /// is renamed, and a name goes with its communicator.
+    #[test]
+    fn names_stay_with_their_communicator() {
+        let out = crate::run(4, |universe| {
+            let world = universe.world();
+            let half = world
+                .split_by_color(Color::with_value(world.rank() % 2))
+                .unwrap();
+            let context = half.core().p2p_context();
+            assert_eq!(half.get_name(), "split of MPI_COMM_WORLD");
+            world.barrier();
+            if world.rank() == 0 {
+                half.set_name("evens");
+            }
+            world.barrier();
+            let named = half.get_name();
+            world.barrier();
+            drop(half);
+            world.barrier();
+            let gone = world.core().job().comms().name(context);
+            (named, gone, context)
+        })
+        .unwrap();
+        for (rank, (named, gone, context)) in out.iter().enumerate() {
+            let expected = if rank % 2 == 0 {
+                "evens"
+            } else {
+                "split of MPI_COMM_WORLD"
+            };
+            assert_eq!(named, expected, "rank {rank}");
+            assert_eq!(*gone, format!("#{}", context / 2), "rank {rank}");
+        }
+    }
 }
