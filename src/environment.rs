@@ -4,7 +4,7 @@
 use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 
-use crate::comm::SimpleCommunicator;
+use crate::communicator::SimpleCommunicator;
 use crate::error::{raise, CommError, Error};
 use crate::identity::WorldRank;
 use crate::runtime::job::Job;

@@ -71,6 +71,7 @@
 mod coll;
 pub mod collective;
 mod comm;
+mod communicator;
 pub mod datatype;
 pub mod environment;
 mod error;
@@ -89,7 +90,7 @@ pub mod topology;
 
 /// Attributes cached on communicators (rsmpi's `mpi::attribute`).
 pub mod attribute {
-    pub use crate::comm::attribute::*;
+    pub use crate::communicator::attribute::*;
 }
 
 pub use environment::{
@@ -128,7 +129,8 @@ pub const UNDEFINED: i32 = -32766;
 /// The traits needed to call MPI methods: `use myriad::traits::*;`.
 pub mod traits {
     pub use crate::collective::{CommunicatorCollectives, Operation, Root};
-    pub use crate::comm::{AnyCommunicator, CommAttribute, Communicator, Group};
+    pub use crate::comm::Group;
+    pub use crate::communicator::{AnyCommunicator, CommAttribute, Communicator};
     pub use crate::datatype::{
         AsDatatype, Buffer, BufferMut, Collection, Datatype, Equivalence, Partitioned,
         PartitionedBuffer, PartitionedBufferMut, Pointer, PointerMut, UncommittedDatatype,
@@ -140,6 +142,7 @@ pub mod traits {
 #[doc(hidden)]
 pub mod __private {
     pub use crate::coll::{CommCore, State};
-    pub use crate::comm::{AsCore, Core};
+    pub use crate::comm::Core;
+    pub use crate::communicator::AsCore;
     pub use crate::datatype::cached_type_map;
 }

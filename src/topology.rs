@@ -87,10 +87,10 @@
 //! # Ok::<(), myriad::topology::TopologyError>(())
 //! ```
 
-pub use crate::comm::{
+pub use crate::comm::{Group, GroupRelation, SystemGroup, UserGroup};
+pub use crate::communicator::{
     dims_create, AnyCommunicator, AnyProcess, CartesianCommunicator, CartesianLayout, Color,
-    Communicator, CommunicatorRelation, Group, GroupRelation, Key, Process, SimpleCommunicator,
-    SystemGroup, UserGroup,
+    Communicator, CommunicatorRelation, Key, Process, SimpleCommunicator,
 };
 pub use crate::hardware::*;
 pub use crate::Rank;

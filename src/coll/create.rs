@@ -515,7 +515,7 @@ mod tests {
     use std::sync::atomic::Ordering;
 
     use crate::comm::context::{self, Creation as Derivation};
-    use crate::comm::AsCore;
+    use crate::communicator::AsCore;
     use crate::topology::Color;
     use crate::traits::*;
 

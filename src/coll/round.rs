@@ -751,7 +751,7 @@ mod tests {
 
     use crate::coll::check::Signature;
     use crate::coll::{self, Algorithm, Call, Collective};
-    use crate::comm::AsCore;
+    use crate::communicator::AsCore;
     use crate::datatype::copy::Layout;
     use crate::topology::SimpleCommunicator;
     use crate::traits::*;

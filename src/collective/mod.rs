@@ -44,7 +44,7 @@ use crate::coll::check::Signature;
 use crate::coll::parts::Parts;
 use crate::coll::CommCore;
 use crate::coll::{self, Call};
-use crate::comm::{AsCore, Communicator, Process};
+use crate::communicator::{AsCore, Communicator, Process};
 use crate::datatype::copy::Layout;
 use crate::datatype::{Buffer, BufferMut, Partitioned, PartitionedBuffer, PartitionedBufferMut};
 use crate::error::{Error, OrRaise};

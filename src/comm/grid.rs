@@ -1,7 +1,7 @@
 //! Cartesian grids: the extents and periodicity of a Cartesian
 //! communicator's dimensions, and the arithmetic between ranks and
 //! coordinates (row-major, the last dimension varying fastest). The API
-//! over it is `cartesian.rs`.
+//! over it is `communicator/cartesian.rs` (layer L5).
 
 use std::fmt;
 
@@ -11,8 +11,8 @@ use crate::{Count, Rank};
 /// A grid: extents and periodicity of each dimension.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Grid {
-    pub(super) dims: Box<[Count]>,
-    pub(super) periods: Box<[bool]>,
+    pub(crate) dims: Box<[Count]>,
+    pub(crate) periods: Box<[bool]>,
 }
 
 impl Grid {
@@ -59,7 +59,7 @@ impl Grid {
         self.dims.iter().product()
     }
 
-    pub(super) fn coordinates_into(&self, rank: Rank, coords: &mut [Count]) {
+    pub(crate) fn coordinates_into(&self, rank: Rank, coords: &mut [Count]) {
         let mut rest = rank;
         for (c, &d) in coords.iter_mut().zip(self.dims.iter()).rev() {
             *c = rest % d;
@@ -69,7 +69,7 @@ impl Grid {
 
     /// The rank at `coords` (wrapped along periodic dimensions), or the
     /// first offending dimension.
-    pub(super) fn rank_at(&self, coords: impl Iterator<Item = Count>) -> Result<Rank, usize> {
+    pub(crate) fn rank_at(&self, coords: impl Iterator<Item = Count>) -> Result<Rank, usize> {
         let mut rank: Rank = 0;
         for (i, c) in coords.enumerate() {
             let d = self.dims[i];

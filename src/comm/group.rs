@@ -234,7 +234,7 @@ fn check_ranks(op: &'static str, size: u32, ranks: &[Rank]) {
     }
 }
 
-/// A group made by the program: from [`Communicator::group`](super::Communicator::group)
+/// A group made by the program: from [`Communicator::group`](crate::communicator::Communicator::group)
 /// or a [`Group`] operation (rsmpi's `UserGroup`).
 #[derive(Debug, Clone)]
 pub struct UserGroup {

@@ -1,7 +1,9 @@
 //! Communicators: who talks to whom, in which context (layer L3, the
 //! communicator core; see ARCHITECTURE.md, "Layers").
 //!
-//! A communicator handle ([`SimpleCommunicator`]) is one rank's view of a
+//! A communicator handle
+//! ([`SimpleCommunicator`](crate::communicator::SimpleCommunicator), whose
+//! API is the layer L5 module `communicator`) is one rank's view of a
 //! communicator: the job's [`JobCore`] (scheduler, mailboxes, registry), the
 //! communicator's shared state (context id, group, name, and what the
 //! collectives keep per communicator) and the rank's own rank in it. Handles
@@ -28,17 +30,16 @@
 //! | `group.rs` | groups: ordered sets of world ranks and their algebra |
 //! | `locality.rs` | where a communicator's members live: its members in this process, one leader per process, the process count |
 //! | `grid.rs` | Cartesian grids: extents, periods, coordinates |
-//! | `communicator.rs` | the API over it (layer L5): the `Communicator` trait, `SimpleCommunicator`, `Process`, `AnyProcess`, `Color`, `Key` |
-//! | `cartesian.rs` | the Cartesian API (layer L5): `CartesianCommunicator`, shifts, sub-grids, `dims_create` |
-//! | `attribute.rs` | attributes cached on a rank's communicator handle |
+//! | `predefined.rs` | the world's predefined attributes (`UniverseSize`, `AppNum`) as plain values the `Registry` keeps |
+//!
+//! The API over this core (the `Communicator` trait, `SimpleCommunicator`,
+//! the Cartesian API, attributes) is the module `communicator`, layer L5.
 
-pub(crate) mod attribute;
-mod cartesian;
-mod communicator;
 pub(crate) mod context;
 pub(crate) mod grid;
 mod group;
 pub(crate) mod locality;
+mod predefined;
 mod route;
 
 use std::collections::HashMap;
@@ -51,14 +52,9 @@ use crate::p2p;
 use crate::sched::{self, RankCtx};
 use crate::Rank;
 
-pub use attribute::{AnyCommunicator, CommAttribute};
-use attribute::{AppNum, Attributes, UniverseSize};
-pub use cartesian::{dims_create, CartesianCommunicator, CartesianLayout};
-pub use communicator::SimpleCommunicator;
-pub use communicator::{AnyProcess, AsCore, Communicator, CommunicatorRelation, Process};
-pub use communicator::{Color, Key};
 pub(crate) use group::members_of;
 pub use group::{Group, GroupRelation, SystemGroup, UserGroup};
+pub use predefined::{AppNum, UniverseSize};
 
 /// Which world ranks a communicator (or a group) has, in its rank order.
 ///
@@ -350,6 +346,8 @@ impl p2p::Node for JobCore {
 
 /// One rank's handle to a communicator (internal; reached through
 /// [`Communicator`] as `coll::CommCore`, which names `X`).
+///
+/// [`Communicator`]: crate::communicator::Communicator
 #[doc(hidden)]
 pub struct Core<X> {
     job: Arc<JobCore>,

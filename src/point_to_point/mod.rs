@@ -19,7 +19,7 @@ use std::mem::MaybeUninit;
 use std::panic::Location;
 
 use crate::coll::CommCore;
-use crate::comm::{AnyProcess, AsCore, Process};
+use crate::communicator::{AnyProcess, AsCore, Process};
 use crate::datatype::copy::Layout;
 use crate::datatype::{Buffer, BufferMut, Datatype, Equivalence};
 use crate::error::{raise, CountError, Error, OrRaise};

@@ -7,6 +7,7 @@
 pub(crate) mod config;
 pub(crate) mod job;
 pub(crate) mod panic_hook;
+mod run;
 
 use config::{parse_bool, parse_count, parse_guard, parse_size, var, Config, Flags};
 
@@ -311,7 +312,7 @@ impl Runtime {
         F: Fn(Universe) -> T + Sync,
     {
         let config = self.config()?;
-        job::run_job(&config, f)
+        run::run_job(&config, f)
     }
 
     /// Runs `rank_main` once per rank, for programs ported from rsmpi, where
@@ -322,7 +323,7 @@ impl Runtime {
         F: Fn() + Sync,
     {
         let result = self.config().and_then(|config| {
-            job::run_job(&config, |universe| {
+            run::run_job(&config, |universe| {
                 // The rank initialises MPI itself: hand the universe back.
                 drop(universe);
                 crate::sched::rank::with_current(|ctx| {

@@ -12,10 +12,10 @@
 use std::panic::Location;
 use std::sync::Arc;
 
-use super::grid::Grid;
 use super::{AsCore, Attributes, Communicator, SimpleCommunicator};
 use crate::coll::create::{self, Agree, Ask, Creation};
 use crate::coll::CommCore;
+use crate::comm::grid::Grid;
 use crate::error::{raise, ArgError, Error, OrRaise};
 use crate::{Count, Rank};
 

@@ -1,20 +1,33 @@
-//! The rsmpi-facing communicator API: the [`Communicator`] trait every
-//! communicator handle implements, [`SimpleCommunicator`], and the
-//! [`Process`] / [`AnyProcess`] handles that point-to-point calls start from.
-//! The state behind them (`Core`, `CommShared`) is in `mod.rs`; the
-//! handle they hold, `coll::CommCore`, is that core with the collectives'
-//! state (layer L4), so this file is layer L5.
+//! The rsmpi-facing communicator API (layer L5; see ARCHITECTURE.md,
+//! "Layers"): the [`Communicator`] trait every communicator handle
+//! implements, [`SimpleCommunicator`], and the [`Process`] / [`AnyProcess`]
+//! handles that point-to-point calls start from. The state behind them
+//! (`Core`, `CommShared`) is the communicator core, `comm` (L3); the handle
+//! they hold, `coll::CommCore`, is that core with the collectives' state
+//! (L4), and creating communicators meets in collective rounds
+//! (`coll/create.rs`).
+//!
+//! | file | question it answers |
+//! |---|---|
+//! | `mod.rs` | the API: the `Communicator` trait, `SimpleCommunicator`, `Process`, `AnyProcess`, `Color`, `Key` |
+//! | `cartesian.rs` | the Cartesian API: `CartesianCommunicator`, shifts, sub-grids, `dims_create` |
+//! | `attribute.rs` | attributes cached on a rank's communicator handle: `CommAttribute`, `AnyCommunicator` |
 
-use super::attribute::Attributes;
-use super::cartesian::{self, CartesianCommunicator};
-use super::grid::Grid;
-use super::group::{Group, UserGroup};
+pub(crate) mod attribute;
+mod cartesian;
+
+pub use attribute::{AnyCommunicator, CommAttribute};
+pub use cartesian::{dims_create, CartesianCommunicator, CartesianLayout};
+
 use crate::coll::create as split;
 use crate::coll::CommCore;
+use crate::comm::grid::Grid;
+use crate::comm::{Group, UserGroup};
 use crate::error::{raise, ArgError, CommError, Error, OrRaise};
 use crate::runtime::job::Job;
 use crate::sched;
 use crate::{Count, Rank, Tag, UNDEFINED};
+use attribute::Attributes;
 
 /// A color for [`Communicator::split_by_color`](Communicator::split_by_color):
 /// ranks with the same color end up in the same communicator.
@@ -188,7 +201,7 @@ pub trait Communicator: AsCore {
 
     /// A new communicator with the same ranks in the same order and a new
     /// context (`MPI_Comm_dup`). Attributes whose type sets
-    /// [`CommAttribute::CLONE_ON_DUP`](super::CommAttribute::CLONE_ON_DUP) are copied to it. Collective.
+    /// [`CommAttribute::CLONE_ON_DUP`] are copied to it. Collective.
     #[track_caller]
     fn duplicate(&self) -> SimpleCommunicator {
         let core = self.core();
