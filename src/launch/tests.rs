@@ -1,7 +1,10 @@
 //! The PMI client against a mock server on a thread: the transcripts of
 //! `../shared/reference/launchers.md` (Hydra and Slurm, PMI-1 and PMI-2)
-//! replayed byte for byte, then bad input. A test that runs the client
-//! under a real `mpiexec.mpich` is `real_mpiexec` (ignored: it needs MPICH).
+//! replayed byte for byte, then bad input. The client's own exchanges were
+//! traced (`strace`) under Hydra 4.0.2 and Slurm 22.05 and match these
+//! scripts. A test that runs the client under a real `mpiexec.mpich` is
+//! `real_mpiexec` (ignored: it needs MPICH); its child part also runs under
+//! `srun --mpi=pmi2 -n 2` with `MYRIAD_PMI_TEST_CHILD=1` set.
 
 use std::io::{Read, Write};
 use std::net::TcpListener;
@@ -322,8 +325,16 @@ fn slurm_pmi2_transcript() {
         s2("114   cmd=fullinit-response;rc=0;pmi-version=2;pmi-subversion=0;rank=2;size=4;appnum=-1;debugged=FALSE;pmiverbose=FALSE;"),
         c2("14    cmd=job-getid;"),
         s2("38    cmd=job-getid-response;rc=0;jobid=3.0;"),
+        c2("45    cmd=kvs-put;key=addr-2;value=rank2:pid=15753;"),
+        s2("26    cmd=kvs-put-response;rc=0;"),
         c2("14    cmd=kvs-fence;"),
-        s2("28    cmd=kvs-fence-response;rc=0;"),
+        // Slurm writes the prefix and the payload separately.
+        Step::Send(b"28    ".to_vec()),
+        Step::Send(b"cmd=kvs-fence-response;rc=0;".to_vec()),
+        c2("42    cmd=kvs-get;jobid=3.0;srcid=-1;key=addr-0;"),
+        s2("59    cmd=kvs-get-response;rc=0;found=TRUE;value=rank0:pid=15755;"),
+        c2("47    cmd=kvs-get;jobid=3.0;srcid=-1;key=no-such-key;"),
+        s2("38    cmd=kvs-get-response;rc=0;found=FALSE;"),
         c2("13    cmd=finalize;"),
         s2("27    cmd=finalize-response;rc=0;"),
     ];
@@ -331,7 +342,13 @@ fn slurm_pmi2_transcript() {
     let mut client = init(conn, &pmi2(2, Some("3.0"))).unwrap();
     assert_eq!((client.rank(), client.size(), client.appnum()), (2, 4, -1));
     assert_eq!(client.kvsname(), "3.0");
+    client.put("addr-2", "rank2:pid=15753").unwrap();
     client.fence().unwrap();
+    assert_eq!(client.get("addr-0").unwrap(), "rank0:pid=15755");
+    assert!(matches!(
+        client.get("no-such-key"),
+        Err(LaunchError::KeyNotFound { .. })
+    ));
     client.finalize().unwrap();
     finish(server);
 }
