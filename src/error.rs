@@ -10,8 +10,8 @@
 //! situations, the variant holds a kind that names the situation and keeps
 //! its values as fields (as `std::io::ErrorKind` does for I/O errors, but
 //! with the data): [`CountError`], [`TypeError`], [`CommError`],
-//! [`ArgError`] (with [`ViewProblem`]), [`CollectiveError`] and
-//! [`ResourceError`], one file each in `error/`. A kind's `Display` is the
+//! [`ArgError`] (with [`ViewProblem`]), [`CollectiveError`],
+//! [`ResourceError`] and [`LaunchError`], one file each in `error/`. A kind's `Display` is the
 //! message; programs match on the kind, not on the text. The kinds hold plain
 //! values (`&'static str` operation names, ranks, counts, datatype names as
 //! `String`, call sites as `&'static Location`), so this module stays at the
@@ -25,6 +25,7 @@ mod arg;
 mod collective;
 mod comm;
 mod count;
+mod launch;
 mod resources;
 mod types;
 
@@ -32,6 +33,8 @@ pub use arg::{ArgError, ViewProblem};
 pub use collective::CollectiveError;
 pub use comm::CommError;
 pub use count::CountError;
+pub(crate) use launch::shorten;
+pub use launch::LaunchError;
 pub use resources::ResourceError;
 pub use types::TypeError;
 
@@ -144,6 +147,9 @@ pub enum Error {
     /// The job could not get a resource it needs (memory, threads, stack
     /// mappings).
     Resources(ResourceError),
+    /// The launcher that started this process (`mpiexec`, `srun`) left an
+    /// environment or gave replies myriad cannot use.
+    Launch(LaunchError),
     /// Invalid configuration (builder, environment variable or flag).
     Config {
         /// What is wrong, naming the knob and the valid values.
@@ -185,6 +191,8 @@ pub enum ErrorClass {
     Panic,
     /// `MPI_ERR_NO_MEM`: a resource the job needs is missing.
     NoMem,
+    /// `MPI_ERR_OTHER`: the launcher's environment or its PMI failed.
+    Launch,
     /// `MPI_ERR_ARG`: invalid configuration (builder, variable or flag).
     Config,
     /// `MPI_ERR_OTHER`: the job was aborted.
@@ -209,6 +217,7 @@ impl ErrorClass {
             ErrorClass::Deadlock => "MPI_ERR_OTHER (deadlock)",
             ErrorClass::Panic => "MPI_ERR_OTHER (rank panicked)",
             ErrorClass::NoMem => "MPI_ERR_NO_MEM",
+            ErrorClass::Launch => "MPI_ERR_OTHER (launcher)",
             ErrorClass::Config => "MPI_ERR_ARG (configuration)",
             ErrorClass::Aborted => "MPI_ERR_OTHER (aborted)",
         }
@@ -246,12 +255,12 @@ impl Error {
             Error::Deadlock { .. } => ErrorClass::Deadlock,
             Error::Panic { .. } => ErrorClass::Panic,
             Error::Resources(_) => ErrorClass::NoMem,
+            Error::Launch(_) => ErrorClass::Launch,
             Error::Config { .. } => ErrorClass::Config,
             Error::Aborted => ErrorClass::Aborted,
         }
     }
 
-    #[allow(dead_code)]
     pub(crate) fn unsupported(what: impl Into<String>) -> Error {
         Error::Unsupported { what: what.into() }
     }
@@ -299,6 +308,7 @@ impl fmt::Display for Error {
             Error::Deadlock { report } => write!(f, "deadlock: {report}"),
             Error::Panic { rank, message } => write!(f, "rank {rank} panicked: {message}"),
             Error::Resources(kind) => write!(f, "out of resources: {kind}"),
+            Error::Launch(kind) => write!(f, "launcher: {kind}"),
             Error::Config { message } => write!(f, "invalid configuration: {message}"),
             Error::Aborted => f.write_str("the job was aborted"),
         }

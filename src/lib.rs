@@ -79,6 +79,7 @@ mod hardware;
 pub mod hls;
 pub mod hybrid;
 mod identity;
+mod launch;
 mod p2p;
 pub mod point_to_point;
 pub mod request;
@@ -97,8 +98,8 @@ pub use environment::{
     initialize, initialize_with_threading, time, time_resolution, Threading, Universe,
 };
 pub use error::{
-    ArgError, CollectiveError, CommError, CountError, Error, ErrorClass, ResourceError, TypeError,
-    ViewProblem,
+    ArgError, CollectiveError, CommError, CountError, Error, ErrorClass, LaunchError,
+    ResourceError, TypeError, ViewProblem,
 };
 pub use hybrid::parallel_for;
 /// `#[myriad::main]`: the entry point of a ported rsmpi program.

@@ -305,7 +305,11 @@ impl Runtime {
     ///
     /// The configuration is invalid; a rank panicked (the error names it and
     /// carries its message); the ranks deadlocked (the error lists what each
-    /// waits for and where); resources ran out.
+    /// waits for and where); resources ran out; a launcher (`mpiexec`,
+    /// `srun`) started this program as several processes, which myriad
+    /// cannot join into one job yet ([`Error::Unsupported`]), or its
+    /// variables or PMI replies are not usable ([`Error::Launch`]; see the
+    /// README's "Launchers").
     pub fn run<T, F>(&self, f: F) -> Result<Vec<T>, Error>
     where
         T: Send,

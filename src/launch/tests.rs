@@ -1,0 +1,902 @@
+//! The PMI client against a mock server on a thread: the transcripts of
+//! `../shared/reference/launchers.md` (Hydra and Slurm, PMI-1 and PMI-2)
+//! replayed byte for byte, then bad input. The client's own exchanges were
+//! traced (`strace`) under Hydra 4.0.2 and Slurm 22.05 and match these
+//! scripts. A test that runs the client under a real `mpiexec.mpich` is
+//! `real_mpiexec` (ignored: it needs MPICH); its child part also runs under
+//! `srun --mpi=pmi2 -n 2` with `MYRIAD_PMI_TEST_CHILD=1` set.
+
+use std::io::{Read, Write};
+use std::net::TcpListener;
+use std::os::fd::IntoRawFd;
+use std::os::unix::net::UnixStream;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use super::pmi::{Client, Start, Stream, Version};
+use super::{join_with, Joined};
+use crate::error::{Error, LaunchError};
+
+/// Long enough never to fire in a passing test; short enough that a broken
+/// one fails instead of hanging.
+const PATIENCE: Duration = Duration::from_secs(10);
+
+/// One step of a mock server's script.
+enum Step {
+    /// Read exactly these bytes from the client.
+    Recv(Vec<u8>),
+    /// Write these bytes.
+    Send(Vec<u8>),
+    /// Close the connection (the script ends here).
+    Close,
+}
+
+/// The client sends this PMI-1 line (newline added).
+fn c(line: &str) -> Step {
+    Step::Recv(format!("{line}\n").into_bytes())
+}
+
+/// The server replies with this PMI-1 line (newline added).
+fn s(line: &str) -> Step {
+    Step::Send(format!("{line}\n").into_bytes())
+}
+
+/// A PMI-2 frame as written in the reference: the 6-byte prefix must be
+/// the payload's length (checked, so a typo in a test fails loudly).
+fn frame(raw: &str) -> Vec<u8> {
+    let (prefix, payload) = raw.split_at(6);
+    assert_eq!(
+        prefix.trim().parse::<usize>().unwrap(),
+        payload.len(),
+        "test frame {raw:?} has a wrong length"
+    );
+    raw.as_bytes().to_vec()
+}
+
+fn c2(raw: &str) -> Step {
+    Step::Recv(frame(raw))
+}
+
+fn s2(raw: &str) -> Step {
+    Step::Send(frame(raw))
+}
+
+/// Plays `script` on `stream`; without a `Close` at the end, then waits for
+/// the client to close and fails if it sent anything more.
+fn play(mut stream: impl Read + Write, script: Vec<Step>) -> Result<(), String> {
+    for (i, step) in script.into_iter().enumerate() {
+        match step {
+            Step::Recv(want) => {
+                let mut got = vec![0u8; want.len()];
+                let mut n = 0;
+                while n < got.len() {
+                    match stream.read(&mut got[n..]) {
+                        Ok(0) => break,
+                        Ok(k) => n += k,
+                        Err(e) => return Err(format!("step {i}: {e}")),
+                    }
+                }
+                if got[..n] != want[..] {
+                    return Err(format!(
+                        "step {i}: the client sent {:?}, expected {:?}",
+                        String::from_utf8_lossy(&got[..n]),
+                        String::from_utf8_lossy(&want)
+                    ));
+                }
+            }
+            Step::Send(bytes) => stream
+                .write_all(&bytes)
+                .map_err(|e| format!("step {i}: {e}"))?,
+            Step::Close => return Ok(()),
+        }
+    }
+    let mut rest = Vec::new();
+    stream
+        .read_to_end(&mut rest)
+        .map_err(|e| format!("waiting for the client to close: {e}"))?;
+    if rest.is_empty() {
+        Ok(())
+    } else {
+        Err(format!(
+            "the client sent more than the script: {:?}",
+            String::from_utf8_lossy(&rest)
+        ))
+    }
+}
+
+/// A mock server on a socket pair: the client's end, and the server thread.
+fn serve(script: Vec<Step>) -> (UnixStream, JoinHandle<Result<(), String>>) {
+    let (ours, theirs) = UnixStream::pair().unwrap();
+    theirs.set_read_timeout(Some(PATIENCE)).unwrap();
+    (ours, std::thread::spawn(move || play(theirs, script)))
+}
+
+/// A mock server on TCP loopback: its `host:port` and the server thread.
+fn serve_tcp(script: Vec<Step>) -> (String, JoinHandle<Result<(), String>>) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    let server = std::thread::spawn(move || {
+        let (conn, _) = listener.accept().map_err(|e| e.to_string())?;
+        conn.set_read_timeout(Some(PATIENCE)).unwrap();
+        play(conn, script)
+    });
+    (addr, server)
+}
+
+fn finish(server: JoinHandle<Result<(), String>>) {
+    server.join().unwrap().unwrap();
+}
+
+fn pmi1(rank: u32, size: u32) -> Start {
+    Start {
+        version: Version::Pmi1,
+        rank: Some(rank),
+        size: Some(size),
+        pmiid: None,
+        jobid: None,
+    }
+}
+
+fn pmi2(rank: u32, jobid: Option<&str>) -> Start {
+    Start {
+        version: Version::Pmi2,
+        rank: Some(rank),
+        size: None,
+        pmiid: None,
+        jobid: jobid.map(str::to_string),
+    }
+}
+
+fn init(stream: UnixStream, start: &Start) -> Result<Client, LaunchError> {
+    Client::init(Stream::Unix(stream), start, PATIENCE)
+}
+
+/// Hydra's PMI-1 start-up (reference §1), for `rank` of `size`.
+fn hydra_pmi1_start(kvs: &str) -> Vec<Step> {
+    vec![
+        c("cmd=init pmi_version=1 pmi_subversion=1"),
+        s("cmd=response_to_init pmi_version=1 pmi_subversion=1 rc=0"),
+        c("cmd=get_maxes"),
+        s("cmd=maxes kvsname_max=256 keylen_max=64 vallen_max=1024"),
+        c("cmd=get_appnum"),
+        s("cmd=appnum appnum=0"),
+        c("cmd=get_my_kvsname"),
+        s(&format!("cmd=my_kvsname kvsname={kvs}")),
+    ]
+}
+
+const KVS: &str = "kvs_8938_0_2139412012_vm";
+
+#[test]
+fn hydra_pmi1_transcript() {
+    let mut script = hydra_pmi1_start(KVS);
+    script.extend([
+        c(&format!(
+            "cmd=put kvsname={KVS} key=addr-0 value=host-vm-pid-8940"
+        )),
+        s("cmd=put_result rc=0 msg=success"),
+        c("cmd=barrier_in"),
+        s("cmd=barrier_out"),
+        c(&format!("cmd=get kvsname={KVS} key=addr-1")),
+        s("cmd=get_result rc=0 msg=success value=host-vm-pid-8941"),
+        c(&format!("cmd=get kvsname={KVS} key=no-such-key")),
+        s("cmd=get_result rc=-1 msg=key_no-such-key_not_found value=unknown"),
+        c("cmd=finalize"),
+        s("cmd=finalize_ack"),
+    ]);
+    let (conn, server) = serve(script);
+    let mut client = init(conn, &pmi1(0, 4)).unwrap();
+    assert_eq!((client.rank(), client.size()), (0, 4));
+    assert_eq!(client.appnum(), 0);
+    assert_eq!(client.kvsname(), KVS);
+    assert_eq!(client.version(), Version::Pmi1);
+    assert_eq!(client.limits(), (63, 1023));
+    client.put("addr-0", "host-vm-pid-8940").unwrap();
+    client.fence().unwrap();
+    assert_eq!(client.get("addr-1").unwrap(), "host-vm-pid-8941");
+    assert_eq!(
+        client.get("no-such-key"),
+        Err(LaunchError::KeyNotFound {
+            key: "no-such-key".into()
+        })
+    );
+    client.finalize().unwrap();
+    finish(server);
+}
+
+#[test]
+fn slurm_pmi1_transcript() {
+    let script = vec![
+        c("cmd=init pmi_version=1 pmi_subversion=1"),
+        s("cmd=response_to_init rc=0 pmi_version=1 pmi_subversion=1"),
+        c("cmd=get_maxes"),
+        s("cmd=maxes rc=0 kvsname_max=256 keylen_max=64 vallen_max=1024"),
+        c("cmd=get_appnum"),
+        s("cmd=appnum rc=0 appnum=-1"),
+        c("cmd=get_my_kvsname"),
+        s("cmd=my_kvsname rc=0 kvsname=4.0"),
+        c("cmd=put kvsname=4.0 key=addr-3 value=x"),
+        s("cmd=put_result rc=0"),
+        c("cmd=barrier_in"),
+        s("cmd=barrier_out rc=0"),
+        c("cmd=get kvsname=4.0 key=no-such-key"),
+        s("cmd=get_result rc=1"),
+        c("cmd=finalize"),
+        s("cmd=finalize_ack rc=0"),
+    ];
+    let (conn, server) = serve(script);
+    let mut client = init(conn, &pmi1(3, 4)).unwrap();
+    assert_eq!((client.rank(), client.size(), client.appnum()), (3, 4, -1));
+    assert_eq!(client.kvsname(), "4.0");
+    client.put("addr-3", "x").unwrap();
+    client.barrier().unwrap();
+    assert!(matches!(
+        client.get("no-such-key"),
+        Err(LaunchError::KeyNotFound { .. })
+    ));
+    client.finalize().unwrap();
+    finish(server);
+}
+
+/// Hydra `-pmi-port`: `initack`, then the server's `set` lines.
+fn pmi_port_script(rank: u32, size: u32) -> Vec<Step> {
+    let mut script = vec![
+        c(&format!("cmd=initack pmiid={rank}")),
+        s("cmd=initack"),
+        s(&format!("cmd=set size={size}")),
+        s(&format!("cmd=set rank={rank}")),
+        s("cmd=set debug=0"),
+    ];
+    script.extend(hydra_pmi1_start(KVS));
+    script
+}
+
+#[test]
+fn pmi_port_transcript() {
+    let mut script = pmi_port_script(1, 2);
+    script.extend([
+        c(&format!("cmd=get kvsname={KVS} key=addr-0")),
+        s("cmd=get_result rc=0 msg=success value=10.99.0.1:43889"),
+        c("cmd=finalize"),
+        s("cmd=finalize_ack"),
+    ]);
+    let (addr, server) = serve_tcp(script);
+    let vars = [("PMI_PORT", addr.as_str()), ("PMI_ID", "1")];
+    let found = super::env::detect(&lookup(&vars)).unwrap().unwrap();
+    let stream = found.open(PATIENCE).unwrap();
+    let mut client = Client::init(stream, &found.start, PATIENCE).unwrap();
+    assert_eq!((client.rank(), client.size()), (1, 2));
+    assert_eq!(client.get("addr-0").unwrap(), "10.99.0.1:43889");
+    client.finalize().unwrap();
+    finish(server);
+}
+
+/// Hydra's PMI-2 start-up for rank 0 of 4 (reference §2).
+fn hydra_pmi2_start() -> Vec<Step> {
+    vec![
+        c("cmd=init pmi_version=2 pmi_subversion=0"),
+        s("cmd=response_to_init pmi_version=2 pmi_subversion=0 rc=0"),
+        c2("38    cmd=fullinit;pmirank=0;threaded=FALSE;"),
+        s2("   113cmd=fullinit-response;pmi-version=2;pmi-subversion=0;rank=0;size=4;appnum=0;debugged=FALSE;pmiverbose=FALSE;rc=0;"),
+        c2("14    cmd=job-getid;"),
+        s2("    59cmd=job-getid-response;jobid=kvs_10294_0_867585953_vm;rc=0;"),
+    ]
+}
+
+#[test]
+fn hydra_pmi2_transcript() {
+    let mut script = hydra_pmi2_start();
+    script.extend([
+        c2("47    cmd=kvs-put;key=addr-2;value=host-vm:pid=10766;"),
+        s2("    26cmd=kvs-put-response;rc=0;"),
+        c2("14    cmd=kvs-fence;"),
+        s2("    28cmd=kvs-fence-response;rc=0;"),
+        c2("63    cmd=kvs-get;jobid=kvs_10294_0_867585953_vm;srcid=-1;key=addr-0;"),
+        s2("    61cmd=kvs-get-response;found=TRUE;value=host-vm:pid=10762;rc=0;"),
+        c2("68    cmd=kvs-get;jobid=kvs_10294_0_867585953_vm;srcid=-1;key=no-such-key;"),
+        s2("    38cmd=kvs-get-response;found=FALSE;rc=0;"),
+        c2("13    cmd=finalize;"),
+        s2("    27cmd=finalize-response;rc=0;"),
+    ]);
+    let (conn, server) = serve(script);
+    let mut client = init(conn, &pmi2(0, None)).unwrap();
+    assert_eq!((client.rank(), client.size(), client.appnum()), (0, 4, 0));
+    assert_eq!(client.kvsname(), "kvs_10294_0_867585953_vm");
+    assert_eq!(client.limits(), (63, 1023));
+    client.put("addr-2", "host-vm:pid=10766").unwrap();
+    client.fence().unwrap();
+    assert_eq!(client.get("addr-0").unwrap(), "host-vm:pid=10762");
+    assert_eq!(
+        client.get("no-such-key"),
+        Err(LaunchError::KeyNotFound {
+            key: "no-such-key".into()
+        })
+    );
+    client.finalize().unwrap();
+    finish(server);
+}
+
+#[test]
+fn slurm_pmi2_transcript() {
+    let script = vec![
+        c("cmd=init pmi_version=2 pmi_subversion=0"),
+        s("cmd=response_to_init rc=0 pmi_version=2 pmi_subversion=0"),
+        c2("51    cmd=fullinit;pmirank=2;threaded=FALSE;pmijobid=3.0;"),
+        s2("114   cmd=fullinit-response;rc=0;pmi-version=2;pmi-subversion=0;rank=2;size=4;appnum=-1;debugged=FALSE;pmiverbose=FALSE;"),
+        c2("14    cmd=job-getid;"),
+        s2("38    cmd=job-getid-response;rc=0;jobid=3.0;"),
+        c2("45    cmd=kvs-put;key=addr-2;value=rank2:pid=15753;"),
+        s2("26    cmd=kvs-put-response;rc=0;"),
+        c2("14    cmd=kvs-fence;"),
+        // Slurm writes the prefix and the payload separately.
+        Step::Send(b"28    ".to_vec()),
+        Step::Send(b"cmd=kvs-fence-response;rc=0;".to_vec()),
+        c2("42    cmd=kvs-get;jobid=3.0;srcid=-1;key=addr-0;"),
+        s2("59    cmd=kvs-get-response;rc=0;found=TRUE;value=rank0:pid=15755;"),
+        c2("47    cmd=kvs-get;jobid=3.0;srcid=-1;key=no-such-key;"),
+        s2("38    cmd=kvs-get-response;rc=0;found=FALSE;"),
+        c2("13    cmd=finalize;"),
+        s2("27    cmd=finalize-response;rc=0;"),
+    ];
+    let (conn, server) = serve(script);
+    let mut client = init(conn, &pmi2(2, Some("3.0"))).unwrap();
+    assert_eq!((client.rank(), client.size(), client.appnum()), (2, 4, -1));
+    assert_eq!(client.kvsname(), "3.0");
+    client.put("addr-2", "rank2:pid=15753").unwrap();
+    client.fence().unwrap();
+    assert_eq!(client.get("addr-0").unwrap(), "rank0:pid=15755");
+    assert!(matches!(
+        client.get("no-such-key"),
+        Err(LaunchError::KeyNotFound { .. })
+    ));
+    client.finalize().unwrap();
+    finish(server);
+}
+
+#[test]
+fn abort_sends_one_message_and_waits_for_no_reply() {
+    let mut script = hydra_pmi1_start(KVS);
+    script.push(c("cmd=abort exitcode=5 message=rank_3_panicked:_bye"));
+    let (conn, server) = serve(script);
+    let client = init(conn, &pmi1(0, 2)).unwrap();
+    client.abort(5, "rank 3 panicked: bye").unwrap();
+    finish(server);
+
+    let mut script = hydra_pmi2_start();
+    script.push(c2("38    cmd=abort;isworldabort=TRUE;msg=a_b_c;"));
+    let (conn, server) = serve(script);
+    let client = init(conn, &pmi2(0, None)).unwrap();
+    client.abort(1, "a b;c").unwrap();
+    finish(server);
+}
+
+/// An environment of `vars` only.
+fn lookup<'a>(vars: &'a [(&'a str, &'a str)]) -> impl Fn(&str) -> Option<String> + 'a {
+    move |name| {
+        vars.iter()
+            .find(|(k, _)| *k == name)
+            .map(|(_, v)| v.to_string())
+    }
+}
+
+/// `join_with` over an inherited `PMI_FD` (a socket pair's end, given up to
+/// the client like a launcher's), against a Hydra of `size` processes.
+fn join_over_fd(rank: u32, size: u32) -> Result<Option<Joined>, Error> {
+    let mut script = hydra_pmi1_start(KVS);
+    script.extend([c("cmd=finalize"), s("cmd=finalize_ack")]);
+    let (conn, server) = serve(script);
+    let fd = conn.into_raw_fd().to_string();
+    let (r, n) = (rank.to_string(), size.to_string());
+    let vars = [("PMI_FD", fd.as_str()), ("PMI_RANK", &r), ("PMI_SIZE", &n)];
+    let result = join_with(&lookup(&vars), PATIENCE);
+    finish(server);
+    result
+}
+
+#[test]
+fn a_one_process_launch_runs_after_finalizing() {
+    assert_eq!(join_over_fd(0, 1), Ok(Some(Joined { rank: 0, size: 1 })));
+    let mut script = pmi_port_script(0, 1);
+    script.extend([c("cmd=finalize"), s("cmd=finalize_ack")]);
+    let (addr, server) = serve_tcp(script);
+    let vars = [("PMI_PORT", addr.as_str()), ("PMI_ID", "0")];
+    assert_eq!(
+        join_with(&lookup(&vars), PATIENCE),
+        Ok(Some(Joined { rank: 0, size: 1 }))
+    );
+    finish(server);
+}
+
+#[test]
+fn a_multi_process_launch_fails_every_process_after_finalizing() {
+    for rank in [0, 3] {
+        let err = join_over_fd(rank, 4).unwrap_err();
+        assert!(matches!(err, Error::Unsupported { .. }), "{err:?}");
+        let text = err.to_string();
+        assert!(
+            text.contains("multi-process jobs need the transport (issue 9)")
+                && text.contains("mpiexec (Hydra) started this program as 4 processes")
+                && text.contains(&format!("this is process {rank}")),
+            "{text}"
+        );
+    }
+    let mut script = pmi_port_script(1, 2);
+    script.extend([c("cmd=finalize"), s("cmd=finalize_ack")]);
+    let (addr, server) = serve_tcp(script);
+    let vars = [("PMI_PORT", addr.as_str()), ("PMI_ID", "1")];
+    let err = join_with(&lookup(&vars), PATIENCE).unwrap_err();
+    assert!(err.to_string().contains("-pmi-port"), "{err}");
+    finish(server);
+}
+
+#[test]
+fn without_launcher_variables_nothing_is_contacted() {
+    assert_eq!(join_with(&lookup(&[("PATH", "/bin")]), PATIENCE), Ok(None));
+}
+
+#[test]
+fn a_launch_error_fails_join_with_the_flag_to_use() {
+    let vars = [
+        ("SLURM_JOB_ID", "5"),
+        ("SLURM_STEP_ID", "0"),
+        ("SLURM_STEP_NUM_TASKS", "2"),
+    ];
+    let err = join_with(&lookup(&vars), PATIENCE).unwrap_err();
+    assert!(
+        matches!(err, Error::Launch(LaunchError::NoPmi { .. })),
+        "{err:?}"
+    );
+    assert!(err.to_string().contains("`srun --mpi=pmi2`"), "{err}");
+    // A port nobody listens on: a connection error, not a hang.
+    let free = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = free.local_addr().unwrap().to_string();
+    drop(free);
+    let vars = [("PMI_PORT", addr.as_str()), ("PMI_ID", "0")];
+    let err = join_with(&lookup(&vars), PATIENCE).unwrap_err();
+    assert!(
+        matches!(&err, Error::Launch(LaunchError::Io { command, .. }) if command.contains(&addr)),
+        "{err:?}"
+    );
+}
+
+/// Runs the PMI-1 start-up against a server that replies `replies` to the
+/// first request (then closes), and returns the client's error.
+fn init_error(version: Version, replies: Vec<Step>, timeout: Duration) -> LaunchError {
+    let start = match version {
+        Version::Pmi1 => pmi1(0, 1),
+        Version::Pmi2 => pmi2(0, None),
+    };
+    let first = match version {
+        Version::Pmi1 => c("cmd=init pmi_version=1 pmi_subversion=1"),
+        Version::Pmi2 => c("cmd=init pmi_version=2 pmi_subversion=0"),
+    };
+    let mut script = vec![first];
+    script.extend(replies);
+    let (conn, server) = serve(script);
+    let err = Client::init(Stream::Unix(conn), &start, timeout).unwrap_err();
+    // The client is gone: the server's script ends.
+    finish(server);
+    err
+}
+
+#[test]
+fn bad_replies_are_clear_errors() {
+    let ok1 = || s("cmd=response_to_init pmi_version=1 pmi_subversion=1 rc=0");
+    let cases: Vec<(Vec<Step>, &str)> = vec![
+        (
+            vec![s("cmd=response_to_init rc=-2 msg=no_way")],
+            "refused it (rc=-2, no_way)",
+        ),
+        (
+            vec![s("cmd=response_to_init pmi_version=1 garbage")],
+            "the field \"garbage\" has no '='",
+        ),
+        (
+            vec![s("cmd=maxes kvsname_max=256")],
+            "expected cmd=response_to_init",
+        ),
+        (vec![s("pmi_version=1 rc=0")], "no cmd= field"),
+        (
+            vec![s("cmd=response_to_init pmi_version=2 rc=0")],
+            "does not speak PMI version 1",
+        ),
+        (
+            vec![s("cmd=response_to_init rc=0")],
+            "no pmi_version= field",
+        ),
+        (
+            vec![s("cmd=response_to_init pmi_version=one")],
+            "\"one\" is not a number",
+        ),
+        (
+            vec![Step::Send(b"cmd=response_to_init \xff\xfe\n".to_vec())],
+            "not text",
+        ),
+        (
+            vec![Step::Send(vec![b'x'; 70 * 1024])],
+            "a line longer than 65536 bytes",
+        ),
+        (
+            vec![
+                Step::Send(b"cmd=response_to_init pmi_ver".to_vec()),
+                Step::Close,
+            ],
+            "closed the connection",
+        ),
+        (vec![Step::Close], "closed the connection"),
+        (
+            vec![
+                ok1(),
+                c("cmd=get_maxes"),
+                s("cmd=maxes kvsname_max=256 keylen_max=1 vallen_max=1024"),
+            ],
+            "keylen_max=1 is too small",
+        ),
+        (
+            vec![
+                ok1(),
+                c("cmd=get_maxes"),
+                s("cmd=maxes keylen_max=64 vallen_max=1024"),
+                c("cmd=get_appnum"),
+                s("cmd=appnum rc=0"),
+            ],
+            "no appnum= field",
+        ),
+        (
+            vec![
+                ok1(),
+                c("cmd=get_maxes"),
+                s("cmd=maxes keylen_max=64 vallen_max=1024"),
+                c("cmd=get_appnum"),
+                s("cmd=appnum appnum=0"),
+                c("cmd=get_my_kvsname"),
+                s("cmd=my_kvsname kvsname="),
+            ],
+            "kvsname is empty",
+        ),
+        (
+            vec![ok1(), c("cmd=get_maxes"), Step::Close],
+            "PMI get_maxes: the launcher closed",
+        ),
+    ];
+    for (replies, want) in cases {
+        let err = init_error(Version::Pmi1, replies, PATIENCE).to_string();
+        assert!(err.contains(want), "expected {want:?} in {err:?}");
+    }
+}
+
+#[test]
+fn bad_pmi2_frames_are_clear_errors() {
+    let ok = || s("cmd=response_to_init pmi_version=2 pmi_subversion=0 rc=0");
+    let fullinit = || c2("38    cmd=fullinit;pmirank=0;threaded=FALSE;");
+    let cases: Vec<(Vec<Step>, &str)> = vec![
+        (
+            vec![ok(), fullinit(), Step::Send(b"abcdefcmd=x;".to_vec())],
+            "length prefix is not a number",
+        ),
+        (
+            vec![ok(), fullinit(), Step::Send(b"999999".to_vec())],
+            "more than the 65536 bytes",
+        ),
+        (
+            vec![
+                ok(),
+                fullinit(),
+                Step::Send(b"    40cmd=fullinit-response;".to_vec()),
+                Step::Close,
+            ],
+            "closed the connection",
+        ),
+        (
+            vec![ok(), fullinit(), Step::Send(b"   ".to_vec()), Step::Close],
+            "closed the connection",
+        ),
+        (
+            vec![ok(), fullinit(), s2("    20cmd=x;rank=0;size=1;")],
+            "expected cmd=fullinit-response",
+        ),
+        (
+            vec![
+                ok(),
+                fullinit(),
+                s2("    41cmd=fullinit-response;rc=7;rank=0;size=1;"),
+            ],
+            "rc=7",
+        ),
+        (
+            vec![
+                ok(),
+                fullinit(),
+                s2("    50cmd=fullinit-response;rank=1;size=2;appnum=0;rc=0;"),
+            ],
+            "the server says rank 1",
+        ),
+        (
+            vec![
+                ok(),
+                fullinit(),
+                s2("    50cmd=fullinit-response;rank=0;size=0;appnum=0;rc=0;"),
+            ],
+            "rank 0 of 0 processes",
+        ),
+        (
+            vec![
+                ok(),
+                fullinit(),
+                s2("    51cmd=fullinit-response;rank=0;size=-4;appnum=0;rc=0;"),
+            ],
+            "size=-4 is not a count",
+        ),
+        (
+            vec![ok(), fullinit(), s2("    27cmd=fullinit-response;junk;")],
+            "has no '='",
+        ),
+        (
+            vec![s("cmd=response_to_init pmi_version=1 rc=0")],
+            "does not speak PMI version 2",
+        ),
+    ];
+    for (replies, want) in cases {
+        let err = init_error(Version::Pmi2, replies, PATIENCE).to_string();
+        assert!(err.contains(want), "expected {want:?} in {err:?}");
+    }
+}
+
+#[test]
+fn a_silent_server_times_out() {
+    // The server reads the request and never replies; it waits for the
+    // client to give up and close.
+    let err = init_error(Version::Pmi1, vec![], Duration::from_millis(200));
+    assert_eq!(
+        err,
+        LaunchError::Timeout {
+            command: "init".into(),
+            waited_ms: 200
+        }
+    );
+}
+
+#[test]
+fn a_server_closing_during_a_fence_ends_it() {
+    // A fence waits without a timeout: the close is what ends it.
+    let mut script = hydra_pmi1_start(KVS);
+    script.extend([c("cmd=barrier_in"), Step::Close]);
+    let (conn, server) = serve(script);
+    let mut client = init(conn, &pmi1(0, 2)).unwrap();
+    assert_eq!(
+        client.fence(),
+        Err(LaunchError::Closed {
+            command: "barrier_in".into()
+        })
+    );
+    finish(server);
+    let mut script = hydra_pmi2_start();
+    script.extend([
+        c2("14    cmd=kvs-fence;"),
+        Step::Send(b"    28cmd=kvs-fe".to_vec()),
+        Step::Close,
+    ]);
+    let (conn, server) = serve(script);
+    let mut client = init(conn, &pmi2(0, None)).unwrap();
+    assert_eq!(
+        client.fence(),
+        Err(LaunchError::Closed {
+            command: "kvs-fence".into()
+        })
+    );
+    finish(server);
+}
+
+#[test]
+fn refused_puts_and_gets_are_errors() {
+    let mut script = hydra_pmi1_start(KVS);
+    script.extend([
+        c(&format!("cmd=put kvsname={KVS} key=k value=v")),
+        s("cmd=put_result rc=-1 msg=duplicate_key"),
+        c("cmd=barrier_in"),
+        s("cmd=barrier_out rc=3"),
+    ]);
+    let (conn, server) = serve(script);
+    let mut client = init(conn, &pmi1(0, 2)).unwrap();
+    assert_eq!(
+        client.put("k", "v"),
+        Err(LaunchError::Refused {
+            command: "put".into(),
+            rc: -1,
+            message: Some("duplicate_key".into())
+        })
+    );
+    assert!(matches!(
+        client.fence(),
+        Err(LaunchError::Refused { rc: 3, .. })
+    ));
+    drop(client);
+    finish(server);
+
+    let mut script = hydra_pmi2_start();
+    script.extend([
+        c2("63    cmd=kvs-get;jobid=kvs_10294_0_867585953_vm;srcid=-1;key=addr-0;"),
+        s2("    33cmd=kvs-get-response;found=MAYBE;"),
+    ]);
+    let (conn, server) = serve(script);
+    let mut client = init(conn, &pmi2(0, None)).unwrap();
+    let err = client.get("addr-0").unwrap_err().to_string();
+    assert!(err.contains("found=\"MAYBE\""), "{err}");
+    drop(client);
+    finish(server);
+}
+
+#[test]
+fn keys_and_values_beyond_the_limits_are_refused_before_sending() {
+    // The script ends after start-up: a refused put or get sends nothing
+    // (the server fails on any byte more).
+    let (conn, server) = serve(hydra_pmi1_start(KVS));
+    let mut client = init(conn, &pmi1(0, 2)).unwrap();
+    let key63 = "k".repeat(63);
+    let value1023 = "v".repeat(1023);
+    let key64 = "k".repeat(64);
+    let value1024 = "v".repeat(1024);
+    let err = client.put(&key64, "v").unwrap_err();
+    assert!(
+        matches!(
+            err,
+            LaunchError::TooLong {
+                what: "key",
+                len: 64,
+                max: 63,
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    assert!(
+        err.to_string().contains("the server's maxes under PMI-1"),
+        "{err}"
+    );
+    let err = client.put("k", &value1024).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            LaunchError::TooLong {
+                what: "value",
+                len: 1024,
+                max: 1023,
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    assert!(matches!(
+        client.get(&key64),
+        Err(LaunchError::TooLong { .. })
+    ));
+    for (key, value) in [
+        ("a b", "v"),
+        ("k", "a b"),
+        ("k", "x;y"),
+        ("k=1", "v"),
+        ("k", "a\nb"),
+    ] {
+        assert!(
+            matches!(client.put(key, value), Err(LaunchError::BadByte { .. })),
+            "{key:?}={value:?}"
+        );
+    }
+    assert_eq!(client.put("", "v"), Err(LaunchError::EmptyKey));
+    drop(client);
+    finish(server);
+
+    // The longest key and value pass.
+    let mut script = hydra_pmi1_start(KVS);
+    script.extend([
+        c(&format!(
+            "cmd=put kvsname={KVS} key={key63} value={value1023}"
+        )),
+        s("cmd=put_result rc=0 msg=success"),
+    ]);
+    let (conn, server) = serve(script);
+    let mut client = init(conn, &pmi1(0, 2)).unwrap();
+    client.put(&key63, &value1023).unwrap();
+    drop(client);
+    finish(server);
+
+    // Smaller maxes from the server are the limits.
+    let script = vec![
+        c("cmd=init pmi_version=1 pmi_subversion=1"),
+        s("cmd=response_to_init pmi_version=1 pmi_subversion=1 rc=0"),
+        c("cmd=get_maxes"),
+        s("cmd=maxes kvsname_max=256 keylen_max=16 vallen_max=32"),
+        c("cmd=get_appnum"),
+        s("cmd=appnum appnum=0"),
+        c("cmd=get_my_kvsname"),
+        s("cmd=my_kvsname kvsname=k"),
+    ];
+    let (conn, server) = serve(script);
+    let mut client = init(conn, &pmi1(0, 2)).unwrap();
+    assert_eq!(client.limits(), (15, 31));
+    assert!(matches!(
+        client.put(&"k".repeat(16), "v"),
+        Err(LaunchError::TooLong { max: 15, .. })
+    ));
+    assert!(matches!(
+        client.put("k", &"v".repeat(32)),
+        Err(LaunchError::TooLong { max: 31, .. })
+    ));
+    drop(client);
+    finish(server);
+
+    // PMI-2's constants.
+    let (conn, server) = serve(hydra_pmi2_start());
+    let mut client = init(conn, &pmi2(0, None)).unwrap();
+    let err = client.put("k", &value1024).unwrap_err();
+    assert!(
+        err.to_string().contains("PMI-2's limits under PMI-2"),
+        "{err}"
+    );
+    drop(client);
+    finish(server);
+}
+
+/// Under a real `mpiexec.mpich -n 2` (MPICH installed): each process puts
+/// its key, fences, and reads the other's, over PMI-1 on `PMI_FD`, PMI-2
+/// on `PMI_FD` (`MYRIAD_PMI=2`) and PMI-1 on `-pmi-port`.
+#[test]
+#[ignore = "needs MPICH's mpiexec (apt-get install mpich)"]
+fn real_mpiexec() {
+    const CHILD: &str = "MYRIAD_PMI_TEST_CHILD";
+    if std::env::var_os(CHILD).is_some() {
+        let found = super::env::detect(&|n| std::env::var(n).ok())
+            .unwrap()
+            .expect("started by mpiexec");
+        let stream = found.open(PATIENCE).unwrap();
+        let mut client = Client::init(stream, &found.start, PATIENCE).unwrap();
+        let (rank, size) = (client.rank(), client.size());
+        assert_eq!(size, 2);
+        client
+            .put(
+                &format!("addr-{rank}"),
+                &format!("rank{rank}:pid={}", std::process::id()),
+            )
+            .unwrap();
+        client.fence().unwrap();
+        let other = 1 - rank;
+        let value = client.get(&format!("addr-{other}")).unwrap();
+        assert!(value.starts_with(&format!("rank{other}:pid=")), "{value}");
+        assert!(matches!(
+            client.get("no-such-key"),
+            Err(LaunchError::KeyNotFound { .. })
+        ));
+        client.barrier().unwrap();
+        eprintln!(
+            "child {rank}/{size} ({:?}, kvs {}, appnum {}) read {value}",
+            client.version(),
+            client.kvsname(),
+            client.appnum()
+        );
+        client.finalize().unwrap();
+        return;
+    }
+    let exe = std::env::current_exe().unwrap();
+    for (pmi, extra) in [("1", None), ("2", None), ("1", Some("-pmi-port"))] {
+        let mut cmd = std::process::Command::new("mpiexec.mpich");
+        cmd.args(["-n", "2"]);
+        if let Some(flag) = extra {
+            cmd.arg(flag);
+        }
+        cmd.arg(&exe)
+            .args([
+                "launch::tests::real_mpiexec",
+                "--exact",
+                "--ignored",
+                "--nocapture",
+            ])
+            .env(CHILD, "1")
+            .env("MYRIAD_PMI", pmi);
+        let out = cmd.output().expect("mpiexec.mpich runs");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        eprintln!("MYRIAD_PMI={pmi} {extra:?}:\n{stderr}");
+        assert!(out.status.success(), "{:?}\n{stdout}\n{stderr}", out.status);
+        assert_eq!(stdout.matches("1 passed").count(), 2, "{stdout}");
+    }
+}
