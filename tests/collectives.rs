@@ -348,6 +348,59 @@ fn immediate_collectives_overlap() {
     }
 }
 
+/// More calls in progress on one communicator than its ring of rounds holds
+/// (16): outstanding immediate collectives, completed in reverse order, and
+/// roots racing ahead of their readers. Each call must meet its own round
+/// (the calls beyond the ring's reach go to its overflow map) and give its
+/// own result. 40 ranks, so that the selector picks the shared-memory
+/// rounds.
+#[test]
+fn calls_further_apart_than_the_ring_of_rounds_meet_their_own_rounds() {
+    const CALLS: i64 = 50;
+    let n = 40;
+    let out = myriad::run(n, |universe| {
+        let world = universe.world();
+        let rank = world.rank() as i64;
+        // Outstanding immediate reductions, waited for last-first.
+        let mine: Vec<i64> = (0..CALLS).map(|i| rank * 1000 + i).collect();
+        let mut sums = vec![0i64; CALLS as usize];
+        request::scope(|scope| {
+            let mut requests: Vec<_> = mine
+                .iter()
+                .zip(sums.iter_mut())
+                .map(|(mine, sum)| {
+                    world.immediate_all_reduce_into(scope, mine, sum, SystemOperation::sum())
+                })
+                .collect();
+            while let Some(r) = requests.pop() {
+                r.wait();
+            }
+        });
+        // Broadcasts whose root does not wait for its readers, readers
+        // that fall behind.
+        let mut seen = Vec::new();
+        for i in 0..CALLS {
+            let mut value = if rank == 3 { i * 7 } else { -1 };
+            if rank != 3 && rank % 2 == 0 {
+                for _ in 0..(i % 5) {
+                    myriad::yield_now();
+                }
+            }
+            world.process_at_rank(3).broadcast_into(&mut value);
+            seen.push(value);
+        }
+        (sums, seen)
+    })
+    .unwrap();
+    let ranks = n as i64;
+    for (sums, seen) in out {
+        for (i, sum) in sums.iter().enumerate() {
+            assert_eq!(*sum, 1000 * ranks * (ranks - 1) / 2 + ranks * i as i64);
+        }
+        assert_eq!(seen, (0..CALLS).map(|i| i * 7).collect::<Vec<_>>());
+    }
+}
+
 #[test]
 fn mismatched_collectives_are_reported_with_both_call_sites() {
     let err = myriad::run(4, |universe| {

@@ -52,6 +52,7 @@ mod operand;
 pub(crate) mod parts;
 pub(crate) mod published;
 pub(crate) mod reduce;
+pub(crate) mod ring;
 pub(crate) mod round;
 pub(crate) mod scan;
 pub(crate) mod scatter;
