@@ -349,14 +349,14 @@ fn immediate_collectives_overlap() {
 }
 
 /// More calls in progress on one communicator than its ring of rounds holds
-/// (16): outstanding immediate collectives, completed in reverse order, and
+/// (64): outstanding immediate collectives, completed in reverse order, and
 /// roots racing ahead of their readers. Each call must meet its own round
 /// (the calls beyond the ring's reach go to its overflow map) and give its
 /// own result. 40 ranks, so that the selector picks the shared-memory
 /// rounds.
 #[test]
 fn calls_further_apart_than_the_ring_of_rounds_meet_their_own_rounds() {
-    const CALLS: i64 = 50;
+    const CALLS: i64 = 150;
     let n = 40;
     let out = myriad::run(n, |universe| {
         let world = universe.world();
