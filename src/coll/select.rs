@@ -273,18 +273,24 @@ fn check_env_names(mut names: impl Iterator<Item = String>) -> Result<(), Error>
 /// The algorithm of a call with no explicit choice is a pure function of
 /// the collective, the communicator's choice for it ([`set`](Self::set) or
 /// the environment), the communicator's size and locality (fixed), and the
-/// byte class of the call ([`byte_class`]): `resolve` caches it per
-/// (collective, byte class), each entry tagged with the choice it was
-/// computed under, so that a later [`set`](Self::set) invalidates it (the
-/// tag no longer matches) without a race: an entry is only ever used with
-/// the choice it was computed from.
+/// byte class of the call ([`byte_class`]). `resolve` caches it per
+/// collective, in one entry when the answer is the same for every byte
+/// class (an explicit choice, any communicator over 32 ranks), else per
+/// byte class. Each entry is tagged with the choice it was computed under,
+/// so that a later [`set`](Self::set) invalidates it (the tag no longer
+/// matches) without a race: an entry is only ever used with the choice it
+/// was computed from.
 #[derive(Debug)]
 pub(crate) struct Selection {
     chosen: Box<[AtomicU8]>,
-    /// `(choice index + 1) << 8 | algorithm index` per (collective, byte
-    /// class); 0 for none yet.
+    /// Per collective, a row of `ROW` entries: the answer for every byte
+    /// class, then one per class; each `(choice index + 1) << 8 |
+    /// algorithm index`, 0 for none yet.
     cache: Box<[AtomicU16]>,
 }
+
+/// Entries per collective in [`Selection`]'s cache.
+const ROW: usize = 1 + BYTE_CLASSES;
 
 /// Byte classes of [`byte_class`].
 const BYTE_CLASSES: usize = 7;
@@ -295,16 +301,23 @@ const BYTE_CLASSES: usize = 7;
 /// without a byte count select as for 0 bytes.
 #[inline]
 fn byte_class(bytes: Option<usize>) -> usize {
-    const KIB: usize = 1024;
-    const MIB: usize = 1024 * KIB;
-    // Upper bounds (inclusive) of classes 0 to 5; class 6 is the rest.
-    const BOUNDS: [usize; BYTE_CLASSES - 1] =
-        [64, KIB, 2 * KIB, 64 * KIB - 1, MIB - 1, 4 * MIB - 1];
     let b = bytes.unwrap_or(0);
-    BOUNDS
+    CLASS_BOUNDS
         .iter()
         .position(|&bound| b <= bound)
         .unwrap_or(BYTE_CLASSES - 1)
+}
+
+/// Upper bounds (inclusive) of byte classes 0 to 5; class 6 is the rest.
+const CLASS_BOUNDS: [usize; BYTE_CLASSES - 1] = {
+    const KIB: usize = 1024;
+    const MIB: usize = 1024 * KIB;
+    [64, KIB, 2 * KIB, 64 * KIB - 1, MIB - 1, 4 * MIB - 1]
+};
+
+/// A byte count in each class (its smallest).
+fn class_members() -> impl Iterator<Item = usize> {
+    std::iter::once(0).chain(CLASS_BOUNDS.iter().map(|b| b + 1))
 }
 
 impl Selection {
@@ -320,7 +333,7 @@ impl Selection {
             chosen: (0..Collective::ALL.len())
                 .map(|i| AtomicU8::new(choice(i).index()))
                 .collect(),
-            cache: (0..Collective::ALL.len() * BYTE_CLASSES)
+            cache: (0..Collective::ALL.len() * ROW)
                 .map(|_| AtomicU16::new(0))
                 .collect(),
         }
@@ -363,23 +376,31 @@ impl Selection {
         }
         let i = collective.index();
         let choice = self.chosen[i].load(Ordering::Relaxed);
-        let entry = &self.cache[i * BYTE_CLASSES + byte_class(bytes)];
-        let cached = entry.load(Ordering::Relaxed);
-        if cached >> 8 == u16::from(choice) + 1 {
+        let tag = (u16::from(choice) + 1) << 8;
+        let row = i * ROW;
+        let any = self.cache[row].load(Ordering::Relaxed);
+        if any & 0xff00 == tag {
+            return Ok(Algorithm::from_index(any as u8));
+        }
+        let class = byte_class(bytes);
+        let cached = self.cache[row + 1 + class].load(Ordering::Relaxed);
+        if cached & 0xff00 == tag {
             return Ok(Algorithm::from_index(cached as u8));
         }
-        let algorithm = Self::resolve_choice(
-            collective,
-            Algorithm::from_index(choice),
-            size,
-            bytes,
-            locality,
-            name,
-        )?;
-        entry.store(
-            (u16::from(choice) + 1) << 8 | u16::from(algorithm.index()),
-            Ordering::Relaxed,
-        );
+        let chosen = Algorithm::from_index(choice);
+        let algorithm = Self::resolve_choice(collective, chosen, size, bytes, locality, name)?;
+        // The same answer for every byte class: one entry serves them all.
+        let everywhere = chosen != Algorithm::Auto
+            || class_members().all(|b| {
+                let here = if locality.is_all_local() {
+                    Some(select_local(collective, size, Some(b)))
+                } else {
+                    select_spanning(collective, size, Some(b))
+                };
+                here == Some(algorithm)
+            });
+        let entry = &self.cache[if everywhere { row } else { row + 1 + class }];
+        entry.store(tag | u16::from(algorithm.index()), Ordering::Relaxed);
         Ok(algorithm)
     }
 
