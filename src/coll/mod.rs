@@ -159,6 +159,7 @@ impl Call<'_> {
 
 /// Starts collective call of kind `signature.kind` by the calling rank:
 /// sequence number, signature check, algorithm.
+#[inline]
 pub(crate) fn begin<'a>(
     comm: &'a CommCore,
     mut signature: Signature,

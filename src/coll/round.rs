@@ -690,16 +690,18 @@ impl Round {
     /// The collective check, in the round: the first rank records its
     /// signature, the others compare with it (read-only).
     pub(crate) fn check(&self, call: &Call<'_>) -> Result<(), Error> {
-        let mine = (call.signature, call.rank(), call.site);
-        let first = self.first.get_or_init(|| mine);
+        let first = self
+            .first
+            .get_or_init(|| (call.signature, call.rank(), call.site));
         let agree = if call.comm.coll().checker.enabled() {
-            super::check::agree(&first.0, &mine.0)
+            super::check::agree(&first.0, &call.signature)
         } else {
-            super::check::same_protocol(&first.0, &mine.0)
+            super::check::same_protocol(&first.0, &call.signature)
         };
         if agree {
             return Ok(());
         }
+        let mine = (call.signature, call.rank(), call.site);
         Err(super::check::mismatch(call.seq, first, &mine))
     }
 }
