@@ -2,7 +2,9 @@
 //! collective call (the scheduler-managed shared-memory path).
 //!
 //! Call number `seq` of a communicator has one [`Round`], created by the
-//! first rank to arrive and dropped by the last to leave. Ranks publish
+//! first rank to arrive and removed by the last to leave (found by sequence
+//! number in a ring, `ring.rs`, which may keep it to reset for a later call
+//! once nobody holds it). Ranks publish
 //! their buffers, count their arrival, and park until the round reaches the
 //! state they need (everyone arrived, the root arrived, every access done);
 //! whoever brings the round to that state wakes the waiters. Data moves
