@@ -794,11 +794,18 @@ impl Rounds {
     }
 
     /// Leaves a round; the last rank to leave removes it.
+    #[inline]
     pub(crate) fn leave(&self, call: &Call<'_>, round: Arc<Round>) {
         if round.left.fetch_add(1, Ordering::AcqRel) + 1 == round.size {
-            let keep = round.size <= KEEP_UP_TO;
-            self.ring.remove(call.seq, round, keep);
+            self.remove(call.seq, round);
         }
+    }
+
+    /// Removes the round of call `seq` (its last rank left).
+    #[cold]
+    fn remove(&self, seq: u32, round: Arc<Round>) {
+        let keep = round.size <= KEEP_UP_TO;
+        self.ring.remove(seq, round, keep);
     }
 }
 

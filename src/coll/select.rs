@@ -282,12 +282,16 @@ fn check_env_names(mut names: impl Iterator<Item = String>) -> Result<(), Error>
 /// was computed from.
 #[derive(Debug)]
 pub(crate) struct Selection {
-    chosen: Box<[AtomicU8]>,
+    chosen: [AtomicU8; COLLECTIVES],
     /// Per collective, a row of `ROW` entries: the answer for every byte
     /// class, then one per class; each `(choice index + 1) << 8 |
     /// algorithm index`, 0 for none yet.
-    cache: Box<[AtomicU16]>,
+    cache: [AtomicU16; COLLECTIVES * ROW],
 }
+
+/// Number of collectives (fixed-size tables index by `Collective::index`
+/// without a bounds check).
+const COLLECTIVES: usize = Collective::ALL.len();
 
 /// Entries per collective in [`Selection`]'s cache.
 const ROW: usize = 1 + BYTE_CLASSES;
@@ -330,12 +334,8 @@ impl Selection {
     /// A selection whose choice for collective number `i` is `choice(i)`.
     fn with_choices(choice: impl Fn(usize) -> Algorithm) -> Selection {
         Selection {
-            chosen: (0..Collective::ALL.len())
-                .map(|i| AtomicU8::new(choice(i).index()))
-                .collect(),
-            cache: (0..Collective::ALL.len() * ROW)
-                .map(|_| AtomicU16::new(0))
-                .collect(),
+            chosen: std::array::from_fn(|i| AtomicU8::new(choice(i).index())),
+            cache: std::array::from_fn(|_| AtomicU16::new(0)),
         }
     }
 
