@@ -5,7 +5,11 @@
 //! * `pingpong/<workers>w/<bytes>`: one-way time of a message between two
 //!   ranks, on one worker and on two (8 B latency; 1 MiB and 16 MiB
 //!   bandwidth), next to `memcpy/<bytes>`, a plain copy of the same size;
-//! * `start_join/10000`: starting and joining a job of 10,000 ranks.
+//! * `start_join/10000_few_alive_at_once`: starting and joining a job of
+//!   10,000 ranks that return at once (they run one after another on a few
+//!   reused stacks: never more than a few alive together);
+//! * `start_join/10000_all_alive_barrier`: the same with a barrier in every
+//!   rank, so that all 10,000 are alive at once.
 //!
 //! ```text
 //! cargo bench --bench runtime
@@ -107,9 +111,25 @@ fn pingpong(c: &mut Criterion) {
 fn start_join(c: &mut Criterion) {
     let mut group = c.benchmark_group("start_join");
     group.sample_size(10);
-    group.bench_function("10000", |b| {
+    // Each rank returns at once: ranks run one after another on a few
+    // reused stacks and no more than a few are ever alive together. This is
+    // the runtime's fixed cost per rank, not what a job of 10,000 live ranks
+    // costs.
+    group.bench_function("10000_few_alive_at_once", |b| {
         b.iter(|| {
             myriad::run(10_000, |universe| black_box(universe.world().rank())).unwrap();
+        })
+    });
+    // Every rank waits in a barrier: all 10,000 are alive at once, each on
+    // its own stack, as in a real job.
+    group.bench_function("10000_all_alive_barrier", |b| {
+        b.iter(|| {
+            myriad::run(10_000, |universe| {
+                let world = universe.world();
+                world.barrier();
+                black_box(world.rank())
+            })
+            .unwrap();
         })
     });
     group.finish();

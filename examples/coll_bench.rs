@@ -4,11 +4,16 @@
 //! cargo run --release --example coll_bench -- --ranks 256 [--sizes 8,1024] [--collectives barrier,all_reduce]
 //! ```
 //!
-//! Prints `collective bytes ranks latency_us` rows: bytes per rank (per pair
-//! for the all-to-alls), latency = median over repetitions of the slowest
-//! rank's time. Sizes whose buffers would exceed `--budget-mib` (default
-//! 4096) in total are skipped with a comment. Algorithms follow the selector
-//! or `MYRIAD_COLL_<COLLECTIVE>`.
+//! Prints `collective bytes ranks latency_us loop_us` rows: bytes per
+//! rank (per pair for the all-to-alls); `latency_us` = median over
+//! repetitions of the slowest rank's time of one call, each call after a
+//! barrier (the method of the MPI figures in the README); `loop_us` =
+//! OSU's loop average for the slowest rank: the time of the same number of
+//! calls back to back, divided by their number (a root or contributor that
+//! returns at once cannot make it look fast: the slowest rank waited for
+//! every call). Sizes whose buffers would exceed `--budget-mib` (default
+//! 4096) in total are skipped with a comment. Algorithms follow the
+//! selector or `MYRIAD_COLL_<COLLECTIVE>`.
 //!
 //! `--algorithms` checks the selector instead: for each collective and size
 //! it times every algorithm the collective has and the selector's choice
@@ -128,15 +133,27 @@ struct Buffers<'t> {
     known_counts: bool,
 }
 
-/// The median over repetitions of the slowest rank's time of one call, in
-/// seconds, with about `target_s` of repetitions.
+/// Two figures for one collective call, in seconds, with about `target_s`
+/// of repetitions each:
+///
+/// * the median over repetitions of the slowest rank's time of one call,
+///   every call preceded by a barrier (the `latency_us` column);
+/// * if `loop_too`, OSU's loop average of the slowest rank: every rank
+///   times `reps` calls back to back (one barrier before the loop) and
+///   divides by `reps`; the largest of these (the `loop_us` column). A
+///   rank that only contributes (a reduce's non-root, a broadcast's root)
+///   returns at once and would make an average over ranks look fast; the
+///   slowest rank has waited for every call to complete, so a one-way
+///   collective cannot flatter this figure: it is the time per call of a
+///   loop of them.
 fn measure(
     world: &SimpleCommunicator,
     name: &str,
     elems: usize,
     b: &mut Buffers,
     target_s: f64,
-) -> f64 {
+    loop_too: bool,
+) -> (f64, Option<f64>) {
     // Warm up, then size the repetitions to about `target_s`.
     for _ in 0..2 {
         run_once(world, name, elems, b);
@@ -157,7 +174,19 @@ fn measure(
     }
     let mut maxima = vec![0.0f64; reps];
     world.all_reduce_into(&times[..], &mut maxima[..], SystemOperation::max());
-    median(&mut maxima)
+    let latency = median(&mut maxima);
+    if !loop_too {
+        return (latency, None);
+    }
+    world.barrier();
+    let start = Instant::now();
+    for _ in 0..reps {
+        run_once(world, name, elems, b);
+    }
+    let mine = start.elapsed().as_secs_f64() / reps as f64;
+    let mut slowest = 0.0f64;
+    world.all_reduce_into(&mine, &mut slowest, SystemOperation::max());
+    (latency, Some(slowest))
 }
 
 fn main() {
@@ -230,9 +259,14 @@ fn main() {
                 };
                 let shown = if name == "barrier" { 0 } else { elems * 8 };
                 if !compare {
-                    let t = measure(&world, name, elems, &mut b, target_s);
+                    let (t, back_to_back) = measure(&world, name, elems, &mut b, target_s, true);
+                    let back_to_back = back_to_back.expect("asked for");
                     if world.rank() == 0 {
-                        rows.push(format!("{name} {shown} {n} {:.3}", t * 1e6));
+                        rows.push(format!(
+                            "{name} {shown} {n} {:.3} {:.3}",
+                            t * 1e6,
+                            back_to_back * 1e6
+                        ));
                     }
                     continue;
                 }
@@ -253,7 +287,7 @@ fn main() {
                             .set_collective_algorithm(collective, algorithm)
                             .expect("an algorithm of the collective");
                         b.known_counts = algorithm == Algorithm::BinomialAggressive;
-                        *t = t.min(measure(&world, name, elems, &mut b, target_s));
+                        *t = t.min(measure(&world, name, elems, &mut b, target_s, false).0);
                     }
                 }
                 // The aggressive Gatherv is for calls that pass the counts
@@ -299,7 +333,7 @@ fn main() {
             if compare {
                 println!("# collective bytes ranks latency_us algorithm");
             } else {
-                println!("# collective bytes ranks latency_us");
+                println!("# collective bytes ranks latency_us loop_us");
             }
             for row in &rows[0] {
                 println!("{row}");

@@ -348,6 +348,122 @@ fn immediate_collectives_overlap() {
     }
 }
 
+/// More calls in progress on one communicator than its ring of rounds holds
+/// (64): outstanding immediate collectives, completed in reverse order, and
+/// roots racing ahead of their readers. Each call must meet its own round
+/// (the calls beyond the ring's reach go to its overflow map) and give its
+/// own result. 40 ranks, so that the selector picks the shared-memory
+/// rounds.
+#[test]
+fn calls_further_apart_than_the_ring_of_rounds_meet_their_own_rounds() {
+    const CALLS: i64 = 150;
+    let n = 40;
+    let out = myriad::run(n, |universe| {
+        let world = universe.world();
+        let rank = world.rank() as i64;
+        // Outstanding immediate reductions, waited for last-first.
+        let mine: Vec<i64> = (0..CALLS).map(|i| rank * 1000 + i).collect();
+        let mut sums = vec![0i64; CALLS as usize];
+        request::scope(|scope| {
+            let mut requests: Vec<_> = mine
+                .iter()
+                .zip(sums.iter_mut())
+                .map(|(mine, sum)| {
+                    world.immediate_all_reduce_into(scope, mine, sum, SystemOperation::sum())
+                })
+                .collect();
+            while let Some(r) = requests.pop() {
+                r.wait();
+            }
+        });
+        // Broadcasts whose root does not wait for its readers, readers
+        // that fall behind.
+        let mut seen = Vec::new();
+        for i in 0..CALLS {
+            let mut value = if rank == 3 { i * 7 } else { -1 };
+            if rank != 3 && rank % 2 == 0 {
+                for _ in 0..(i % 5) {
+                    myriad::yield_now();
+                }
+            }
+            world.process_at_rank(3).broadcast_into(&mut value);
+            seen.push(value);
+        }
+        (sums, seen)
+    })
+    .unwrap();
+    let ranks = n as i64;
+    for (sums, seen) in out {
+        for (i, sum) in sums.iter().enumerate() {
+            assert_eq!(*sum, 1000 * ranks * (ranks - 1) / 2 + ranks * i as i64);
+        }
+        assert_eq!(seen, (0..CALLS).map(|i| i * 7).collect::<Vec<_>>());
+    }
+}
+
+/// Rounds are reused from call to call (`src/coll/ring.rs`): a round that
+/// served a reduction, a staged broadcast, an all-gather (in the round's own
+/// buffer) or a gather of one type and size
+/// must serve the next call, of another type and size, as a new one would
+/// (no contribution, staged byte or deposit of the earlier call left).
+#[test]
+fn reused_rounds_forget_the_calls_they_served() {
+    let n = 40;
+    let out = myriad::run(n, |universe| {
+        let world = universe.world();
+        let rank = world.rank();
+        let root = world.process_at_rank(1);
+        let mut wrong = Vec::new();
+        for i in 0..60usize {
+            let len = 1 + i % 7;
+            let mine: Vec<u32> = (0..len)
+                .map(|k| (rank as u32 + 1) * (k as u32 + 1))
+                .collect();
+            let mut sum = vec![0u32; len];
+            world.all_reduce_into(&mine[..], &mut sum[..], SystemOperation::sum());
+            let ranks = n as u32 * (n as u32 + 1) / 2;
+            if sum != (0..len).map(|k| ranks * (k as u32 + 1)).collect::<Vec<_>>() {
+                wrong.push(format!("all_reduce {i}: {sum:?}"));
+            }
+            let x = [rank as f64 + 0.5; 3];
+            let mut y = [0.0f64; 3];
+            world.all_reduce_into(&x[..], &mut y[..], SystemOperation::max());
+            if y != [n as f64 - 0.5; 3] {
+                wrong.push(format!("max {i}: {y:?}"));
+            }
+            let mut data = vec![if rank == 1 { i as u16 } else { 0 }; 2 + i % 5];
+            root.broadcast_into(&mut data[..]);
+            if data.iter().any(|&d| d != i as u16) {
+                wrong.push(format!("broadcast {i}: {data:?}"));
+            }
+            let part = vec![rank as u8 ^ i as u8; 1 + i % 3];
+            let mut parts = vec![0u8; n * part.len()];
+            world.all_gather_into(&part[..], &mut parts[..]);
+            let expected: Vec<u8> = (0..n)
+                .flat_map(|r| vec![r as u8 ^ i as u8; part.len()])
+                .collect();
+            if parts != expected {
+                wrong.push(format!("all_gather {i}: {parts:?}"));
+            }
+            let word = (rank as u64) << 8 | i as u64;
+            if rank == 1 {
+                let mut all = vec![0u64; n];
+                root.gather_into_root(&word, &mut all[..]);
+                if all != (0..n as u64).map(|r| r << 8 | i as u64).collect::<Vec<_>>() {
+                    wrong.push(format!("gather {i}: {all:?}"));
+                }
+            } else {
+                root.gather_into(&word);
+            }
+        }
+        wrong
+    })
+    .unwrap();
+    for (rank, wrong) in out.iter().enumerate() {
+        assert!(wrong.is_empty(), "rank {rank}: {wrong:#?}");
+    }
+}
+
 #[test]
 fn mismatched_collectives_are_reported_with_both_call_sites() {
     let err = myriad::run(4, |universe| {

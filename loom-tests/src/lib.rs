@@ -12,7 +12,8 @@
 //! the very code the runtime runs. (loom cannot model a stackful context
 //! switch, so a rank's suspension is modelled as a blocked loom thread.)
 //! The mailbox claim/withdraw protocol (`src/p2p/claim.rs`) is modelled in
-//! `claim_models`.
+//! `claim_models`; the ring of collective rounds (`src/coll/ring.rs`) in
+//! `ring_models`.
 //! myriad-alloc's remote-free list is modelled in `tests/alloc_remote_free.rs`.
 
 #[cfg(loom)]
@@ -50,8 +51,16 @@ mod join;
 #[path = "../../src/coll/published.rs"]
 mod published;
 
+#[cfg(loom)]
+#[allow(dead_code)]
+#[path = "../../src/coll/ring.rs"]
+mod ring;
+
 #[cfg(all(loom, test))]
 mod models;
+
+#[cfg(all(loom, test))]
+mod ring_models;
 
 #[cfg(all(loom, test))]
 mod claim_models;

@@ -11,11 +11,10 @@
 //! Cost: one spin-locked hash-map operation per call and rank (tens of
 //! nanoseconds). `MYRIAD_CHECK_COLLECTIVES=0` turns it off.
 
-use std::collections::HashMap;
 use std::fmt;
-use std::hash::{BuildHasherDefault, Hasher};
 use std::panic::Location;
 
+use super::ring::SeqMap;
 use super::Kind;
 use crate::datatype::copy::Layout;
 use crate::datatype::TypeMap;
@@ -99,30 +98,6 @@ pub(crate) fn type_hash(map: &TypeMap) -> u64 {
     }
     h
 }
-
-/// A hasher for maps keyed by sequence numbers: consecutive keys spread by
-/// one multiplication, no SipHash.
-#[derive(Debug, Default, Clone, Copy)]
-pub(crate) struct SeqHasher(u64);
-
-impl Hasher for SeqHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.0 = (self.0 ^ b as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-        }
-    }
-
-    fn write_u32(&mut self, n: u32) {
-        self.0 = (n as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-    }
-}
-
-/// A map keyed by sequence numbers.
-pub(crate) type SeqMap<V> = HashMap<u32, V, BuildHasherDefault<SeqHasher>>;
 
 struct First {
     signature: Signature,

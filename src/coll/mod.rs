@@ -52,6 +52,7 @@ mod operand;
 pub(crate) mod parts;
 pub(crate) mod published;
 pub(crate) mod reduce;
+pub(crate) mod ring;
 pub(crate) mod round;
 pub(crate) mod scan;
 pub(crate) mod scatter;
@@ -158,6 +159,7 @@ impl Call<'_> {
 
 /// Starts collective call of kind `signature.kind` by the calling rank:
 /// sequence number, signature check, algorithm.
+#[inline]
 pub(crate) fn begin<'a>(
     comm: &'a CommCore,
     mut signature: Signature,

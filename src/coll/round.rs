@@ -2,7 +2,9 @@
 //! collective call (the scheduler-managed shared-memory path).
 //!
 //! Call number `seq` of a communicator has one [`Round`], created by the
-//! first rank to arrive and dropped by the last to leave. Ranks publish
+//! first rank to arrive and removed by the last to leave (found by sequence
+//! number in a ring, `ring.rs`, which may keep it to reset for a later call
+//! once nobody holds it). Ranks publish
 //! their buffers, count their arrival, and park until the round reaches the
 //! state they need (everyone arrived, the root arrived, every access done);
 //! whoever brings the round to that state wakes the waiters. Data moves
@@ -335,6 +337,13 @@ impl Accumulator {
         self.contributions
     }
 
+    /// Forgets every contribution (keeping the storage): as new.
+    fn clear(&mut self) {
+        self.contributions = 0;
+        self.shape = None;
+        self.mismatched = false;
+    }
+
     /// Counts `n` more contributions, reduced into it by the caller.
     #[inline]
     pub(crate) fn count(&mut self, n: u32) {
@@ -431,6 +440,43 @@ impl Round {
             root: SpinLock::new(None),
             comm_create: SpinLock::new(Default::default()),
         }
+    }
+
+    /// Makes a finished round, which nobody else holds, into a new one
+    /// for `size` ranks (keeping its allocations): to its users the same as
+    /// [`Round::new`]. `false`, changing nothing, if it was made for
+    /// another size or worker count.
+    fn reset(&mut self, size: u32, workers: usize, readers: Option<Readers>) -> bool {
+        if self.size != size || self.waiters.len() != workers {
+            return false;
+        }
+        *self.arrived.get_mut() = 0;
+        *self.root_ready.get_mut() = 0;
+        *self.left.get_mut() = 0;
+        for list in self.waiters.iter() {
+            // A waiter that found its condition true after registering
+            // left its slot here: it must not be woken by a later call.
+            list.lock().clear();
+        }
+        for partial in self.partials.iter() {
+            partial.lock().clear();
+        }
+        self.first = std::sync::OnceLock::new();
+        self.gate = Padded(Gate::new(readers.map_or(0, |r| r.turns(size))));
+        if readers.is_some() && self.deposits.len() != size as usize {
+            self.deposits = (0..size).map(|_| Deposit::default()).collect();
+        } else {
+            // Kept (also in a round without readers, where nobody reads
+            // them), but empty: no stale address survives.
+            self.deposits
+                .iter_mut()
+                .for_each(|d| *d = Deposit::default());
+        }
+        self.shared.lock().clear();
+        self.acc.lock().clear();
+        *self.root.lock() = None;
+        *self.comm_create.lock() = Default::default();
+        true
     }
 
     /// Number of ranks that take part.
@@ -625,46 +671,71 @@ impl Round {
     /// Wakes every waiter (after making a condition true).
     pub(crate) fn wake_all(&self, call: &Call<'_>) {
         for list in self.waiters.iter() {
-            let waiters = std::mem::take(&mut *list.lock());
+            let mut waiters = {
+                let mut list = list.lock();
+                if list.is_empty() {
+                    continue;
+                }
+                std::mem::take(&mut *list)
+            };
             sched::unpark_many(call.comm.job().sched(), &waiters);
+            // Give the storage back for the next waiters (of this round or,
+            // once it is reused, of a later call), unless others came.
+            waiters.clear();
+            let mut list = list.lock();
+            if list.is_empty() && list.capacity() < waiters.capacity() {
+                *list = waiters;
+            }
         }
     }
 
     /// The collective check, in the round: the first rank records its
     /// signature, the others compare with it (read-only).
     pub(crate) fn check(&self, call: &Call<'_>) -> Result<(), Error> {
-        let mine = (call.signature, call.rank(), call.site);
-        let first = self.first.get_or_init(|| mine);
+        let first = self
+            .first
+            .get_or_init(|| (call.signature, call.rank(), call.site));
         let agree = if call.comm.coll().checker.enabled() {
-            super::check::agree(&first.0, &mine.0)
+            super::check::agree(&first.0, &call.signature)
         } else {
-            super::check::same_protocol(&first.0, &mine.0)
+            super::check::same_protocol(&first.0, &call.signature)
         };
         if agree {
             return Ok(());
         }
+        let mine = (call.signature, call.rank(), call.site);
         Err(super::check::mismatch(call.seq, first, &mine))
     }
 }
 
-/// The rounds in progress of one communicator.
+/// The rounds in progress of one communicator: a ring indexed by
+/// sequence number, with a map for calls the ring cannot hold and spare
+/// rounds to reuse (`ring.rs`).
 #[derive(Debug, Default)]
 pub(crate) struct Rounds {
-    active: SpinLock<super::check::SeqMap<Arc<Round>>>,
+    ring: super::ring::Ring<Round>,
 }
+
+/// Rounds of communicators larger than this are not kept for reuse: their
+/// per-rank tables would stay allocated, and one allocation per call is
+/// nothing when shared by so many ranks.
+const KEEP_UP_TO: u32 = 4096;
 
 impl Rounds {
     /// The round of call `call.seq`, created by the first rank to ask, and
     /// whether this call created it.
     fn join_created(&self, call: &Call<'_>, readers: Option<Readers>) -> (Arc<Round>, bool) {
-        let workers = call.comm.job().sched().worker_count();
-        let mut active = self.active.lock();
-        let mut created = false;
-        let round = active.entry(call.seq).or_insert_with(|| {
-            created = true;
-            Arc::new(Round::new(call.comm.size() as u32, workers, readers))
+        let size = call.comm.size() as u32;
+        let joined = self.ring.join(call.seq, |spare| {
+            let workers = call.comm.job().sched().worker_count();
+            if let Some(mut spare) = spare {
+                if Arc::get_mut(&mut spare).is_some_and(|r| r.reset(size, workers, readers)) {
+                    return spare;
+                }
+            }
+            Arc::new(Round::new(size, workers, readers))
         });
-        (Arc::clone(round), created)
+        (joined.round, joined.created)
     }
 
     /// Joins a round in which nobody publishes buffers, and checks the
@@ -717,17 +788,24 @@ impl Rounds {
         crate::Rank,
         &'static std::panic::Location<'static>,
     )> {
-        let active = self.active.lock();
-        active
-            .get(&seq)
-            .and_then(|round| round.first.get().copied())
+        self.ring
+            .with(seq, |round| round.first.get().copied())
+            .flatten()
     }
 
     /// Leaves a round; the last rank to leave removes it.
+    #[inline]
     pub(crate) fn leave(&self, call: &Call<'_>, round: Arc<Round>) {
         if round.left.fetch_add(1, Ordering::AcqRel) + 1 == round.size {
-            self.active.lock().remove(&call.seq);
+            self.remove(call.seq, round);
         }
+    }
+
+    /// Removes the round of call `seq` (its last rank left).
+    #[cold]
+    fn remove(&self, seq: u32, round: Arc<Round>) {
+        let keep = round.size <= KEEP_UP_TO;
+        self.ring.remove(seq, round, keep);
     }
 }
 

@@ -16,7 +16,7 @@
 
 use std::fmt;
 use std::str::FromStr;
-use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::atomic::{AtomicU16, AtomicU8, Ordering};
 use std::sync::OnceLock;
 
 use crate::comm::locality::Locality;
@@ -268,24 +268,74 @@ fn check_env_names(mut names: impl Iterator<Item = String>) -> Result<(), Error>
     }
 }
 
-/// The algorithm choices of one communicator.
+/// The algorithm choices of one communicator, and the selector's answers.
+///
+/// The algorithm of a call with no explicit choice is a pure function of
+/// the collective, the communicator's choice for it ([`set`](Self::set) or
+/// the environment), the communicator's size and locality (fixed), and the
+/// byte class of the call ([`byte_class`]). `resolve` caches it per
+/// collective, in one entry when the answer is the same for every byte
+/// class (an explicit choice, any communicator over 32 ranks), else per
+/// byte class. Each entry is tagged with the choice it was computed under,
+/// so that a later [`set`](Self::set) invalidates it (the tag no longer
+/// matches) without a race: an entry is only ever used with the choice it
+/// was computed from.
 #[derive(Debug)]
 pub(crate) struct Selection {
-    chosen: Box<[AtomicU8]>,
+    chosen: [AtomicU8; COLLECTIVES],
+    /// Per collective, a row of `ROW` entries: the answer for every byte
+    /// class, then one per class; each `(choice index + 1) << 8 |
+    /// algorithm index`, 0 for none yet.
+    cache: [AtomicU16; COLLECTIVES * ROW],
+}
+
+/// Number of collectives (fixed-size tables index by `Collective::index`
+/// without a bounds check).
+const COLLECTIVES: usize = Collective::ALL.len();
+
+/// Entries per collective in [`Selection`]'s cache.
+const ROW: usize = 1 + BYTE_CLASSES;
+
+/// Byte classes of [`byte_class`].
+const BYTE_CLASSES: usize = 7;
+
+/// The class of a call's bytes: within one class [`select_local`] and
+/// [`select_spanning`] choose alike, for every collective and size (their
+/// rules compare bytes with these bounds only; a test checks it). Calls
+/// without a byte count select as for 0 bytes.
+#[inline]
+fn byte_class(bytes: Option<usize>) -> usize {
+    let b = bytes.unwrap_or(0);
+    CLASS_BOUNDS
+        .iter()
+        .position(|&bound| b <= bound)
+        .unwrap_or(BYTE_CLASSES - 1)
+}
+
+/// Upper bounds (inclusive) of byte classes 0 to 5; class 6 is the rest.
+const CLASS_BOUNDS: [usize; BYTE_CLASSES - 1] = {
+    const KIB: usize = 1024;
+    const MIB: usize = 1024 * KIB;
+    [64, KIB, 2 * KIB, 64 * KIB - 1, MIB - 1, 4 * MIB - 1]
+};
+
+/// A byte count in each class (its smallest).
+fn class_members() -> impl Iterator<Item = usize> {
+    std::iter::once(0).chain(CLASS_BOUNDS.iter().map(|b| b + 1))
 }
 
 impl Selection {
     /// Starts from the environment's choices (`auto` where none).
     pub(crate) fn from_env() -> Selection {
         let defaults = env_defaults().unwrap_or(&[]);
+        Selection::with_choices(|i| defaults.get(i).copied().unwrap_or(Algorithm::Auto))
+    }
+
+    /// A selection whose choice for collective number `i` is `choice(i)`.
+    fn with_choices(choice: impl Fn(usize) -> Algorithm) -> Selection {
         Selection {
-            chosen: Collective::ALL
-                .iter()
-                .enumerate()
-                .map(|(i, _)| {
-                    AtomicU8::new(defaults.get(i).copied().unwrap_or(Algorithm::Auto).index())
-                })
-                .collect(),
+            chosen: std::array::from_fn(|i| AtomicU8::new(choice(i).index())),
+            cache: std::array::from_fn(|_| AtomicU16::new(0)),
         }
     }
 
@@ -306,7 +356,9 @@ impl Selection {
     }
 
     /// The algorithm a call runs on a communicator of `size` ranks and
-    /// `locality`, named `name()` (only for errors).
+    /// `locality`, named `name()` (only for errors): this selection's
+    /// communicator, whose size and locality never change (the cache
+    /// relies on it).
     #[inline]
     pub(crate) fn resolve(
         &self,
@@ -323,7 +375,46 @@ impl Selection {
             return Ok(requested);
         }
         let i = collective.index();
-        let chosen = Algorithm::from_index(self.chosen[i].load(Ordering::Relaxed));
+        let choice = self.chosen[i].load(Ordering::Relaxed);
+        let tag = (u16::from(choice) + 1) << 8;
+        let row = i * ROW;
+        let any = self.cache[row].load(Ordering::Relaxed);
+        if any & 0xff00 == tag {
+            return Ok(Algorithm::from_index(any as u8));
+        }
+        let class = byte_class(bytes);
+        let cached = self.cache[row + 1 + class].load(Ordering::Relaxed);
+        if cached & 0xff00 == tag {
+            return Ok(Algorithm::from_index(cached as u8));
+        }
+        let chosen = Algorithm::from_index(choice);
+        let algorithm = Self::resolve_choice(collective, chosen, size, bytes, locality, name)?;
+        // The same answer for every byte class: one entry serves them all.
+        let everywhere = chosen != Algorithm::Auto
+            || class_members().all(|b| {
+                let here = if locality.is_all_local() {
+                    Some(select_local(collective, size, Some(b)))
+                } else {
+                    select_spanning(collective, size, Some(b))
+                };
+                here == Some(algorithm)
+            });
+        let entry = &self.cache[if everywhere { row } else { row + 1 + class }];
+        entry.store(tag | u16::from(algorithm.index()), Ordering::Relaxed);
+        Ok(algorithm)
+    }
+
+    /// What [`resolve`](Self::resolve) caches: the algorithm of a call
+    /// with no explicit choice, under the communicator's choice `chosen`.
+    #[cold]
+    fn resolve_choice(
+        collective: Collective,
+        chosen: Algorithm,
+        size: usize,
+        bytes: Option<usize>,
+        locality: &Locality,
+        name: impl FnOnce() -> String,
+    ) -> Result<Algorithm, Error> {
         if chosen != Algorithm::Auto {
             check_local(collective, chosen, locality, name)?;
             return Ok(chosen);
@@ -507,19 +598,13 @@ mod tests {
     /// A selection as `MYRIAD_COLL_<NAME>` would start it: `chosen` for
     /// every collective that has it, `auto` for the others.
     fn selection_of(chosen: Algorithm) -> Selection {
-        Selection {
-            chosen: Collective::ALL
-                .iter()
-                .map(|c| {
-                    let a = if c.algorithms().contains(&chosen) {
-                        chosen
-                    } else {
-                        Algorithm::Auto
-                    };
-                    AtomicU8::new(a.index())
-                })
-                .collect(),
-        }
+        Selection::with_choices(|i| {
+            if Collective::ALL[i].algorithms().contains(&chosen) {
+                chosen
+            } else {
+                Algorithm::Auto
+            }
+        })
     }
 
     /// The locality of the world communicator of a job of `blocks`, from
@@ -536,19 +621,22 @@ mod tests {
 
     #[test]
     fn auto_picks_shm_only_where_every_member_is_local() {
-        let auto = selection_of(Algorithm::Auto);
         let name = || "MPI_COMM_WORLD".to_string();
         for &c in Collective::ALL {
             for size in SIZES {
+                // A selection belongs to one communicator: one size and
+                // locality (what its cache relies on).
+                let (auto_here, auto_spanning) =
+                    (selection_of(Algorithm::Auto), selection_of(Algorithm::Auto));
+                let here = world_of(&[size as u32]);
+                let half = (size / 2) as u32;
+                let spanning = world_of(&[half, size as u32 - half]);
                 for bytes in BYTES {
                     // One process: today's choices, unchanged.
-                    let here = world_of(&[size as u32]);
-                    let a = auto.resolve(c, Algorithm::Auto, size, bytes, &here, name);
+                    let a = auto_here.resolve(c, Algorithm::Auto, size, bytes, &here, name);
                     assert_eq!(a.unwrap(), select_local(c, size, bytes));
                     // Two processes: never shm, and an algorithm of `c`.
-                    let half = (size / 2) as u32;
-                    let spanning = world_of(&[half, size as u32 - half]);
-                    let a = auto.resolve(c, Algorithm::Auto, size, bytes, &spanning, name);
+                    let a = auto_spanning.resolve(c, Algorithm::Auto, size, bytes, &spanning, name);
                     if c == Collective::CommCreate {
                         let text = a.unwrap_err().to_string();
                         assert!(text.contains("spans 2 processes"), "{text}");
@@ -647,5 +735,64 @@ mod tests {
                 "{text}"
             );
         }
+    }
+
+    /// Within a byte class the selectors choose alike: the cache keyed by
+    /// class answers what they would (fails if a rule's bound falls inside
+    /// a class).
+    #[test]
+    fn byte_classes_never_split_a_rule() {
+        let mut bytes: Vec<usize> = (0..=4100).collect();
+        for shift in 11..24 {
+            let p = 1usize << shift;
+            bytes.extend([p - 1, p, p + 1, p + p / 2]);
+        }
+        bytes.extend([3 << 20, (4 << 20) - 1, 4 << 20, (4 << 20) + 1, 1 << 30]);
+        for &c in Collective::ALL {
+            for size in (1..=40).chain([64, 1024]) {
+                let mut seen: [Option<(usize, Algorithm, Option<Algorithm>)>; BYTE_CLASSES] =
+                    [None; BYTE_CLASSES];
+                for &b in &bytes {
+                    let here = (
+                        select_local(c, size, Some(b)),
+                        select_spanning(c, size, Some(b)),
+                    );
+                    match seen[byte_class(Some(b))] {
+                        None => seen[byte_class(Some(b))] = Some((b, here.0, here.1)),
+                        Some((first, local, spanning)) => assert_eq!(
+                            (local, spanning),
+                            here,
+                            "{c} on {size} ranks: {first} and {b} bytes share a class"
+                        ),
+                    }
+                }
+                assert_eq!(byte_class(None), byte_class(Some(0)));
+            }
+        }
+    }
+
+    /// A cached answer does not outlive the choice it was made under.
+    #[test]
+    fn setting_an_algorithm_invalidates_the_cached_selection() {
+        let here = world_of(&[64]);
+        let name = || "MPI_COMM_WORLD".to_string();
+        let c = Collective::AllReduce;
+        let sel = selection_of(Algorithm::Auto);
+        let resolve = || {
+            sel.resolve(c, Algorithm::Auto, 64, Some(8), &here, name)
+                .unwrap()
+        };
+        assert_eq!(resolve(), Algorithm::SharedMemory);
+        assert_eq!(resolve(), Algorithm::SharedMemory);
+        sel.set(c, Algorithm::RecursiveDoubling, &here, name)
+            .unwrap();
+        assert_eq!(resolve(), Algorithm::RecursiveDoubling);
+        sel.set(c, Algorithm::ReduceBroadcast, &here, name).unwrap();
+        assert_eq!(resolve(), Algorithm::ReduceBroadcast);
+        sel.set(c, Algorithm::Auto, &here, name).unwrap();
+        assert_eq!(resolve(), Algorithm::SharedMemory);
+        // Other collectives and byte classes kept their own answers.
+        let b = sel.resolve(Collective::Barrier, Algorithm::Auto, 64, None, &here, name);
+        assert_eq!(b.unwrap(), Algorithm::SharedMemory);
     }
 }
