@@ -13,6 +13,11 @@
 //!
 //! Testing a request that is not complete yields to the scheduler, so polling
 //! loops (`while let Err(r) = req.test() { ... }`) let the peer rank run.
+//!
+//! [`multiple_scope`] gives a scope and a [`RequestCollection`] that
+//! completes many requests together (`wait_any`, `wait_some`, `wait_all`
+//! and their test forms); it owns the requests added to it and settles
+//! those still pending when dropped, as a dropped request does.
 
 use std::cell::Cell;
 use std::fmt;
