@@ -734,6 +734,7 @@ impl<'a, D: ?Sized> RequestCollection<'a, D> {
     }
 
     /// Hands out request `i`: its index, status and buffer.
+    #[track_caller]
     fn finish(&mut self, i: usize, site: &'static Location<'static>) -> Completed<'a, D> {
         let entry = self.entries[i].take().expect("a held request");
         self.incomplete -= 1;
@@ -745,6 +746,7 @@ impl<'a, D: ?Sized> RequestCollection<'a, D> {
 
     /// Hands out every held request whose operation has completed, in
     /// index order, into `result` (cleared first).
+    #[track_caller]
     fn finish_ready(
         &mut self,
         result: &mut Vec<Completed<'a, D>>,
@@ -759,6 +761,7 @@ impl<'a, D: ?Sized> RequestCollection<'a, D> {
     }
 
     /// Parks once while no held request has completed.
+    #[track_caller]
     fn park(&self, site: &'static Location<'static>) {
         let ops = self.entries.iter().flatten().map(|e| &e.op);
         park_for_any(ops, site).or_raise();

@@ -436,3 +436,38 @@ fn a_collection_waiting_for_another_ranks_request_fails_clearly() {
     );
     assert!(out[1].1.contains("not completed"), "{}", out[1].1);
 }
+
+/// A failed operation (a truncated receive) in a collection fails the job
+/// with the operation's error, reported at the caller's line, as
+/// `Request::wait` does.
+#[test]
+fn a_truncated_receive_in_a_collection_fails_with_its_error() {
+    for &n in &SIZES[1..] {
+        let err = within_time_limit("truncation", move || {
+            myriad::run(n, |universe| {
+                let world = universe.world();
+                let (rank, size) = (world.rank(), world.size());
+                let partner = rank ^ 1;
+                if partner >= size {
+                    return;
+                }
+                let other = world.process_at_rank(partner);
+                if rank % 2 == 1 {
+                    other.send(&[1u32, 2, 3, 4][..]);
+                    return;
+                }
+                let mut small = [0u32; 2];
+                multiple_scope(1, |scope, coll| {
+                    coll.add(other.immediate_receive_into(scope, &mut small[..]));
+                    coll.wait_any();
+                });
+            })
+        });
+        let text = err.expect_err("the job fails").to_string();
+        assert!(
+            text.contains("panicked: message truncated")
+                && text.contains("tests/request_collections.rs"),
+            "{n} ranks: {text}"
+        );
+    }
+}
