@@ -1,5 +1,6 @@
 //! An rsmpi program ported to myriad: rank 0 sends a number to every other
-//! rank, and each prints what it received.
+//! rank (immediate sends completed together in a request collection), and
+//! each prints what it received.
 //!
 //! ```text
 //! MYRIAD_RANKS=3 cargo run --example ported              # like mpiexec -n 3
@@ -33,9 +34,14 @@ fn main() -> Result<(), std::num::ParseIntError> {
     let world = universe.world();
     let (rank, size) = (world.rank(), world.size());
     if rank == 0 {
-        for other in 1..size {
-            world.process_at_rank(other).send(&number);
-        }
+        // Immediate sends to every other rank, completed together.
+        mpi::request::multiple_scope(size as usize, |scope, coll| {
+            for other in 1..size {
+                coll.add(world.process_at_rank(other).immediate_send(scope, &number));
+            }
+            let mut sent = Vec::new();
+            coll.wait_all(&mut sent);
+        });
         println!("rank 0 sent {number} to {} ranks", size - 1);
     } else {
         let (received, status) = world.process_at_rank(0).receive::<u64>();

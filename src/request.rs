@@ -13,6 +13,11 @@
 //!
 //! Testing a request that is not complete yields to the scheduler, so polling
 //! loops (`while let Err(r) = req.test() { ... }`) let the peer rank run.
+//!
+//! [`multiple_scope`] gives a scope and a [`RequestCollection`] that
+//! completes many requests together (`wait_any`, `wait_some`, `wait_all`
+//! and their test forms); it owns the requests added to it and settles
+//! those still pending when dropped, as a dropped request does.
 
 use std::cell::Cell;
 use std::fmt;
@@ -394,22 +399,38 @@ pub fn wait_any<'a, D: ?Sized, S: Scope<'a>>(
             let status = op.wait(site).or_raise();
             return Some((i, status));
         }
-        // Every request of this rank wakes it when it completes.
-        let comm = requests.iter().find_map(|r| match &*r.op {
-            Op::Pending(p) => Some(&p.comm),
-            Op::Done(_) => None,
-        })?;
-        let ctx = comm.caller().or_raise();
-        let info = WaitInfo {
-            op: WaitOp::WaitAny,
-            label: None,
-            peer: WaitInfo::NO_PEER,
-            tag: WaitInfo::NO_TAG,
-            comm: u64::MAX,
-            site,
-        };
-        sched::park_once(ctx, &info).or_raise();
+        park_for_any(requests.iter().map(|r| &*r.op), site).or_raise();
     }
+}
+
+/// Parks the calling rank once while waiting for any of `ops` (none of them
+/// complete yet): every pending operation wakes the rank that started it
+/// when it completes. Fails if a pending operation belongs to another rank
+/// (which would never wake this one), before parking.
+fn park_for_any<'o>(
+    ops: impl Iterator<Item = &'o Op>,
+    site: &'static Location<'static>,
+) -> Result<(), Error> {
+    let mut ctx = None;
+    for op in ops {
+        if let Op::Pending(p) = op {
+            let caller = p.comm.caller()?;
+            ctx.get_or_insert(caller);
+        }
+    }
+    let Some(ctx) = ctx else {
+        // Nothing pending: whatever completed is to be picked up at once.
+        return Ok(());
+    };
+    let info = WaitInfo {
+        op: WaitOp::WaitAny,
+        label: None,
+        peer: WaitInfo::NO_PEER,
+        tag: WaitInfo::NO_TAG,
+        comm: u64::MAX,
+        site,
+    };
+    sched::park_once(ctx, &info)
 }
 
 /// Waits for all of `requests` and returns their statuses in order (a myriad
@@ -586,5 +607,270 @@ impl<'a, D: ?Sized, S: Scope<'a>> From<CancelGuard<'a, D, S>> for WaitGuard<'a, 
             .0
             .take()
             .expect("a CancelGuard always holds its request")
+    }
+}
+
+/// Runs `f` with a scope and a [`RequestCollection`] for completing many
+/// requests together (rsmpi's `multiple_scope`); `reserve` is the number
+/// of requests expected.
+///
+/// Requests of the scope (or of any scope whose buffers live for `'a`) are
+/// [`add`](RequestCollection::add)ed to the collection, which then owns
+/// them. When `f` returns, a collection with requests still incomplete
+/// settles them as a dropped [`Request`] does (withdrawn, or finished, so
+/// that no rank touches their buffers any more) and then panics.
+///
+/// ```
+/// use myriad::traits::*;
+///
+/// myriad::run(3, |universe| {
+///     let world = universe.world();
+///     let (rank, size) = (world.rank(), world.size());
+///     let mut got = vec![0i32; size as usize];
+///     myriad::request::multiple_scope(2 * size as usize, |scope, coll| {
+///         for (peer, slot) in got.iter_mut().enumerate() {
+///             let peer = world.process_at_rank(peer as i32);
+///             coll.add(peer.immediate_receive_into(scope, slot));
+///         }
+///         for peer in 0..size {
+///             coll.add(world.process_at_rank(peer).immediate_send(scope, &rank));
+///         }
+///         let mut done = Vec::new();
+///         coll.wait_all(&mut done);
+///         assert_eq!(done.len(), 2 * size as usize);
+///     });
+///     assert_eq!(got, (0..size).collect::<Vec<_>>());
+/// })
+/// .unwrap();
+/// ```
+pub fn multiple_scope<'a, F, R, D>(reserve: usize, f: F) -> R
+where
+    D: 'a + ?Sized,
+    F: FnOnce(&LocalScope<'a>, &mut RequestCollection<'a, D>) -> R,
+{
+    let scope = LocalScope {
+        num_requests: Cell::new(0),
+        phantom: PhantomData,
+    };
+    // Dropped before the scope (its requests left the scope when added).
+    let mut collection = RequestCollection::new(reserve);
+    f(&scope, &mut collection)
+}
+
+/// A request of a [`RequestCollection`]: its operation and its buffer.
+struct Entry<D: ?Sized> {
+    /// Dropping it settles a pending operation.
+    op: Op,
+    data: *const D,
+}
+
+/// Requests completed together (rsmpi's `RequestCollection`; see
+/// [`multiple_scope`]): `MPI_Waitany`, `MPI_Waitsome`, `MPI_Waitall` and
+/// their `MPI_Test*` forms.
+///
+/// Each request keeps the index [`add`](Self::add) returned. A completed
+/// request is handed out once, as `(index, status, buffer)`, and is no
+/// longer [`incomplete`](Self::incomplete); later calls skip it.
+///
+/// # Panics
+///
+/// The waits and tests panic with the error of a failed operation
+/// (truncation, type mismatch), as [`Request::wait`] does, and the waits
+/// panic if a pending request belongs to another rank (it could never wake
+/// this one). Dropping a collection with incomplete requests panics, after
+/// settling them.
+pub struct RequestCollection<'a, D: ?Sized> {
+    entries: Vec<Option<Entry<D>>>,
+    incomplete: usize,
+    phantom: PhantomData<Cell<&'a ()>>,
+}
+
+impl<D: ?Sized> fmt::Debug for RequestCollection<'_, D> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RequestCollection")
+            .field("requests", &self.entries.len())
+            .field("incomplete", &self.incomplete)
+            .finish()
+    }
+}
+
+/// A completed request of a collection: its index, status and buffer.
+type Completed<'a, D> = (usize, Status, &'a D);
+
+impl<'a, D: ?Sized> RequestCollection<'a, D> {
+    fn new(reserve: usize) -> Self {
+        RequestCollection {
+            entries: Vec::with_capacity(reserve),
+            incomplete: 0,
+            phantom: PhantomData,
+        }
+    }
+
+    /// The number of requests not yet handed out as completed.
+    pub fn incomplete(&self) -> usize {
+        self.incomplete
+    }
+
+    /// Adds a request and returns its index. The request leaves its scope:
+    /// the collection completes it (or settles it when dropped).
+    pub fn add<S>(&mut self, request: Request<'a, D, S>) -> usize
+    where
+        S: Scope<'a>,
+    {
+        let (op, data, _) = request.into_parts();
+        self.entries.push(Some(Entry { op, data }));
+        self.incomplete += 1;
+        self.entries.len() - 1
+    }
+
+    /// Whether request `i` is still held and its operation has completed.
+    fn is_ready(&self, i: usize) -> bool {
+        matches!(&self.entries[i], Some(e) if e.op.is_complete())
+    }
+
+    /// The first held request whose operation has completed.
+    fn first_ready(&self) -> Option<usize> {
+        (0..self.entries.len()).find(|&i| self.is_ready(i))
+    }
+
+    /// Hands out request `i`: its index, status and buffer.
+    #[track_caller]
+    fn finish(&mut self, i: usize, site: &'static Location<'static>) -> Completed<'a, D> {
+        let entry = self.entries[i].take().expect("a held request");
+        self.incomplete -= 1;
+        let status = entry.op.wait(site).or_raise();
+        // SAFETY: `data` came from a `&'a D` or `&'a mut D` of the request;
+        // its operation is over, so nothing else accesses it any more.
+        (i, status, unsafe { &*entry.data })
+    }
+
+    /// Hands out every held request whose operation has completed, in
+    /// index order, into `result` (cleared first).
+    #[track_caller]
+    fn finish_ready(
+        &mut self,
+        result: &mut Vec<Completed<'a, D>>,
+        site: &'static Location<'static>,
+    ) {
+        result.clear();
+        for i in 0..self.entries.len() {
+            if self.is_ready(i) {
+                result.push(self.finish(i, site));
+            }
+        }
+    }
+
+    /// Parks once while no held request has completed.
+    #[track_caller]
+    fn park(&self, site: &'static Location<'static>) {
+        let ops = self.entries.iter().flatten().map(|e| &e.op);
+        park_for_any(ops, site).or_raise();
+    }
+
+    /// Waits for one request to complete and returns its index, status and
+    /// buffer; `None` if no request is incomplete (`MPI_Waitany`).
+    #[track_caller]
+    pub fn wait_any(&mut self) -> Option<(usize, Status, &'a D)> {
+        let site = Location::caller();
+        loop {
+            if self.incomplete == 0 {
+                return None;
+            }
+            if let Some(i) = self.first_ready() {
+                return Some(self.finish(i, site));
+            }
+            self.park(site);
+        }
+    }
+
+    /// Waits until at least one request completes and puts every completed
+    /// one into `result` (cleared first; left empty if no request is
+    /// incomplete) (`MPI_Waitsome`).
+    #[track_caller]
+    pub fn wait_some(&mut self, result: &mut Vec<(usize, Status, &'a D)>) {
+        let site = Location::caller();
+        result.clear();
+        while self.incomplete > 0 && self.first_ready().is_none() {
+            self.park(site);
+        }
+        self.finish_ready(result, site);
+    }
+
+    /// Waits for every request and puts those not handed out before into
+    /// `result` (cleared first), in index order (`MPI_Waitall`).
+    #[track_caller]
+    pub fn wait_all(&mut self, result: &mut Vec<(usize, Status, &'a D)>) {
+        let site = Location::caller();
+        result.clear();
+        result.reserve(self.incomplete);
+        for i in 0..self.entries.len() {
+            if self.entries[i].is_some() {
+                // A blocking wait of the operation itself.
+                result.push(self.finish(i, site));
+            }
+        }
+    }
+
+    /// The index, status and buffer of one completed request, if any
+    /// (`MPI_Testany`). Never blocks; if none has completed it yields to the
+    /// other ranks of this worker once and looks again, so polling loops let
+    /// the peers run.
+    #[track_caller]
+    pub fn test_any(&mut self) -> Option<(usize, Status, &'a D)> {
+        let site = Location::caller();
+        if self.incomplete == 0 {
+            return None;
+        }
+        let ready = self.first_ready().or_else(|| {
+            sched::yield_now();
+            self.first_ready()
+        })?;
+        Some(self.finish(ready, site))
+    }
+
+    /// Puts every completed request into `result` (cleared first), maybe
+    /// none (`MPI_Testsome`). Never blocks; yields once as
+    /// [`test_any`](Self::test_any) does if none has completed.
+    #[track_caller]
+    pub fn test_some(&mut self, result: &mut Vec<(usize, Status, &'a D)>) {
+        let site = Location::caller();
+        if self.incomplete > 0 && self.first_ready().is_none() {
+            sched::yield_now();
+        }
+        self.finish_ready(result, site);
+    }
+
+    /// If every request has completed, puts those not handed out before
+    /// into `result` (cleared first) and returns `true`; else hands out none
+    /// and returns `false` (`MPI_Testall`). Never blocks; yields once as
+    /// [`test_any`](Self::test_any) does if some have not completed.
+    #[track_caller]
+    pub fn test_all(&mut self, result: &mut Vec<(usize, Status, &'a D)>) -> bool {
+        let site = Location::caller();
+        result.clear();
+        let all_done = |c: &Self| c.entries.iter().flatten().all(|e| e.op.is_complete());
+        if !all_done(self) {
+            sched::yield_now();
+            if !all_done(self) {
+                return false;
+            }
+        }
+        self.finish_ready(result, site);
+        true
+    }
+}
+
+impl<D: ?Sized> Drop for RequestCollection<'_, D> {
+    fn drop(&mut self) {
+        let incomplete = self.incomplete;
+        // Dropping each operation settles it, as a dropped `Request` does.
+        self.entries.clear();
+        self.incomplete = 0;
+        if incomplete != 0 && !std::thread::panicking() {
+            panic!(
+                "a request collection was dropped with {incomplete} request(s) not completed: \
+                 complete them with wait_all, wait_any, wait_some or the test forms"
+            );
+        }
     }
 }

@@ -3,8 +3,9 @@
 //! Each file in `tests/compile_fail/` is a small program that would let a
 //! peer touch a buffer that is gone or in use; the compiler must refuse it
 //! with the error in the `.stderr` file next to it. If a lifetime bound of
-//! `Request`, `Scope`, `scope`, `WaitGuard` or an immediate operation is
-//! loosened, a case compiles and this test fails.
+//! `Request`, `Scope`, `scope`, `multiple_scope`, `RequestCollection`,
+//! `WaitGuard` or an immediate operation is loosened, a case compiles and
+//! this test fails.
 //!
 //! The expected messages are those of the stable compiler, so this test does
 //! not run in the AddressSanitizer build (nightly, `sanitizer` feature).
