@@ -238,7 +238,7 @@ fn reduce_and_all_reduce_algorithms() {
 #[test]
 fn non_commutative_reductions_keep_rank_order() {
     // 2x2 matrix product is associative, not commutative.
-    let op = UserOperation::associative(|x, mut y| {
+    let op = UserOperation::associative(|x, y| {
         let x: &[[i64; 4]] = x.downcast().unwrap();
         for (y, x) in y.downcast::<[i64; 4]>().unwrap().iter_mut().zip(x) {
             let [a, b, c, d] = *x;

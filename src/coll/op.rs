@@ -13,7 +13,7 @@
 
 use std::any::type_name;
 
-use crate::datatype::{BaseKind, Datatype, Equivalence, TypeMap};
+use crate::datatype::{BaseKind, Datatype, DynBuffer, DynBufferMut, TypeMap};
 use crate::error::{CountError, Error, TypeError};
 
 /// An operation of a reduction (rsmpi's `Operation`).
@@ -159,7 +159,7 @@ impl<O: Operation + ?Sized> Operation for &O {
 /// use myriad::collective::UserOperation;
 /// use myriad::traits::*;
 ///
-/// let op = UserOperation::commutative(|x, mut y| {
+/// let op = UserOperation::commutative(|x, y| {
 ///     let x: &[u64] = x.downcast().unwrap();
 ///     for (y, x) in y.downcast::<u64>().unwrap().iter_mut().zip(x) {
 ///         *y = (*y).max(*x) + 0;
@@ -225,102 +225,6 @@ impl Operation for UserOperation<'_> {
     }
 }
 
-/// A read-only type-erased buffer handed to a [`UserOperation`].
-#[derive(Debug, Clone, Copy)]
-pub struct DynBuffer<'a> {
-    ptr: *const u8,
-    count: usize,
-    map: &'a TypeMap,
-}
-
-/// A writable type-erased buffer handed to a [`UserOperation`].
-#[derive(Debug)]
-pub struct DynBufferMut<'a> {
-    ptr: *mut u8,
-    count: usize,
-    map: &'a TypeMap,
-}
-
-/// Whether elements of `map` are `T`s: `T`'s own map, or one with the same
-/// layout, signature and alignment (a `#[repr(packed)]` wrapper of an `f64`
-/// has `f64`'s layout and signature but not its alignment).
-fn same_type<T: Equivalence>(map: &TypeMap) -> bool {
-    let dt = T::equivalent_datatype();
-    let theirs = dt.type_map();
-    std::ptr::eq(theirs, map)
-        || (theirs.extent() == map.extent()
-            && theirs.align() == map.align()
-            && theirs.segments() == map.segments()
-            && theirs.signature() == map.signature()
-            && std::mem::size_of::<T>() == map.extent())
-}
-
-/// Whether `ptr` may start a `&[T]`: not null and aligned for `T`. Checked
-/// on every downcast, whatever the type map says: a buffer's elements may
-/// be `T`s at an address no `T` can have (a datatype view of bytes at an
-/// odd offset). Runtime scratch is allocated aligned for its type map, so
-/// this holds for it.
-fn fits<T>(ptr: *const u8) -> bool {
-    !ptr.is_null() && ptr.cast::<T>().is_aligned()
-}
-
-/// What both buffer views offer alike (they differ only in mutability).
-macro_rules! common_methods {
-    ($buffer:ident) => {
-        impl $buffer<'_> {
-            /// Number of elements.
-            pub fn len(&self) -> usize {
-                self.count
-            }
-
-            /// Whether there are no elements.
-            pub fn is_empty(&self) -> bool {
-                self.count == 0
-            }
-
-            /// Whether the elements are `T`s: the same layout, type signature
-            /// and alignment as `T`'s datatype.
-            pub fn is<T: Equivalence>(&self) -> bool {
-                same_type::<T>(self.map)
-            }
-        }
-    };
-}
-
-common_methods!(DynBuffer);
-common_methods!(DynBufferMut);
-
-impl<'a> DynBuffer<'a> {
-    /// The elements as `T`s, if they are ([`is`](Self::is)) and lie at an
-    /// address aligned for `T`. The buffers of a reduction over `T`s always
-    /// do; elements of a datatype [`View`](crate::datatype::View) that
-    /// starts at an address `T` cannot have give `None`.
-    pub fn downcast<T: Equivalence>(self) -> Option<&'a [T]> {
-        if !self.is::<T>() || !fits::<T>(self.ptr) {
-            return None;
-        }
-        // SAFETY: the buffer holds `count` elements of T's layout,
-        // signature and size, initialised and valid as `T`s (`Equivalence`:
-        // data matching the signature is a valid `T`), one `size_of::<T>()`
-        // apart; the first is aligned for `T` (`fits`), so all are; it is
-        // not written during the call.
-        Some(unsafe { std::slice::from_raw_parts(self.ptr as *const T, self.count) })
-    }
-}
-
-impl<'a> DynBufferMut<'a> {
-    /// The elements as `T`s, if they are ([`is`](Self::is)) and lie at an
-    /// address aligned for `T` (as for [`DynBuffer::downcast`]).
-    pub fn downcast<T: Equivalence>(&mut self) -> Option<&mut [T]> {
-        if !self.is::<T>() || !fits::<T>(self.ptr) {
-            return None;
-        }
-        // SAFETY: as in `DynBuffer::downcast`; this is the only access to the
-        // buffer during the call.
-        Some(unsafe { std::slice::from_raw_parts_mut(self.ptr as *mut T, self.count) })
-    }
-}
-
 /// Checks that `op` is defined for every base type of `map`.
 pub(crate) fn check_supported(op: &OpRef<'_>, map: &TypeMap) -> Result<(), Error> {
     if let OpRef::System(op) = op {
@@ -352,18 +256,11 @@ pub(crate) unsafe fn apply(
     count: usize,
 ) {
     match op {
-        OpRef::User(f, _) => f(
-            DynBuffer {
-                ptr: input,
-                count,
-                map,
-            },
-            DynBufferMut {
-                ptr: inout,
-                count,
-                map,
-            },
-        ),
+        // SAFETY: the caller's contract: `count` elements of `map` at
+        // each pointer, `inout` accessed only through the second buffer.
+        OpRef::User(f, _) => f(unsafe { DynBuffer::from_map(input, count, map) }, unsafe {
+            DynBufferMut::from_map(inout, count, map)
+        }),
         OpRef::System(op) => {
             if map.is_contiguous() {
                 if let Some(kind) = map.uniform_kind() {
@@ -585,6 +482,7 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::datatype::Equivalence;
 
     fn reduce<T: Equivalence + Copy>(op: SystemOperation, a: &[T], b: &mut [T]) {
         let dt = T::equivalent_datatype();
