@@ -13,8 +13,11 @@
 
 use std::any::type_name;
 
-use crate::datatype::{BaseKind, Datatype, DynBuffer, DynBufferMut, TypeMap};
+use std::ffi::{c_int, c_void};
+
+use crate::datatype::{AsDatatype, BaseKind, Datatype, DynBuffer, DynBufferMut, TypeMap};
 use crate::error::{CountError, Error, TypeError};
+use crate::ffi;
 
 /// An operation of a reduction (rsmpi's `Operation`).
 pub trait Operation {
@@ -213,6 +216,98 @@ impl<'a> UserOperation<'a> {
             f: Box::new(f),
             commutative: commute,
         }
+    }
+}
+
+/// The C signature of an [`UnsafeUserOperation`]'s function (rsmpi's
+/// `UnsafeUserFunction`, `MPI_User_function`): `(input, inout, len,
+/// datatype)`, combining `*len` elements of `*datatype` of `input` into
+/// `inout`.
+pub type UnsafeUserFunction =
+    unsafe extern "C" fn(*mut c_void, *mut c_void, *mut c_int, *mut ffi::MPI_Datatype);
+
+/// A reduction given as a C-signature function (rsmpi's
+/// `UnsafeUserOperation`), for code ported from C or from rsmpi's
+/// `UnsafeUserOperation`. [`UserOperation`] is the safe form.
+///
+/// The function gets the two operands' addresses, the element count, and a
+/// datatype handle ([`ffi::MPI_Datatype`]: opaque in myriad, the same for
+/// both operands).
+pub struct UnsafeUserOperation {
+    inner: UserOperation<'static>,
+}
+
+impl std::fmt::Debug for UnsafeUserOperation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("UnsafeUserOperation")
+            .field("commutative", &self.inner.commutative)
+            .finish()
+    }
+}
+
+impl UnsafeUserOperation {
+    /// An associative but not commutative operation: applied in rank order.
+    ///
+    /// # Safety
+    ///
+    /// `function` must be sound to call with any two non-overlapping
+    /// operand buffers of `len` elements of the datatype (the input
+    /// readable, the inout readable and writable), and must leave valid
+    /// values of that datatype in the inout buffer.
+    pub unsafe fn associative(function: UnsafeUserFunction) -> Self {
+        // SAFETY: the caller's contract, passed on.
+        unsafe { Self::new(false, function) }
+    }
+
+    /// A commutative operation.
+    ///
+    /// # Safety
+    ///
+    /// As for [`associative`](Self::associative).
+    pub unsafe fn commutative(function: UnsafeUserFunction) -> Self {
+        // SAFETY: the caller's contract, passed on.
+        unsafe { Self::new(true, function) }
+    }
+
+    /// An operation, commutative or not.
+    ///
+    /// # Safety
+    ///
+    /// As for [`associative`](Self::associative).
+    pub unsafe fn new(commute: bool, function: UnsafeUserFunction) -> Self {
+        let call = move |input: DynBuffer<'_>, mut inout: DynBufferMut<'_>| {
+            let mut len = c_int::try_from(inout.len()).unwrap_or_else(|_| {
+                crate::error::raise(Error::Count(CountError::BufferTooLarge {
+                    len: inout.len(),
+                }))
+            });
+            let mut datatype: ffi::MPI_Datatype =
+                (input.as_datatype().type_map() as *const TypeMap).cast();
+            // SAFETY: the reduction hands `len` elements of the datatype in
+            // two non-overlapping buffers, the inout one exclusively
+            // (`apply`'s contract); the constructor's caller promised that
+            // `function` is sound for such buffers.
+            unsafe {
+                function(
+                    input.as_ptr().cast_mut(),
+                    inout.as_mut_ptr(),
+                    &mut len,
+                    &mut datatype,
+                )
+            };
+        };
+        UnsafeUserOperation {
+            inner: UserOperation::new(commute, call),
+        }
+    }
+}
+
+impl Operation for UnsafeUserOperation {
+    fn is_commutative(&self) -> bool {
+        self.inner.is_commutative()
+    }
+    fn op(&self) -> OpRef<'_> {
+        self.inner.op()
     }
 }
 
