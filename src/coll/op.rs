@@ -127,6 +127,10 @@ impl SystemOperation {
     /// §5.9.2: arithmetic on numbers, logical on integers and `bool`,
     /// bitwise on integers).
     fn supports(&self, kind: BaseKind) -> bool {
+        if matches!(kind, BaseKind::C32 | BaseKind::C64) {
+            // MPI defines only these on complex numbers.
+            return matches!(self.0, System::Sum | System::Product);
+        }
         let float = matches!(kind, BaseKind::F32 | BaseKind::F64);
         let boolean = kind == BaseKind::Bool;
         match self.0 {
@@ -433,6 +437,27 @@ unsafe fn apply_values(op: SystemOperation, kind: BaseKind, a: *const u8, b: *mu
             }
         }};
     }
+    // Complex numbers as `[re, im]`; only sum and product reach here
+    // (`check_supported`).
+    macro_rules! complex {
+        ($t:ty) => {{
+            let (a, b) = (a as *const [$t; 2], b as *mut [$t; 2]);
+            for i in 0..n {
+                // SAFETY: `i < n` values are in bounds of both (the
+                // caller's contract).
+                unsafe {
+                    let [xr, xi] = a.add(i).read_unaligned();
+                    let [yr, yi] = b.add(i).read_unaligned();
+                    let r = match op.0 {
+                        System::Sum => [xr + yr, xi + yi],
+                        System::Product => [xr * yr - xi * yi, xr * yi + xi * yr],
+                        _ => unreachable!("{} on complex numbers was rejected", op.name()),
+                    };
+                    b.add(i).write_unaligned(r);
+                }
+            }
+        }};
+    }
     match kind {
         BaseKind::I8 => numeric!(i8),
         BaseKind::U8 => numeric!(u8),
@@ -444,6 +469,8 @@ unsafe fn apply_values(op: SystemOperation, kind: BaseKind, a: *const u8, b: *mu
         BaseKind::U64 => numeric!(u64),
         BaseKind::F32 => numeric!(f32),
         BaseKind::F64 => numeric!(f64),
+        BaseKind::C32 => complex!(f32),
+        BaseKind::C64 => complex!(f64),
         BaseKind::Bool => {
             // Only logical operations reach here (check_supported).
             for i in 0..n {

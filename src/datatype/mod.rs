@@ -332,6 +332,14 @@ primitives! {
     f64 => F64, F64_MAP;
 }
 
+// rsmpi's `complex` feature: complex numbers are base values of their own
+// (reductions define sum and product on them, not max or bitwise ones).
+#[cfg(feature = "complex")]
+primitives! {
+    num_complex::Complex<f32> => C32, C32_MAP;
+    num_complex::Complex<f64> => C64, C64_MAP;
+}
+
 /// The type map of `T`, built once per type and kept for the life of the
 /// program. Used for arrays, tuples and generic derived structs, which cannot
 /// have a `static` of their own.
