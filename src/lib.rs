@@ -75,6 +75,7 @@ mod communicator;
 pub mod datatype;
 pub mod environment;
 mod error;
+pub mod ffi;
 mod hardware;
 pub mod hls;
 pub mod hybrid;

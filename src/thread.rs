@@ -10,7 +10,8 @@
 //! [`Threading::Multiple`](crate::Threading), these threads (like any OS
 //! thread) may call MPI through the rank's communicators; their blocking
 //! calls park the OS thread. Outside any rank, both behave like their `std`
-//! counterparts.
+//! counterparts. The API is `std`'s: [`Scope::spawn`] returns a
+//! [`ScopedJoinHandle`] through which a scoped thread hands back its value.
 //!
 //! ```
 //! use myriad::traits::*;
@@ -28,12 +29,15 @@
 //!             let (got, _) = peer.receive::<i32>();
 //!             assert_eq!(got, 1 - world.rank());
 //!         });
+//!         // A scoped thread returns a value; joining it parks the rank.
+//!         let doubled = myriad::thread::scope(|s| s.spawn(|| 2 * world.rank()).join());
+//!         assert_eq!(doubled.unwrap(), 2 * world.rank());
 //!     })
 //!     .unwrap();
 //! ```
 
 use std::marker::PhantomData;
-use std::panic::Location;
+use std::panic::{AssertUnwindSafe, Location};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 
@@ -268,20 +272,28 @@ where
 }
 
 impl<'scope, 'env> Scope<'scope, 'env> {
-    /// Spawns a thread that may borrow anything that outlives the scope.
-    /// It is joined when the scope ends.
+    /// Spawns a thread that may borrow anything that outlives the scope,
+    /// like `std::thread::Scope::spawn`. It is joined when the scope ends
+    /// unless joined before through the returned handle.
     ///
     /// # Panics
     ///
     /// If the OS cannot create a thread.
-    pub fn spawn<F>(&'scope self, f: F)
+    pub fn spawn<F, T>(&'scope self, f: F) -> ScopedJoinHandle<'scope, T>
     where
-        F: FnOnce() + Send + 'scope,
+        F: FnOnce() -> T + Send + 'scope,
+        T: Send + 'scope,
     {
         self.running.fetch_add(1, Ordering::AcqRel);
         if let Some(joiner) = &self.joiner {
             count_thread(&joiner.job);
         }
+        let packet = Arc::new(Packet {
+            end: JoinLatch::new(),
+            result: std::sync::Mutex::new(None),
+            scope_panicked: &self.panicked,
+        });
+        let theirs = Arc::clone(&packet);
         let me = SendPtr::new(self);
         let body = move || {
             // SAFETY: the scope outlives its threads (`scope` waits for
@@ -290,8 +302,20 @@ impl<'scope, 'env> Scope<'scope, 'env> {
             if let Some(joiner) = &scope.joiner {
                 thread_started(&joiner.job);
             }
+            // Declared first, dropped last: the scope may end once it ran.
             let _finished = ScopeFinished(scope);
-            f();
+            let result = std::panic::catch_unwind(AssertUnwindSafe(f));
+            *theirs.result.lock().unwrap_or_else(|e| e.into_inner()) = Some(result);
+            // A rank that joins this handle is of the scope's job (see
+            // `ScopedJoinHandle::join`); the job lives as long as the scope.
+            if let Some(slot) = theirs.end.finish() {
+                if let Some(joiner) = &scope.joiner {
+                    sched::unpark(joiner.job.sched(), slot);
+                }
+            }
+            // Dropping the last reference records an unjoined panic in the
+            // scope, which is alive until `_finished` is dropped.
+            drop(theirs);
         };
         // SAFETY: the closure may borrow data of lifetime 'scope; `scope`
         // joins the thread (waits for its end signal, then `join`) before
@@ -306,13 +330,104 @@ impl<'scope, 'env> Scope<'scope, 'env> {
                 panic!("failed to spawn a thread: {err}");
             }
         };
+        let thread = handle.thread().clone();
         self.threads
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .push(handle);
+        ScopedJoinHandle {
+            packet,
+            thread,
+            joiner: self.joiner.as_ref(),
+        }
     }
 }
 
+/// What a scoped thread shares with its [`ScopedJoinHandle`]: whether it
+/// has ended (and which rank to wake then), and its result until joined.
+struct Packet<'scope, T> {
+    end: JoinLatch,
+    result: std::sync::Mutex<Option<std::thread::Result<T>>>,
+    /// Set if the thread panicked and nobody joined it (then `scope`
+    /// panics, like `std::thread::scope`).
+    scope_panicked: &'scope AtomicBool,
+}
+
+impl<T> Drop for Packet<'_, T> {
+    fn drop(&mut self) {
+        let result = self.result.get_mut().unwrap_or_else(|e| e.into_inner());
+        if matches!(result, Some(Err(_))) {
+            self.scope_panicked.store(true, Ordering::Relaxed);
+        }
+    }
+}
+
+/// An owned permission to join a thread spawned in a [`scope`]
+/// (`std::thread::ScopedJoinHandle`).
+///
+/// Dropping it detaches nothing: the scope still joins the thread when it
+/// ends, and panics then if the thread panicked and was not joined.
+pub struct ScopedJoinHandle<'scope, T> {
+    packet: Arc<Packet<'scope, T>>,
+    thread: std::thread::Thread,
+    /// The rank that opened the scope (its job hosts the ranks that park
+    /// in `join`); `None` outside any rank.
+    joiner: Option<&'scope Joiner>,
+}
+
+impl<T> std::fmt::Debug for ScopedJoinHandle<'_, T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ScopedJoinHandle")
+            .field("thread", &self.thread)
+            .field("finished", &self.is_finished())
+            .finish()
+    }
+}
+
+impl<'scope, T> ScopedJoinHandle<'scope, T> {
+    /// Waits for the thread to finish and returns its result: `Ok` with the
+    /// value its closure returned, `Err` with the panic payload if it
+    /// panicked (the scope then does not panic for it).
+    ///
+    /// A rank of the scope's job parks meanwhile and its worker runs other
+    /// ranks. Any other caller (an OS thread the handle was moved to, a
+    /// rank of another job, code outside any rank) yields its thread until
+    /// the thread has finished.
+    #[track_caller]
+    pub fn join(self) -> std::thread::Result<T> {
+        let site = Location::caller();
+        let packet = &self.packet;
+        let done = || packet.end.is_finished();
+        let ours = self.joiner.and_then(|joiner| {
+            with_caller_rank(|ctx| ctx.filter(|ctx| joiner.job.hosts(ctx)).map(|ctx| ctx.slot))
+        });
+        match ours {
+            Some(slot) => {
+                if packet.end.register(slot) {
+                    wait(site, done);
+                }
+            }
+            None => sched::wait_fully(None, site, done, std::thread::yield_now),
+        }
+        let result = packet
+            .result
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+        result.expect("a finished scoped thread leaves its result")
+    }
+
+    /// Whether the thread has finished running its closure (it may still be
+    /// exiting).
+    pub fn is_finished(&self) -> bool {
+        self.packet.end.is_finished()
+    }
+
+    /// The underlying `std` thread.
+    pub fn thread(&self) -> &std::thread::Thread {
+        &self.thread
+    }
+}
 /// Decrements a scope's running count when its thread ends (also by
 /// panic) and wakes the rank waiting for the scope.
 struct ScopeFinished<'a, 's, 'e>(&'a Scope<'s, 'e>);

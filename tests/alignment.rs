@@ -42,7 +42,7 @@ const ALIGN: usize = 32;
 static CALLS: AtomicUsize = AtomicUsize::new(0);
 
 /// `inout.value += input.value`, asserting that both slices are aligned.
-fn add(x: DynBuffer<'_>, mut y: DynBufferMut<'_>) {
+fn add(x: DynBuffer<'_>, y: DynBufferMut<'_>) {
     CALLS.fetch_add(1, Ordering::Relaxed);
     let x: &[Wide] = x.downcast().expect("input is a slice of Wide");
     assert_eq!(
@@ -304,7 +304,7 @@ fn probing(seen: &std::sync::Mutex<Seen>) -> UserOperation<'_> {
         let mut s = seen.lock().unwrap();
         s.input_is_f64 |= x.is::<f64>();
         s.input_as_f64 |= x.downcast::<f64>().is_some();
-        s.inout_as_f64 |= y.downcast::<f64>().is_some();
+        s.inout_as_f64 |= y.reborrow_mut().downcast::<f64>().is_some();
         let x: Option<&[P]> = x.downcast();
         s.input_as_p |= x.is_some();
         let y: Option<&mut [P]> = y.downcast();

@@ -238,7 +238,7 @@ fn reduce_and_all_reduce_algorithms() {
 #[test]
 fn non_commutative_reductions_keep_rank_order() {
     // 2x2 matrix product is associative, not commutative.
-    let op = UserOperation::associative(|x, mut y| {
+    let op = UserOperation::associative(|x, y| {
         let x: &[[i64; 4]] = x.downcast().unwrap();
         for (y, x) in y.downcast::<[i64; 4]>().unwrap().iter_mut().zip(x) {
             let [a, b, c, d] = *x;
@@ -698,4 +698,81 @@ fn small_shared_memory_broadcasts_stage_padded_data_and_check_types() {
         .unwrap_err();
     let text = err.to_string();
     assert!(text.contains("type signature"), "{text}");
+}
+
+/// `inout[i] = input[i] * 10 + inout[i]` over `i64`s: in rank order, the
+/// ranks' digits side by side.
+unsafe extern "C" fn digits(
+    input: *mut std::ffi::c_void,
+    inout: *mut std::ffi::c_void,
+    len: *mut myriad::ffi::c_int,
+    datatype: *mut myriad::ffi::MPI_Datatype,
+) {
+    // SAFETY: the runtime passes `*len` i64s at each pointer (the operation
+    // is only used on i64 buffers) and a valid datatype handle.
+    unsafe {
+        if (*datatype).is_null() {
+            return; // leaves inout unchanged: the test then fails
+        }
+        let n = *len as usize;
+        let input = std::slice::from_raw_parts(input as *const i64, n);
+        let inout = std::slice::from_raw_parts_mut(inout as *mut i64, n);
+        for (y, x) in inout.iter_mut().zip(input) {
+            *y += *x * 10i64.pow(y.to_string().len() as u32);
+        }
+    }
+}
+
+/// `inout[i] += input[i]` over `i64`s.
+unsafe extern "C" fn add(
+    input: *mut std::ffi::c_void,
+    inout: *mut std::ffi::c_void,
+    len: *mut myriad::ffi::c_int,
+    _datatype: *mut myriad::ffi::MPI_Datatype,
+) {
+    // SAFETY: the runtime passes `*len` i64s at each pointer (the operation
+    // is only used on i64 buffers).
+    unsafe {
+        let n = *len as usize;
+        let input = std::slice::from_raw_parts(input as *const i64, n);
+        let inout = std::slice::from_raw_parts_mut(inout as *mut i64, n);
+        for (y, x) in inout.iter_mut().zip(input) {
+            *y = y.wrapping_add(*x);
+        }
+    }
+}
+
+/// `UnsafeUserOperation` (a C-signature function, rsmpi's type) reduces in
+/// rank order when associative, and any way when commutative.
+#[test]
+fn unsafe_user_operations_with_the_c_signature() {
+    use myriad::collective::UnsafeUserOperation;
+    for ranks in [1usize, 2, 3, 4, 7, 64] {
+        let out = myriad::run(ranks, |universe| {
+            let world = universe.world();
+            let me = world.rank() as i64;
+            let mut joined = [0i64; 2];
+            if world.size() <= 7 {
+                // SAFETY: `digits` is sound on any two i64 buffers.
+                let ordered = unsafe { UnsafeUserOperation::associative(digits) };
+                world.all_reduce_into(&[me + 1, 1][..], &mut joined[..], &ordered);
+            }
+            // SAFETY: `add` is sound on any two i64 buffers.
+            let sum = unsafe { UnsafeUserOperation::commutative(add) };
+            let mut total = 0i64;
+            world.all_reduce_into(&me, &mut total, &sum);
+            (joined, total)
+        })
+        .unwrap();
+        let n = ranks as i64;
+        for (joined, total) in out {
+            assert_eq!(total, n * (n - 1) / 2, "{ranks} ranks");
+            if ranks <= 7 {
+                let digits: String = (1..=n).map(|d| d.to_string()).collect();
+                let ones = "1".repeat(ranks);
+                let want = [digits.parse().unwrap(), ones.parse().unwrap()];
+                assert_eq!(joined, want, "{ranks} ranks");
+            }
+        }
+    }
 }

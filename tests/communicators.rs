@@ -729,3 +729,63 @@ fn a_member_that_never_calls_split_by_subgroup_is_a_deadlock() {
     assert!(text.contains("deadlock"), "{text}");
     assert!(text.contains("communicator_create"), "{text}");
 }
+
+/// `set_name` on the world renames it for every rank, and communicators made
+/// from it afterwards are named after the new name; dup'd and split
+/// communicators take a later `set_name` as well.
+#[test]
+fn set_name_renames_world_dup_and_split() {
+    for ranks in [1, 2, 3, 4, 7] {
+        myriad::run(ranks, |universe| {
+            let world = universe.world();
+            let rank = world.rank();
+            assert_eq!(world.get_name(), "MPI_COMM_WORLD");
+            world.barrier();
+            if rank == 0 {
+                world.set_name("everyone");
+            }
+            world.barrier();
+            assert_eq!(world.get_name(), "everyone");
+            // The name belongs to the world, not to this handle.
+            assert_eq!(universe.world().get_name(), "everyone");
+            assert_eq!(SimpleCommunicator::world().get_name(), "everyone");
+            world.barrier();
+            // Every rank setting the same name is fine too.
+            world.set_name("all of us");
+            world.barrier();
+            assert_eq!(world.get_name(), "all of us");
+
+            let dup = world.duplicate();
+            assert_eq!(dup.get_name(), "dup of all of us");
+            dup.barrier();
+            dup.set_name("copy");
+            dup.barrier();
+            assert_eq!(dup.get_name(), "copy");
+            assert_eq!(world.get_name(), "all of us");
+
+            let half = world
+                .split_by_color(Color::with_value(rank % 2))
+                .expect("every rank has a colour");
+            assert_eq!(half.get_name(), "split of all of us");
+            half.barrier();
+            half.set_name(&format!("half {}", rank % 2));
+            half.barrier();
+            assert_eq!(half.get_name(), format!("half {}", rank % 2));
+            world.barrier();
+            assert_eq!(world.get_name(), "all of us");
+            assert_eq!(dup.get_name(), "copy");
+            let grid = world
+                .create_cartesian_communicator(&[world.size()], &[false], false)
+                .unwrap();
+            grid.barrier();
+            grid.set_name("line");
+            assert_eq!(grid.get_name(), "line");
+            drop(grid);
+            drop(half);
+            drop(dup);
+            world.barrier();
+            assert_eq!(world.get_name(), "all of us");
+        })
+        .unwrap();
+    }
+}

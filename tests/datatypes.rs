@@ -862,3 +862,145 @@ fn communicator_pack_methods_round_trip_through_a_message() {
     .unwrap();
     assert_eq!(out[1], Some(([7, 8], [1.5, 2.5, 3.5])));
 }
+
+/// `myriad::datatype::{DynBuffer, DynBufferMut}` at rsmpi's paths: built from
+/// slices (or raw parts with a user datatype), they are buffers that sends,
+/// receives and reductions take, and downcast back to their element type.
+#[test]
+fn dyn_buffers_carry_sends_and_reductions() {
+    use myriad::collective::SystemOperation;
+    use myriad::datatype::{DynBuffer, DynBufferMut};
+
+    for ranks in [1usize, 2, 3, 4, 7, 64] {
+        let out = myriad::run(ranks, |universe| {
+            let world = universe.world();
+            let (me, n) = (world.rank(), world.size());
+            // A reduction through type-erased buffers.
+            let mine = [me as i64, 1, -(me as i64)];
+            let mut sums = [0i64; 3];
+            world.all_reduce_into(
+                &DynBuffer::new(&mine[..]),
+                &mut DynBufferMut::new(&mut sums[..]),
+                SystemOperation::sum(),
+            );
+            let n64 = n as i64;
+            assert_eq!(sums, [n64 * (n64 - 1) / 2, n64, -n64 * (n64 - 1) / 2]);
+
+            // A send around the ring through them, of a strided user type:
+            // every other f64 of six.
+            let strided = UserDatatype::vector(3, 1, 2, &f64::equivalent_datatype());
+            let data: Vec<f64> = (0..6).map(|i| (me * 10 + i) as f64).collect();
+            // SAFETY: `data` holds one element of `strided` (f64s 0, 2, 4)
+            // and lives, unwritten, until the send has completed.
+            let erased = unsafe { DynBuffer::from_raw(data.as_ptr(), 1, strided.as_ref()) };
+            assert!(!erased.is::<f64>());
+            assert_eq!(erased.len(), 1);
+            let mut got = [0f64; 3];
+            let next = world.process_at_rank((me + 1) % n);
+            let prev = world.process_at_rank((me + n - 1) % n);
+            myriad::request::scope(|sc| {
+                let send = next.immediate_send(sc, &erased);
+                let mut into = DynBufferMut::new(&mut got[..]);
+                assert!(into.is::<f64>() && !into.is::<u64>());
+                assert!(into.reborrow().downcast::<u64>().is_none());
+                prev.receive_into(&mut into);
+                assert_eq!(into.downgrade().downcast::<f64>().map(|s| s.len()), Some(3));
+                send.wait();
+            });
+            got
+        })
+        .unwrap();
+        for (r, got) in out.iter().enumerate() {
+            let p = ((r + ranks - 1) % ranks) as f64 * 10.0;
+            assert_eq!(got, &[p, p + 2.0, p + 4.0], "rank {r} of {ranks}");
+        }
+    }
+}
+
+/// Bad raw parts are refused with a clear panic; a DynBuffer of another
+/// type does not downcast; a mismatched receive through one is a type error.
+#[test]
+fn dyn_buffer_bad_input_fails_clearly() {
+    use myriad::datatype::{DynBuffer, DynBufferMut};
+
+    let null = std::panic::catch_unwind(|| {
+        // SAFETY: refused before anything is read.
+        unsafe { DynBuffer::from_raw(std::ptr::null::<u8>(), 1, u8::equivalent_datatype()) };
+    })
+    .unwrap_err();
+    let message = null.downcast_ref::<&str>().copied().unwrap_or_default();
+    assert!(message.contains("null"), "{message}");
+    let mut x = 0u32;
+    let negative = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        // SAFETY: refused before anything is written.
+        unsafe { DynBufferMut::from_raw(&mut x, -1, u32::equivalent_datatype()) };
+    }))
+    .unwrap_err();
+    let message = negative
+        .downcast_ref::<String>()
+        .cloned()
+        .unwrap_or_default();
+    assert!(message.contains("negative length -1"), "{message}");
+
+    let bytes = [1u8, 2, 3, 4];
+    assert!(DynBuffer::new(&bytes[..]).downcast::<u32>().is_none());
+    assert_eq!(
+        DynBuffer::new(&bytes[..]).downcast::<u8>(),
+        Some(&bytes[..])
+    );
+    assert!(DynBuffer::new(&[] as &[u8]).is_empty());
+
+    let err = Runtime::builder()
+        .ranks(2)
+        .run(|universe| {
+            let world = universe.world();
+            let peer = world.process_at_rank(1 - world.rank());
+            if world.rank() == 0 {
+                peer.send(&DynBuffer::new(&[1.5f64, 2.5][..]));
+            } else {
+                let mut ints = [0u64; 2];
+                peer.receive_into(&mut DynBufferMut::new(&mut ints[..]));
+            }
+        })
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("f64") && err.contains("u64"), "{err}");
+}
+
+/// A type whose `Equivalence` builds a fresh `UserDatatype` on each call
+/// (as hand-written rsmpi impls do): `DynBuffer::new` keeps its map alive
+/// and recognises the type.
+#[test]
+fn dyn_buffer_of_a_type_with_a_run_time_datatype() {
+    use myriad::datatype::DynBuffer;
+
+    #[derive(Debug, Clone, Copy, PartialEq)]
+    #[repr(C)]
+    struct Pair(u32, u32);
+    // SAFETY: two contiguous u32s are exactly `Pair` (repr(C), no padding).
+    unsafe impl Equivalence for Pair {
+        type Out = UserDatatype;
+        fn equivalent_datatype() -> UserDatatype {
+            UserDatatype::contiguous(2, &u32::equivalent_datatype())
+        }
+    }
+    let pairs = [Pair(1, 2), Pair(3, 4)];
+    let erased = DynBuffer::new(&pairs[..]);
+    assert!(erased.is::<Pair>());
+    assert!(!erased.is::<u64>());
+    assert_eq!(erased.downcast::<Pair>(), Some(&pairs[..]));
+    let out = myriad::run(2, move |universe| {
+        let world = universe.world();
+        let mut got = [Pair(0, 0); 2];
+        let erased = DynBuffer::new(&pairs[..]);
+        myriad::request::scope(|sc| {
+            let peer = world.process_at_rank(1 - world.rank());
+            let send = peer.immediate_send(sc, &erased);
+            peer.receive_into(&mut got[..]);
+            send.wait();
+        });
+        got
+    })
+    .unwrap();
+    assert_eq!(out, vec![pairs; 2]);
+}

@@ -21,6 +21,7 @@ const LAYERS: &[(&str, u8)] = &[
     ("sync", 0),
     ("error", 0),
     ("datatype", 0),
+    ("ffi", 0),
     ("hardware", 0),
     ("identity", 0),
     ("sched", 1),

@@ -582,3 +582,139 @@ fn initialize_inside_ranks() {
         assert_eq!(world.size(), 3);
     });
 }
+
+/// Every immediate receive form works on `AnyProcess` as on `Process`
+/// (rsmpi's `Source` provides them for both): `immediate_receive` (a
+/// `ReceiveFuture`), `immediate_receive_into`, `immediate_probe` and
+/// `immediate_matched_probe`, each with and without a tag. Each rank sends
+/// to the next one in a ring (itself with one rank).
+#[test]
+fn immediate_receives_on_any_process_and_process() {
+    for ranks in [1i32, 2, 3, 4, 7] {
+        let out = myriad::run(ranks as usize, |universe| {
+            let world = universe.world();
+            let (me, n) = (world.rank(), world.size());
+            let next = world.process_at_rank((me + 1) % n);
+            let prev_rank = (me + n - 1) % n;
+            let prev = world.process_at_rank(prev_rank);
+            let any = world.any_process();
+            let mut got = Vec::new();
+            let values: Vec<i32> = (0..6).map(|k| me * 10 + k).collect();
+            let mut slot = 0i32;
+            request::scope(|sc| {
+                let sends: Vec<_> = values
+                    .iter()
+                    .zip(1..)
+                    .map(|(v, tag)| next.immediate_send_with_tag(sc, v, tag))
+                    .collect();
+                // A ReceiveFuture from AnyProcess, completed by `get`.
+                let (v, status) = any.immediate_receive_with_tag::<i32>(1).get();
+                assert_eq!(status.source_rank(), prev_rank);
+                got.push(v);
+                // ... from Process, polled with `try` until it arrives.
+                let mut future = prev.immediate_receive_with_tag::<i32>(2);
+                let (v, status) = loop {
+                    match future.r#try() {
+                        Ok(done) => break done,
+                        Err(again) => future = again,
+                    }
+                };
+                assert_eq!(status.tag(), 2);
+                got.push(v);
+                // immediate_receive_into on AnyProcess.
+                let status = any.immediate_receive_into_with_tag(sc, &mut slot, 3).wait();
+                assert_eq!(status.source_rank(), prev_rank);
+                // immediate_probe, then immediate_matched_probe on AnyProcess.
+                let status = loop {
+                    if let Some(status) = any.immediate_probe_with_tag(4) {
+                        break status;
+                    }
+                };
+                assert_eq!((status.source_rank(), status.tag()), (prev_rank, 4));
+                let (message, status) = loop {
+                    if let Some(found) = any.immediate_matched_probe_with_tag(4) {
+                        break found;
+                    }
+                };
+                assert_eq!(status.tag(), 4);
+                got.push(message.matched_receive::<i32>().0);
+                // The any-tag forms.
+                let (message, _) = loop {
+                    if let Some(found) = any.immediate_matched_probe() {
+                        break found;
+                    }
+                };
+                let (first, status) = message.matched_receive::<i32>();
+                got.push(first);
+                let (second, _) = any.immediate_receive::<i32>().get();
+                got.push(second);
+                assert!(status.tag() == 5 || status.tag() == 6);
+                for send in sends {
+                    send.wait();
+                }
+            });
+            got.push(slot);
+            got.sort();
+            world.barrier();
+            got
+        })
+        .unwrap();
+        for (r, got) in out.iter().enumerate() {
+            let prev = (r as i32 + ranks - 1) % ranks;
+            let want: Vec<i32> = (0..6).map(|k| prev * 10 + k).collect();
+            assert_eq!(got, &want, "rank {r} of {ranks}");
+        }
+    }
+}
+
+/// A `ReceiveFuture` of one value given a longer message fails `get`
+/// (truncation, naming both sizes) and `try_get` returns that error; a
+/// bad source rank is refused when the receive starts.
+#[test]
+fn receive_future_bad_input_fails_clearly() {
+    let err = myriad::run(2, |universe| {
+        let world = universe.world();
+        if world.rank() == 0 {
+            world.process_at_rank(1).send(&[1u32, 2, 3][..]);
+        } else {
+            let _ = world.any_process().immediate_receive::<u32>().get();
+        }
+    })
+    .unwrap_err()
+    .to_string();
+    assert!(err.contains("truncated"), "{err}");
+    assert!(err.contains("12 bytes"), "{err}");
+
+    let out = myriad::run(2, |universe| {
+        let world = universe.world();
+        let future = world.any_process().immediate_receive::<u64>();
+        if world.rank() == 0 {
+            world.process_at_rank(1).send(&[5u64, 6][..]);
+        } else {
+            world.process_at_rank(0).send(&[7u64, 8][..]);
+        }
+        future.try_get().map(|(v, _)| v).map_err(|e| e.to_string())
+    })
+    .unwrap();
+    for result in out {
+        let message = result.expect_err("two values are not one");
+        assert!(message.contains("16 bytes"), "{message}");
+    }
+
+    let err = myriad::run(2, |universe| {
+        let world = universe.world();
+        let _ = world.process_at_rank(5).immediate_receive::<u32>();
+    })
+    .unwrap_err()
+    .to_string();
+    assert!(err.contains("rank 5 is not in the communicator"), "{err}");
+
+    // Dropped before its message came: the receive is withdrawn and the
+    // drop fails the rank clearly (the cell is never written once freed).
+    let err = myriad::run(1, |universe| {
+        drop(universe.world().any_process().immediate_receive::<u32>());
+    })
+    .unwrap_err()
+    .to_string();
+    assert!(err.contains("dropped without being completed"), "{err}");
+}

@@ -329,7 +329,7 @@ fn thread_local_is_shared_by_the_ranks_of_a_worker_rank_local_is_not() {
 fn tasks_acting_for_a_rank_get_no_values() {
     use myriad::collective::UserOperation;
     let seen = Mutex::new(Vec::new());
-    let op = UserOperation::commutative(|x, mut y| {
+    let op = UserOperation::commutative(|x, y| {
         seen.lock().unwrap().push(STEPS.try_with(Cell::get));
         let x: &[u64] = x.downcast().unwrap();
         for (y, x) in y.downcast::<u64>().unwrap().iter_mut().zip(x) {

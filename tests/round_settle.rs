@@ -181,7 +181,7 @@ fn scan_case(flags: &'static Flags, owner_on_thread: bool) -> Result<Vec<()>, Er
                 .unwrap();
             // Rank r's operand: LEN times r + 1; the scanner copies rank 1's
             // into its receive buffer before it combines rank 0's result in.
-            let op = UserOperation::associative(move |x, mut y| {
+            let op = UserOperation::associative(move |x, y| {
                 let x: &[u64] = x.downcast().unwrap();
                 let y = y.downcast::<u64>().unwrap();
                 flags.inside_owner_buffer(2, y, 2);
@@ -253,7 +253,7 @@ fn reduce_case(flags: &'static Flags) -> Result<Vec<()>, Error> {
                 .set_collective_algorithm(Collective::Reduce, Algorithm::SharedMemory)
                 .unwrap();
             // The result is the first operand: the operation keeps its input.
-            let op = UserOperation::associative(move |x, mut y| {
+            let op = UserOperation::associative(move |x, y| {
                 let x: &[u64] = x.downcast().unwrap();
                 if x[0] != MINE.with(|m| m.get()) {
                     flags.inside_owner_buffer(x[0], x, x[0]);
@@ -292,7 +292,7 @@ fn a_reduction_owner_thread_waits_for_the_reducer_in_its_send_buffer() {
 /// heap-buffer-overflow).
 #[test]
 fn a_rank_order_reduction_checks_every_operand_it_reads() {
-    let op = UserOperation::associative(|x, mut y| {
+    let op = UserOperation::associative(|x, y| {
         let x: &[u64] = x.downcast().unwrap();
         for (y, x) in y.downcast::<u64>().unwrap().iter_mut().zip(x) {
             *y = x.wrapping_mul(31).wrapping_add(*y);

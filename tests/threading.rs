@@ -233,3 +233,105 @@ fn immediate_collectives_from_threads_are_unsupported() {
         .unwrap();
     assert!(out.iter().all(|m| m.contains("not supported")), "{out:?}");
 }
+
+/// Scoped threads hand back values through their `ScopedJoinHandle`, as
+/// with `std::thread::scope`, and the scope returns the closure's value.
+#[test]
+fn scoped_threads_return_values_through_their_handles() {
+    for ranks in [1, 2, 3, 4, 7] {
+        let out = Runtime::builder()
+            .ranks(ranks)
+            .workers(2)
+            .run(|universe| {
+                let me = universe.world().rank() as u64;
+                let data: Vec<u64> = (0..10).map(|i| i * (me + 1)).collect();
+                let total = myriad::thread::scope(|s| {
+                    let handles: Vec<_> = data
+                        .chunks(3)
+                        .map(|chunk| s.spawn(move || chunk.iter().sum::<u64>()))
+                        .collect();
+                    // A handle joined from another scoped thread (an OS
+                    // thread, not a rank) yields that thread until done.
+                    let mut rest = handles.into_iter();
+                    let head = rest.next().expect("four chunks");
+                    let relay = s.spawn(move || head.join().expect("no panic"));
+                    let mut sum = relay.join().expect("no panic");
+                    for handle in rest {
+                        assert_ne!(handle.thread().id(), std::thread::current().id());
+                        sum += handle.join().expect("no panic");
+                    }
+                    sum
+                });
+                universe.world().barrier();
+                total
+            })
+            .unwrap();
+        let expected: Vec<u64> = (0..ranks as u64).map(|r| 45 * (r + 1)).collect();
+        assert_eq!(out, expected, "{ranks} ranks");
+    }
+}
+
+/// A scoped thread's panic surfaces as `Err` from its join (with the
+/// payload), and the scope then ends normally; an unjoined panic still
+/// makes the scope panic.
+#[test]
+fn a_scoped_threads_panic_is_an_err_from_join() {
+    let out = Runtime::builder().ranks(2).workers(1).run(|_| {
+        let joined = myriad::thread::scope(|s| {
+            let handle = s.spawn(|| -> u32 { panic!("scoped thread fails") });
+            handle.join()
+        });
+        let payload = joined.expect_err("the thread panicked");
+        let message = payload.downcast_ref::<&str>().copied().unwrap_or_default();
+        assert_eq!(message, "scoped thread fails");
+        7
+    });
+    assert_eq!(out.unwrap(), vec![7, 7]);
+    // A panic in a rank fails its job even if caught, so the unjoined case
+    // runs outside any rank, where the scope behaves the same.
+    let unjoined = catch_unwind(AssertUnwindSafe(|| {
+        myriad::thread::scope(|s| {
+            s.spawn(|| panic!("nobody joins me"));
+        })
+    }));
+    let payload = unjoined.expect_err("the scope panics");
+    let message = payload.downcast_ref::<&str>().copied().unwrap_or_default();
+    assert!(message.contains("panicked"), "{message}");
+}
+
+/// Joining a scoped thread parks the rank, not its worker: with one worker,
+/// the thread waits for rank 1, which only runs while rank 0 is parked in
+/// `join`. Blocking the worker there would hang the job.
+#[test]
+fn joining_a_scoped_thread_parks_the_rank() {
+    let (tx, rx) = std::sync::mpsc::channel::<u32>();
+    let tx = std::sync::Mutex::new(Some(tx));
+    let rx = std::sync::Mutex::new(Some(rx));
+    let (done_tx, done_rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let out = Runtime::builder().ranks(2).workers(1).run(move |universe| {
+            let world = universe.world();
+            if world.rank() == 0 {
+                let rx = rx.lock().unwrap().take().expect("rank 0 takes it once");
+                myriad::thread::scope(|s| {
+                    let handle = s.spawn(move || rx.recv().expect("rank 1 sends") + 1);
+                    assert!(!handle.is_finished(), "it waits for rank 1");
+                    // An eager send: rank 0 goes on to join without
+                    // switching, so rank 1 runs only once rank 0 parks.
+                    world.process_at_rank(1).send(&0u8);
+                    handle.join().expect("no panic")
+                })
+            } else {
+                world.process_at_rank(0).receive::<u8>();
+                let tx = tx.lock().unwrap().take().expect("rank 1 takes it once");
+                tx.send(41).unwrap();
+                0
+            }
+        });
+        let _ = done_tx.send(out);
+    });
+    let out = done_rx
+        .recv_timeout(std::time::Duration::from_secs(10))
+        .expect("the job hung: the join blocked the worker");
+    assert_eq!(out.unwrap(), vec![42, 0]);
+}

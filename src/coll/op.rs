@@ -13,8 +13,11 @@
 
 use std::any::type_name;
 
-use crate::datatype::{BaseKind, Datatype, Equivalence, TypeMap};
+use std::ffi::{c_int, c_void};
+
+use crate::datatype::{AsDatatype, BaseKind, Datatype, DynBuffer, DynBufferMut, TypeMap};
 use crate::error::{CountError, Error, TypeError};
+use crate::ffi;
 
 /// An operation of a reduction (rsmpi's `Operation`).
 pub trait Operation {
@@ -124,6 +127,10 @@ impl SystemOperation {
     /// §5.9.2: arithmetic on numbers, logical on integers and `bool`,
     /// bitwise on integers).
     fn supports(&self, kind: BaseKind) -> bool {
+        if matches!(kind, BaseKind::C32 | BaseKind::C64) {
+            // MPI defines only these on complex numbers.
+            return matches!(self.0, System::Sum | System::Product);
+        }
         let float = matches!(kind, BaseKind::F32 | BaseKind::F64);
         let boolean = kind == BaseKind::Bool;
         match self.0 {
@@ -159,7 +166,7 @@ impl<O: Operation + ?Sized> Operation for &O {
 /// use myriad::collective::UserOperation;
 /// use myriad::traits::*;
 ///
-/// let op = UserOperation::commutative(|x, mut y| {
+/// let op = UserOperation::commutative(|x, y| {
 ///     let x: &[u64] = x.downcast().unwrap();
 ///     for (y, x) in y.downcast::<u64>().unwrap().iter_mut().zip(x) {
 ///         *y = (*y).max(*x) + 0;
@@ -216,108 +223,104 @@ impl<'a> UserOperation<'a> {
     }
 }
 
+/// The C signature of an [`UnsafeUserOperation`]'s function (rsmpi's
+/// `UnsafeUserFunction`, `MPI_User_function`): `(input, inout, len,
+/// datatype)`, combining `*len` elements of `*datatype` of `input` into
+/// `inout`.
+pub type UnsafeUserFunction =
+    unsafe extern "C" fn(*mut c_void, *mut c_void, *mut c_int, *mut ffi::MPI_Datatype);
+
+/// A reduction given as a C-signature function (rsmpi's
+/// `UnsafeUserOperation`), for code ported from C or from rsmpi's
+/// `UnsafeUserOperation`. [`UserOperation`] is the safe form.
+///
+/// The function gets the two operands' addresses, the element count, and a
+/// datatype handle ([`ffi::MPI_Datatype`]: opaque in myriad, the same for
+/// both operands).
+pub struct UnsafeUserOperation {
+    inner: UserOperation<'static>,
+}
+
+impl std::fmt::Debug for UnsafeUserOperation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("UnsafeUserOperation")
+            .field("commutative", &self.inner.commutative)
+            .finish()
+    }
+}
+
+impl UnsafeUserOperation {
+    /// An associative but not commutative operation: applied in rank order.
+    ///
+    /// # Safety
+    ///
+    /// `function` must be sound to call with any two non-overlapping
+    /// operand buffers of `len` elements of the datatype (the input
+    /// readable, the inout readable and writable), and must leave valid
+    /// values of that datatype in the inout buffer.
+    pub unsafe fn associative(function: UnsafeUserFunction) -> Self {
+        // SAFETY: the caller's contract, passed on.
+        unsafe { Self::new(false, function) }
+    }
+
+    /// A commutative operation.
+    ///
+    /// # Safety
+    ///
+    /// As for [`associative`](Self::associative).
+    pub unsafe fn commutative(function: UnsafeUserFunction) -> Self {
+        // SAFETY: the caller's contract, passed on.
+        unsafe { Self::new(true, function) }
+    }
+
+    /// An operation, commutative or not.
+    ///
+    /// # Safety
+    ///
+    /// As for [`associative`](Self::associative).
+    pub unsafe fn new(commute: bool, function: UnsafeUserFunction) -> Self {
+        let call = move |input: DynBuffer<'_>, mut inout: DynBufferMut<'_>| {
+            let mut len = c_int::try_from(inout.len()).unwrap_or_else(|_| {
+                crate::error::raise(Error::Count(CountError::BufferTooLarge {
+                    len: inout.len(),
+                }))
+            });
+            let mut datatype: ffi::MPI_Datatype =
+                (input.as_datatype().type_map() as *const TypeMap).cast();
+            // SAFETY: the reduction hands `len` elements of the datatype in
+            // two non-overlapping buffers, the inout one exclusively
+            // (`apply`'s contract); the constructor's caller promised that
+            // `function` is sound for such buffers.
+            unsafe {
+                function(
+                    input.as_ptr().cast_mut(),
+                    inout.as_mut_ptr(),
+                    &mut len,
+                    &mut datatype,
+                )
+            };
+        };
+        UnsafeUserOperation {
+            inner: UserOperation::new(commute, call),
+        }
+    }
+}
+
+impl Operation for UnsafeUserOperation {
+    fn is_commutative(&self) -> bool {
+        self.inner.is_commutative()
+    }
+    fn op(&self) -> OpRef<'_> {
+        self.inner.op()
+    }
+}
+
 impl Operation for UserOperation<'_> {
     fn is_commutative(&self) -> bool {
         self.commutative
     }
     fn op(&self) -> OpRef<'_> {
         OpRef::User(&*self.f, self.commutative)
-    }
-}
-
-/// A read-only type-erased buffer handed to a [`UserOperation`].
-#[derive(Debug, Clone, Copy)]
-pub struct DynBuffer<'a> {
-    ptr: *const u8,
-    count: usize,
-    map: &'a TypeMap,
-}
-
-/// A writable type-erased buffer handed to a [`UserOperation`].
-#[derive(Debug)]
-pub struct DynBufferMut<'a> {
-    ptr: *mut u8,
-    count: usize,
-    map: &'a TypeMap,
-}
-
-/// Whether elements of `map` are `T`s: `T`'s own map, or one with the same
-/// layout, signature and alignment (a `#[repr(packed)]` wrapper of an `f64`
-/// has `f64`'s layout and signature but not its alignment).
-fn same_type<T: Equivalence>(map: &TypeMap) -> bool {
-    let dt = T::equivalent_datatype();
-    let theirs = dt.type_map();
-    std::ptr::eq(theirs, map)
-        || (theirs.extent() == map.extent()
-            && theirs.align() == map.align()
-            && theirs.segments() == map.segments()
-            && theirs.signature() == map.signature()
-            && std::mem::size_of::<T>() == map.extent())
-}
-
-/// Whether `ptr` may start a `&[T]`: not null and aligned for `T`. Checked
-/// on every downcast, whatever the type map says: a buffer's elements may
-/// be `T`s at an address no `T` can have (a datatype view of bytes at an
-/// odd offset). Runtime scratch is allocated aligned for its type map, so
-/// this holds for it.
-fn fits<T>(ptr: *const u8) -> bool {
-    !ptr.is_null() && ptr.cast::<T>().is_aligned()
-}
-
-/// What both buffer views offer alike (they differ only in mutability).
-macro_rules! common_methods {
-    ($buffer:ident) => {
-        impl $buffer<'_> {
-            /// Number of elements.
-            pub fn len(&self) -> usize {
-                self.count
-            }
-
-            /// Whether there are no elements.
-            pub fn is_empty(&self) -> bool {
-                self.count == 0
-            }
-
-            /// Whether the elements are `T`s: the same layout, type signature
-            /// and alignment as `T`'s datatype.
-            pub fn is<T: Equivalence>(&self) -> bool {
-                same_type::<T>(self.map)
-            }
-        }
-    };
-}
-
-common_methods!(DynBuffer);
-common_methods!(DynBufferMut);
-
-impl<'a> DynBuffer<'a> {
-    /// The elements as `T`s, if they are ([`is`](Self::is)) and lie at an
-    /// address aligned for `T`. The buffers of a reduction over `T`s always
-    /// do; elements of a datatype [`View`](crate::datatype::View) that
-    /// starts at an address `T` cannot have give `None`.
-    pub fn downcast<T: Equivalence>(self) -> Option<&'a [T]> {
-        if !self.is::<T>() || !fits::<T>(self.ptr) {
-            return None;
-        }
-        // SAFETY: the buffer holds `count` elements of T's layout,
-        // signature and size, initialised and valid as `T`s (`Equivalence`:
-        // data matching the signature is a valid `T`), one `size_of::<T>()`
-        // apart; the first is aligned for `T` (`fits`), so all are; it is
-        // not written during the call.
-        Some(unsafe { std::slice::from_raw_parts(self.ptr as *const T, self.count) })
-    }
-}
-
-impl<'a> DynBufferMut<'a> {
-    /// The elements as `T`s, if they are ([`is`](Self::is)) and lie at an
-    /// address aligned for `T` (as for [`DynBuffer::downcast`]).
-    pub fn downcast<T: Equivalence>(&mut self) -> Option<&mut [T]> {
-        if !self.is::<T>() || !fits::<T>(self.ptr) {
-            return None;
-        }
-        // SAFETY: as in `DynBuffer::downcast`; this is the only access to the
-        // buffer during the call.
-        Some(unsafe { std::slice::from_raw_parts_mut(self.ptr as *mut T, self.count) })
     }
 }
 
@@ -352,18 +355,11 @@ pub(crate) unsafe fn apply(
     count: usize,
 ) {
     match op {
-        OpRef::User(f, _) => f(
-            DynBuffer {
-                ptr: input,
-                count,
-                map,
-            },
-            DynBufferMut {
-                ptr: inout,
-                count,
-                map,
-            },
-        ),
+        // SAFETY: the caller's contract: `count` elements of `map` at
+        // each pointer, `inout` accessed only through the second buffer.
+        OpRef::User(f, _) => f(unsafe { DynBuffer::from_map(input, count, map) }, unsafe {
+            DynBufferMut::from_map(inout, count, map)
+        }),
         OpRef::System(op) => {
             if map.is_contiguous() {
                 if let Some(kind) = map.uniform_kind() {
@@ -441,6 +437,27 @@ unsafe fn apply_values(op: SystemOperation, kind: BaseKind, a: *const u8, b: *mu
             }
         }};
     }
+    // Complex numbers as `[re, im]`; only sum and product reach here
+    // (`check_supported`).
+    macro_rules! complex {
+        ($t:ty) => {{
+            let (a, b) = (a as *const [$t; 2], b as *mut [$t; 2]);
+            for i in 0..n {
+                // SAFETY: `i < n` values are in bounds of both (the
+                // caller's contract).
+                unsafe {
+                    let [xr, xi] = a.add(i).read_unaligned();
+                    let [yr, yi] = b.add(i).read_unaligned();
+                    let r = match op.0 {
+                        System::Sum => [xr + yr, xi + yi],
+                        System::Product => [xr * yr - xi * yi, xr * yi + xi * yr],
+                        _ => unreachable!("{} on complex numbers was rejected", op.name()),
+                    };
+                    b.add(i).write_unaligned(r);
+                }
+            }
+        }};
+    }
     match kind {
         BaseKind::I8 => numeric!(i8),
         BaseKind::U8 => numeric!(u8),
@@ -452,6 +469,8 @@ unsafe fn apply_values(op: SystemOperation, kind: BaseKind, a: *const u8, b: *mu
         BaseKind::U64 => numeric!(u64),
         BaseKind::F32 => numeric!(f32),
         BaseKind::F64 => numeric!(f64),
+        BaseKind::C32 => complex!(f32),
+        BaseKind::C64 => complex!(f64),
         BaseKind::Bool => {
             // Only logical operations reach here (check_supported).
             for i in 0..n {
@@ -585,6 +604,7 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::datatype::Equivalence;
 
     fn reduce<T: Equivalence + Copy>(op: SystemOperation, a: &[T], b: &mut [T]) {
         let dt = T::equivalent_datatype();

@@ -36,9 +36,12 @@ pub use rooted::Root;
 #[cfg(feature = "stats")]
 pub use crate::coll::gather::{last_root_stats, RootStats};
 pub use crate::coll::op::{
-    reduce_local_into, DynBuffer, DynBufferMut, Operation, SystemOperation, UserOperation,
+    reduce_local_into, Operation, SystemOperation, UnsafeUserFunction, UnsafeUserOperation,
+    UserOperation,
 };
 pub use crate::coll::{Algorithm, Collective};
+/// The operands of a [`UserOperation`] (defined in [`crate::datatype`], as in rsmpi).
+pub use crate::datatype::{DynBuffer, DynBufferMut};
 
 use crate::coll::check::Signature;
 use crate::coll::parts::Parts;

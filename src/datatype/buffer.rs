@@ -166,7 +166,7 @@ unsafe impl<T: Equivalence> Buffer for Vec<T> {}
 unsafe impl<T: Equivalence> BufferMut for Vec<T> {}
 
 #[inline]
-fn count_of(len: usize) -> Count {
+pub(super) fn count_of(len: usize) -> Count {
     if len <= Count::MAX as usize {
         return len as Count;
     }

@@ -7,7 +7,7 @@
 //! of them implement it here; structs get it from `#[derive(Equivalence)]`.
 //! Buffers ([`Buffer`], [`BufferMut`]) are a value, a slice or a `Vec` of such
 //! a type, or a [`View`]/[`MutView`]: any memory described by a count and a
-//! [`UserDatatype`].
+//! [`UserDatatype`], or a type-erased [`DynBuffer`]/[`DynBufferMut`].
 //!
 //! Inside one process data is copied once, by type map: contiguous data takes
 //! a single `memcpy`, other layouts are copied run by run, never through the
@@ -86,6 +86,7 @@
 mod buffer;
 pub(crate) mod copy;
 mod derived;
+mod dynbuf;
 mod pack;
 mod partition;
 mod typemap;
@@ -97,6 +98,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, OnceLock, RwLock};
 
 pub use buffer::{AsDatatype, Buffer, BufferMut, Collection, Pointer, PointerMut};
+pub use dynbuf::{DynBuffer, DynBufferMut};
 pub use pack::{pack, pack_into, pack_size, try_pack_into, try_unpack_into, unpack_into};
 pub use partition::{
     Partition, PartitionMut, Partitioned, PartitionedBuffer, PartitionedBufferMut,
@@ -190,6 +192,9 @@ pub struct DatatypeRef<'a> {
 enum RefMap<'a> {
     Static(&'static TypeMap),
     Shared(&'a Arc<TypeMap>),
+    /// A map borrowed from elsewhere (a reduction's operands): an owned
+    /// handle to it copies the map.
+    Borrowed(&'a TypeMap),
 }
 
 /// The datatype of a built-in type (rsmpi's `SystemDatatype`).
@@ -211,6 +216,39 @@ impl<'a> DatatypeRef<'a> {
             map: RefMap::Shared(map),
         }
     }
+
+    /// A handle borrowing `map` (owned handles taken from it copy the map).
+    pub(crate) fn borrowed(map: &'a TypeMap) -> Self {
+        DatatypeRef {
+            map: RefMap::Borrowed(map),
+        }
+    }
+
+    /// A handle to the map of `datatype`, which may be a temporary: the
+    /// built-in and derived types' maps are static already; any other map
+    /// is interned, so each distinct map is kept once for the program.
+    pub(crate) fn owned_by<D: Datatype>(datatype: D) -> DatatypeRef<'static> {
+        match datatype.handle().0 {
+            Handle::Static(map) => DatatypeRef::from_static(map),
+            Handle::Shared(map) => DatatypeRef::from_static(interned(&map)),
+        }
+    }
+}
+
+/// The program-lifetime copy of a map equal to `map` (made on first use).
+fn interned(map: &TypeMap) -> &'static TypeMap {
+    static INTERNED: RwLock<Vec<&'static TypeMap>> = RwLock::new(Vec::new());
+    let found = |maps: &[&'static TypeMap]| maps.iter().copied().find(|m| *m == map);
+    if let Some(map) = found(&INTERNED.read().unwrap_or_else(|e| e.into_inner())) {
+        return map;
+    }
+    let mut maps = INTERNED.write().unwrap_or_else(|e| e.into_inner());
+    if let Some(map) = found(&maps) {
+        return map;
+    }
+    let map: &'static TypeMap = Box::leak(Box::new(map.clone()));
+    maps.push(map);
+    map
 }
 
 // SAFETY: the map is borrowed for the handle's life and never changes; the
@@ -222,6 +260,7 @@ unsafe impl Datatype for DatatypeRef<'_> {
         match self.map {
             RefMap::Static(map) => map,
             RefMap::Shared(map) => map,
+            RefMap::Borrowed(map) => map,
         }
     }
 
@@ -230,6 +269,7 @@ unsafe impl Datatype for DatatypeRef<'_> {
         match self.map {
             RefMap::Static(map) => TypeHandle(Handle::Static(map)),
             RefMap::Shared(map) => TypeHandle(Handle::Shared(Arc::clone(map))),
+            RefMap::Borrowed(map) => TypeHandle(Handle::Shared(Arc::new(map.clone()))),
         }
     }
 }
@@ -290,6 +330,14 @@ primitives! {
     u64 => U64, U64_MAP;
     f32 => F32, F32_MAP;
     f64 => F64, F64_MAP;
+}
+
+// rsmpi's `complex` feature: complex numbers are base values of their own
+// (reductions define sum and product on them, not max or bitwise ones).
+#[cfg(feature = "complex")]
+primitives! {
+    num_complex::Complex<f32> => C32, C32_MAP;
+    num_complex::Complex<f64> => C64, C64_MAP;
 }
 
 /// The type map of `T`, built once per type and kept for the life of the

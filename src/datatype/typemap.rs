@@ -54,6 +54,12 @@ pub enum BaseKind {
     F32,
     /// `f64`.
     F64,
+    /// A complex number of two `f32`s, real part first
+    /// (`num_complex::Complex<f32>`, feature `complex`; `MPI_C_FLOAT_COMPLEX`).
+    C32,
+    /// A complex number of two `f64`s, real part first
+    /// (`num_complex::Complex<f64>`, feature `complex`; `MPI_C_DOUBLE_COMPLEX`).
+    C64,
 }
 
 impl BaseKind {
@@ -63,7 +69,8 @@ impl BaseKind {
             BaseKind::Bool | BaseKind::I8 | BaseKind::U8 => 1,
             BaseKind::I16 | BaseKind::U16 => 2,
             BaseKind::I32 | BaseKind::U32 | BaseKind::F32 => 4,
-            BaseKind::I64 | BaseKind::U64 | BaseKind::F64 => 8,
+            BaseKind::I64 | BaseKind::U64 | BaseKind::F64 | BaseKind::C32 => 8,
+            BaseKind::C64 => 16,
         }
     }
 
@@ -74,9 +81,9 @@ impl BaseKind {
             BaseKind::Bool | BaseKind::I8 | BaseKind::U8 => 1,
             BaseKind::I16 | BaseKind::U16 => std::mem::align_of::<u16>(),
             BaseKind::I32 | BaseKind::U32 => std::mem::align_of::<u32>(),
-            BaseKind::F32 => std::mem::align_of::<f32>(),
+            BaseKind::F32 | BaseKind::C32 => std::mem::align_of::<f32>(),
             BaseKind::I64 | BaseKind::U64 => std::mem::align_of::<u64>(),
-            BaseKind::F64 => std::mem::align_of::<f64>(),
+            BaseKind::F64 | BaseKind::C64 => std::mem::align_of::<f64>(),
         }
     }
 
@@ -94,6 +101,8 @@ impl BaseKind {
             BaseKind::U64 => "u64",
             BaseKind::F32 => "f32",
             BaseKind::F64 => "f64",
+            BaseKind::C32 => "Complex<f32>",
+            BaseKind::C64 => "Complex<f64>",
         }
     }
 }

@@ -65,7 +65,7 @@ impl UncommittedDatatype for DatatypeRef<'_> {
 
     fn dup(&self) -> UserDatatype {
         match self.map {
-            RefMap::Static(map) => UserDatatype::from_type_map(map.clone()),
+            RefMap::Static(map) | RefMap::Borrowed(map) => UserDatatype::from_type_map(map.clone()),
             RefMap::Shared(map) => UserDatatype {
                 map: Arc::clone(map),
             },
@@ -616,7 +616,7 @@ pub struct UncommittedDatatypeRef<'a> {
 impl<'a> From<DatatypeRef<'a>> for UncommittedDatatypeRef<'a> {
     fn from(datatype: DatatypeRef<'a>) -> Self {
         let map = match datatype.map {
-            RefMap::Static(map) => map,
+            RefMap::Static(map) | RefMap::Borrowed(map) => map,
             RefMap::Shared(map) => &**map,
         };
         UncommittedDatatypeRef { map }

@@ -292,8 +292,8 @@ impl fmt::Display for TypeError {
             TypeError::OpNotDefined { op, base, datatype } => write!(
                 f,
                 "{op} is not defined for {base} (in the datatype {datatype}); MPI defines \
-                 arithmetic operations on numbers, logical ones on integers and bool, bitwise \
-                 ones on integers"
+                 arithmetic operations on numbers (only sum and product on complex numbers), \
+                 logical ones on integers and bool, bitwise ones on integers"
             ),
         }
     }

@@ -12,6 +12,7 @@
 //! |---|---|
 //! | `send.rs` | [`Destination`]: standard, buffered and synchronous sends, blocking and immediate |
 //! | `receive.rs` | [`Source`]: receives, probes, matched probes, immediate receives |
+//! | `future.rs` | [`ReceiveFuture`]: one value received into the heap by `immediate_receive` |
 //! | `message.rs` | [`Message`] (a matched probe's message) and [`MatchedReceiveVec`] |
 //! | `send_receive.rs` | `send_receive*` (`MPI_Sendrecv`, `MPI_Sendrecv_replace`) |
 
@@ -30,12 +31,14 @@ use crate::sched::{WaitInfo, WaitOp};
 use crate::{Rank, Tag, ANY_SOURCE, ANY_TAG};
 
 mod blocking;
+mod future;
 mod message;
 mod receive;
 mod send;
 mod send_receive;
 
 pub use crate::p2p::Status;
+pub use future::ReceiveFuture;
 pub use message::{MatchedReceiveVec, Message};
 pub use receive::Source;
 pub use send::Destination;
@@ -54,9 +57,14 @@ fn recv_layout<B: BufferMut + ?Sized>(buf: &mut B) -> Layout {
 
 /// Checks that a message received as one `Msg` had exactly its size.
 fn check_one<Msg: Equivalence>(core: &CommCore, status: &Status, want: usize) -> Result<(), Error> {
+    check_one_at::<Msg>(core.rank(), status, want)
+}
+
+/// [`check_one`] for receiving rank `rank`.
+fn check_one_at<Msg: Equivalence>(rank: Rank, status: &Status, want: usize) -> Result<(), Error> {
     if status.bytes() != want {
         return Err(Error::Count(CountError::NotOneValue {
-            rank: core.rank(),
+            rank,
             type_name: std::any::type_name::<Msg>(),
             size: want,
             source: status.source_rank(),

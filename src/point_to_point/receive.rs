@@ -188,28 +188,65 @@ pub trait Source: AsCore {
         Buf: 'a + BufferMut + ?Sized,
         Sc: Scope<'a>,
     {
-        let core = self.core();
-        let source = self.source_rank();
-        let ctx = core
-            .caller()
-            .and_then(|ctx| {
-                core.check_receive("immediate_receive_into", source, tag)
-                    .map(|_| ctx)
-            })
-            .or_raise();
         let layout = recv_layout(buf);
-        let pending = PendingOp::new(
-            core,
-            ctx.slot,
-            Queued::Receive(core.world()),
-            Kind::Receive { source, tag },
+        let op = start_receive(
+            self.core(),
+            "immediate_receive_into",
+            self.source_rank(),
+            tag,
+            &layout,
         );
-        let spec = core.accept(core.p2p_context(), source, tag);
-        let op = match p2p::start_receive(core.endpoint(), spec, &layout, &pending.completion) {
-            Started::Done(outcome) => Op::Done(p2p::receive_result(core.rank(), outcome)),
-            Started::Pending => pending.into_op(),
-        };
         Request::new(op, buf as *const Buf, scope)
+    }
+
+    /// Starts receiving one value with any tag into a heap cell
+    /// (rsmpi's `immediate_receive`): no scope is needed, the returned
+    /// [`ReceiveFuture`] owns the cell.
+    #[track_caller]
+    fn immediate_receive<Msg: Equivalence>(&self) -> ReceiveFuture<Msg> {
+        self.immediate_receive_with_tag(ANY_TAG)
+    }
+
+    /// Starts receiving one value with `tag` (see
+    /// [`immediate_receive`](Self::immediate_receive)).
+    ///
+    /// # Panics
+    ///
+    /// On a bad source rank or tag (as every receive); a message of another
+    /// size than one `Msg` fails [`ReceiveFuture::get`] instead.
+    #[track_caller]
+    fn immediate_receive_with_tag<Msg: Equivalence>(&self, tag: Tag) -> ReceiveFuture<Msg> {
+        let core = self.core();
+        ReceiveFuture::start(core.rank(), |layout| {
+            start_receive(core, "immediate_receive", self.source_rank(), tag, layout)
+        })
+    }
+}
+
+/// Starts a receive into `layout` for an immediate receive `name` of the
+/// calling rank (panics on a bad source or tag, or outside the rank).
+#[track_caller]
+fn start_receive(
+    core: &CommCore,
+    name: &'static str,
+    source: Rank,
+    tag: Tag,
+    layout: &Layout,
+) -> Op {
+    let ctx = core
+        .caller()
+        .and_then(|ctx| core.check_receive(name, source, tag).map(|_| ctx))
+        .or_raise();
+    let pending = PendingOp::new(
+        core,
+        ctx.slot,
+        Queued::Receive(core.world()),
+        Kind::Receive { source, tag },
+    );
+    let spec = core.accept(core.p2p_context(), source, tag);
+    match p2p::start_receive(core.endpoint(), spec, layout, &pending.completion) {
+        Started::Done(outcome) => Op::Done(p2p::receive_result(core.rank(), outcome)),
+        Started::Pending => pending.into_op(),
     }
 }
 

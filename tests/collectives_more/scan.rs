@@ -64,7 +64,7 @@ fn scan_case(world: &SimpleCommunicator, count: usize, exclusive: bool) {
         check(&recv, |i| prefix(rank, i, exclusive, y, add), &what);
     }
     // A non-commutative operation keeps rank order.
-    let op = UserOperation::associative(|x, mut y| {
+    let op = UserOperation::associative(|x, y| {
         let x: &[[i64; 4]] = x.downcast().unwrap();
         for (y, x) in y.downcast::<[i64; 4]>().unwrap().iter_mut().zip(x) {
             *y = matmul(*x, *y);
