@@ -2,11 +2,22 @@
 //! free neighbouring pages, huge blocks via `mremap`; content survives every move.
 
 use std::alloc::{GlobalAlloc, Layout};
+use std::sync::Mutex;
 
 use myriad_alloc::MyriadAlloc;
 
 #[global_allocator]
 static ALLOC: MyriadAlloc = MyriadAlloc;
+
+/// The tests run one at a time: "grows into the free pages after it"
+/// holds only while no other thread takes those pages between the shrink
+/// and the grow, and the Vec growth of the huge-block test (on another test
+/// thread) took them about once in four loaded runs.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
 
 fn fill(p: *mut u8, len: usize) {
     for i in 0..len {
@@ -24,6 +35,7 @@ fn check(p: *const u8, len: usize) {
 
 #[test]
 fn small_blocks_stay_within_their_class() {
+    let _serial = serial();
     let layout = Layout::from_size_align(100, 8).unwrap();
     // SAFETY: valid layouts, each realloc passes the layout of the current size.
     unsafe {
@@ -42,6 +54,7 @@ fn small_blocks_stay_within_their_class() {
 
 #[test]
 fn page_runs_shrink_in_place_and_grow_into_free_pages() {
+    let _serial = serial();
     let big = 1 << 20;
     // SAFETY: valid layouts, each realloc passes the layout of the current size.
     unsafe {
@@ -65,6 +78,7 @@ fn page_runs_shrink_in_place_and_grow_into_free_pages() {
 
 #[test]
 fn huge_blocks_resize_with_mremap_and_vec_growth_keeps_data() {
+    let _serial = serial();
     let before = myriad_alloc::stats().os.mremap;
     // SAFETY: valid layouts, each realloc passes the layout of the current size.
     unsafe {
