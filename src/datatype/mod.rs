@@ -269,9 +269,19 @@ unsafe impl Datatype for DatatypeRef<'_> {
         match self.map {
             RefMap::Static(map) => TypeHandle(Handle::Static(map)),
             RefMap::Shared(map) => TypeHandle(Handle::Shared(Arc::clone(map))),
-            RefMap::Borrowed(map) => TypeHandle(Handle::Shared(Arc::new(map.clone()))),
+            RefMap::Borrowed(map) => borrowed_handle(map),
         }
     }
+}
+
+/// The handle of a borrowed map: a copy in its own `Arc`. Out of line and
+/// cold, so that `handle` stays small enough to inline into every send and
+/// receive (with the copy inline it was not, and the one-way ping-pong
+/// paid a call per message).
+#[cold]
+#[inline(never)]
+fn borrowed_handle(map: &TypeMap) -> TypeHandle {
+    TypeHandle(Handle::Shared(Arc::new(map.clone())))
 }
 
 // SAFETY: forwards to the referenced datatype.
