@@ -9,8 +9,6 @@
 use std::cell::RefCell;
 use std::collections::BTreeSet;
 use std::panic::{self, AssertUnwindSafe};
-use std::sync::mpsc;
-use std::sync::Mutex;
 use std::time::Duration;
 
 use myriad::collective::SystemOperation;
@@ -18,20 +16,15 @@ use myriad::request::{multiple_scope, Request, StaticScope};
 use myriad::traits::*;
 use myriad::Runtime;
 
+mod common;
+
+/// How long a job of this file may take before it counts as a hang.
+const LIMIT: Duration = Duration::from_secs(60);
+
 const SIZES: &[usize] = &[1, 2, 3, 4, 7, 64];
 
 /// Runs `job` on its own thread, failing the test if it takes more than a
 /// minute (a hang).
-fn within_time_limit<T: Send + 'static>(what: &str, job: impl FnOnce() -> T + Send + 'static) -> T {
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        let _ = tx.send(job());
-    });
-    match rx.recv_timeout(Duration::from_secs(60)) {
-        Ok(out) => out,
-        Err(_) => panic!("{what}: the job did not finish within 60 s (hang)"),
-    }
-}
 
 /// The message of a caught panic.
 fn message(payload: Box<dyn std::any::Any + Send>) -> String {
@@ -50,7 +43,7 @@ const COUNT: usize = 8;
 #[test]
 fn wait_any_hands_out_every_request_once() {
     for &n in SIZES {
-        let out = within_time_limit("wait_any", move || {
+        let out = common::within_time_limit("wait_any", LIMIT, move || {
             myriad::run(n, |universe| {
                 let world = universe.world();
                 let (rank, size) = (world.rank(), world.size());
@@ -121,7 +114,7 @@ fn wait_any_hands_out_every_request_once() {
 #[test]
 fn wait_some_and_wait_all_hand_out_every_request_once() {
     for &n in SIZES {
-        let out = within_time_limit("wait_some", move || {
+        let out = common::within_time_limit("wait_some", LIMIT, move || {
             myriad::run(n, |universe| {
                 let world = universe.world();
                 let (rank, size) = (world.rank(), world.size());
@@ -188,7 +181,7 @@ fn wait_some_and_wait_all_hand_out_every_request_once() {
 #[test]
 fn wait_any_returns_the_request_that_can_complete_and_tests_never_block() {
     for &n in SIZES {
-        let out = within_time_limit("out of order", move || {
+        let out = common::within_time_limit("out of order", LIMIT, move || {
             myriad::run(n, |universe| {
                 let world = universe.world();
                 let (rank, size) = (world.rank(), world.size());
@@ -262,7 +255,7 @@ fn wait_any_returns_the_request_that_can_complete_and_tests_never_block() {
 #[test]
 fn test_some_and_test_all_poll_to_the_end() {
     for &n in SIZES {
-        let out = within_time_limit("test_some", move || {
+        let out = common::within_time_limit("test_some", LIMIT, move || {
             myriad::run(n, |universe| {
                 let world = universe.world();
                 let (rank, size) = (world.rank(), world.size());
@@ -310,7 +303,7 @@ fn test_some_and_test_all_poll_to_the_end() {
 #[test]
 fn a_collection_dropped_or_unwound_with_pending_requests_settles_them() {
     for &n in &SIZES[1..] {
-        let out = within_time_limit("dropped collection", move || {
+        let out = common::within_time_limit("dropped collection", LIMIT, move || {
             Runtime::builder().ranks(n).workers(1).run(|universe| {
                 let world = universe.world();
                 let (rank, size) = (world.rank(), world.size());
@@ -369,28 +362,20 @@ thread_local! {
         const { RefCell::new(None) };
 }
 
-/// A `StaticScope` buffer; its address stays in a static (no leak report).
-fn leaked_buffer() -> &'static mut [u64; 4] {
-    static KEPT: Mutex<Vec<usize>> = Mutex::new(Vec::new());
-    let buffer = Box::leak(Box::new([0; 4]));
-    KEPT.lock().unwrap().push(buffer as *mut [u64; 4] as usize);
-    buffer
-}
-
 /// Rank 1 puts rank 0's pending receive into its own collection: waiting
 /// for it fails with the wrong-rank error (instead of parking forever), the
 /// collection's drop withdraws the receive (not freed under the mailbox),
 /// and rank 0 gets the message with a later receive.
 #[test]
 fn a_collection_waiting_for_another_ranks_request_fails_clearly() {
-    let out = within_time_limit("another rank's request", || {
+    let out = common::within_time_limit("another rank's request", LIMIT, || {
         Runtime::builder().ranks(3).workers(1).run(|universe| {
             let world = universe.world();
             match world.rank() {
                 0 => {
                     let request = world
                         .process_at_rank(2)
-                        .immediate_receive_into(StaticScope, leaked_buffer());
+                        .immediate_receive_into(StaticScope, common::leaked_buffer());
                     STASH.with(|s| *s.borrow_mut() = Some(request));
                     world.barrier();
                     world.barrier();
@@ -443,7 +428,7 @@ fn a_collection_waiting_for_another_ranks_request_fails_clearly() {
 #[test]
 fn a_truncated_receive_in_a_collection_fails_with_its_error() {
     for &n in &SIZES[1..] {
-        let err = within_time_limit("truncation", move || {
+        let err = common::within_time_limit("truncation", LIMIT, move || {
             myriad::run(n, |universe| {
                 let world = universe.world();
                 let (rank, size) = (world.rank(), world.size());

@@ -18,18 +18,13 @@ use myriad::request::{Request, StaticScope, WaitGuard};
 use myriad::traits::*;
 use myriad::{Error, Runtime};
 
+mod common;
+
+/// How long a job of this file may take before it counts as a hang.
+const LIMIT: Duration = Duration::from_secs(10);
+
 /// Runs `job` on its own thread and returns its result, failing the test if
 /// it has not finished within a few seconds (the thread is left behind).
-fn within_time_limit<T: Send + 'static>(what: &str, job: impl FnOnce() -> T + Send + 'static) -> T {
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        let _ = tx.send(job());
-    });
-    match rx.recv_timeout(Duration::from_secs(10)) {
-        Ok(out) => out,
-        Err(_) => panic!("{what}: the job did not finish within 10 s (hang)"),
-    }
-}
 
 type Stashed = Request<'static, [u64; 4], StaticScope>;
 
@@ -38,15 +33,6 @@ thread_local! {
     /// same worker thread: a thread-local is per OS thread, not per rank.
     static STASH: RefCell<Option<Stashed>> = const { RefCell::new(None) };
     static STASHED_BARRIER: RefCell<Option<Request<'static, ()>>> = const { RefCell::new(None) };
-}
-
-/// A buffer for a `StaticScope` receive. Its address stays in a static so
-/// that LeakSanitizer does not report it once the request is gone.
-fn leaked_buffer() -> &'static mut [u64; 4] {
-    static KEPT: Mutex<Vec<usize>> = Mutex::new(Vec::new());
-    let buffer = Box::leak(Box::new([0; 4]));
-    KEPT.lock().unwrap().push(buffer as *mut [u64; 4] as usize);
-    buffer
 }
 
 /// Item 1: rank 0 posts a receive and stashes its request in a
@@ -59,14 +45,14 @@ fn leaked_buffer() -> &'static mut [u64; 4] {
 /// queued and rank 0 receives it.
 #[test]
 fn a_request_waited_by_another_rank_is_withdrawn_not_freed() {
-    let out = within_time_limit("request waited by another rank", || {
+    let out = common::within_time_limit("request waited by another rank", LIMIT, || {
         Runtime::builder().ranks(3).workers(1).run(|universe| {
             let world = universe.world();
             match world.rank() {
                 0 => {
                     let request = world
                         .process_at_rank(2)
-                        .immediate_receive_into(StaticScope, leaked_buffer());
+                        .immediate_receive_into(StaticScope, common::leaked_buffer());
                     STASH.with(|s| *s.borrow_mut() = Some(request));
                     world.barrier(); // stashed
                     world.barrier(); // rank 1 waited for it
@@ -103,13 +89,13 @@ fn a_request_waited_by_another_rank_is_withdrawn_not_freed() {
 /// withdrawn (not freed) and the message received afterwards.
 #[test]
 fn a_request_waited_in_a_parallel_for_chunk_is_withdrawn_not_freed() {
-    let out = within_time_limit("request waited in a parallel_for chunk", || {
+    let out = common::within_time_limit("request waited in a parallel_for chunk", LIMIT, || {
         Runtime::builder().ranks(2).workers(1).run(|universe| {
             let world = universe.world();
             if world.rank() == 0 {
                 let request = world
                     .process_at_rank(1)
-                    .immediate_receive_into(StaticScope, leaked_buffer());
+                    .immediate_receive_into(StaticScope, common::leaked_buffer());
                 STASH.with(|s| *s.borrow_mut() = Some(request));
                 let errors = Mutex::new(Vec::new());
                 myriad::parallel_for(0..8, 1, |_| {
@@ -143,26 +129,27 @@ fn a_request_waited_in_a_parallel_for_chunk_is_withdrawn_not_freed() {
 /// rank 1 entered the barrier).
 #[test]
 fn an_immediate_collective_waited_by_another_rank_fails_the_job() {
-    let out = within_time_limit("immediate collective waited by another rank", || {
-        Runtime::builder().ranks(2).workers(1).run(|universe| {
-            let world = universe.world();
-            if world.rank() == 0 {
-                let request = world.immediate_barrier();
-                STASHED_BARRIER.with(|s| *s.borrow_mut() = Some(request));
-                world.process_at_rank(1).send(&1u8);
-                world.process_at_rank(1).receive::<u8>();
-            } else {
-                world.process_at_rank(0).receive::<u8>();
-                let request = STASHED_BARRIER
-                    .with(|s| s.borrow_mut().take())
-                    .expect("stashed");
-                let _ = request.try_wait();
-                // The barrier the task of rank 0 waits for.
-                world.barrier();
-                world.process_at_rank(0).send(&1u8);
-            }
-        })
-    });
+    let out =
+        common::within_time_limit("immediate collective waited by another rank", LIMIT, || {
+            Runtime::builder().ranks(2).workers(1).run(|universe| {
+                let world = universe.world();
+                if world.rank() == 0 {
+                    let request = world.immediate_barrier();
+                    STASHED_BARRIER.with(|s| *s.borrow_mut() = Some(request));
+                    world.process_at_rank(1).send(&1u8);
+                    world.process_at_rank(1).receive::<u8>();
+                } else {
+                    world.process_at_rank(0).receive::<u8>();
+                    let request = STASHED_BARRIER
+                        .with(|s| s.borrow_mut().take())
+                        .expect("stashed");
+                    let _ = request.try_wait();
+                    // The barrier the task of rank 0 waits for.
+                    world.barrier();
+                    world.process_at_rank(0).send(&1u8);
+                }
+            })
+        });
     let err = out.expect_err("the job fails");
     let message = err.to_string();
     assert!(
@@ -182,7 +169,7 @@ fn a_held_send_waited_by_another_rank_fails_the_job() {
     thread_local! {
         static SEND: RefCell<Option<Request<'static, [u64; 4]>>> = const { RefCell::new(None) };
     }
-    let out = within_time_limit("held send waited by another rank", || {
+    let out = common::within_time_limit("held send waited by another rank", LIMIT, || {
         Runtime::builder().ranks(3).workers(1).run(|universe| {
             let world = universe.world();
             match world.rank() {
@@ -227,7 +214,7 @@ fn a_held_send_waited_by_another_rank_fails_the_job() {
 /// never touches the freed request.
 #[test]
 fn unwinding_past_a_running_immediate_collective_fails_the_job() {
-    let out = within_time_limit("unwinding past an immediate collective", || {
+    let out = common::within_time_limit("unwinding past an immediate collective", LIMIT, || {
         Runtime::builder().ranks(2).workers(1).run(|universe| {
             let world = universe.world();
             if world.rank() == 0 {
@@ -273,7 +260,7 @@ fn a_blocking_call_while_unwinding_never_suspends() {
             *self.1.borrow_mut() = Some(got.map(|(v, _)| v));
         }
     }
-    let out = within_time_limit("blocking receive while unwinding", || {
+    let out = common::within_time_limit("blocking receive while unwinding", LIMIT, || {
         Runtime::builder().ranks(2).workers(1).run(|universe| {
             let world = universe.world();
             if world.rank() == 0 {
@@ -321,7 +308,7 @@ fn a_blocking_call_while_unwinding_never_suspends() {
 #[test]
 fn sleep_yield_and_test_while_unwinding_never_suspend() {
     for case in ["sleep", "yield", "test"] {
-        let out = within_time_limit(case, move || {
+        let out = common::within_time_limit(case, LIMIT, move || {
             Runtime::builder().ranks(2).workers(1).run(move |universe| {
                 let world = universe.world();
                 if world.rank() == 0 {
@@ -334,7 +321,7 @@ fn sleep_yield_and_test_while_unwinding_never_suspend() {
                     let caught = panic::catch_unwind(AssertUnwindSafe(|| {
                         let request = world
                             .process_at_rank(1)
-                            .immediate_receive_into(StaticScope, leaked_buffer());
+                            .immediate_receive_into(StaticScope, common::leaked_buffer());
                         let mut request = Some(request);
                         let _on_drop = OnDrop(|| match case {
                             "sleep" => myriad::sleep(Duration::from_millis(5)),
@@ -377,7 +364,7 @@ fn sleep_yield_and_test_while_unwinding_never_suspend() {
 /// the joining rank parks and the thread's end wakes it.
 #[test]
 fn a_thread_joined_by_another_rank_parks_that_rank() {
-    let out = within_time_limit("join from another rank", || {
+    let out = common::within_time_limit("join from another rank", LIMIT, || {
         let handle: Mutex<Option<myriad::thread::JoinHandle<u32>>> = Mutex::new(None);
         Runtime::builder().ranks(2).workers(1).run(move |universe| {
             let world = universe.world();

@@ -49,3 +49,35 @@ pub(crate) fn in_child(name: &str, envs: &[(&str, &str)], body: impl FnOnce()) -
     );
     Some(stderr)
 }
+
+/// Runs `job` (a whole myriad job) on its own thread and returns its
+/// output, failing the test with "`what`: ... (hang)" if it takes longer
+/// than `limit`: a test of "no hang" must fail, not hang itself.
+pub(crate) fn within_time_limit<T: Send + 'static>(
+    what: &str,
+    limit: std::time::Duration,
+    job: impl FnOnce() -> T + Send + 'static,
+) -> T {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(job());
+    });
+    match rx.recv_timeout(limit) {
+        Ok(out) => out,
+        Err(_) => panic!(
+            "{what}: the job did not finish within {} s (hang)",
+            limit.as_secs()
+        ),
+    }
+}
+
+/// A buffer for a `StaticScope` receive. Its address stays in a static so
+/// that LeakSanitizer does not report it once the request is gone.
+pub(crate) fn leaked_buffer() -> &'static mut [u64; 4] {
+    static KEPT: std::sync::Mutex<Vec<usize>> = std::sync::Mutex::new(Vec::new());
+    let buffer = Box::leak(Box::new([0; 4]));
+    KEPT.lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .push(buffer as *mut [u64; 4] as usize);
+    buffer
+}
