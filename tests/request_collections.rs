@@ -23,9 +23,6 @@ const LIMIT: Duration = Duration::from_secs(60);
 
 const SIZES: &[usize] = &[1, 2, 3, 4, 7, 64];
 
-/// Runs `job` on its own thread, failing the test if it takes more than a
-/// minute (a hang).
-
 /// The message of a caught panic.
 fn message(payload: Box<dyn std::any::Any + Send>) -> String {
     payload

@@ -23,9 +23,6 @@ mod common;
 /// How long a job of this file may take before it counts as a hang.
 const LIMIT: Duration = Duration::from_secs(10);
 
-/// Runs `job` on its own thread and returns its result, failing the test if
-/// it has not finished within a few seconds (the thread is left behind).
-
 type Stashed = Request<'static, [u64; 4], StaticScope>;
 
 thread_local! {
