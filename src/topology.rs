@@ -90,7 +90,8 @@
 pub use crate::comm::{Group, GroupRelation, SystemGroup, UserGroup};
 pub use crate::communicator::{
     dims_create, AnyCommunicator, AnyProcess, CartesianCommunicator, CartesianLayout, Color,
-    Communicator, CommunicatorRelation, Key, Process, SimpleCommunicator,
+    Communicator, CommunicatorRelation, InterCommunicator, Key, MergeOrder, Process,
+    SimpleCommunicator,
 };
 pub use crate::hardware::*;
 pub use crate::Rank;

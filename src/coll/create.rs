@@ -89,7 +89,8 @@ use super::check::Signature;
 use super::{Algorithm, Collective, CommCore, Selection, State};
 use crate::comm::context::{self, Creation as Derivation};
 use crate::comm::grid::Grid;
-use crate::comm::{members_of, CommShared, Group, Members, Registry};
+use crate::comm::{members_of, CommShared, Group, Members, Registry, Remote};
+use crate::datatype::copy::Layout;
 use crate::error::{ArgError, CollectiveError, Error};
 use crate::sched::{self, WaitInfo, WaitOp};
 use crate::sync::spin::SpinLock;
@@ -104,6 +105,10 @@ pub(crate) enum Creation {
     Subgroup,
     Cartesian,
     CartesianSub,
+    /// One side of a new inter-communicator, over its local communicator.
+    InterSide,
+    /// The merge of an inter-communicator (each side over its own side).
+    Merge,
 }
 
 impl Creation {
@@ -115,6 +120,8 @@ impl Creation {
             Creation::Subgroup => "split_by_subgroup_collective",
             Creation::Cartesian => "create_cartesian_communicator",
             Creation::CartesianSub => "CartesianCommunicator::subgroup",
+            Creation::InterSide => "InterCommunicator::create",
+            Creation::Merge => "InterCommunicator::merge",
         }
     }
 
@@ -126,6 +133,8 @@ impl Creation {
             Creation::Subgroup => "subgroup",
             Creation::Cartesian => "cartesian",
             Creation::CartesianSub => "cartesian sub-grid",
+            Creation::InterSide => "inter-communicator",
+            Creation::Merge => "merge",
         }
     }
 }
@@ -143,6 +152,32 @@ pub(crate) enum Agree {
     Grid(Arc<Grid>),
     /// The dimensions a Cartesian sub-grid keeps: every rank passed the same.
     Retain(Box<[bool]>),
+    /// One side of an inter-communicator: its context pair and the remote
+    /// side, which every rank of the side computed from what its leader
+    /// received.
+    Inter(Arc<InterPlan>),
+    /// A merge: whether this rank's side goes last (`high`), and, in the
+    /// ask of the side's rank 0, what the other side said.
+    Merge {
+        high: bool,
+        remote_high: Option<bool>,
+    },
+}
+
+/// One side of a new inter-communicator: its context pair and the remote
+/// side (derived in `communicator/inter.rs`).
+#[derive(Debug)]
+pub(crate) struct InterPlan {
+    pub(crate) context: u64,
+    pub(crate) remote: Remote,
+}
+
+impl PartialEq for InterPlan {
+    fn eq(&self, other: &InterPlan) -> bool {
+        self.context == other.context
+            && self.remote.context == other.remote.context
+            && self.remote.members.same(&other.remote.members)
+    }
 }
 
 /// What one rank asks for in a collective creation.
@@ -197,8 +232,41 @@ pub(crate) fn create(
 ) -> Result<Option<CommCore>, Error> {
     ask.rank = core.rank();
     ask.site = site;
+    let inter = core.shared().is_inter();
+    match ask.creation {
+        Creation::Duplicate | Creation::Merge if inter => {}
+        Creation::Merge => {
+            return Err(Error::Arg(ArgError::WrongKindOfCommunicator {
+                op: Creation::Merge.call(),
+                comm: core.name(),
+                needs: "an inter-communicator",
+            }))
+        }
+        creation if inter => {
+            return Err(Error::unsupported(format!(
+                "{} on an inter-communicator ({})",
+                creation.call(),
+                core.name()
+            )))
+        }
+        _ => {}
+    }
     let signature = Signature::new(Collective::CommCreate, None, None);
     let call = super::begin(core, signature, Algorithm::Auto, site)?;
+    // A merge needs the other side's `high`: the sides' ranks 0 swap theirs
+    // in the inter-communicator's collective pairs, tagged by the call's
+    // sequence number (equal on both sides).
+    if let Agree::Merge { high, remote_high } = &mut ask.agree {
+        if core.rank() == 0 {
+            let mine = u8::from(*high);
+            let mut theirs = 0u8;
+            let mut exchange = super::exchange::Exchange::new(&call);
+            exchange.recv(0, &Layout::of_mut(&mut theirs))?;
+            exchange.send(0, &Layout::of(&mine));
+            exchange.wait()?;
+            *remote_high = Some(theirs != 0);
+        }
+    }
     let rounds = &core.coll().rounds;
     // Checked in the round too: the shared-memory collectives check their
     // calls there only, so this is where a rank that called one of them
@@ -251,6 +319,11 @@ fn decide(parent: &CommCore, seq: u32, mut asks: Vec<Ask>) -> Result<Vec<Option<
         }
     }
     let creation = first.creation;
+    match creation {
+        Creation::InterSide => return decide_inter(parent, asks),
+        Creation::Merge => return decide_merge(parent, seq, asks),
+        _ => {}
+    }
     let mut placed: Vec<Option<Placed>> = (0..asks.len()).map(|_| None).collect();
     let mut joining: Vec<&Ask> = asks.iter().filter(|a| a.color.is_some()).collect();
     joining.sort_by_key(|a| (a.color, a.key, a.rank));
@@ -275,10 +348,23 @@ fn decide(parent: &CommCore, seq: u32, mut asks: Vec<Ask>) -> Result<Vec<Option<
             )
         };
         let lowest = members.iter().min().unwrap_or(0);
+        // The duplicate of an inter-communicator's side faces the duplicate
+        // of the other side, whose pair that side derives the same way.
+        let remote = parent.shared().remote().map(|remote| Remote {
+            context: context::derive(
+                remote.context,
+                Derivation::Collective {
+                    seq,
+                    lowest: remote.members.iter().min().unwrap_or(0),
+                },
+            ),
+            members: remote.members,
+        });
         let shared = new_comm(
             parent,
-            Derivation::Collective { seq, lowest },
+            context::derive(parent.p2p_context(), Derivation::Collective { seq, lowest }),
             members,
+            remote,
             &name,
         )?;
         for (new_rank, ask) in class.iter().enumerate() {
@@ -298,23 +384,131 @@ pub(crate) fn world(registry: &Registry, ranks: u32) -> Arc<CommShared<State>> {
     registry.world(ranks, state)
 }
 
-/// A new communicator of `members` made from `parent` by the call
-/// `derivation` describes: its context pair (derived, `comm/context.rs`),
-/// its collective state, its name.
+/// A new communicator of `members` made from `parent` with the context
+/// pair `context` (derived by the creating call, `comm/context.rs`): its
+/// collective state, its name; with `remote`, one side of an
+/// inter-communicator.
 fn new_comm(
     parent: &CommCore,
-    derivation: Derivation,
+    context: u64,
     members: Members,
+    remote: Option<Remote>,
     name: &str,
 ) -> Result<Arc<CommShared<State>>, Error> {
     let registry = parent.job().comms();
-    let context = context::derive(parent.p2p_context(), derivation);
     let state = State::new(
         members.size() as usize,
         registry.check_collectives(),
         Selection::from_env(),
     );
-    registry.create(context, members, name, state)
+    registry.create(context, members, remote, name, state)
+}
+
+/// One side of a new inter-communicator over its local communicator
+/// `local`: every rank of `local` calls with the same `plan`.
+pub(crate) fn create_inter(
+    local: &CommCore,
+    plan: InterPlan,
+    site: &'static Location<'static>,
+) -> Result<CommCore, Error> {
+    let ask = Ask::new(Creation::InterSide, Some(0), 0).agreeing(Agree::Inter(Arc::new(plan)));
+    Ok(create(local, ask, site)?.expect("every rank of the local side joins"))
+}
+
+/// The merge of the inter-communicator side `side` (`MPI_Intercomm_merge`):
+/// every rank of both sides calls, each side with one `high`.
+pub(crate) fn merge(
+    side: &CommCore,
+    high: bool,
+    site: &'static Location<'static>,
+) -> Result<CommCore, Error> {
+    let ask = Ask::new(Creation::Merge, Some(0), 0).agreeing(Agree::Merge {
+        high,
+        remote_high: None,
+    });
+    Ok(create(side, ask, site)?.expect("every rank of both sides joins a merge"))
+}
+
+/// The last rank's work in [`create_inter`]: the side's communicator.
+fn decide_inter(local: &CommCore, asks: Vec<Ask>) -> Result<Vec<Option<Placed>>, Error> {
+    let first = &asks[0];
+    let Agree::Inter(plan) = &first.agree else {
+        unreachable!("InterCommunicator::create asks carry their plan")
+    };
+    if let Some(other) = asks.iter().find(|a| a.agree != first.agree) {
+        return Err(Error::Arg(ArgError::CreationArgs {
+            call: Creation::InterSide.call(),
+            comm: local.name(),
+            ranks: (first.rank, other.rank),
+            passed: (describe(&first.agree), describe(&other.agree)),
+            sites: (first.site, other.site),
+        }));
+    }
+    let name = format!("inter-communicator of {}", local.name());
+    let members = local.shared().group.clone();
+    let shared = new_comm(
+        local,
+        plan.context,
+        members,
+        Some(plan.remote.clone()),
+        &name,
+    )?;
+    Ok(asks
+        .iter()
+        .map(|a| Some((Arc::clone(&shared), a.rank)))
+        .collect())
+}
+
+/// The last rank's work in [`merge`] on one side: orders the two groups and
+/// makes (or, when the other side came first, takes) the merged
+/// communicator.
+fn decide_merge(side: &CommCore, seq: u32, asks: Vec<Ask>) -> Result<Vec<Option<Placed>>, Error> {
+    let first = &asks[0];
+    let (Agree::Merge { high, remote_high }, Some(remote)) = (&first.agree, side.shared().remote())
+    else {
+        unreachable!("merge asks carry their order, on an inter-communicator")
+    };
+    let high_of = |a: &Ask| matches!(a.agree, Agree::Merge { high: true, .. });
+    if let Some(other) = asks.iter().find(|a| high_of(a) != *high) {
+        return Err(Error::Arg(ArgError::CreationArgs {
+            call: Creation::Merge.call(),
+            comm: side.name(),
+            ranks: (first.rank, other.rank),
+            passed: (describe(&first.agree), describe(&other.agree)),
+            sites: (first.site, other.site),
+        }));
+    }
+    let remote_high = remote_high.expect("rank 0's ask carries the other side's order");
+    let local = &side.shared().group;
+    let local_first = match (*high, remote_high) {
+        (false, true) => true,
+        (true, false) => false,
+        // Both sides asked for the same: the side with the lowest world
+        // rank goes first (either side decides the same).
+        _ => local.iter().min() < remote.members.iter().min(),
+    };
+    let (low, high_group) = if local_first {
+        (local, &remote.members)
+    } else {
+        (&remote.members, local)
+    };
+    let members = Members::from_vec(low.iter().chain(high_group.iter()).collect());
+    let own = side.p2p_context();
+    let (lower, higher) = (own.min(remote.context), own.max(remote.context));
+    let context = context::derive(lower, Derivation::Merge { seq, high: higher });
+    let name = format!("merge of {}", side.name());
+    let registry = side.job().comms();
+    let shared = registry.meet(context, || {
+        new_comm(side, context, members.clone(), None, &name)
+    })?;
+    if !shared.group.same(&members) {
+        unreachable!("both sides of a merge order the groups the same way");
+    }
+    let offset = if local_first { 0 } else { low.size() as Rank };
+    Ok(asks
+        .iter()
+        .map(|a| Some((Arc::clone(&shared), offset + a.rank)))
+        .collect())
 }
 
 /// Checks that the ranks of one color of `split_by_subgroup_collective`
@@ -349,6 +543,13 @@ fn describe(agree: &Agree) -> String {
         Agree::Group { size, .. } => format!("a group of {size} ranks"),
         Agree::Grid(grid) => grid.to_string(),
         Agree::Retain(retain) => format!("retained dimensions {retain:?}"),
+        Agree::Inter(plan) => format!(
+            "a remote group of {} ranks (context {:#x})",
+            plan.remote.members.size(),
+            plan.remote.context
+        ),
+        Agree::Merge { high: true, .. } => "high = true".into(),
+        Agree::Merge { high: false, .. } => "high = false".into(),
     }
 }
 
@@ -439,6 +640,12 @@ pub(crate) fn create_group(
     site: &'static Location<'static>,
 ) -> Result<Option<CommCore>, Error> {
     const OP: &str = "split_by_subgroup_with_tag";
+    if core.shared().is_inter() {
+        return Err(Error::unsupported(format!(
+            "{OP} on an inter-communicator ({})",
+            core.name()
+        )));
+    }
     if tag < 0 {
         return Err(Error::Tag { op: OP, tag });
     }
@@ -480,7 +687,8 @@ pub(crate) fn create_group(
             count,
         };
         let name = format!("subgroup of {}", core.name());
-        let made = new_comm(core, derivation, members.clone(), &name);
+        let context = context::derive(core.p2p_context(), derivation);
+        let made = new_comm(core, context, members.clone(), None, &name);
         *meeting.outcome.lock() = Some(made);
         let waiters = std::mem::take(&mut *meeting.waiters.lock());
         sched::unpark_many(core.job().sched(), &waiters);

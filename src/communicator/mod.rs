@@ -11,13 +11,16 @@
 //! |---|---|
 //! | `mod.rs` | the API: the `Communicator` trait, `SimpleCommunicator`, `Process`, `AnyProcess`, `Color`, `Key` |
 //! | `cartesian.rs` | the Cartesian API: `CartesianCommunicator`, shifts, sub-grids, `dims_create` |
+//! | `inter.rs` | inter-communicators: `InterCommunicator` (creation, remote group, `merge`, `duplicate`), `MergeOrder` |
 //! | `attribute.rs` | attributes cached on a rank's communicator handle: `CommAttribute`, `AnyCommunicator` |
 
 pub(crate) mod attribute;
 mod cartesian;
+mod inter;
 
 pub use attribute::{AnyCommunicator, CommAttribute};
 pub use cartesian::{dims_create, CartesianCommunicator, CartesianLayout};
+pub use inter::{InterCommunicator, MergeOrder};
 
 use crate::coll::create as split;
 use crate::coll::CommCore;
@@ -140,15 +143,17 @@ pub trait Communicator: AsCore {
         self.core().rank()
     }
 
-    /// The process with rank `r`, as a destination or source.
+    /// The process with rank `r`, as a destination or source; on an
+    /// inter-communicator, rank `r` of the remote group.
     ///
     /// # Panics
     ///
-    /// If `r` is not in `0..size()` (the message names both).
+    /// If `r` is not in `0..size()` (`0..remote_size()` on an
+    /// inter-communicator; the message names both).
     #[track_caller]
     fn process_at_rank(&self, r: Rank) -> Process<'_> {
         let core = self.core();
-        if let Err(err) = core.check_rank("process_at_rank", r) {
+        if let Err(err) = core.check_peer("process_at_rank", r) {
             raise(err);
         }
         Process { core, rank: r }
@@ -303,9 +308,10 @@ pub trait Communicator: AsCore {
         UserGroup::from_comm(core.shared().group.clone(), core.world().get(), core.rank())
     }
 
-    /// Whether this is an inter-communicator (myriad has none).
+    /// Whether this is an inter-communicator ([`InterCommunicator`], or a
+    /// handle to one, such as the `duplicate` of one through this trait).
     fn test_inter(&self) -> bool {
-        false
+        self.core().shared().is_inter()
     }
 
     /// A communicator whose ranks form a grid of `dims` (row-major, the
@@ -462,9 +468,10 @@ impl Process<'_> {
         self.rank
     }
 
-    /// Whether this is the calling process.
+    /// Whether this is the calling process (never on an
+    /// inter-communicator, whose processes are remote).
     pub fn is_self(&self) -> bool {
-        self.rank == self.core.rank()
+        self.rank == self.core.rank() && !self.core.shared().is_inter()
     }
 }
 

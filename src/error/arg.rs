@@ -166,6 +166,25 @@ pub enum ArgError {
         site: &'static Location<'static>,
     },
 
+    // Inter-communicators.
+    /// The two groups of an inter-communicator share a rank.
+    GroupsNotDisjoint {
+        /// The creating call.
+        op: &'static str,
+        /// A world rank in both groups.
+        world_rank: Rank,
+    },
+    /// An operation that needs an intra-communicator got an
+    /// inter-communicator, or the reverse.
+    WrongKindOfCommunicator {
+        /// The operation.
+        op: &'static str,
+        /// The communicator.
+        comm: String,
+        /// What it needs: "an intra-communicator", "an inter-communicator".
+        needs: &'static str,
+    },
+
     // Cartesian grids.
     /// `dims` and `periods` have different lengths.
     DimsPeriodsLength {
@@ -412,6 +431,14 @@ impl fmt::Display for ArgError {
                 "{call} on {comm}: rank {r0} passed {p0} at {s0}, but rank {r1} passed {p1} at \
                  {s1}"
             ),
+            ArgError::GroupsNotDisjoint { op, world_rank } => write!(
+                f,
+                "{op}: world rank {world_rank} is in both the local and the remote group; the \
+                 groups of an inter-communicator must be disjoint"
+            ),
+            ArgError::WrongKindOfCommunicator { op, comm, needs } => {
+                write!(f, "{op} needs {needs}, but {comm} is not one")
+            }
             ArgError::GroupsOverlap {
                 comm,
                 ranks: (r0, r1),
