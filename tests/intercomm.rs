@@ -174,9 +174,7 @@ fn groups_need_not_cover_the_world_and_leaders_need_not_be_rank_0() {
                 0 => Color::undefined(),
                 w => Color::with_value(w % 2),
             };
-            let Some(local) = world.split_by_color(color) else {
-                return None;
-            };
+            let local = world.split_by_color(color)?;
             let n = world.size();
             let last_even = (n - 1) / 2 * 2;
             let last_odd = (n - 2) / 2 * 2 + 1;
