@@ -166,6 +166,63 @@ pub enum ArgError {
         site: &'static Location<'static>,
     },
 
+    // Array datatypes.
+    /// `create_resized` with a negative (or too large) extent.
+    NegativeExtent {
+        /// The extent passed.
+        extent: isize,
+    },
+    /// An array datatype constructor's slices differ in length.
+    DimensionLists {
+        /// `subarray` or `darray`.
+        constructor: &'static str,
+        /// Number of dimensions (the length of its first slice).
+        dims: usize,
+        /// Which other slice.
+        what: &'static str,
+        /// Its length.
+        len: usize,
+    },
+    /// An array datatype constructor got no dimensions.
+    NoDimensions {
+        /// `subarray` or `darray`.
+        constructor: &'static str,
+    },
+    /// A subarray dimension that does not fit its array.
+    SubarrayDimension {
+        /// The dimension (as passed, before any reordering).
+        dim: usize,
+        /// Its size.
+        size: Count,
+        /// The subarray's size along it.
+        subsize: Count,
+        /// The subarray's start along it.
+        start: Count,
+    },
+    /// A darray process grid that does not match `size`, or a `rank`
+    /// outside it.
+    DarrayGrid {
+        /// The number of processes passed.
+        size: Count,
+        /// The rank passed.
+        rank: Count,
+        /// The grid passed.
+        psizes: Vec<Count>,
+    },
+    /// A darray dimension whose distribution does not fit.
+    DarrayDimension {
+        /// The dimension.
+        dim: usize,
+        /// Its global size.
+        gsize: Count,
+        /// `block`, `cyclic` or `none`.
+        distribution: &'static str,
+        /// The block size passed (0 for none).
+        darg: Count,
+        /// The processes along it.
+        psize: Count,
+    },
+
     // Inter-communicators.
     /// The two groups of an inter-communicator share a rank.
     GroupsNotDisjoint {
@@ -430,6 +487,56 @@ impl fmt::Display for ArgError {
                 f,
                 "{call} on {comm}: rank {r0} passed {p0} at {s0}, but rank {r1} passed {p1} at \
                  {s1}"
+            ),
+            ArgError::NegativeExtent { extent } => write!(
+                f,
+                "UserDatatype::create_resized: extent {extent} is negative or too large"
+            ),
+            ArgError::DimensionLists {
+                constructor,
+                dims,
+                what,
+                len,
+            } => write!(
+                f,
+                "UserDatatype::{constructor}: an array of {dims} dimensions, but {what} has {len} \
+                 entries; there must be one per dimension"
+            ),
+            ArgError::NoDimensions { constructor } => {
+                write!(
+                    f,
+                    "UserDatatype::{constructor}: an array needs at least one dimension"
+                )
+            }
+            ArgError::SubarrayDimension {
+                dim,
+                size,
+                subsize,
+                start,
+            } => write!(
+                f,
+                "UserDatatype::subarray: dimension {dim} has size {size}, subsize {subsize} and \
+                 start {start}; it needs size >= 1, 1 <= subsize <= size and 0 <= start <= size \
+                 - subsize"
+            ),
+            ArgError::DarrayGrid { size, rank, psizes } => write!(
+                f,
+                "UserDatatype::darray: rank {rank} of {size} processes on a process grid of \
+                 {psizes:?}; the grid's dimensions must be at least 1 and multiply to size, and \
+                 rank must be in 0..size"
+            ),
+            ArgError::DarrayDimension {
+                dim,
+                gsize,
+                distribution,
+                darg,
+                psize,
+            } => write!(
+                f,
+                "UserDatatype::darray: dimension {dim} of {gsize} elements cannot be \
+                 distributed {distribution} (block size {darg}) over {psize} processes: sizes \
+                 must be at least 1, a block distribution's blocks must cover the dimension, and \
+                 an undistributed dimension needs 1 process"
             ),
             ArgError::GroupsNotDisjoint { op, world_rank } => write!(
                 f,
