@@ -99,7 +99,7 @@ pub use environment::{
     initialize, initialize_with_threading, time, time_resolution, Threading, Universe,
 };
 pub use error::{
-    ArgError, CollectiveError, CommError, CountError, Error, ErrorClass, LaunchError,
+    ArgError, CollectiveError, CommError, CountError, Error, ErrorClass, GraphProblem, LaunchError,
     ResourceError, TypeError, ViewProblem,
 };
 pub use hybrid::parallel_for;

@@ -89,12 +89,13 @@ use super::check::Signature;
 use super::{Algorithm, Collective, CommCore, Selection, State};
 use crate::comm::context::{self, Creation as Derivation};
 use crate::comm::grid::Grid;
+use crate::comm::topo::{Adjacency, Graph, Topo};
 use crate::comm::{members_of, CommShared, Group, Members, Registry, Remote};
 use crate::datatype::copy::Layout;
 use crate::error::{ArgError, CollectiveError, Error};
 use crate::sched::{self, WaitInfo, WaitOp};
 use crate::sync::spin::SpinLock;
-use crate::{Rank, Tag};
+use crate::{Count, Rank, Tag};
 
 /// Which creation call a rank made (they must all make the same).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -105,6 +106,10 @@ pub(crate) enum Creation {
     Subgroup,
     Cartesian,
     CartesianSub,
+    /// A graph topology (`MPI_Graph_create`).
+    Graph,
+    /// A distributed graph topology (`MPI_Dist_graph_create(_adjacent)`).
+    DistGraph,
     /// One side of a new inter-communicator, over its local communicator.
     InterSide,
     /// The merge of an inter-communicator (each side over its own side).
@@ -120,6 +125,8 @@ impl Creation {
             Creation::Subgroup => "split_by_subgroup_collective",
             Creation::Cartesian => "create_cartesian_communicator",
             Creation::CartesianSub => "CartesianCommunicator::subgroup",
+            Creation::Graph => "create_graph_communicator",
+            Creation::DistGraph => "create_distributed_graph_communicator",
             Creation::InterSide => "InterCommunicator::create",
             Creation::Merge => "InterCommunicator::merge",
         }
@@ -133,6 +140,8 @@ impl Creation {
             Creation::Subgroup => "subgroup",
             Creation::Cartesian => "cartesian",
             Creation::CartesianSub => "cartesian sub-grid",
+            Creation::Graph => "graph",
+            Creation::DistGraph => "distributed graph",
             Creation::InterSide => "inter-communicator",
             Creation::Merge => "merge",
         }
@@ -152,6 +161,13 @@ pub(crate) enum Agree {
     Grid(Arc<Grid>),
     /// The dimensions a Cartesian sub-grid keeps: every rank passed the same.
     Retain(Box<[bool]>),
+    /// A graph: every rank passed the same.
+    Graph(Arc<Graph>),
+    /// One rank's own edges of a distributed graph (`_adjacent`).
+    Adjacent(Arc<Adjacency>),
+    /// Edges a rank contributes to a distributed graph (any edges of any
+    /// ranks), and whether it passed weights.
+    Edges(Arc<Vec<(Rank, Rank, Count)>>, bool),
     /// One side of an inter-communicator: its context pair and the remote
     /// side, which every rank of the side computed from what its leader
     /// received.
@@ -308,7 +324,11 @@ fn decide(parent: &CommCore, seq: u32, mut asks: Vec<Ask>) -> Result<Vec<Option<
                 sites: (first.site, ask.site),
             }));
         }
-        if matches!(first.agree, Agree::Grid(_) | Agree::Retain(_)) && ask.agree != first.agree {
+        let compared = matches!(
+            first.agree,
+            Agree::Grid(_) | Agree::Retain(_) | Agree::Graph(_)
+        );
+        if compared && ask.agree != first.agree {
             return Err(Error::Arg(ArgError::CreationArgs {
                 call: first.creation.call(),
                 comm: parent_name,
@@ -324,6 +344,10 @@ fn decide(parent: &CommCore, seq: u32, mut asks: Vec<Ask>) -> Result<Vec<Option<
         Creation::Merge => return decide_merge(parent, seq, asks),
         _ => {}
     }
+    let dist = match creation {
+        Creation::DistGraph => Some(dist_graph(parent, &asks)?),
+        _ => None,
+    };
     let mut placed: Vec<Option<Placed>> = (0..asks.len()).map(|_| None).collect();
     let mut joining: Vec<&Ask> = asks.iter().filter(|a| a.color.is_some()).collect();
     joining.sort_by_key(|a| (a.color, a.key, a.rank));
@@ -367,11 +391,118 @@ fn decide(parent: &CommCore, seq: u32, mut asks: Vec<Ask>) -> Result<Vec<Option<
             remote,
             &name,
         )?;
+        let topology = match (&class[0].agree, creation) {
+            (Agree::Grid(grid), _) => Some(Topo::Cartesian(Arc::clone(grid))),
+            (Agree::Graph(graph), _) => Some(Topo::Graph(Arc::clone(graph))),
+            (_, Creation::DistGraph) => dist.clone(),
+            (_, Creation::Duplicate) => parent.shared().topology.get().cloned(),
+            _ => None,
+        };
+        if let Some(topology) = topology {
+            let _ = shared.topology.set(topology);
+        }
         for (new_rank, ask) in class.iter().enumerate() {
             placed[ask.rank as usize] = Some((Arc::clone(&shared), new_rank as Rank));
         }
     }
     Ok(placed)
+}
+
+/// The distributed graph the asks describe (every rank of the parent
+/// joins, in its order): each rank's own edges, checked to agree at both
+/// ends, or the edges any rank contributed, sorted out per rank.
+fn dist_graph(parent: &CommCore, asks: &[Ask]) -> Result<Topo, Error> {
+    const OP: &str = "create_distributed_graph_communicator";
+    let first = &asks[0];
+    let n = asks.len();
+    let mismatch = |other: &Ask| {
+        Error::Arg(ArgError::CreationArgs {
+            call: Creation::DistGraph.call(),
+            comm: parent.name(),
+            ranks: (first.rank, other.rank),
+            passed: (describe(&first.agree), describe(&other.agree)),
+            sites: (first.site, other.site),
+        })
+    };
+    let table: Vec<Adjacency> = match &first.agree {
+        Agree::Adjacent(_) => {
+            let mut table = Vec::with_capacity(n);
+            for ask in asks {
+                let Agree::Adjacent(adj) = &ask.agree else {
+                    return Err(mismatch(ask));
+                };
+                table.push(Adjacency::clone(adj));
+            }
+            // Every edge must be listed at both ends, as often.
+            let mut out: Vec<(Rank, Rank)> = Vec::new();
+            let mut inn: Vec<(Rank, Rank)> = Vec::new();
+            for (r, adj) in table.iter().enumerate() {
+                out.extend(adj.destinations.iter().map(|&d| (r as Rank, d)));
+                inn.extend(adj.sources.iter().map(|&s| (s, r as Rank)));
+            }
+            out.sort_unstable();
+            inn.sort_unstable();
+            if out != inn {
+                let (from, to) = out
+                    .iter()
+                    .zip(&inn)
+                    .find(|(a, b)| a != b)
+                    .map(|(a, b)| *a.min(b))
+                    .or_else(|| out.get(inn.len()).or(inn.get(out.len())).copied())
+                    .expect("the lists differ");
+                return Err(Error::Arg(ArgError::Graph {
+                    op: OP,
+                    problem: crate::error::GraphProblem::Inconsistent { from, to },
+                }));
+            }
+            table
+        }
+        Agree::Edges(_, weighted) => {
+            let mut table = vec![Adjacency::default(); n];
+            if *weighted {
+                for adj in &mut table {
+                    adj.source_weights = Some(Vec::new());
+                    adj.destination_weights = Some(Vec::new());
+                }
+            }
+            for ask in asks {
+                let Agree::Edges(edges, w) = &ask.agree else {
+                    return Err(mismatch(ask));
+                };
+                if w != weighted {
+                    return Err(mismatch(ask));
+                }
+                for &(from, to, weight) in edges.iter() {
+                    let (f, t) = (&mut table[from as usize], to);
+                    f.destinations.push(t);
+                    if let Some(ws) = &mut f.destination_weights {
+                        ws.push(weight);
+                    }
+                    let t = &mut table[to as usize];
+                    t.sources.push(from);
+                    if let Some(ws) = &mut t.source_weights {
+                        ws.push(weight);
+                    }
+                }
+            }
+            table
+        }
+        _ => unreachable!("distributed graph asks carry edges"),
+    };
+    Ok(Topo::DistGraph(
+        table.into_iter().map(std::sync::OnceLock::from).collect(),
+    ))
+}
+
+/// `MPI_COMM_SELF` of the rank whose world handle is `world`.
+pub(crate) fn self_comm(world: &CommCore) -> CommCore {
+    let me = world.world().get();
+    let registry = world.job().comms();
+    let context = context::derive(context::WORLD, Derivation::SelfComm { world: me });
+    let state = State::new(1, registry.check_collectives(), Selection::from_env());
+    let shared =
+        registry.predefined_comm(context, Members::from_vec(vec![me]), "MPI_COMM_SELF", state);
+    world.with_shared(shared, 0)
 }
 
 /// The world communicator of a job of `ranks` ranks.
@@ -543,6 +674,13 @@ fn describe(agree: &Agree) -> String {
         Agree::Group { size, .. } => format!("a group of {size} ranks"),
         Agree::Grid(grid) => grid.to_string(),
         Agree::Retain(retain) => format!("retained dimensions {retain:?}"),
+        Agree::Graph(graph) => format!(
+            "a graph of index {:?} and edges {:?}",
+            graph.index, graph.edges
+        ),
+        Agree::Adjacent(_) => "its adjacent edges".into(),
+        Agree::Edges(_, true) => "weighted edges".into(),
+        Agree::Edges(_, false) => "unweighted edges".into(),
         Agree::Inter(plan) => format!(
             "a remote group of {} ranks (context {:#x})",
             plan.remote.members.size(),

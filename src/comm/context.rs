@@ -97,6 +97,9 @@ pub(crate) enum Creation {
     /// higher of the two; the lower is `derive`'s parent), at sequence
     /// number `seq` of both sides.
     Merge { seq: u32, high: u64 },
+    /// `MPI_COMM_SELF` of world rank `world` (derived from the world's
+    /// pair): the same pair every time that rank asks.
+    SelfComm { world: u32 },
 }
 
 /// The even context id of the communicator that `creation` makes from the
@@ -122,6 +125,7 @@ pub(crate) fn derive(parent: u64, creation: Creation) -> u64 {
             remote_seq,
         } => [3, parent & !1, seq.into(), remote & !1, remote_seq.into()],
         Creation::Merge { seq, high } => [4, parent & !1, seq.into(), high & !1, 0],
+        Creation::SelfComm { world } => [5, parent & !1, world.into(), 0, 0],
     };
     let h = mix(&words);
     // The even ids but the world's and the last (whose odd id, u64::MAX,

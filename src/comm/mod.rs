@@ -30,6 +30,7 @@
 //! | `group.rs` | groups: ordered sets of world ranks and their algebra |
 //! | `locality.rs` | where a communicator's members live: its members in this process, one leader per process, the process count |
 //! | `grid.rs` | Cartesian grids: extents, periods, coordinates |
+//! | `topo.rs` | the virtual topology a communicator carries: a grid, a graph, or each rank's distributed-graph edges |
 //! | `predefined.rs` | the world's predefined attributes (`UniverseSize`, `AppNum`) as plain values the `Registry` keeps |
 //!
 //! The API over this core (the `Communicator` trait, `SimpleCommunicator`,
@@ -41,6 +42,7 @@ mod group;
 pub(crate) mod locality;
 mod predefined;
 mod route;
+pub(crate) mod topo;
 
 use std::any::Any;
 use std::collections::HashMap;
@@ -160,6 +162,8 @@ pub(crate) struct CommShared<X> {
     pub(crate) peer_context: u64,
     /// Its members in this process, the leader of each process.
     pub(crate) locality: locality::Locality,
+    /// Its virtual topology, set once by the creating call (`topo.rs`).
+    pub(crate) topology: std::sync::OnceLock<topo::Topo>,
     /// The registry's name table, from which the communicator removes its
     /// name when it goes (`None` for the world, which lasts as long).
     names: Option<Names>,
@@ -186,6 +190,7 @@ impl<X> CommShared<X> {
             group,
             peers,
             peer_context,
+            topology: std::sync::OnceLock::new(),
             names,
             ext,
         }
@@ -317,6 +322,32 @@ impl Registry {
             Some(Arc::clone(&self.names)),
             ext,
         )))
+    }
+
+    /// A predefined communicator (`MPI_COMM_SELF`): registered under
+    /// `name` on first use and never forgotten, like the world; each call
+    /// makes a new shared state with the same pair (one rank: nothing of
+    /// its collectives is shared with another rank).
+    pub(crate) fn predefined_comm<X>(
+        &self,
+        context: u64,
+        members: Members,
+        name: &str,
+        ext: X,
+    ) -> Arc<CommShared<X>> {
+        self.names
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .entry(context)
+            .or_insert_with(|| name.to_string());
+        Arc::new(CommShared::new(
+            context,
+            members,
+            None,
+            &self.processes,
+            None,
+            ext,
+        ))
     }
 
     /// The communicator with context pair `context` that two parties make

@@ -16,6 +16,7 @@ use super::{AsCore, Attributes, Communicator, SimpleCommunicator};
 use crate::coll::create::{self, Agree, Ask, Creation};
 use crate::coll::CommCore;
 use crate::comm::grid::Grid;
+use crate::comm::topo::Topo;
 use crate::error::{raise, ArgError, Error, OrRaise};
 use crate::{Count, Rank};
 
@@ -81,6 +82,11 @@ pub struct CartesianCommunicator {
 }
 
 impl CartesianCommunicator {
+    /// The Cartesian handle of a communicator whose topology is `grid`.
+    pub(super) fn from_parts(comm: SimpleCommunicator, grid: Arc<Grid>) -> CartesianCommunicator {
+        CartesianCommunicator { comm, grid }
+    }
+
     /// Number of dimensions of the grid.
     pub fn num_dimensions(&self) -> Count {
         self.grid.dims.len() as Count
@@ -227,6 +233,11 @@ impl CartesianCommunicator {
         let new = create::create(self.core(), ask, Location::caller())
             .or_raise()
             .expect("every rank is in a sub-grid");
+        // Every rank of the sub-grid computed the same grid.
+        let _ = new
+            .shared()
+            .topology
+            .get_or_init(|| Topo::Cartesian(Arc::clone(&grid)));
         CartesianCommunicator {
             comm: SimpleCommunicator::from_core(new),
             grid,

@@ -11,15 +11,21 @@
 //! |---|---|
 //! | `mod.rs` | the API: the `Communicator` trait, `SimpleCommunicator`, `Process`, `AnyProcess`, `Color`, `Key` |
 //! | `cartesian.rs` | the Cartesian API: `CartesianCommunicator`, shifts, sub-grids, `dims_create` |
+//! | `graph.rs` | graph and distributed-graph topologies: `GraphCommunicator`, `DistributedGraphCommunicator`, the topology kind (`CommunicatorTopology`, `IntoTopology`) |
 //! | `inter.rs` | inter-communicators: `InterCommunicator` (creation, remote group, `merge`, `duplicate`), `MergeOrder` |
 //! | `attribute.rs` | attributes cached on a rank's communicator handle: `CommAttribute`, `AnyCommunicator` |
 
 pub(crate) mod attribute;
 mod cartesian;
+mod graph;
 mod inter;
 
 pub use attribute::{AnyCommunicator, CommAttribute};
 pub use cartesian::{dims_create, CartesianCommunicator, CartesianLayout};
+pub use graph::{
+    CommunicatorTopology, DistributedGraphCommunicator, DistributedGraphNeighbors,
+    GraphCommunicator, GraphLayout, IntoTopology,
+};
 pub use inter::{InterCommunicator, MergeOrder};
 
 use crate::coll::create as split;
@@ -352,6 +358,112 @@ pub trait Communicator: AsCore {
         (core.rank() < grid.points()).then_some(core.rank())
     }
 
+    /// A communicator whose ranks are the nodes of the graph `index`,
+    /// `edges` (`MPI_Graph_create`): `index[i]` counts the edges of nodes
+    /// `0..=i`, `edges` lists the neighbours of node 0, then of node 1, ...
+    /// Ranks beyond the graph (`rank >= index.len()`) get `None`; the ranks
+    /// keep their order whatever `reorder` says. Collective; every rank
+    /// passes the same graph.
+    ///
+    /// # Panics
+    ///
+    /// If the graph has more nodes than the communicator ranks, `index`
+    /// decreases, its last entry is not `edges.len()`, an edge names no
+    /// node, or ranks pass different graphs.
+    #[track_caller]
+    fn create_graph_communicator(
+        &self,
+        index: &[Count],
+        edges: &[Count],
+        reorder: bool,
+    ) -> Option<GraphCommunicator> {
+        let _ = reorder;
+        graph::create_graph(self.core(), index, edges, std::panic::Location::caller()).or_raise()
+    }
+
+    /// The rank the calling rank would have in
+    /// [`create_graph_communicator`](Self::create_graph_communicator) with
+    /// this graph (`MPI_Graph_map`); `None` beyond it. Local.
+    ///
+    /// # Panics
+    ///
+    /// As `create_graph_communicator`.
+    #[track_caller]
+    fn graph_map(&self, index: &[Count], edges: &[Count]) -> Option<Rank> {
+        graph::graph_map(self.core(), index, edges)
+    }
+
+    /// A communicator in which each rank names the ranks it receives from
+    /// (`sources`) and sends to (`destinations`), with optional weights
+    /// (`MPI_Dist_graph_create_adjacent`; `None` is `MPI_UNWEIGHTED`). Every
+    /// edge must be listed at both of its ends. The ranks keep their order
+    /// whatever `reorder` says. Collective.
+    ///
+    /// # Panics
+    ///
+    /// If a rank is outside the communicator, a weight list has another
+    /// length than its ranks or a negative weight, or an edge is listed at
+    /// one end only.
+    #[track_caller]
+    fn create_distributed_graph_communicator_adjacent(
+        &self,
+        sources: &[Rank],
+        source_weights: Option<&[Count]>,
+        destinations: &[Rank],
+        destination_weights: Option<&[Count]>,
+        reorder: bool,
+    ) -> DistributedGraphCommunicator {
+        let _ = reorder;
+        let core = self.core();
+        let site = std::panic::Location::caller();
+        graph::adjacent(
+            core,
+            sources,
+            source_weights,
+            destinations,
+            destination_weights,
+        )
+        .and_then(|agree| graph::create_dist_graph(core, agree, site))
+        .or_raise()
+    }
+
+    /// A distributed-graph communicator from edges any rank may contribute
+    /// (`MPI_Dist_graph_create`): for each `sources[i]`, `degrees[i]` edges
+    /// to the next destinations, with optional weights (one per edge). Each
+    /// rank's neighbours are listed in the order of the contributing ranks,
+    /// then of their lists. The ranks keep their order. Collective; all
+    /// ranks pass weights or none does.
+    ///
+    /// # Panics
+    ///
+    /// If a rank is outside the communicator, `degrees` has another length
+    /// than `sources` or does not add up to `destinations.len()`, a weight
+    /// list has another length than `destinations`, or ranks disagree on
+    /// weights.
+    #[track_caller]
+    fn create_distributed_graph_communicator(
+        &self,
+        sources: &[Rank],
+        degrees: &[Count],
+        destinations: &[Rank],
+        weights: Option<&[Count]>,
+        reorder: bool,
+    ) -> DistributedGraphCommunicator {
+        let _ = reorder;
+        let core = self.core();
+        let site = std::panic::Location::caller();
+        graph::contributed_edges(core.size(), sources, degrees, destinations, weights)
+            .and_then(|agree| graph::create_dist_graph(core, agree, site))
+            .or_raise()
+    }
+
+    /// The inter-communicator to the parent job that spawned this one
+    /// (`MPI_Comm_get_parent`): always `None`, myriad jobs are not spawned
+    /// (rsmpi's `Communicator::parent`).
+    fn parent(&self) -> Option<InterCommunicator> {
+        None
+    }
+
     /// Bytes that packing `incount` elements of `datatype` takes
     /// (`MPI_Pack_size`; see [`crate::datatype::pack_size`]).
     #[track_caller]
@@ -435,6 +547,19 @@ impl SimpleCommunicator {
             raise(Error::Comm(CommError::WorldOutsideRank));
         };
         SimpleCommunicator::from_core(core)
+    }
+
+    /// The communicator of the calling rank alone (`MPI_COMM_SELF`; rsmpi's
+    /// `SimpleCommunicator::self_comm`): every call gives a handle to the
+    /// same communicator (its messages and name are shared).
+    ///
+    /// # Panics
+    ///
+    /// Outside of any rank.
+    #[track_caller]
+    pub fn self_comm() -> SimpleCommunicator {
+        let world = SimpleCommunicator::world();
+        SimpleCommunicator::from_core(split::self_comm(&world.core))
     }
 }
 

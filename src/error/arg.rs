@@ -223,6 +223,15 @@ pub enum ArgError {
         psize: Count,
     },
 
+    // Graph topologies.
+    /// Bad arguments to a graph or distributed-graph creation.
+    Graph {
+        /// The creating call.
+        op: &'static str,
+        /// What is wrong.
+        problem: GraphProblem,
+    },
+
     // Inter-communicators.
     /// The two groups of an inter-communicator share a rank.
     GroupsNotDisjoint {
@@ -538,6 +547,7 @@ impl fmt::Display for ArgError {
                  must be at least 1, a block distribution's blocks must cover the dimension, and \
                  an undistributed dimension needs 1 process"
             ),
+            ArgError::Graph { op, problem } => write!(f, "{op}: {problem}"),
             ArgError::GroupsNotDisjoint { op, world_rank } => write!(
                 f,
                 "{op}: world rank {world_rank} is in both the local and the remote group; the \
@@ -670,6 +680,112 @@ impl fmt::Display for ViewProblem {
                 "{count} element(s) of datatype `{datatype}` (lb {lb}, extent {extent}) reach \
                  {need} bytes from the buffer's address, but the buffer ({buffer_count} x \
                  `{buffer}`) holds {have}"
+            ),
+        }
+    }
+}
+
+/// What is wrong with a graph topology's arguments.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum GraphProblem {
+    /// More nodes than the communicator has ranks.
+    TooManyNodes {
+        /// Nodes in the graph.
+        nodes: usize,
+        /// Ranks of the communicator.
+        size: Rank,
+    },
+    /// `index` decreases at a node.
+    IndexDecreases {
+        /// The node.
+        node: usize,
+        /// Its index entry.
+        index: Count,
+    },
+    /// The last `index` entry is not the number of edges.
+    EdgeCount {
+        /// The last index entry.
+        index: Count,
+        /// The edges passed.
+        edges: usize,
+    },
+    /// An edge or neighbour names a node (rank) that does not exist.
+    NoSuchNode {
+        /// The node named.
+        node: Rank,
+        /// The number of nodes.
+        nodes: usize,
+    },
+    /// A weight list of another length than its rank list.
+    WeightCount {
+        /// `sources`, `destinations` or `edges`.
+        what: &'static str,
+        /// The ranks listed.
+        ranks: usize,
+        /// The weights listed.
+        weights: usize,
+    },
+    /// A negative weight.
+    NegativeWeight {
+        /// The weight.
+        weight: Count,
+    },
+    /// The out-edges ranks list and the in-edges other ranks list differ.
+    Inconsistent {
+        /// An edge listed on one side only.
+        from: Rank,
+        /// Its target.
+        to: Rank,
+    },
+    /// A list of another length than a count says.
+    DegreeCount {
+        /// The sum of the degrees.
+        degrees: usize,
+        /// The destinations passed.
+        destinations: usize,
+    },
+}
+
+impl fmt::Display for GraphProblem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            GraphProblem::TooManyNodes { nodes, size } => write!(
+                f,
+                "the graph has {nodes} nodes but the communicator only {size} ranks"
+            ),
+            GraphProblem::IndexDecreases { node, index } => write!(
+                f,
+                "index[{node}] = {index} is smaller than the entry before it (index counts the \
+                 edges of nodes 0..=i)"
+            ),
+            GraphProblem::EdgeCount { index, edges } => write!(
+                f,
+                "the last index entry says {index} edges, but edges has {edges}"
+            ),
+            GraphProblem::NoSuchNode { node, nodes } => write!(
+                f,
+                "rank {node} is not a node of the graph (valid: 0..{nodes})"
+            ),
+            GraphProblem::WeightCount {
+                what,
+                ranks,
+                weights,
+            } => write!(f, "{ranks} {what} but {weights} weights for them"),
+            GraphProblem::NegativeWeight { weight } => {
+                write!(f, "weight {weight} is negative")
+            }
+            GraphProblem::Inconsistent { from, to } => write!(
+                f,
+                "the edge {from} -> {to} is listed by one of its ends only (rank {from}'s \
+                 destinations and rank {to}'s sources must agree)"
+            ),
+            GraphProblem::DegreeCount {
+                degrees,
+                destinations,
+            } => write!(
+                f,
+                "the degrees add up to {degrees} but {destinations} destinations were passed"
             ),
         }
     }
