@@ -244,6 +244,69 @@ impl CartesianCommunicator {
         }
     }
 
+    /// [`get_layout_into`](Self::get_layout_into) (rsmpi's unchecked form;
+    /// myriad checks anyway, it costs nothing next to a call).
+    ///
+    /// # Safety
+    ///
+    /// None needed: the checks stay (rsmpi's contract, slices of length
+    /// [`num_dimensions`](Self::num_dimensions), is checked and panics).
+    #[track_caller]
+    pub unsafe fn get_layout_into_unchecked(
+        &self,
+        dims: &mut [Count],
+        periods: &mut [bool],
+        coords: &mut [Count],
+    ) {
+        self.get_layout_into(dims, periods, coords)
+    }
+
+    /// [`coordinates_to_rank`](Self::coordinates_to_rank) (rsmpi's
+    /// unchecked form; checked here).
+    ///
+    /// # Safety
+    ///
+    /// None needed: the arguments are checked as by the safe form.
+    #[track_caller]
+    pub unsafe fn coordinates_to_rank_unchecked(&self, coords: &[Count]) -> Rank {
+        self.coordinates_to_rank(coords)
+    }
+
+    /// [`rank_to_coordinates_into`](Self::rank_to_coordinates_into) (rsmpi's
+    /// unchecked form; checked here).
+    ///
+    /// # Safety
+    ///
+    /// None needed: the arguments are checked as by the safe form.
+    #[track_caller]
+    pub unsafe fn rank_to_coordinates_into_unchecked(&self, rank: Rank, coords: &mut [Count]) {
+        self.rank_to_coordinates_into(rank, coords)
+    }
+
+    /// [`shift`](Self::shift) (rsmpi's unchecked form; checked here).
+    ///
+    /// # Safety
+    ///
+    /// None needed: the arguments are checked as by the safe form.
+    #[track_caller]
+    pub unsafe fn shift_unchecked(
+        &self,
+        dimension: Count,
+        displacement: Count,
+    ) -> (Option<Rank>, Option<Rank>) {
+        self.shift(dimension, displacement)
+    }
+
+    /// [`subgroup`](Self::subgroup) (rsmpi's unchecked form; checked here).
+    ///
+    /// # Safety
+    ///
+    /// None needed: the arguments are checked as by the safe form.
+    #[track_caller]
+    pub unsafe fn subgroup_unchecked(&self, retain: &[bool]) -> CartesianCommunicator {
+        self.subgroup(retain)
+    }
+
     #[track_caller]
     fn check_len(&self, op: &'static str, what: &'static str, len: usize) {
         let n = self.grid.dims.len();

@@ -149,6 +149,28 @@ pub trait Communicator: AsCore {
         self.core().rank()
     }
 
+    /// Number of ranks [`process_at_rank`](Self::process_at_rank) can name:
+    /// [`size`](Self::size), or the remote group's size on an
+    /// inter-communicator (rsmpi's `target_size`).
+    fn target_size(&self) -> Rank {
+        self.core().shared().peers.size() as Rank
+    }
+
+    /// Ends the job (`MPI_Abort`): every rank is stopped and the job
+    /// returns an error naming this rank, the communicator and `errorcode`
+    /// (`myriad::run` returns it; a `#[myriad::main]` program exits with a
+    /// failure). Unlike rsmpi, the process itself is not aborted: other
+    /// jobs of the process, and the caller of `run`, go on.
+    #[track_caller]
+    fn abort(&self, errorcode: i32) -> ! {
+        let core = self.core();
+        raise(Error::Comm(CommError::Abort {
+            rank: core.rank(),
+            comm: core.name(),
+            errorcode,
+        }))
+    }
+
     /// The process with rank `r`, as a destination or source; on an
     /// inter-communicator, rank `r` of the remote group.
     ///
@@ -516,6 +538,39 @@ pub trait Communicator: AsCore {
     }
 }
 
+/// Something that has a communicator: communicator handles and processes
+/// (rsmpi's `AsCommunicator`, the supertrait of the point-to-point and
+/// rooted-collective traits).
+pub trait AsCommunicator {
+    /// The communicator type.
+    type Out: Communicator;
+
+    /// The communicator.
+    fn as_communicator(&self) -> &Self::Out;
+}
+
+macro_rules! as_communicator_self {
+    ($($ty:ty),*) => {
+        $(impl AsCommunicator for $ty {
+            type Out = Self;
+
+            fn as_communicator(&self) -> &Self {
+                self
+            }
+        })*
+    };
+}
+
+as_communicator_self!(
+    SimpleCommunicator,
+    InterCommunicator,
+    CartesianCommunicator,
+    GraphCommunicator,
+    DistributedGraphCommunicator,
+    Process<'_>,
+    AnyProcess<'_>
+);
+
 /// A communicator handle (rsmpi's `SimpleCommunicator`).
 ///
 /// Cloning a handle gives another handle to the same communicator (no
@@ -611,6 +666,12 @@ impl AsCore for Process<'_> {
         self.core
     }
 }
+
+/// As in rsmpi, a process is also its communicator.
+impl Communicator for Process<'_> {}
+
+/// As in rsmpi, any process is also its communicator.
+impl Communicator for AnyProcess<'_> {}
 
 impl AsCore for AnyProcess<'_> {
     fn core(&self) -> &CommCore {
