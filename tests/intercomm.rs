@@ -153,6 +153,10 @@ fn duplicates_and_second_creations_have_their_own_contexts() {
                     assert_eq!((x, status.source_rank()), (i as i32, 0));
                 }
             }
+            use myriad::topology::CommunicatorRelation;
+            assert_eq!(inter.compare(&dup), CommunicatorRelation::Congruent);
+            assert_eq!(inter.compare(&inter), CommunicatorRelation::Identical);
+            assert_eq!(inter.compare(&world), CommunicatorRelation::Unequal);
             // A merge of the duplicate still works, and names are kept.
             let merged = dup.merge(MergeOrder::Low);
             assert_eq!(merged.size(), world.size());

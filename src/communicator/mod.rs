@@ -218,12 +218,20 @@ pub trait Communicator: AsCore {
 
     /// Compares two communicators (`MPI_Comm_compare`): the same one, the
     /// same ranks in the same order, the same ranks in another order, or
-    /// different ranks.
+    /// different ranks (for inter-communicators: in both groups; an inter-
+    /// and an intra-communicator are unequal).
     fn compare(&self, other: &dyn Communicator) -> CommunicatorRelation {
         let (a, b) = (self.core().shared(), other.core().shared());
+        // Inter-communicators compare both groups (MPI 3.1 §6.4.1).
+        let peers_same = !a.is_inter() && !b.is_inter()
+            || a.is_inter() && b.is_inter() && a.peers.same(&b.peers);
+        let peers_similar = !a.is_inter() && !b.is_inter()
+            || a.is_inter() && b.is_inter() && a.peers.same_set(&b.peers);
         if std::ptr::eq(a, b) {
             CommunicatorRelation::Identical
-        } else if a.group.same(&b.group) {
+        } else if !peers_similar {
+            CommunicatorRelation::Unequal
+        } else if a.group.same(&b.group) && peers_same {
             CommunicatorRelation::Congruent
         } else if a.group.same_set(&b.group) {
             CommunicatorRelation::Similar
