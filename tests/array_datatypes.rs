@@ -415,6 +415,22 @@ fn receiving_a_subarray_of_the_wrong_size_is_an_error() {
     .expect_err("a message of 5 i32 does not fit a 2x2 subarray")
     .to_string();
     assert!(text.contains("truncat") || text.contains("bytes"), "{text}");
+    // A message of f64 into a subarray of i32: a type-signature error.
+    let text = myriad::run(2, |universe| {
+        let world = universe.world();
+        let sub = UserDatatype::subarray(&[4, 4], &[2, 2], &[0, 0], Order::C, &i32t());
+        if world.rank() == 0 {
+            world.process_at_rank(1).send(&[1.0f64, 2.0][..]);
+        } else {
+            let mut global = [0i32; 16];
+            // SAFETY: i32 data, i32 type.
+            let mut view = unsafe { MutView::with_count_and_datatype(&mut global[..], 1, &sub) };
+            world.process_at_rank(0).receive_into(&mut view);
+        }
+    })
+    .expect_err("f64 data cannot be received as i32")
+    .to_string();
+    assert!(text.contains("f64") && text.contains("i32"), "{text}");
 }
 
 /// Reductions over resized column types, whose data reaches far beyond
