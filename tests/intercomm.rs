@@ -323,6 +323,36 @@ fn bad_input_is_reported_clearly() {
     );
     let text = failure(2, |world| {
         let (_, inter) = halves(&world, 1, 0);
+        inter.immediate_barrier().wait();
+    });
+    assert!(text.contains("barrier on an inter-communicator"), "{text}");
+    let text = failure(3, |world| {
+        let (_, inter) = halves(&world, 1, 0);
+        let mut sum = 0;
+        inter.all_reduce_into(&1, &mut sum, myriad::collective::SystemOperation::sum());
+    });
+    assert!(
+        text.contains("all_reduce on an inter-communicator"),
+        "{text}"
+    );
+    let text = failure(2, |world| {
+        let (_, inter) = halves(&world, 1, 0);
+        inter.create_cartesian_communicator(&[1], &[false], false);
+    });
+    assert!(
+        text.contains("create_cartesian_communicator on an inter"),
+        "{text}"
+    );
+    let text = failure(2, |world| {
+        let (_, inter) = halves(&world, 1, 0);
+        inter.split_by_subgroup(&inter.group());
+    });
+    assert!(
+        text.contains("split_by_subgroup_with_tag on an inter"),
+        "{text}"
+    );
+    let text = failure(2, |world| {
+        let (_, inter) = halves(&world, 1, 0);
         inter.split_by_color(Color::with_value(0));
     });
     assert!(
