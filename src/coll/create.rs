@@ -74,6 +74,26 @@
 //! come in the same order at every member, so every member — in any
 //! process — counts the same.
 //!
+//! ## Topologies and inter-communicators
+//!
+//! Graph creation is a split keeping the first `nnodes` ranks whose asks
+//! must carry equal graphs; a distributed graph keeps every rank, and the
+//! last arrival checks that every edge is listed at both ends (or sorts
+//! contributed edges out per rank). Either sets the new communicator's
+//! topology (`comm/topo.rs`), as do Cartesian creations and duplicates.
+//!
+//! One side of a new inter-communicator is a collective creation over its
+//! local communicator whose asks all carry the same [`InterPlan`] (context
+//! pairs derived in `communicator/inter.rs`). On an inter-communicator,
+//! `duplicate` runs over each side's own group and derives the other
+//! side's new pair too (the sides' sequence numbers are equal); `merge`
+//! first swaps the sides' `high` flags between their ranks 0 (an exchange
+//! in the inter-communicator's collective pairs), then each side's last
+//! arrival orders the groups and makes the merged communicator, or takes
+//! the one the other side made (`Registry::meet`: one collective state for
+//! both). A side whose partner lives in another process leaves its entry
+//! there until the job ends (no transport yet).
+//!
 //! Identifying the group by a digest instead of the whole list keeps a
 //! meeting's key small; two different groups of the same size, tag and
 //! 64-bit digest would be merged (probability 2^-64 per pair).
