@@ -62,6 +62,12 @@ impl Universe {
     pub fn detach_buffer(&mut self) {
         self.buffer_size = 0;
     }
+
+    /// Disconnects from the parent job (`MPI_Comm_disconnect` of the
+    /// parent): a no-op, myriad jobs have no parent
+    /// ([`Communicator::parent`](crate::traits::Communicator::parent) is
+    /// always `None`).
+    pub fn disconnect_parent(&mut self) {}
 }
 
 /// Initialises MPI for the calling rank and returns its [`Universe`]; `None`
@@ -122,6 +128,14 @@ pub fn worker_count() -> usize {
 /// Whether the calling rank has initialised MPI.
 pub fn is_initialized() -> bool {
     sched::rank::with_current(|ctx| ctx.is_some_and(|ctx| ctx.initialized.get()))
+}
+
+/// Whether the calling rank has finalised MPI (`MPI_Finalized`): always
+/// `false`. Dropping a myriad `Universe` does not finalise anything (a
+/// rank's communicators work until it returns, and the job ends with its
+/// last rank), so there is no finalised state to observe.
+pub fn is_finalized() -> bool {
+    false
 }
 
 fn epoch() -> Instant {

@@ -10,7 +10,7 @@
 //! situations, the variant holds a kind that names the situation and keeps
 //! its values as fields (as `std::io::ErrorKind` does for I/O errors, but
 //! with the data): [`CountError`], [`TypeError`], [`CommError`],
-//! [`ArgError`] (with [`ViewProblem`]), [`CollectiveError`],
+//! [`ArgError`] (with [`ViewProblem`] and [`GraphProblem`]), [`CollectiveError`],
 //! [`ResourceError`] and [`LaunchError`], one file each in `error/`. A kind's `Display` is the
 //! message; programs match on the kind, not on the text. The kinds hold plain
 //! values (`&'static str` operation names, ranks, counts, datatype names as
@@ -29,7 +29,7 @@ mod launch;
 mod resources;
 mod types;
 
-pub use arg::{ArgError, ViewProblem};
+pub use arg::{ArgError, GraphProblem, ViewProblem};
 pub use collective::CollectiveError;
 pub use comm::CommError;
 pub use count::CountError;

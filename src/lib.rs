@@ -96,10 +96,11 @@ pub mod attribute {
 }
 
 pub use environment::{
-    initialize, initialize_with_threading, time, time_resolution, Threading, Universe,
+    initialize, initialize_with_threading, is_finalized, is_initialized, time, time_resolution,
+    Threading, Universe,
 };
 pub use error::{
-    ArgError, CollectiveError, CommError, CountError, Error, ErrorClass, LaunchError,
+    ArgError, CollectiveError, CommError, CountError, Error, ErrorClass, GraphProblem, LaunchError,
     ResourceError, TypeError, ViewProblem,
 };
 pub use hybrid::parallel_for;
@@ -109,6 +110,31 @@ pub use myriad_macros::main;
 pub use myriad_macros::Equivalence;
 pub use runtime::{launch, run, Runtime, StackGuard};
 pub use sched::{sleep, yield_now};
+
+/// The errors of rsmpi's process-spawning calls (rsmpi's `MpiError`). No
+/// myriad call returns it (myriad jobs spawn no processes); it exists so
+/// that ported signatures such as `fn main() -> Result<(), mpi::MpiError>`
+/// compile.
+#[derive(Debug)]
+pub enum MpiError {
+    /// `spawn` started fewer processes than asked (started, asked).
+    Spawn(Rank, Rank),
+    /// A spawn argument held a NUL byte.
+    StringNul(std::ffi::NulError),
+}
+
+impl std::fmt::Display for MpiError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            MpiError::Spawn(started, asked) => {
+                write!(f, "spawned {started} of {asked} processes")
+            }
+            MpiError::StringNul(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+impl std::error::Error for MpiError {}
 
 /// A rank in a communicator (MPI's `int`, as in rsmpi).
 pub type Rank = i32;
@@ -132,7 +158,7 @@ pub const UNDEFINED: i32 = -32766;
 pub mod traits {
     pub use crate::collective::{CommunicatorCollectives, Operation, Root};
     pub use crate::comm::Group;
-    pub use crate::communicator::{AnyCommunicator, CommAttribute, Communicator};
+    pub use crate::communicator::{AnyCommunicator, AsCommunicator, CommAttribute, Communicator};
     pub use crate::datatype::{
         AsDatatype, Buffer, BufferMut, Collection, Datatype, Equivalence, Partitioned,
         PartitionedBuffer, PartitionedBufferMut, Pointer, PointerMut, UncommittedDatatype,

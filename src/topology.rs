@@ -90,7 +90,9 @@
 pub use crate::comm::{Group, GroupRelation, SystemGroup, UserGroup};
 pub use crate::communicator::{
     dims_create, AnyCommunicator, AnyProcess, CartesianCommunicator, CartesianLayout, Color,
-    Communicator, CommunicatorRelation, Key, Process, SimpleCommunicator,
+    Communicator, CommunicatorRelation, CommunicatorTopology, DistributedGraphCommunicator,
+    DistributedGraphNeighbors, GraphCommunicator, GraphLayout, InterCommunicator, IntoTopology,
+    Key, MergeOrder, Process, SimpleCommunicator,
 };
 pub use crate::hardware::*;
 pub use crate::Rank;

@@ -74,6 +74,26 @@
 //! come in the same order at every member, so every member — in any
 //! process — counts the same.
 //!
+//! ## Topologies and inter-communicators
+//!
+//! Graph creation is a split keeping the first `nnodes` ranks whose asks
+//! must carry equal graphs; a distributed graph keeps every rank, and the
+//! last arrival checks that every edge is listed at both ends (or sorts
+//! contributed edges out per rank). Either sets the new communicator's
+//! topology (`comm/topo.rs`), as do Cartesian creations and duplicates.
+//!
+//! One side of a new inter-communicator is a collective creation over its
+//! local communicator whose asks all carry the same [`InterPlan`] (context
+//! pairs derived in `communicator/inter.rs`). On an inter-communicator,
+//! `duplicate` runs over each side's own group and derives the other
+//! side's new pair too (the sides' sequence numbers are equal); `merge`
+//! first swaps the sides' `high` flags between their ranks 0 (an exchange
+//! in the inter-communicator's collective pairs), then each side's last
+//! arrival orders the groups and makes the merged communicator, or takes
+//! the one the other side made (`Registry::meet`: one collective state for
+//! both). A side whose partner lives in another process leaves its entry
+//! there until the job ends (no transport yet).
+//!
 //! Identifying the group by a digest instead of the whole list keeps a
 //! meeting's key small; two different groups of the same size, tag and
 //! 64-bit digest would be merged (probability 2^-64 per pair).
@@ -89,11 +109,13 @@ use super::check::Signature;
 use super::{Algorithm, Collective, CommCore, Selection, State};
 use crate::comm::context::{self, Creation as Derivation};
 use crate::comm::grid::Grid;
-use crate::comm::{members_of, CommShared, Group, Members, Registry};
+use crate::comm::topo::{Adjacency, Graph, Topo};
+use crate::comm::{members_of, CommShared, Group, Members, Registry, Remote};
+use crate::datatype::copy::Layout;
 use crate::error::{ArgError, CollectiveError, Error};
 use crate::sched::{self, WaitInfo, WaitOp};
 use crate::sync::spin::SpinLock;
-use crate::{Rank, Tag};
+use crate::{Count, Rank, Tag};
 
 /// Which creation call a rank made (they must all make the same).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -104,6 +126,14 @@ pub(crate) enum Creation {
     Subgroup,
     Cartesian,
     CartesianSub,
+    /// A graph topology (`MPI_Graph_create`).
+    Graph,
+    /// A distributed graph topology (`MPI_Dist_graph_create(_adjacent)`).
+    DistGraph,
+    /// One side of a new inter-communicator, over its local communicator.
+    InterSide,
+    /// The merge of an inter-communicator (each side over its own side).
+    Merge,
 }
 
 impl Creation {
@@ -115,6 +145,10 @@ impl Creation {
             Creation::Subgroup => "split_by_subgroup_collective",
             Creation::Cartesian => "create_cartesian_communicator",
             Creation::CartesianSub => "CartesianCommunicator::subgroup",
+            Creation::Graph => "create_graph_communicator",
+            Creation::DistGraph => "create_distributed_graph_communicator",
+            Creation::InterSide => "InterCommunicator::create",
+            Creation::Merge => "InterCommunicator::merge",
         }
     }
 
@@ -126,6 +160,10 @@ impl Creation {
             Creation::Subgroup => "subgroup",
             Creation::Cartesian => "cartesian",
             Creation::CartesianSub => "cartesian sub-grid",
+            Creation::Graph => "graph",
+            Creation::DistGraph => "distributed graph",
+            Creation::InterSide => "inter-communicator",
+            Creation::Merge => "merge",
         }
     }
 }
@@ -143,6 +181,39 @@ pub(crate) enum Agree {
     Grid(Arc<Grid>),
     /// The dimensions a Cartesian sub-grid keeps: every rank passed the same.
     Retain(Box<[bool]>),
+    /// A graph: every rank passed the same.
+    Graph(Arc<Graph>),
+    /// One rank's own edges of a distributed graph (`_adjacent`).
+    Adjacent(Arc<Adjacency>),
+    /// Edges a rank contributes to a distributed graph (any edges of any
+    /// ranks), and whether it passed weights.
+    Edges(Arc<Vec<(Rank, Rank, Count)>>, bool),
+    /// One side of an inter-communicator: its context pair and the remote
+    /// side, which every rank of the side computed from what its leader
+    /// received.
+    Inter(Arc<InterPlan>),
+    /// A merge: whether this rank's side goes last (`high`), and, in the
+    /// ask of the side's rank 0, what the other side said.
+    Merge {
+        high: bool,
+        remote_high: Option<bool>,
+    },
+}
+
+/// One side of a new inter-communicator: its context pair and the remote
+/// side (derived in `communicator/inter.rs`).
+#[derive(Debug)]
+pub(crate) struct InterPlan {
+    pub(crate) context: u64,
+    pub(crate) remote: Remote,
+}
+
+impl PartialEq for InterPlan {
+    fn eq(&self, other: &InterPlan) -> bool {
+        self.context == other.context
+            && self.remote.context == other.remote.context
+            && self.remote.members.same(&other.remote.members)
+    }
 }
 
 /// What one rank asks for in a collective creation.
@@ -197,8 +268,41 @@ pub(crate) fn create(
 ) -> Result<Option<CommCore>, Error> {
     ask.rank = core.rank();
     ask.site = site;
+    let inter = core.shared().is_inter();
+    match ask.creation {
+        Creation::Duplicate | Creation::Merge if inter => {}
+        Creation::Merge => {
+            return Err(Error::Arg(ArgError::WrongKindOfCommunicator {
+                op: Creation::Merge.call(),
+                comm: core.name(),
+                needs: "an inter-communicator",
+            }))
+        }
+        creation if inter => {
+            return Err(Error::unsupported(format!(
+                "{} on an inter-communicator ({})",
+                creation.call(),
+                core.name()
+            )))
+        }
+        _ => {}
+    }
     let signature = Signature::new(Collective::CommCreate, None, None);
     let call = super::begin(core, signature, Algorithm::Auto, site)?;
+    // A merge needs the other side's `high`: the sides' ranks 0 swap theirs
+    // in the inter-communicator's collective pairs, tagged by the call's
+    // sequence number (equal on both sides).
+    if let Agree::Merge { high, remote_high } = &mut ask.agree {
+        if core.rank() == 0 {
+            let mine = u8::from(*high);
+            let mut theirs = 0u8;
+            let mut exchange = super::exchange::Exchange::new(&call);
+            exchange.recv(0, &Layout::of_mut(&mut theirs))?;
+            exchange.send(0, &Layout::of(&mine));
+            exchange.wait()?;
+            *remote_high = Some(theirs != 0);
+        }
+    }
     let rounds = &core.coll().rounds;
     // Checked in the round too: the shared-memory collectives check their
     // calls there only, so this is where a rank that called one of them
@@ -240,7 +344,11 @@ fn decide(parent: &CommCore, seq: u32, mut asks: Vec<Ask>) -> Result<Vec<Option<
                 sites: (first.site, ask.site),
             }));
         }
-        if matches!(first.agree, Agree::Grid(_) | Agree::Retain(_)) && ask.agree != first.agree {
+        let compared = matches!(
+            first.agree,
+            Agree::Grid(_) | Agree::Retain(_) | Agree::Graph(_)
+        );
+        if compared && ask.agree != first.agree {
             return Err(Error::Arg(ArgError::CreationArgs {
                 call: first.creation.call(),
                 comm: parent_name,
@@ -251,6 +359,15 @@ fn decide(parent: &CommCore, seq: u32, mut asks: Vec<Ask>) -> Result<Vec<Option<
         }
     }
     let creation = first.creation;
+    match creation {
+        Creation::InterSide => return decide_inter(parent, asks),
+        Creation::Merge => return decide_merge(parent, seq, asks),
+        _ => {}
+    }
+    let dist = match creation {
+        Creation::DistGraph => Some(dist_graph(parent, &asks)?),
+        _ => None,
+    };
     let mut placed: Vec<Option<Placed>> = (0..asks.len()).map(|_| None).collect();
     let mut joining: Vec<&Ask> = asks.iter().filter(|a| a.color.is_some()).collect();
     joining.sort_by_key(|a| (a.color, a.key, a.rank));
@@ -275,17 +392,137 @@ fn decide(parent: &CommCore, seq: u32, mut asks: Vec<Ask>) -> Result<Vec<Option<
             )
         };
         let lowest = members.iter().min().unwrap_or(0);
+        // The duplicate of an inter-communicator's side faces the duplicate
+        // of the other side, whose pair that side derives the same way.
+        let remote = parent.shared().remote().map(|remote| Remote {
+            context: context::derive(
+                remote.context,
+                Derivation::Collective {
+                    seq,
+                    lowest: remote.members.iter().min().unwrap_or(0),
+                },
+            ),
+            members: remote.members,
+        });
         let shared = new_comm(
             parent,
-            Derivation::Collective { seq, lowest },
+            context::derive(parent.p2p_context(), Derivation::Collective { seq, lowest }),
             members,
+            remote,
             &name,
         )?;
+        let topology = match (&class[0].agree, creation) {
+            (Agree::Grid(grid), _) => Some(Topo::Cartesian(Arc::clone(grid))),
+            (Agree::Graph(graph), _) => Some(Topo::Graph(Arc::clone(graph))),
+            (_, Creation::DistGraph) => dist.clone(),
+            (_, Creation::Duplicate) => parent.shared().topology.get().cloned(),
+            _ => None,
+        };
+        if let Some(topology) = topology {
+            let _ = shared.topology.set(topology);
+        }
         for (new_rank, ask) in class.iter().enumerate() {
             placed[ask.rank as usize] = Some((Arc::clone(&shared), new_rank as Rank));
         }
     }
     Ok(placed)
+}
+
+/// The distributed graph the asks describe (every rank of the parent
+/// joins, in its order): each rank's own edges, checked to agree at both
+/// ends, or the edges any rank contributed, sorted out per rank.
+fn dist_graph(parent: &CommCore, asks: &[Ask]) -> Result<Topo, Error> {
+    const OP: &str = "create_distributed_graph_communicator";
+    let first = &asks[0];
+    let n = asks.len();
+    let mismatch = |other: &Ask| {
+        Error::Arg(ArgError::CreationArgs {
+            call: Creation::DistGraph.call(),
+            comm: parent.name(),
+            ranks: (first.rank, other.rank),
+            passed: (describe(&first.agree), describe(&other.agree)),
+            sites: (first.site, other.site),
+        })
+    };
+    let table: Vec<Adjacency> = match &first.agree {
+        Agree::Adjacent(_) => {
+            let mut table = Vec::with_capacity(n);
+            for ask in asks {
+                let Agree::Adjacent(adj) = &ask.agree else {
+                    return Err(mismatch(ask));
+                };
+                table.push(Adjacency::clone(adj));
+            }
+            // Every edge must be listed at both ends, as often.
+            let mut out: Vec<(Rank, Rank)> = Vec::new();
+            let mut inn: Vec<(Rank, Rank)> = Vec::new();
+            for (r, adj) in table.iter().enumerate() {
+                out.extend(adj.destinations.iter().map(|&d| (r as Rank, d)));
+                inn.extend(adj.sources.iter().map(|&s| (s, r as Rank)));
+            }
+            out.sort_unstable();
+            inn.sort_unstable();
+            if out != inn {
+                let (from, to) = out
+                    .iter()
+                    .zip(&inn)
+                    .find(|(a, b)| a != b)
+                    .map(|(a, b)| *a.min(b))
+                    .or_else(|| out.get(inn.len()).or(inn.get(out.len())).copied())
+                    .expect("the lists differ");
+                return Err(Error::Arg(ArgError::Graph {
+                    op: OP,
+                    problem: crate::error::GraphProblem::Inconsistent { from, to },
+                }));
+            }
+            table
+        }
+        Agree::Edges(_, weighted) => {
+            let mut table = vec![Adjacency::default(); n];
+            if *weighted {
+                for adj in &mut table {
+                    adj.source_weights = Some(Vec::new());
+                    adj.destination_weights = Some(Vec::new());
+                }
+            }
+            for ask in asks {
+                let Agree::Edges(edges, w) = &ask.agree else {
+                    return Err(mismatch(ask));
+                };
+                if w != weighted {
+                    return Err(mismatch(ask));
+                }
+                for &(from, to, weight) in edges.iter() {
+                    let (f, t) = (&mut table[from as usize], to);
+                    f.destinations.push(t);
+                    if let Some(ws) = &mut f.destination_weights {
+                        ws.push(weight);
+                    }
+                    let t = &mut table[to as usize];
+                    t.sources.push(from);
+                    if let Some(ws) = &mut t.source_weights {
+                        ws.push(weight);
+                    }
+                }
+            }
+            table
+        }
+        _ => unreachable!("distributed graph asks carry edges"),
+    };
+    Ok(Topo::DistGraph(
+        table.into_iter().map(std::sync::OnceLock::from).collect(),
+    ))
+}
+
+/// `MPI_COMM_SELF` of the rank whose world handle is `world`.
+pub(crate) fn self_comm(world: &CommCore) -> CommCore {
+    let me = world.world().get();
+    let registry = world.job().comms();
+    let context = context::derive(context::WORLD, Derivation::SelfComm { world: me });
+    let state = State::new(1, registry.check_collectives(), Selection::from_env());
+    let shared =
+        registry.predefined_comm(context, Members::from_vec(vec![me]), "MPI_COMM_SELF", state);
+    world.with_shared(shared, 0)
 }
 
 /// The world communicator of a job of `ranks` ranks.
@@ -298,23 +535,131 @@ pub(crate) fn world(registry: &Registry, ranks: u32) -> Arc<CommShared<State>> {
     registry.world(ranks, state)
 }
 
-/// A new communicator of `members` made from `parent` by the call
-/// `derivation` describes: its context pair (derived, `comm/context.rs`),
-/// its collective state, its name.
+/// A new communicator of `members` made from `parent` with the context
+/// pair `context` (derived by the creating call, `comm/context.rs`): its
+/// collective state, its name; with `remote`, one side of an
+/// inter-communicator.
 fn new_comm(
     parent: &CommCore,
-    derivation: Derivation,
+    context: u64,
     members: Members,
+    remote: Option<Remote>,
     name: &str,
 ) -> Result<Arc<CommShared<State>>, Error> {
     let registry = parent.job().comms();
-    let context = context::derive(parent.p2p_context(), derivation);
     let state = State::new(
         members.size() as usize,
         registry.check_collectives(),
         Selection::from_env(),
     );
-    registry.create(context, members, name, state)
+    registry.create(context, members, remote, name, state)
+}
+
+/// One side of a new inter-communicator over its local communicator
+/// `local`: every rank of `local` calls with the same `plan`.
+pub(crate) fn create_inter(
+    local: &CommCore,
+    plan: InterPlan,
+    site: &'static Location<'static>,
+) -> Result<CommCore, Error> {
+    let ask = Ask::new(Creation::InterSide, Some(0), 0).agreeing(Agree::Inter(Arc::new(plan)));
+    Ok(create(local, ask, site)?.expect("every rank of the local side joins"))
+}
+
+/// The merge of the inter-communicator side `side` (`MPI_Intercomm_merge`):
+/// every rank of both sides calls, each side with one `high`.
+pub(crate) fn merge(
+    side: &CommCore,
+    high: bool,
+    site: &'static Location<'static>,
+) -> Result<CommCore, Error> {
+    let ask = Ask::new(Creation::Merge, Some(0), 0).agreeing(Agree::Merge {
+        high,
+        remote_high: None,
+    });
+    Ok(create(side, ask, site)?.expect("every rank of both sides joins a merge"))
+}
+
+/// The last rank's work in [`create_inter`]: the side's communicator.
+fn decide_inter(local: &CommCore, asks: Vec<Ask>) -> Result<Vec<Option<Placed>>, Error> {
+    let first = &asks[0];
+    let Agree::Inter(plan) = &first.agree else {
+        unreachable!("InterCommunicator::create asks carry their plan")
+    };
+    if let Some(other) = asks.iter().find(|a| a.agree != first.agree) {
+        return Err(Error::Arg(ArgError::CreationArgs {
+            call: Creation::InterSide.call(),
+            comm: local.name(),
+            ranks: (first.rank, other.rank),
+            passed: (describe(&first.agree), describe(&other.agree)),
+            sites: (first.site, other.site),
+        }));
+    }
+    let name = format!("inter-communicator of {}", local.name());
+    let members = local.shared().group.clone();
+    let shared = new_comm(
+        local,
+        plan.context,
+        members,
+        Some(plan.remote.clone()),
+        &name,
+    )?;
+    Ok(asks
+        .iter()
+        .map(|a| Some((Arc::clone(&shared), a.rank)))
+        .collect())
+}
+
+/// The last rank's work in [`merge`] on one side: orders the two groups and
+/// makes (or, when the other side came first, takes) the merged
+/// communicator.
+fn decide_merge(side: &CommCore, seq: u32, asks: Vec<Ask>) -> Result<Vec<Option<Placed>>, Error> {
+    let first = &asks[0];
+    let (Agree::Merge { high, remote_high }, Some(remote)) = (&first.agree, side.shared().remote())
+    else {
+        unreachable!("merge asks carry their order, on an inter-communicator")
+    };
+    let high_of = |a: &Ask| matches!(a.agree, Agree::Merge { high: true, .. });
+    if let Some(other) = asks.iter().find(|a| high_of(a) != *high) {
+        return Err(Error::Arg(ArgError::CreationArgs {
+            call: Creation::Merge.call(),
+            comm: side.name(),
+            ranks: (first.rank, other.rank),
+            passed: (describe(&first.agree), describe(&other.agree)),
+            sites: (first.site, other.site),
+        }));
+    }
+    let remote_high = remote_high.expect("rank 0's ask carries the other side's order");
+    let local = &side.shared().group;
+    let local_first = match (*high, remote_high) {
+        (false, true) => true,
+        (true, false) => false,
+        // Both sides asked for the same: the side with the lowest world
+        // rank goes first (either side decides the same).
+        _ => local.iter().min() < remote.members.iter().min(),
+    };
+    let (low, high_group) = if local_first {
+        (local, &remote.members)
+    } else {
+        (&remote.members, local)
+    };
+    let members = Members::from_vec(low.iter().chain(high_group.iter()).collect());
+    let own = side.p2p_context();
+    let (lower, higher) = (own.min(remote.context), own.max(remote.context));
+    let context = context::derive(lower, Derivation::Merge { seq, high: higher });
+    let name = format!("merge of {}", side.name());
+    let registry = side.job().comms();
+    let shared = registry.meet(context, || {
+        new_comm(side, context, members.clone(), None, &name)
+    })?;
+    if !shared.group.same(&members) {
+        unreachable!("both sides of a merge order the groups the same way");
+    }
+    let offset = if local_first { 0 } else { low.size() as Rank };
+    Ok(asks
+        .iter()
+        .map(|a| Some((Arc::clone(&shared), offset + a.rank)))
+        .collect())
 }
 
 /// Checks that the ranks of one color of `split_by_subgroup_collective`
@@ -349,6 +694,20 @@ fn describe(agree: &Agree) -> String {
         Agree::Group { size, .. } => format!("a group of {size} ranks"),
         Agree::Grid(grid) => grid.to_string(),
         Agree::Retain(retain) => format!("retained dimensions {retain:?}"),
+        Agree::Graph(graph) => format!(
+            "a graph of index {:?} and edges {:?}",
+            graph.index, graph.edges
+        ),
+        Agree::Adjacent(_) => "its adjacent edges".into(),
+        Agree::Edges(_, true) => "weighted edges".into(),
+        Agree::Edges(_, false) => "unweighted edges".into(),
+        Agree::Inter(plan) => format!(
+            "a remote group of {} ranks (context {:#x})",
+            plan.remote.members.size(),
+            plan.remote.context
+        ),
+        Agree::Merge { high: true, .. } => "high = true".into(),
+        Agree::Merge { high: false, .. } => "high = false".into(),
     }
 }
 
@@ -439,6 +798,12 @@ pub(crate) fn create_group(
     site: &'static Location<'static>,
 ) -> Result<Option<CommCore>, Error> {
     const OP: &str = "split_by_subgroup_with_tag";
+    if core.shared().is_inter() {
+        return Err(Error::unsupported(format!(
+            "{OP} on an inter-communicator ({})",
+            core.name()
+        )));
+    }
     if tag < 0 {
         return Err(Error::Tag { op: OP, tag });
     }
@@ -480,7 +845,8 @@ pub(crate) fn create_group(
             count,
         };
         let name = format!("subgroup of {}", core.name());
-        let made = new_comm(core, derivation, members.clone(), &name);
+        let context = context::derive(core.p2p_context(), derivation);
+        let made = new_comm(core, context, members.clone(), None, &name);
         *meeting.outcome.lock() = Some(made);
         let waiters = std::mem::take(&mut *meeting.waiters.lock());
         sched::unpark_many(core.job().sched(), &waiters);

@@ -94,6 +94,12 @@ pub struct State {
 }
 
 impl State {
+    /// The sequence number the next collective of communicator rank `rank`
+    /// gets (what a creation derives context pairs from before it starts).
+    pub(crate) fn next_seq(&self, rank: crate::Rank) -> u32 {
+        self.seq[rank as usize].load(Ordering::Relaxed)
+    }
+
     pub(crate) fn new(size: usize, check: bool, selection: Selection) -> State {
         State {
             seq: (0..size).map(|_| AtomicU32::new(0)).collect(),
@@ -170,6 +176,17 @@ pub(crate) fn begin<'a>(
     begin_as(comm, ctx, &mut signature, requested, site)
 }
 
+/// The error of a collective called on an inter-communicator.
+#[cold]
+fn inter_collective(comm: &CommCore, kind: Collective) -> Error {
+    Error::unsupported(format!(
+        "{} on an inter-communicator ({}): inter-communicator collectives are not \
+         implemented; merge it (InterCommunicator::merge) and call it there",
+        kind.name(),
+        comm.name()
+    ))
+}
+
 /// [`begin`] for a known caller context.
 pub(crate) fn begin_as<'a>(
     comm: &'a CommCore,
@@ -178,6 +195,9 @@ pub(crate) fn begin_as<'a>(
     requested: Algorithm,
     site: &'static Location<'static>,
 ) -> Result<Call<'a>, Error> {
+    if comm.shared().is_inter() && signature.kind != Collective::CommCreate {
+        return Err(inter_collective(comm, signature.kind));
+    }
     let state = comm.coll();
     let seq = state.seq[comm.rank() as usize].fetch_add(1, Ordering::Relaxed);
     let algorithm = state.selection.resolve(

@@ -81,7 +81,7 @@ impl Scratch {
     /// aligned for its type (a user operation views them as `&[T]`).
     pub(crate) fn like(like: &Layout) -> Scratch {
         let map = like.ty.map();
-        let mut data = AlignedBytes::zeroed(like.count * map.extent(), map.align());
+        let mut data = AlignedBytes::zeroed(map.span(like.count), map.align());
         let layout = Layout {
             base: data.as_mut_ptr() as *const u8,
             count: like.count,

@@ -132,7 +132,7 @@ fn shm_commutative(
     recv: Option<Layout>,
     block: Option<(usize, usize)>,
 ) -> Result<(), Error> {
-    let bytes = send.count * send.ty.map().extent();
+    let bytes = send.ty.map().span(send.count);
     fold(round.own_partial(call), op, send, bytes);
     if round.arrive() {
         {
@@ -236,7 +236,7 @@ fn shm_in_order(
             Ok(theirs)
         };
         let mut acc = round.result().lock();
-        acc.reserve(send.count * send.ty.map().extent(), send.ty.map().align());
+        acc.reserve(send.ty.map().span(send.count), send.ty.map().align());
         let dst = acc.layout(send);
         copy_same(operand(n - 1)?, &dst);
         for r in (0..n - 1).rev() {

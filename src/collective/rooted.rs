@@ -2,12 +2,13 @@
 //! immediate.
 
 use super::*;
+use crate::communicator::AsCommunicator;
 use crate::error::CountError;
 
 /// Rooted collectives, called on the root process (rsmpi's `Root`):
 /// `world.process_at_rank(root).gather_into(&x)` on every rank but the
 /// root, `..._root(&x, &mut all)` on the root.
-pub trait Root: AsCore {
+pub trait Root: AsCore + AsCommunicator {
     /// The root's rank in the communicator.
     fn root_rank(&self) -> Rank;
 

@@ -20,7 +20,16 @@
 //!   shared): the parent's context, the tag, the group's size and digest,
 //!   and how many earlier calls with that same tag and group the members
 //!   made on the parent — MPI requires those to come in the same order at
-//!   every member, so they all count the same ([`Creation::Group`]).
+//!   every member, so they all count the same ([`Creation::Group`]);
+//! * **inter-communicators**: each side owns a pair (messages to the other
+//!   side travel in the other side's pair). A side's pair comes from its
+//!   local communicator's context and the creating call's sequence number
+//!   there, and the other side's two values, which the leaders exchange
+//!   ([`Creation::InterSide`]); a duplicate of one side is a collective
+//!   creation on that side, and the sides' sequence numbers on the
+//!   inter-communicator stay equal (both sides make the same calls on it),
+//!   so either side derives both new pairs; a merge comes from both pairs
+//!   and that sequence number ([`Creation::Merge`]).
 //!
 //! The inputs are mixed into 64 bits by a fixed function ([`derive`]: a
 //! multiply-xor fold and the splitmix64 finaliser; no `Hasher` whose output
@@ -54,6 +63,10 @@ pub(crate) const WORLD: u64 = 0;
 const LAST: u64 = u64::MAX - 1;
 
 /// What a new communicator's context pair is derived from (module docs).
+///
+/// For the `parent` argument of [`derive`], `Collective` and `Group` take
+/// the parent's context, `InterSide` the creating side's local communicator,
+/// `Merge` the lower of the inter-communicator's two pairs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Creation {
     /// A creation call of every rank of the parent.
@@ -71,6 +84,22 @@ pub(crate) enum Creation {
         /// Earlier calls with this tag and group on the parent.
         count: u64,
     },
+    /// One side of an inter-communicator (`InterCommunicator::create`):
+    /// made from the side's local communicator at sequence number `seq`,
+    /// facing a remote side whose local communicator has context `remote`
+    /// and made the call at `remote_seq`. Each side derives both pairs.
+    InterSide {
+        seq: u32,
+        remote: u64,
+        remote_seq: u32,
+    },
+    /// The merge of an inter-communicator whose other pair is `high` (the
+    /// higher of the two; the lower is `derive`'s parent), at sequence
+    /// number `seq` of both sides.
+    Merge { seq: u32, high: u64 },
+    /// `MPI_COMM_SELF` of world rank `world` (derived from the world's
+    /// pair): the same pair every time that rank asks.
+    SelfComm { world: u32 },
 }
 
 /// The even context id of the communicator that `creation` makes from the
@@ -90,6 +119,13 @@ pub(crate) fn derive(parent: u64, creation: Creation) -> u64 {
             digest,
             count,
         ],
+        Creation::InterSide {
+            seq,
+            remote,
+            remote_seq,
+        } => [3, parent & !1, seq.into(), remote & !1, remote_seq.into()],
+        Creation::Merge { seq, high } => [4, parent & !1, seq.into(), high & !1, 0],
+        Creation::SelfComm { world } => [5, parent & !1, world.into(), 0, 0],
     };
     let h = mix(&words);
     // The even ids but the world's and the last (whose odd id, u64::MAX,

@@ -251,6 +251,11 @@ impl UserGroup {
         UserGroup { members, me, rank }
     }
 
+    /// The remote group of an inter-communicator (the caller is not in it).
+    pub(crate) fn remote(members: Members) -> UserGroup {
+        UserGroup::new(members, None)
+    }
+
     /// The group of a communicator, seen by its rank `rank` (world rank
     /// `me`).
     pub(crate) fn from_comm(members: Members, me: u32, rank: Rank) -> UserGroup {

@@ -30,6 +30,7 @@
 //! | `group.rs` | groups: ordered sets of world ranks and their algebra |
 //! | `locality.rs` | where a communicator's members live: its members in this process, one leader per process, the process count |
 //! | `grid.rs` | Cartesian grids: extents, periods, coordinates |
+//! | `topo.rs` | the virtual topology a communicator carries: a grid, a graph, or each rank's distributed-graph edges |
 //! | `predefined.rs` | the world's predefined attributes (`UniverseSize`, `AppNum`) as plain values the `Registry` keeps |
 //!
 //! The API over this core (the `Communicator` trait, `SimpleCommunicator`,
@@ -41,7 +42,9 @@ mod group;
 pub(crate) mod locality;
 mod predefined;
 mod route;
+pub(crate) mod topo;
 
+use std::any::Any;
 use std::collections::HashMap;
 use std::fmt;
 use std::sync::{Arc, Mutex, Weak};
@@ -150,8 +153,17 @@ pub(crate) struct CommShared<X> {
     /// (see [`context`] for how it is derived).
     pub(crate) context: u64,
     pub(crate) group: Members,
+    /// Whom point-to-point calls name by rank: the communicator's own
+    /// members, or an inter-communicator's remote group.
+    pub(crate) peers: Members,
+    /// The context pair messages to `peers` travel in: `context` itself, or
+    /// the pair the remote group of an inter-communicator receives in (each
+    /// side of an inter-communicator owns its pair, see `context.rs`).
+    pub(crate) peer_context: u64,
     /// Its members in this process, the leader of each process.
     pub(crate) locality: locality::Locality,
+    /// Its virtual topology, set once by the creating call (`topo.rs`).
+    pub(crate) topology: std::sync::OnceLock<topo::Topo>,
     /// The registry's name table, from which the communicator removes its
     /// name when it goes (`None` for the world, which lasts as long).
     names: Option<Names>,
@@ -163,18 +175,48 @@ impl<X> CommShared<X> {
     fn new(
         context: u64,
         group: Members,
+        remote: Option<Remote>,
         processes: &Processes,
         names: Option<Names>,
         ext: X,
     ) -> CommShared<X> {
+        let (peers, peer_context) = match remote {
+            Some(remote) => (remote.members, remote.context),
+            None => (group.clone(), context),
+        };
         CommShared {
             context,
             locality: locality::Locality::new(&group, processes),
             group,
+            peers,
+            peer_context,
+            topology: std::sync::OnceLock::new(),
             names,
             ext,
         }
     }
+
+    /// Whether this is one side of an inter-communicator.
+    #[inline]
+    pub(crate) fn is_inter(&self) -> bool {
+        self.peer_context != self.context
+    }
+
+    /// The remote side of an inter-communicator.
+    pub(crate) fn remote(&self) -> Option<Remote> {
+        self.is_inter().then(|| Remote {
+            members: self.peers.clone(),
+            context: self.peer_context,
+        })
+    }
+}
+
+/// The remote side of an inter-communicator: its group, and the context
+/// pair it receives in (its own communicator's pair).
+#[derive(Debug, Clone)]
+pub(crate) struct Remote {
+    pub(crate) members: Members,
+    pub(crate) context: u64,
 }
 
 impl<X> Drop for CommShared<X> {
@@ -204,6 +246,9 @@ pub(crate) struct Registry {
     /// The world communicator's predefined attributes.
     universe_size: UniverseSize,
     appnum: AppNum,
+    /// Merged communicators made by one side of an inter-communicator and
+    /// not yet taken by the other, by context id ([`Registry::meet`]).
+    merges: Mutex<HashMap<u64, Box<dyn Any + Send + Sync>>>,
 }
 
 impl Registry {
@@ -217,6 +262,7 @@ impl Registry {
             processes: processes.clone(),
             universe_size: UniverseSize::new(ranks),
             appnum: AppNum::new(0),
+            merges: Mutex::new(HashMap::new()),
         }
     }
 
@@ -230,6 +276,7 @@ impl Registry {
         Arc::new(CommShared::new(
             context::WORLD,
             Members::World(ranks),
+            None,
             &self.processes,
             None,
             ext,
@@ -238,7 +285,9 @@ impl Registry {
 
     /// A new communicator of `members` with the context pair `context`
     /// (derived by the creating call, [`context::derive`]) and `name`
-    /// (forgotten when the communicator is dropped).
+    /// (forgotten when the communicator is dropped); with `remote`, one side
+    /// of an inter-communicator whose point-to-point calls reach that
+    /// remote group.
     ///
     /// # Errors
     ///
@@ -249,6 +298,7 @@ impl Registry {
         &self,
         context: u64,
         members: Members,
+        remote: Option<Remote>,
         name: &str,
         ext: X,
     ) -> Result<Arc<CommShared<X>>, Error> {
@@ -267,10 +317,58 @@ impl Registry {
         Ok(Arc::new(CommShared::new(
             context,
             members,
+            remote,
             &self.processes,
             Some(Arc::clone(&self.names)),
             ext,
         )))
+    }
+
+    /// A predefined communicator (`MPI_COMM_SELF`): registered under
+    /// `name` on first use and never forgotten, like the world; each call
+    /// makes a new shared state with the same pair (one rank: nothing of
+    /// its collectives is shared with another rank).
+    pub(crate) fn predefined_comm<X>(
+        &self,
+        context: u64,
+        members: Members,
+        name: &str,
+        ext: X,
+    ) -> Arc<CommShared<X>> {
+        self.names
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .entry(context)
+            .or_insert_with(|| name.to_string());
+        Arc::new(CommShared::new(
+            context,
+            members,
+            None,
+            &self.processes,
+            None,
+            ext,
+        ))
+    }
+
+    /// The communicator with context pair `context` that two parties make
+    /// together (the two sides of an inter-communicator's merge, whose
+    /// collective state must be one): the first to come makes it with
+    /// `make`, the second takes it.
+    pub(crate) fn meet<X: Send + Sync + 'static>(
+        &self,
+        context: u64,
+        make: impl FnOnce() -> Result<Arc<CommShared<X>>, Error>,
+    ) -> Result<Arc<CommShared<X>>, Error> {
+        let mut merges = self.merges.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(made) = merges.remove(&context) {
+            let made = made
+                .downcast::<Arc<CommShared<X>>>()
+                .expect("one kind of communicator state per job");
+            return Ok(*made);
+        }
+        let made = make()?;
+        merges.insert(context, Box::new(Arc::clone(&made)));
+        Ok(made)
     }
 
     /// The name of the communicator owning `context` (either of its two ids).
@@ -420,12 +518,6 @@ impl<X> Core<X> {
         self.shared.group.size() as Rank
     }
 
-    /// The world rank of communicator rank `rank` (checked by the caller).
-    #[inline]
-    pub(crate) fn world_rank(&self, rank: Rank) -> WorldRank {
-        WorldRank::new(self.shared.group.world_rank(rank))
-    }
-
     #[inline]
     pub(crate) fn p2p_context(&self) -> u64 {
         self.shared.context
@@ -489,6 +581,16 @@ impl<X> Core<X> {
         })
     }
 
+    /// Checks that `rank` names a peer: a rank of the communicator, or of
+    /// an inter-communicator's remote group.
+    pub(crate) fn check_peer(&self, op: &'static str, rank: Rank) -> Result<(), Error> {
+        let size = self.shared.peers.size() as Rank;
+        if rank < 0 || rank >= size {
+            return Err(Error::Rank { op, rank, size });
+        }
+        Ok(())
+    }
+
     /// Checks that `rank` is in the communicator.
     pub(crate) fn check_rank(&self, op: &'static str, rank: Rank) -> Result<(), Error> {
         if rank < 0 || rank >= self.size() {
@@ -519,7 +621,7 @@ mod tests {
 
         let registry = Registry::new(&Processes::single(4), true);
         let comm = registry
-            .create(6, table, "split of MPI_COMM_WORLD", ())
+            .create(6, table, None, "split of MPI_COMM_WORLD", ())
             .unwrap();
         let context = comm.context;
         assert_eq!(registry.name(context + 1), "split of MPI_COMM_WORLD");
@@ -534,10 +636,16 @@ mod tests {
     fn a_context_collision_is_an_error_not_a_shared_context() {
         let registry = Registry::new(&Processes::single(4), true);
         let first = registry
-            .create(8, Members::World(2), "dup of MPI_COMM_WORLD", ())
+            .create(8, Members::World(2), None, "dup of MPI_COMM_WORLD", ())
             .unwrap();
         let err = registry
-            .create(8, Members::from_vec(vec![3]), "split of MPI_COMM_WORLD", ())
+            .create(
+                8,
+                Members::from_vec(vec![3]),
+                None,
+                "split of MPI_COMM_WORLD",
+                (),
+            )
             .unwrap_err();
         let message = err.to_string();
         assert!(
@@ -548,8 +656,12 @@ mod tests {
         // The refused communicator did not take the name of the first.
         assert_eq!(registry.name(8), "dup of MPI_COMM_WORLD");
         drop(first);
-        assert!(registry.create(8, Members::World(1), "again", ()).is_ok());
+        assert!(registry
+            .create(8, Members::World(1), None, "again", ())
+            .is_ok());
         // The world's pair is held for the whole job.
-        assert!(registry.create(0, Members::World(1), "x", ()).is_err());
+        assert!(registry
+            .create(0, Members::World(1), None, "x", ())
+            .is_err());
     }
 }

@@ -1,10 +1,13 @@
 //! How a communicator handle reaches point-to-point (`p2p`, a layer
 //! below, which knows no communicator): the rank's endpoint, routes to
 //! communicator ranks, match specifications of receives, and the checks
-//! whose errors name communicator ranks and sizes.
+//! whose errors name communicator ranks and sizes. Point-to-point calls
+//! name *peers*: the communicator's ranks, or the remote group of an
+//! inter-communicator (`CommShared::peers`).
 
 use super::Core;
 use crate::error::Error;
+use crate::identity::WorldRank;
 use crate::p2p::{Endpoint, MatchSpec, Node, Route};
 use crate::{Rank, Tag, ANY_SOURCE, ANY_TAG, TAG_UB};
 
@@ -18,15 +21,24 @@ impl<X> Core<X> {
         }
     }
 
-    /// The route of a message from this rank to rank `dest` (checked by the
+    /// The route of a message from this rank to peer `dest` (checked by the
     /// caller) in `context` (the point-to-point one, or the collective one).
+    ///
+    /// The peers are the communicator's ranks, or an inter-communicator's
+    /// remote group, which receives in its own context pair: the route
+    /// carries the matching id of the peers' pair (the same pair for an
+    /// intra-communicator), and this rank's local rank as the source, which
+    /// is how the remote side names it.
     #[inline]
     pub(crate) fn route(&self, context: u64, dest: Rank) -> Route {
+        let shared = self.shared();
         Route {
-            context,
+            context: context
+                .wrapping_sub(shared.context)
+                .wrapping_add(shared.peer_context),
             source: self.rank(),
             dest,
-            dest_world: self.world_rank(dest),
+            dest_world: WorldRank::new(shared.peers.world_rank(dest)),
         }
     }
 
@@ -43,13 +55,7 @@ impl<X> Core<X> {
 
     /// Checks a destination rank and a send tag.
     pub(crate) fn check_send(&self, op: &'static str, dest: Rank, tag: Tag) -> Result<(), Error> {
-        if dest < 0 || dest >= self.size() {
-            return Err(Error::Rank {
-                op,
-                rank: dest,
-                size: self.size(),
-            });
-        }
+        self.check_peer(op, dest)?;
         if !(0..=TAG_UB).contains(&tag) {
             return Err(Error::Tag { op, tag });
         }
@@ -64,12 +70,8 @@ impl<X> Core<X> {
         source: Rank,
         tag: Tag,
     ) -> Result<(), Error> {
-        if source != ANY_SOURCE && (source < 0 || source >= self.size()) {
-            return Err(Error::Rank {
-                op,
-                rank: source,
-                size: self.size(),
-            });
+        if source != ANY_SOURCE {
+            self.check_peer(op, source)?;
         }
         if tag != ANY_TAG && !(0..=TAG_UB).contains(&tag) {
             return Err(Error::Tag { op, tag });

@@ -16,6 +16,7 @@ use super::{AsCore, Attributes, Communicator, SimpleCommunicator};
 use crate::coll::create::{self, Agree, Ask, Creation};
 use crate::coll::CommCore;
 use crate::comm::grid::Grid;
+use crate::comm::topo::Topo;
 use crate::error::{raise, ArgError, Error, OrRaise};
 use crate::{Count, Rank};
 
@@ -81,6 +82,11 @@ pub struct CartesianCommunicator {
 }
 
 impl CartesianCommunicator {
+    /// The Cartesian handle of a communicator whose topology is `grid`.
+    pub(super) fn from_parts(comm: SimpleCommunicator, grid: Arc<Grid>) -> CartesianCommunicator {
+        CartesianCommunicator { comm, grid }
+    }
+
     /// Number of dimensions of the grid.
     pub fn num_dimensions(&self) -> Count {
         self.grid.dims.len() as Count
@@ -227,10 +233,78 @@ impl CartesianCommunicator {
         let new = create::create(self.core(), ask, Location::caller())
             .or_raise()
             .expect("every rank is in a sub-grid");
+        // Every rank of the sub-grid computed the same grid.
+        let _ = new
+            .shared()
+            .topology
+            .get_or_init(|| Topo::Cartesian(Arc::clone(&grid)));
         CartesianCommunicator {
             comm: SimpleCommunicator::from_core(new),
             grid,
         }
+    }
+
+    /// [`get_layout_into`](Self::get_layout_into) (rsmpi's unchecked form;
+    /// myriad checks anyway, it costs nothing next to a call).
+    ///
+    /// # Safety
+    ///
+    /// None needed: the checks stay (rsmpi's contract, slices of length
+    /// [`num_dimensions`](Self::num_dimensions), is checked and panics).
+    #[track_caller]
+    pub unsafe fn get_layout_into_unchecked(
+        &self,
+        dims: &mut [Count],
+        periods: &mut [bool],
+        coords: &mut [Count],
+    ) {
+        self.get_layout_into(dims, periods, coords)
+    }
+
+    /// [`coordinates_to_rank`](Self::coordinates_to_rank) (rsmpi's
+    /// unchecked form; checked here).
+    ///
+    /// # Safety
+    ///
+    /// None needed: the arguments are checked as by the safe form.
+    #[track_caller]
+    pub unsafe fn coordinates_to_rank_unchecked(&self, coords: &[Count]) -> Rank {
+        self.coordinates_to_rank(coords)
+    }
+
+    /// [`rank_to_coordinates_into`](Self::rank_to_coordinates_into) (rsmpi's
+    /// unchecked form; checked here).
+    ///
+    /// # Safety
+    ///
+    /// None needed: the arguments are checked as by the safe form.
+    #[track_caller]
+    pub unsafe fn rank_to_coordinates_into_unchecked(&self, rank: Rank, coords: &mut [Count]) {
+        self.rank_to_coordinates_into(rank, coords)
+    }
+
+    /// [`shift`](Self::shift) (rsmpi's unchecked form; checked here).
+    ///
+    /// # Safety
+    ///
+    /// None needed: the arguments are checked as by the safe form.
+    #[track_caller]
+    pub unsafe fn shift_unchecked(
+        &self,
+        dimension: Count,
+        displacement: Count,
+    ) -> (Option<Rank>, Option<Rank>) {
+        self.shift(dimension, displacement)
+    }
+
+    /// [`subgroup`](Self::subgroup) (rsmpi's unchecked form; checked here).
+    ///
+    /// # Safety
+    ///
+    /// None needed: the arguments are checked as by the safe form.
+    #[track_caller]
+    pub unsafe fn subgroup_unchecked(&self, retain: &[bool]) -> CartesianCommunicator {
+        self.subgroup(retain)
     }
 
     #[track_caller]

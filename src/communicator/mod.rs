@@ -11,13 +11,22 @@
 //! |---|---|
 //! | `mod.rs` | the API: the `Communicator` trait, `SimpleCommunicator`, `Process`, `AnyProcess`, `Color`, `Key` |
 //! | `cartesian.rs` | the Cartesian API: `CartesianCommunicator`, shifts, sub-grids, `dims_create` |
+//! | `graph.rs` | graph and distributed-graph topologies: `GraphCommunicator`, `DistributedGraphCommunicator`, the topology kind (`CommunicatorTopology`, `IntoTopology`) |
+//! | `inter.rs` | inter-communicators: `InterCommunicator` (creation, remote group, `merge`, `duplicate`), `MergeOrder` |
 //! | `attribute.rs` | attributes cached on a rank's communicator handle: `CommAttribute`, `AnyCommunicator` |
 
 pub(crate) mod attribute;
 mod cartesian;
+mod graph;
+mod inter;
 
 pub use attribute::{AnyCommunicator, CommAttribute};
 pub use cartesian::{dims_create, CartesianCommunicator, CartesianLayout};
+pub use graph::{
+    CommunicatorTopology, DistributedGraphCommunicator, DistributedGraphNeighbors,
+    GraphCommunicator, GraphLayout, IntoTopology,
+};
+pub use inter::{InterCommunicator, MergeOrder};
 
 use crate::coll::create as split;
 use crate::coll::CommCore;
@@ -140,15 +149,39 @@ pub trait Communicator: AsCore {
         self.core().rank()
     }
 
-    /// The process with rank `r`, as a destination or source.
+    /// Number of ranks [`process_at_rank`](Self::process_at_rank) can name:
+    /// [`size`](Self::size), or the remote group's size on an
+    /// inter-communicator (rsmpi's `target_size`).
+    fn target_size(&self) -> Rank {
+        self.core().shared().peers.size() as Rank
+    }
+
+    /// Ends the job (`MPI_Abort`): every rank is stopped and the job
+    /// returns an error naming this rank, the communicator and `errorcode`
+    /// (`myriad::run` returns it; a `#[myriad::main]` program exits with a
+    /// failure). Unlike rsmpi, the process itself is not aborted: other
+    /// jobs of the process, and the caller of `run`, go on.
+    #[track_caller]
+    fn abort(&self, errorcode: i32) -> ! {
+        let core = self.core();
+        raise(Error::Comm(CommError::Abort {
+            rank: core.rank(),
+            comm: core.name(),
+            errorcode,
+        }))
+    }
+
+    /// The process with rank `r`, as a destination or source; on an
+    /// inter-communicator, rank `r` of the remote group.
     ///
     /// # Panics
     ///
-    /// If `r` is not in `0..size()` (the message names both).
+    /// If `r` is not in `0..size()` (`0..remote_size()` on an
+    /// inter-communicator; the message names both).
     #[track_caller]
     fn process_at_rank(&self, r: Rank) -> Process<'_> {
         let core = self.core();
-        if let Err(err) = core.check_rank("process_at_rank", r) {
+        if let Err(err) = core.check_peer("process_at_rank", r) {
             raise(err);
         }
         Process { core, rank: r }
@@ -185,12 +218,20 @@ pub trait Communicator: AsCore {
 
     /// Compares two communicators (`MPI_Comm_compare`): the same one, the
     /// same ranks in the same order, the same ranks in another order, or
-    /// different ranks.
+    /// different ranks (for inter-communicators: in both groups; an inter-
+    /// and an intra-communicator are unequal).
     fn compare(&self, other: &dyn Communicator) -> CommunicatorRelation {
         let (a, b) = (self.core().shared(), other.core().shared());
+        // Inter-communicators compare both groups (MPI 3.1 §6.4.1).
+        let peers_same = !a.is_inter() && !b.is_inter()
+            || a.is_inter() && b.is_inter() && a.peers.same(&b.peers);
+        let peers_similar = !a.is_inter() && !b.is_inter()
+            || a.is_inter() && b.is_inter() && a.peers.same_set(&b.peers);
         if std::ptr::eq(a, b) {
             CommunicatorRelation::Identical
-        } else if a.group.same(&b.group) {
+        } else if !peers_similar {
+            CommunicatorRelation::Unequal
+        } else if a.group.same(&b.group) && peers_same {
             CommunicatorRelation::Congruent
         } else if a.group.same_set(&b.group) {
             CommunicatorRelation::Similar
@@ -303,9 +344,10 @@ pub trait Communicator: AsCore {
         UserGroup::from_comm(core.shared().group.clone(), core.world().get(), core.rank())
     }
 
-    /// Whether this is an inter-communicator (myriad has none).
+    /// Whether this is an inter-communicator ([`InterCommunicator`], or a
+    /// handle to one, such as the `duplicate` of one through this trait).
     fn test_inter(&self) -> bool {
-        false
+        self.core().shared().is_inter()
     }
 
     /// A communicator whose ranks form a grid of `dims` (row-major, the
@@ -344,6 +386,112 @@ pub trait Communicator: AsCore {
         let core = self.core();
         let grid = Grid::new("cartesian_map", dims, periods, core.size()).or_raise();
         (core.rank() < grid.points()).then_some(core.rank())
+    }
+
+    /// A communicator whose ranks are the nodes of the graph `index`,
+    /// `edges` (`MPI_Graph_create`): `index[i]` counts the edges of nodes
+    /// `0..=i`, `edges` lists the neighbours of node 0, then of node 1, ...
+    /// Ranks beyond the graph (`rank >= index.len()`) get `None`; the ranks
+    /// keep their order whatever `reorder` says. Collective; every rank
+    /// passes the same graph.
+    ///
+    /// # Panics
+    ///
+    /// If the graph has more nodes than the communicator ranks, `index`
+    /// decreases, its last entry is not `edges.len()`, an edge names no
+    /// node, or ranks pass different graphs.
+    #[track_caller]
+    fn create_graph_communicator(
+        &self,
+        index: &[Count],
+        edges: &[Count],
+        reorder: bool,
+    ) -> Option<GraphCommunicator> {
+        let _ = reorder;
+        graph::create_graph(self.core(), index, edges, std::panic::Location::caller()).or_raise()
+    }
+
+    /// The rank the calling rank would have in
+    /// [`create_graph_communicator`](Self::create_graph_communicator) with
+    /// this graph (`MPI_Graph_map`); `None` beyond it. Local.
+    ///
+    /// # Panics
+    ///
+    /// As `create_graph_communicator`.
+    #[track_caller]
+    fn graph_map(&self, index: &[Count], edges: &[Count]) -> Option<Rank> {
+        graph::graph_map(self.core(), index, edges)
+    }
+
+    /// A communicator in which each rank names the ranks it receives from
+    /// (`sources`) and sends to (`destinations`), with optional weights
+    /// (`MPI_Dist_graph_create_adjacent`; `None` is `MPI_UNWEIGHTED`). Every
+    /// edge must be listed at both of its ends. The ranks keep their order
+    /// whatever `reorder` says. Collective.
+    ///
+    /// # Panics
+    ///
+    /// If a rank is outside the communicator, a weight list has another
+    /// length than its ranks or a negative weight, or an edge is listed at
+    /// one end only.
+    #[track_caller]
+    fn create_distributed_graph_communicator_adjacent(
+        &self,
+        sources: &[Rank],
+        source_weights: Option<&[Count]>,
+        destinations: &[Rank],
+        destination_weights: Option<&[Count]>,
+        reorder: bool,
+    ) -> DistributedGraphCommunicator {
+        let _ = reorder;
+        let core = self.core();
+        let site = std::panic::Location::caller();
+        graph::adjacent(
+            core,
+            sources,
+            source_weights,
+            destinations,
+            destination_weights,
+        )
+        .and_then(|agree| graph::create_dist_graph(core, agree, site))
+        .or_raise()
+    }
+
+    /// A distributed-graph communicator from edges any rank may contribute
+    /// (`MPI_Dist_graph_create`): for each `sources[i]`, `degrees[i]` edges
+    /// to the next destinations, with optional weights (one per edge). Each
+    /// rank's neighbours are listed in the order of the contributing ranks,
+    /// then of their lists. The ranks keep their order. Collective; all
+    /// ranks pass weights or none does.
+    ///
+    /// # Panics
+    ///
+    /// If a rank is outside the communicator, `degrees` has another length
+    /// than `sources` or does not add up to `destinations.len()`, a weight
+    /// list has another length than `destinations`, or ranks disagree on
+    /// weights.
+    #[track_caller]
+    fn create_distributed_graph_communicator(
+        &self,
+        sources: &[Rank],
+        degrees: &[Count],
+        destinations: &[Rank],
+        weights: Option<&[Count]>,
+        reorder: bool,
+    ) -> DistributedGraphCommunicator {
+        let _ = reorder;
+        let core = self.core();
+        let site = std::panic::Location::caller();
+        graph::contributed_edges(core.size(), sources, degrees, destinations, weights)
+            .and_then(|agree| graph::create_dist_graph(core, agree, site))
+            .or_raise()
+    }
+
+    /// The inter-communicator to the parent job that spawned this one
+    /// (`MPI_Comm_get_parent`): always `None`, myriad jobs are not spawned
+    /// (rsmpi's `Communicator::parent`).
+    fn parent(&self) -> Option<InterCommunicator> {
+        None
     }
 
     /// Bytes that packing `incount` elements of `datatype` takes
@@ -398,6 +546,39 @@ pub trait Communicator: AsCore {
     }
 }
 
+/// Something that has a communicator: communicator handles and processes
+/// (rsmpi's `AsCommunicator`, the supertrait of the point-to-point and
+/// rooted-collective traits).
+pub trait AsCommunicator {
+    /// The communicator type.
+    type Out: Communicator;
+
+    /// The communicator.
+    fn as_communicator(&self) -> &Self::Out;
+}
+
+macro_rules! as_communicator_self {
+    ($($ty:ty),*) => {
+        $(impl AsCommunicator for $ty {
+            type Out = Self;
+
+            fn as_communicator(&self) -> &Self {
+                self
+            }
+        })*
+    };
+}
+
+as_communicator_self!(
+    SimpleCommunicator,
+    InterCommunicator,
+    CartesianCommunicator,
+    GraphCommunicator,
+    DistributedGraphCommunicator,
+    Process<'_>,
+    AnyProcess<'_>
+);
+
 /// A communicator handle (rsmpi's `SimpleCommunicator`).
 ///
 /// Cloning a handle gives another handle to the same communicator (no
@@ -429,6 +610,19 @@ impl SimpleCommunicator {
             raise(Error::Comm(CommError::WorldOutsideRank));
         };
         SimpleCommunicator::from_core(core)
+    }
+
+    /// The communicator of the calling rank alone (`MPI_COMM_SELF`; rsmpi's
+    /// `SimpleCommunicator::self_comm`): every call gives a handle to the
+    /// same communicator (its messages and name are shared).
+    ///
+    /// # Panics
+    ///
+    /// Outside of any rank.
+    #[track_caller]
+    pub fn self_comm() -> SimpleCommunicator {
+        let world = SimpleCommunicator::world();
+        SimpleCommunicator::from_core(split::self_comm(&world.core))
     }
 }
 
@@ -462,9 +656,10 @@ impl Process<'_> {
         self.rank
     }
 
-    /// Whether this is the calling process.
+    /// Whether this is the calling process (never on an
+    /// inter-communicator, whose processes are remote).
     pub fn is_self(&self) -> bool {
-        self.rank == self.core.rank()
+        self.rank == self.core.rank() && !self.core.shared().is_inter()
     }
 }
 
@@ -479,6 +674,12 @@ impl AsCore for Process<'_> {
         self.core
     }
 }
+
+/// As in rsmpi, a process is also its communicator.
+impl Communicator for Process<'_> {}
+
+/// As in rsmpi, any process is also its communicator.
+impl Communicator for AnyProcess<'_> {}
 
 impl AsCore for AnyProcess<'_> {
     fn core(&self) -> &CommCore {

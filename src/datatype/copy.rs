@@ -15,8 +15,9 @@ use super::{Segment, TypeHandle, TypeMap};
 /// `base` is not the buffer's address when the type's lower bound is not 0:
 /// it is the address plus `lb` (see [`Layout::at`]), so element `i`'s
 /// segments are at `base + i * extent + offset` and the whole layout lies in
-/// `base .. base + count * extent`. Scratch space of `count * extent` bytes
-/// therefore holds any layout, with `base` at its start.
+/// `base .. base + span(count)` (`count * extent`, or more for a type whose
+/// data reaches beyond its upper bound: [`TypeMap::span`]). Scratch space of
+/// `span(count)` bytes therefore holds any layout, with `base` at its start.
 #[derive(Debug, Clone)]
 pub(crate) struct Layout {
     pub(crate) base: *const u8,

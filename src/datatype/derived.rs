@@ -226,7 +226,7 @@ fn same_len(op: &'static str, blocks: usize, what: &'static str, len: usize) -> 
 }
 
 /// Accumulates blocks into a type map.
-struct Builder {
+pub(super) struct Builder {
     op: &'static str,
     /// Data runs: start relative to the origin, length.
     segments: Vec<(isize, usize)>,
@@ -238,7 +238,7 @@ struct Builder {
 }
 
 impl Builder {
-    fn new(op: &'static str) -> Self {
+    pub(super) fn new(op: &'static str) -> Self {
         Builder {
             op,
             segments: Vec::new(),
@@ -249,7 +249,7 @@ impl Builder {
     }
 
     /// Appends `count` copies of `old` starting `disp` bytes from the origin.
-    fn block(&mut self, disp: i128, count: usize, old: &TypeMap) -> Result<(), Error> {
+    pub(super) fn block(&mut self, disp: i128, count: usize, old: &TypeMap) -> Result<(), Error> {
         if count == 0 {
             return Ok(());
         }
@@ -316,7 +316,7 @@ impl Builder {
         Ok(())
     }
 
-    fn finish(self, name: String, pad: bool) -> Result<TypeMap, Error> {
+    pub(super) fn finish(self, name: String, pad: bool) -> Result<TypeMap, Error> {
         let (lb, mut ub) = self.bounds.unwrap_or((0, 0));
         if pad {
             let align = self

@@ -29,9 +29,11 @@
 //!   second value first), merged where they touch;
 //! * the **bounds**: `lb` (lower bound), `extent` and `ub = lb + extent`.
 //!   Element `i` of a buffer at address `p` starts at `p + lb + i * extent`,
-//!   and the segment offsets count from that start, so `count` elements
-//!   always lie in the `count * extent` bytes after the first element's
-//!   lower bound;
+//!   and the segment offsets count from that start (never negative: no data
+//!   before the lower bound), so `count` elements lie in the `count *
+//!   extent` bytes after the first element's lower bound, or further for a
+//!   type resized to a smaller extent ([`UserDatatype::create_resized`]),
+//!   whose data reaches beyond its upper bound;
 //! * the **alignment** (not an MPI notion): `align_of` of the Rust type the
 //!   map describes, which scratch space for its elements gets, so that a
 //!   user operation can view them as `&[T]`.
@@ -48,8 +50,11 @@
 //! largest alignment of its base types (MPI's "epsilon"), so a type that
 //! describes a Rust struct field by field gets the struct's size as its
 //! extent. A derived type's alignment is the largest of its old types' that
-//! divides its extent. myriad has no explicit `lb`/`ub` markers
-//! (`MPI_Type_create_resized`).
+//! divides its extent. [`UserDatatype::create_resized`] sets `lb` and the
+//! extent explicitly (MPI's `MPI_Type_create_resized`; the old `MPI_LB` /
+//! `MPI_UB` markers are gone from MPI 3), and
+//! [`UserDatatype::subarray`] / [`UserDatatype::darray`] describe parts of
+//! multi-dimensional arrays in C or Fortran [`Order`].
 //!
 //! Negative displacements and strides **work** when building types: offsets
 //! may be negative, and such a type may be nested at a displacement that
@@ -83,6 +88,7 @@
 //! A message can be received into any buffer with the same signature: a
 //! `vector` view of a matrix column into a contiguous `Vec<f64>`, an
 //! `indexed` selection into a struct.
+mod array;
 mod buffer;
 pub(crate) mod copy;
 mod derived;
@@ -97,6 +103,7 @@ use std::any::TypeId;
 use std::collections::HashMap;
 use std::sync::{Arc, OnceLock, RwLock};
 
+pub use array::{Distribution, Order};
 pub use buffer::{AsDatatype, Buffer, BufferMut, Collection, Pointer, PointerMut};
 pub use dynbuf::{DynBuffer, DynBufferMut};
 pub use pack::{pack, pack_into, pack_size, try_pack_into, try_unpack_into, unpack_into};

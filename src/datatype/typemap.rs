@@ -383,6 +383,23 @@ impl TypeMap {
         }
     }
 
+    /// Bytes from the first element's lower bound to the end of the data of
+    /// `count` elements: `count * extent`, or more when the data reaches
+    /// beyond the upper bound (a type resized to a smaller extent). What
+    /// scratch space for `count` elements needs.
+    pub(crate) fn span(&self, count: usize) -> usize {
+        if count == 0 {
+            return 0;
+        }
+        let data_end = self
+            .segments
+            .iter()
+            .map(|s| s.offset + s.len)
+            .max()
+            .unwrap_or(0);
+        (count - 1) * self.extent + self.extent.max(data_end)
+    }
+
     /// How many bytes from a buffer's address `count` elements reach: the
     /// memory a buffer must own for them. Errors when data of the first
     /// element lies before the address (a negative true lower bound) or the

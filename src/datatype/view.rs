@@ -9,8 +9,10 @@
 //! and, for [`MutView`], that any values matching the datatype's signature
 //! may be written there. What can be checked is checked, and a violation
 //! panics with an `Error::Arg` message: the count is not negative, the
-//! datatype's data lies within its own bounds, and `count` elements stay
-//! inside the buffer (not before its address, not past its last data byte).
+//! datatype has no data before its lower bound (data past its upper bound
+//! is allowed: a type resized to a smaller extent), and `count` elements
+//! stay inside the buffer (not before its address, not past its last data
+//! byte).
 //!
 //! [`UserDatatype`]: super::UserDatatype
 
@@ -66,8 +68,8 @@ where
     ///
     /// # Panics
     ///
-    /// If `count` is negative, the datatype's data lies outside its own
-    /// bounds, or `count` elements reach before the buffer's address or past
+    /// If `count` is negative, the datatype has data before its lower
+    /// bound, or `count` elements reach before the buffer's address or past
     /// its end.
     #[track_caller]
     pub unsafe fn with_count_and_datatype(
@@ -176,8 +178,8 @@ where
     ///
     /// # Panics
     ///
-    /// If `count` is negative, the datatype's data lies outside its own
-    /// bounds, or `count` elements reach before the buffer's address or past
+    /// If `count` is negative, the datatype has data before its lower
+    /// bound, or `count` elements reach before the buffer's address or past
     /// its end.
     #[track_caller]
     pub unsafe fn with_count_and_datatype(
@@ -256,7 +258,10 @@ fn fits(
     let count = usize::try_from(count).map_err(|_| ViewProblem::NegativeCount { count })?;
     if map.size() > 0 {
         let (true_lb, true_extent) = map.true_extent();
-        if true_lb < map.lb() || true_lb.wrapping_add_unsigned(true_extent) > map.ub() {
+        // Data beyond the upper bound is fine (a type resized to a smaller
+        // extent: elements interleave); `reach` counts it.
+        let _ = true_extent;
+        if true_lb < map.lb() {
             return Err(ViewProblem::OutsideBounds {
                 datatype: map.name().into(),
                 lb: map.lb(),

@@ -166,6 +166,91 @@ pub enum ArgError {
         site: &'static Location<'static>,
     },
 
+    // Array datatypes.
+    /// `create_resized` with a negative (or too large) extent.
+    NegativeExtent {
+        /// The extent passed.
+        extent: isize,
+    },
+    /// An array datatype constructor's slices differ in length.
+    DimensionLists {
+        /// `subarray` or `darray`.
+        constructor: &'static str,
+        /// Number of dimensions (the length of its first slice).
+        dims: usize,
+        /// Which other slice.
+        what: &'static str,
+        /// Its length.
+        len: usize,
+    },
+    /// An array datatype constructor got no dimensions.
+    NoDimensions {
+        /// `subarray` or `darray`.
+        constructor: &'static str,
+    },
+    /// A subarray dimension that does not fit its array.
+    SubarrayDimension {
+        /// The dimension (as passed, before any reordering).
+        dim: usize,
+        /// Its size.
+        size: Count,
+        /// The subarray's size along it.
+        subsize: Count,
+        /// The subarray's start along it.
+        start: Count,
+    },
+    /// A darray process grid that does not match `size`, or a `rank`
+    /// outside it.
+    DarrayGrid {
+        /// The number of processes passed.
+        size: Count,
+        /// The rank passed.
+        rank: Count,
+        /// The grid passed.
+        psizes: Vec<Count>,
+    },
+    /// A darray dimension whose distribution does not fit.
+    DarrayDimension {
+        /// The dimension.
+        dim: usize,
+        /// Its global size.
+        gsize: Count,
+        /// `block`, `cyclic` or `none`.
+        distribution: &'static str,
+        /// The block size passed (0 for none).
+        darg: Count,
+        /// The processes along it.
+        psize: Count,
+    },
+
+    // Graph topologies.
+    /// Bad arguments to a graph or distributed-graph creation.
+    Graph {
+        /// The creating call.
+        op: &'static str,
+        /// What is wrong.
+        problem: GraphProblem,
+    },
+
+    // Inter-communicators.
+    /// The two groups of an inter-communicator share a rank.
+    GroupsNotDisjoint {
+        /// The creating call.
+        op: &'static str,
+        /// A world rank in both groups.
+        world_rank: Rank,
+    },
+    /// An operation that needs an intra-communicator got an
+    /// inter-communicator, or the reverse.
+    WrongKindOfCommunicator {
+        /// The operation.
+        op: &'static str,
+        /// The communicator.
+        comm: String,
+        /// What it needs: "an intra-communicator", "an inter-communicator".
+        needs: &'static str,
+    },
+
     // Cartesian grids.
     /// `dims` and `periods` have different lengths.
     DimsPeriodsLength {
@@ -412,6 +497,65 @@ impl fmt::Display for ArgError {
                 "{call} on {comm}: rank {r0} passed {p0} at {s0}, but rank {r1} passed {p1} at \
                  {s1}"
             ),
+            ArgError::NegativeExtent { extent } => write!(
+                f,
+                "UserDatatype::create_resized: extent {extent} is negative or too large"
+            ),
+            ArgError::DimensionLists {
+                constructor,
+                dims,
+                what,
+                len,
+            } => write!(
+                f,
+                "UserDatatype::{constructor}: an array of {dims} dimensions, but {what} has {len} \
+                 entries; there must be one per dimension"
+            ),
+            ArgError::NoDimensions { constructor } => {
+                write!(
+                    f,
+                    "UserDatatype::{constructor}: an array needs at least one dimension"
+                )
+            }
+            ArgError::SubarrayDimension {
+                dim,
+                size,
+                subsize,
+                start,
+            } => write!(
+                f,
+                "UserDatatype::subarray: dimension {dim} has size {size}, subsize {subsize} and \
+                 start {start}; it needs size >= 1, 1 <= subsize <= size and 0 <= start <= size \
+                 - subsize"
+            ),
+            ArgError::DarrayGrid { size, rank, psizes } => write!(
+                f,
+                "UserDatatype::darray: rank {rank} of {size} processes on a process grid of \
+                 {psizes:?}; the grid's dimensions must be at least 1 and multiply to size, and \
+                 rank must be in 0..size"
+            ),
+            ArgError::DarrayDimension {
+                dim,
+                gsize,
+                distribution,
+                darg,
+                psize,
+            } => write!(
+                f,
+                "UserDatatype::darray: dimension {dim} of {gsize} elements cannot be \
+                 distributed {distribution} (block size {darg}) over {psize} processes: sizes \
+                 must be at least 1, a block distribution's blocks must cover the dimension, and \
+                 an undistributed dimension needs 1 process"
+            ),
+            ArgError::Graph { op, problem } => write!(f, "{op}: {problem}"),
+            ArgError::GroupsNotDisjoint { op, world_rank } => write!(
+                f,
+                "{op}: world rank {world_rank} is in both the local and the remote group; the \
+                 groups of an inter-communicator must be disjoint"
+            ),
+            ArgError::WrongKindOfCommunicator { op, comm, needs } => {
+                write!(f, "{op} needs {needs}, but {comm} is not one")
+            }
             ArgError::GroupsOverlap {
                 comm,
                 ranks: (r0, r1),
@@ -536,6 +680,112 @@ impl fmt::Display for ViewProblem {
                 "{count} element(s) of datatype `{datatype}` (lb {lb}, extent {extent}) reach \
                  {need} bytes from the buffer's address, but the buffer ({buffer_count} x \
                  `{buffer}`) holds {have}"
+            ),
+        }
+    }
+}
+
+/// What is wrong with a graph topology's arguments.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum GraphProblem {
+    /// More nodes than the communicator has ranks.
+    TooManyNodes {
+        /// Nodes in the graph.
+        nodes: usize,
+        /// Ranks of the communicator.
+        size: Rank,
+    },
+    /// `index` decreases at a node.
+    IndexDecreases {
+        /// The node.
+        node: usize,
+        /// Its index entry.
+        index: Count,
+    },
+    /// The last `index` entry is not the number of edges.
+    EdgeCount {
+        /// The last index entry.
+        index: Count,
+        /// The edges passed.
+        edges: usize,
+    },
+    /// An edge or neighbour names a node (rank) that does not exist.
+    NoSuchNode {
+        /// The node named.
+        node: Rank,
+        /// The number of nodes.
+        nodes: usize,
+    },
+    /// A weight list of another length than its rank list.
+    WeightCount {
+        /// `sources`, `destinations` or `edges`.
+        what: &'static str,
+        /// The ranks listed.
+        ranks: usize,
+        /// The weights listed.
+        weights: usize,
+    },
+    /// A negative weight.
+    NegativeWeight {
+        /// The weight.
+        weight: Count,
+    },
+    /// The out-edges ranks list and the in-edges other ranks list differ.
+    Inconsistent {
+        /// An edge listed on one side only.
+        from: Rank,
+        /// Its target.
+        to: Rank,
+    },
+    /// A list of another length than a count says.
+    DegreeCount {
+        /// The sum of the degrees.
+        degrees: usize,
+        /// The destinations passed.
+        destinations: usize,
+    },
+}
+
+impl fmt::Display for GraphProblem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            GraphProblem::TooManyNodes { nodes, size } => write!(
+                f,
+                "the graph has {nodes} nodes but the communicator only {size} ranks"
+            ),
+            GraphProblem::IndexDecreases { node, index } => write!(
+                f,
+                "index[{node}] = {index} is smaller than the entry before it (index counts the \
+                 edges of nodes 0..=i)"
+            ),
+            GraphProblem::EdgeCount { index, edges } => write!(
+                f,
+                "the last index entry says {index} edges, but edges has {edges}"
+            ),
+            GraphProblem::NoSuchNode { node, nodes } => write!(
+                f,
+                "rank {node} is not a node of the graph (valid: 0..{nodes})"
+            ),
+            GraphProblem::WeightCount {
+                what,
+                ranks,
+                weights,
+            } => write!(f, "{ranks} {what} but {weights} weights for them"),
+            GraphProblem::NegativeWeight { weight } => {
+                write!(f, "weight {weight} is negative")
+            }
+            GraphProblem::Inconsistent { from, to } => write!(
+                f,
+                "the edge {from} -> {to} is listed by one of its ends only (rank {from}'s \
+                 destinations and rank {to}'s sources must agree)"
+            ),
+            GraphProblem::DegreeCount {
+                degrees,
+                destinations,
+            } => write!(
+                f,
+                "the degrees add up to {degrees} but {destinations} destinations were passed"
             ),
         }
     }

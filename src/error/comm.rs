@@ -60,6 +60,15 @@ pub enum CommError {
     },
     /// An OS thread called MPI for a rank that has already finished.
     RankFinished,
+    /// A rank called `Communicator::abort`.
+    Abort {
+        /// Its rank in the communicator.
+        rank: Rank,
+        /// The communicator.
+        comm: String,
+        /// The error code it passed.
+        errorcode: i32,
+    },
     /// A rank called a blocking operation that would have to wait while
     /// the rank unwinds from a panic.
     WaitWhileUnwinding {
@@ -132,6 +141,14 @@ impl fmt::Display for CommError {
                  itself may call MPI. For threads of a rank to call MPI, ask for \
                  Threading::Multiple (or Serialized) with myriad::initialize_with_threading or \
                  Runtime::threading"
+            ),
+            CommError::Abort {
+                rank,
+                comm,
+                errorcode,
+            } => write!(
+                f,
+                "rank {rank} of {comm} called abort with error code {errorcode}"
             ),
             CommError::RankFinished => f.write_str(
                 "an OS thread called MPI for a rank that has already finished; threads must be \

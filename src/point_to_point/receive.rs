@@ -1,10 +1,11 @@
 //! Receives and probes: [`Source`] and its blocking, immediate and matched forms.
 
 use super::*;
+use crate::communicator::AsCommunicator;
 
 /// Where messages come from: a [`Process`] or [`AnyProcess`] (rsmpi's
 /// `Source`).
-pub trait Source: AsCore {
+pub trait Source: AsCore + AsCommunicator {
     /// The source's rank, or `ANY_SOURCE`.
     fn source_rank(&self) -> Rank;
 

@@ -1,9 +1,10 @@
 //! Sends: [`Destination`] and its blocking and immediate forms.
 
 use super::*;
+use crate::communicator::AsCommunicator;
 
 /// Where messages go: a [`Process`] (rsmpi's `Destination`).
-pub trait Destination: AsCore {
+pub trait Destination: AsCore + AsCommunicator {
     /// The destination's rank in its communicator.
     fn destination_rank(&self) -> Rank;
 
