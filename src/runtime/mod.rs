@@ -279,7 +279,10 @@ impl Runtime {
             env("MYRIAD_RANK_ORDER", parsed::<RankOrder>)?,
             RankOrder::Block,
         );
+        let ranks_given = self.ranks.is_some() || self.flags.ranks.is_some() || env_ranks.is_some();
+        let launch = config::launch_request(&self.flags, ranks, ranks_given)?;
         Ok(Config {
+            launch,
             ranks,
             threading,
             map_by,

@@ -1,0 +1,1 @@
+//! Which address this process listens on.
