@@ -49,6 +49,7 @@ pub(crate) use bootstrap::{Bootstrap, Shape};
 pub(crate) use session::Session;
 
 use crate::error::Error;
+use crate::transport::mesh::Mesh;
 
 /// What a job asks of the launch layer (from its configuration).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -117,10 +118,32 @@ fn join_with(
     Bootstrap::exchange(Session::new(client), shape, launcher, var).map(Some)
 }
 
-/// Ends a multi-process job until the transport can run it: finalizes the
+/// Connects this process with every other process of the job (the mesh,
+/// `transport/mesh.rs`): listens on this process's address
+/// (`MYRIAD_TCP_ADDRESS`, ...) and exchanges addresses through the
+/// session's allgather, all within `timeout`.
+pub(crate) fn mesh(bootstrap: &mut Bootstrap, timeout: Duration) -> Result<Mesh, Error> {
+    let ip = crate::transport::mesh::listen_ip()?;
+    let session = &mut bootstrap.session;
+    Mesh::establish(
+        bootstrap.process,
+        bootstrap.processes,
+        &bootstrap.credentials,
+        ip,
+        &mut |address| session.allgather("mesh", address).map_err(Error::Launch),
+        timeout,
+    )
+}
+
+/// Ends a multi-process job until the transport can run it: builds the
+/// mesh (so every multi-process launch exercises it), finalizes the
 /// session (the launcher sees an orderly end) and returns the error every
 /// process reports.
-pub(crate) fn unsupported(bootstrap: Bootstrap) -> Error {
+pub(crate) fn unsupported(mut bootstrap: Bootstrap) -> Error {
+    if let Err(e) = mesh(&mut bootstrap, crate::transport::mesh::DEFAULT_TIMEOUT) {
+        let _ = bootstrap.session.finalize();
+        return e;
+    }
     let error = Error::unsupported(format!(
         "multi-process jobs need the transport (issue 9): {} started this program as {} \
          processes (this is process {}, hosting {} of {} ranks), and myriad cannot join them \

@@ -1142,3 +1142,113 @@ fn real_mpiexec() {
         assert_eq!(stdout.matches("1 passed").count(), 2, "{stdout}");
     }
 }
+
+/// Set in the processes of the mesh tests.
+const MESH_CHILD: &str = "MYRIAD_MESH_TEST_CHILD";
+
+/// The processes' part of the mesh tests (ignored: it runs only as their
+/// child): bootstrap through the launcher, build the mesh, send this
+/// process's index to every peer and check the byte from each, then meet
+/// at a barrier and finalize.
+#[test]
+#[ignore = "the child part of mesh_across_processes_*"]
+fn mesh_child() {
+    if std::env::var_os(MESH_CHILD).is_none() {
+        return;
+    }
+    let var = |name: &str| std::env::var(name).ok();
+    let mut b = join_with(&var, PATIENCE, &shape(8))
+        .unwrap()
+        .expect("a job of several processes");
+    let mut mesh = super::mesh(&mut b, PATIENCE).unwrap();
+    assert_eq!(mesh.this, b.process);
+    for s in mesh.streams.iter_mut().flatten() {
+        s.write_all(&[b.process as u8]).unwrap();
+    }
+    for (p, s) in mesh.streams.iter_mut().enumerate() {
+        let Some(s) = s else {
+            assert_eq!(p as u32, b.process);
+            continue;
+        };
+        s.set_read_timeout(Some(PATIENCE)).unwrap();
+        let mut byte = [0u8];
+        s.read_exact(&mut byte).unwrap();
+        assert_eq!(byte[0] as usize, p);
+    }
+    let done = b
+        .session
+        .allgather("done", &format!("ok{}", b.process))
+        .unwrap();
+    assert_eq!(
+        done,
+        (0..b.processes)
+            .map(|p| format!("ok{p}"))
+            .collect::<Vec<_>>()
+    );
+    b.session.barrier().unwrap();
+    eprintln!(
+        "mesh child: process {} of {} ({}), blocks {:?}, {} peers connected",
+        b.process,
+        b.processes,
+        b.launcher,
+        b.blocks,
+        mesh.streams.iter().flatten().count()
+    );
+    b.session.finalize().unwrap();
+}
+
+fn mesh_child_args() -> Vec<std::ffi::OsString> {
+    [
+        "launch::tests::mesh_child",
+        "--exact",
+        "--ignored",
+        "--nocapture",
+    ]
+    .iter()
+    .map(Into::into)
+    .collect()
+}
+
+/// Four processes of the built-in launcher build the mesh and exchange a
+/// byte over every connection (no MPICH needed).
+#[test]
+fn mesh_across_processes_of_the_built_in_launcher() {
+    let plan = super::launcher::Plan {
+        program: std::env::current_exe().unwrap(),
+        args: mesh_child_args(),
+        envs: vec![(MESH_CHILD.into(), "1".into())],
+        processes: 4,
+        grace: super::launcher::DEFAULT_GRACE,
+    };
+    assert_eq!(plan.run().unwrap(), super::launcher::Outcome::Success);
+}
+
+/// The same under a real `mpiexec.mpich -launcher fork -n 4`, over PMI-1
+/// on `PMI_FD` and on `-pmi-port`.
+#[test]
+#[ignore = "needs MPICH's mpiexec (apt-get install mpich)"]
+fn mesh_across_processes_of_real_mpiexec() {
+    for extra in [None, Some("-pmi-port")] {
+        let mut cmd = std::process::Command::new("mpiexec.mpich");
+        cmd.args(["-launcher", "fork", "-n", "4"]);
+        if let Some(flag) = extra {
+            cmd.arg(flag);
+        }
+        let out = cmd
+            .arg(std::env::current_exe().unwrap())
+            .args(mesh_child_args())
+            .env(MESH_CHILD, "1")
+            .env_remove("MYRIAD_PMI")
+            .output()
+            .expect("mpiexec.mpich runs");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            out.status.success(),
+            "{extra:?}: {:?}\n{stdout}\n{stderr}",
+            out.status
+        );
+        assert_eq!(stdout.matches("1 passed").count(), 4, "{stdout}\n{stderr}");
+        assert_eq!(stderr.matches("3 peers connected").count(), 4, "{stderr}");
+    }
+}
