@@ -1186,13 +1186,20 @@ fn mesh_child() {
             .collect::<Vec<_>>()
     );
     b.session.barrier().unwrap();
+    let peers: Vec<String> = mesh
+        .streams
+        .iter()
+        .flatten()
+        .map(|s| s.peer_addr().unwrap().ip().to_string())
+        .collect();
     eprintln!(
-        "mesh child: process {} of {} ({}), blocks {:?}, {} peers connected",
+        "mesh child: process {} of {} ({}), blocks {:?}, {} peers connected: {}",
         b.process,
         b.processes,
         b.launcher,
         b.blocks,
-        mesh.streams.iter().flatten().count()
+        peers.len(),
+        peers.join(",")
     );
     b.session.finalize().unwrap();
 }
