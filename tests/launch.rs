@@ -1,10 +1,15 @@
 //! Programs started by a launcher (issue 9, bootstrap): a launcher's job of
-//! one process runs as without a launcher; one of several processes fails
-//! every process with a clear error instead of running the whole job once
-//! per process. Each case runs in a child process of this test binary
-//! (launcher variables are process-global) against a mock PMI-1 server of
-//! the parent (`PMI_PORT` mode, TCP loopback); the `real_mpiexec_*` tests
-//! (ignored) run under MPICH's `mpiexec`.
+//! one process runs as without a launcher; one of several processes
+//! bootstraps (layout, build, secret, mesh) and then fails every process
+//! with a clear error instead of running the whole job once per process.
+//!
+//! * Mock Hydra: each case runs in a child process of this test binary
+//!   (launcher variables are process-global) against a mock PMI-1 server of
+//!   the parent (`PMI_PORT` mode, TCP loopback).
+//! * The built-in launcher (`MYRIAD_PROCESSES`): the test re-runs itself as
+//!   the launcher, which re-runs it as each process ([`Role`]); exit
+//!   statuses, signals, `abort`, bad PMI lines.
+//! * `real_mpiexec_*` (ignored) run under MPICH's `mpiexec`.
 
 mod common;
 

@@ -24,6 +24,10 @@ use super::pmi::Client;
 use super::wire;
 use crate::error::LaunchError;
 
+/// The longest allgather name: its keys `name.epoch.process.chunk` stay
+/// within PMI's 63 bytes.
+const MAX_NAME: usize = 32;
+
 /// The PMI connection of a job's process, open until [`finalize`](Self::finalize).
 #[derive(Debug)]
 pub(crate) struct Session {
@@ -58,11 +62,19 @@ impl Session {
         value: &str,
     ) -> Result<Vec<String>, LaunchError> {
         wire::check_text("key", name, true)?;
-        if name.len() > 32 || name.contains('.') {
+        if name.len() > MAX_NAME {
+            return Err(LaunchError::TooLong {
+                what: "allgather name",
+                len: name.len(),
+                max: MAX_NAME,
+                limit: "room for the epoch and process in a PMI key".to_string(),
+            });
+        }
+        if name.contains('.') {
             return Err(LaunchError::BadByte {
-                what: "allgather name (at most 32 bytes, no '.')",
+                what: "allgather name",
                 text: crate::error::shorten(name),
-                byte: if name.contains('.') { '.' } else { ' ' },
+                byte: '.',
             });
         }
         wire::check_text("value", value, false)?;

@@ -588,6 +588,16 @@ fn allgather_carries_long_values_over_several_epochs() {
             assert!(matches!(bad, LaunchError::BadByte { .. }), "{bad:?}");
             let bad = b.session.allgather("name", "a b").unwrap_err();
             assert!(matches!(bad, LaunchError::BadByte { .. }), "{bad:?}");
+            let bad = b.session.allgather("a.b", "x").unwrap_err();
+            assert!(
+                matches!(bad, LaunchError::BadByte { byte: '.', .. }),
+                "{bad:?}"
+            );
+            let bad = b.session.allgather(&"n".repeat(33), "x").unwrap_err();
+            assert!(
+                matches!(bad, LaunchError::TooLong { len: 33, .. }),
+                "{bad:?}"
+            );
             b.session.finalize().unwrap();
             seen
         },
@@ -1192,8 +1202,9 @@ fn mesh_child() {
         .flatten()
         .map(|s| s.peer_addr().unwrap().ip().to_string())
         .collect();
-    eprintln!(
-        "mesh child: process {} of {} ({}), blocks {:?}, {} peers connected: {}",
+    // One write: the processes share standard error.
+    let line = format!(
+        "mesh child: process {} of {} ({}), blocks {:?}, {} peers connected: {}\n",
         b.process,
         b.processes,
         b.launcher,
@@ -1201,6 +1212,7 @@ fn mesh_child() {
         peers.len(),
         peers.join(",")
     );
+    std::io::stderr().write_all(line.as_bytes()).unwrap();
     b.session.finalize().unwrap();
 }
 

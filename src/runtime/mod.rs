@@ -342,7 +342,10 @@ impl Runtime {
             })
         });
         if let Err(error) = result {
-            eprintln!("myriad: job failed: {error}");
+            // One write: the processes of a job share standard error, and
+            // `eprintln!` writes piece by piece, so their lines would mix.
+            let line = format!("myriad: job failed: {error}\n");
+            let _ = std::io::Write::write_all(&mut std::io::stderr(), line.as_bytes());
             std::process::exit(1);
         }
     }
