@@ -177,15 +177,34 @@ fn role(test: &str) -> Role {
 /// `processes` processes (`MYRIAD_PROCESSES`), each a run of the same test:
 /// the launcher's exit status, standard output and standard error. The
 /// test's `Role::Launcher` part calls `myriad::run`, which launches.
+///
+/// A launcher still running after a minute is killed (its processes die
+/// with it) and the test fails: a test of "no hang" must not hang.
 fn built_in_launch(test: &str, processes: u32) -> (std::process::ExitStatus, String, String) {
-    let out = Command::new(std::env::current_exe().unwrap())
+    let child = Command::new(std::env::current_exe().unwrap())
         .args([test, "--exact", "--nocapture", "--test-threads=1"])
         .env("MYRIAD_TEST_LAUNCH", test)
         .env("MYRIAD_PROCESSES", processes.to_string())
         .env_remove("MYRIAD_RANKS")
         .env_remove("MYRIAD_RANKS_PER_PROCESS")
-        .output()
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
         .unwrap();
+    let pid = child.id() as i32;
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(child.wait_with_output());
+    });
+    let out = match rx.recv_timeout(Duration::from_secs(60)) {
+        Ok(out) => out.unwrap(),
+        Err(_) => {
+            // SAFETY: signalling a process has no memory effects; the
+            // launcher is not reaped yet (its waiter thread still waits).
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+            panic!("{test}: the launcher did not end within 60 s (hang)");
+        }
+    };
     (
         out.status,
         String::from_utf8_lossy(&out.stdout).into_owned(),
