@@ -8,7 +8,8 @@
 //! `PMI_SIZE`, `MPI_LOCALRANKID` and `MPI_LOCALNRANKS`, as Hydra sets them;
 //! `MYRIAD_PROCESSES` is removed, so a child never launches again). The
 //! children inherit standard output and error, as under `mpiexec` without
-//! labels. The launcher itself never runs ranks.
+//! labels; standard input goes to process 0 only. The launcher itself
+//! never runs ranks.
 //!
 //! ## Exit status, as `mpiexec`'s
 //!
@@ -198,6 +199,10 @@ impl Plan {
 
     fn spawn(&self, i: u32, fd: RawFd) -> Result<Child, LaunchError> {
         let mut cmd = Command::new(&self.program);
+        if i > 0 {
+            // As `mpiexec`: standard input goes to process 0 only.
+            cmd.stdin(std::process::Stdio::null());
+        }
         cmd.args(&self.args)
             .env_remove("MYRIAD_PROCESSES")
             .envs(self.envs.iter().map(|(k, v)| (k, v)))

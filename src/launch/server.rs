@@ -74,6 +74,7 @@ struct Synced {
 #[derive(Debug)]
 pub(crate) struct Server {
     synced: Arc<Mutex<Synced>>,
+    writers: Arc<Vec<Mutex<UnixStream>>>,
     threads: Vec<JoinHandle<()>>,
 }
 
@@ -110,7 +111,11 @@ impl Server {
                 .spawn(move || conn.serve(stream));
             threads.push(thread?);
         }
-        Ok(Server { synced, threads })
+        Ok(Server {
+            synced,
+            writers,
+            threads,
+        })
     }
 
     /// Whether `process` has finalized PMI (set before its `finalize_ack`
@@ -120,9 +125,13 @@ impl Server {
         lock(&self.synced).finalized[process as usize]
     }
 
-    /// Waits for the connection threads (they end when their processes
-    /// close their connections).
+    /// Ends every connection and waits for the connection threads. Called
+    /// once the processes have exited: a descriptor a process handed down
+    /// to a process of its own would otherwise keep its connection open.
     pub(crate) fn join(self) {
+        for w in self.writers.iter() {
+            let _ = lock(w).shutdown(std::net::Shutdown::Both);
+        }
         for t in self.threads {
             let _ = t.join();
         }
@@ -194,6 +203,10 @@ impl Connection {
                 break;
             }
         }
+        // The process sees the end of its connection (its client's read
+        // ends) even while the server keeps the socket for the barrier's
+        // writers.
+        let _ = lock(&self.writers[self.process as usize]).shutdown(std::net::Shutdown::Both);
         let _ = self.events.send(Event::Closed {
             process: self.process,
         });
