@@ -304,6 +304,11 @@ impl Runtime {
     ///
     /// `f` may borrow from the caller (like `std::thread::scope`).
     ///
+    /// With `--processes N` or `MYRIAD_PROCESSES=N` (the built-in launcher,
+    /// see the README's "Launchers"), this process runs no ranks: `run`
+    /// starts the program N times and **does not return**; it exits the
+    /// process with the job's status, as `mpiexec` does.
+    ///
     /// # Errors
     ///
     /// The configuration is invalid; a rank panicked (the error names it and
