@@ -181,12 +181,23 @@ fn role(test: &str) -> Role {
 /// A launcher still running after a minute is killed (its processes die
 /// with it) and the test fails: a test of "no hang" must not hang.
 fn built_in_launch(test: &str, processes: u32) -> (std::process::ExitStatus, String, String) {
+    built_in_launch_with(test, processes, &[])
+}
+
+/// [`built_in_launch`] with variables `envs` set for the launcher and its
+/// processes.
+fn built_in_launch_with(
+    test: &str,
+    processes: u32,
+    envs: &[(&str, &str)],
+) -> (std::process::ExitStatus, String, String) {
     let child = Command::new(std::env::current_exe().unwrap())
         .args([test, "--exact", "--nocapture", "--test-threads=1"])
         .env("MYRIAD_TEST_LAUNCH", test)
         .env("MYRIAD_PROCESSES", processes.to_string())
         .env_remove("MYRIAD_RANKS")
         .env_remove("MYRIAD_RANKS_PER_PROCESS")
+        .envs(envs.iter().copied())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()
@@ -279,6 +290,45 @@ fn the_built_in_launcher_bootstraps_every_process() {
     let (status, stdout, stderr) = built_in_launch(TEST, 3);
     assert!(status.success(), "{status:?}\n{stdout}\n{stderr}");
     assert_eq!(stdout.matches("1 passed").count(), 3, "{stdout}\n{stderr}");
+}
+
+#[test]
+fn ranks_per_process_lays_out_the_world_of_a_launch() {
+    const TEST: &str = "ranks_per_process_lays_out_the_world_of_a_launch";
+    match role(TEST) {
+        Role::Parent => {}
+        Role::Launcher => be_the_launcher(),
+        Role::Child(rank) => {
+            let text = myriad::run(4, |_| ()).unwrap_err().to_string();
+            if std::env::var("MYRIAD_RANKS_PER_PROCESS").as_deref() == Ok("3,1") {
+                let hosting = [3, 1][rank as usize];
+                assert!(
+                    text.contains(&format!("this is process {rank}, hosting {hosting} of 4")),
+                    "{text}"
+                );
+            } else {
+                // Every process fails the same way, naming the knob.
+                assert!(
+                    text.contains(
+                        "MYRIAD_RANKS_PER_PROCESS=\"3,2\" over 2 processes makes 5 \
+                                   ranks, but --ranks/MYRIAD_RANKS says 4"
+                    ),
+                    "{text}"
+                );
+            }
+            return;
+        }
+    }
+    for per in ["3,1", "3,2"] {
+        let (status, stdout, stderr) =
+            built_in_launch_with(TEST, 2, &[("MYRIAD_RANKS_PER_PROCESS", per)]);
+        assert!(status.success(), "{per}: {status:?}\n{stdout}\n{stderr}");
+        assert_eq!(
+            stdout.matches("1 passed").count(),
+            2,
+            "{per}: {stdout}\n{stderr}"
+        );
+    }
 }
 
 #[test]

@@ -75,78 +75,110 @@ impl Bootstrap {
 
     /// Runs the exchange over `session`: agrees on the layout, the build and
     /// the secret. `var` reads the environment (the local process index).
+    ///
+    /// On an error the session is finalized (the launcher sees an orderly
+    /// end) and every process fails: a process whose own layout is
+    /// invalid still takes part in the allgather (publishing `!`), so the
+    /// others learn it instead of waiting for it forever.
     pub(crate) fn exchange(
         mut session: Session,
         shape: &Shape,
         launcher: &'static str,
         var: &dyn Fn(&str) -> Option<String>,
     ) -> Result<Bootstrap, Error> {
-        let (process, processes) = (session.process(), session.processes());
-        let blocks = layout(shape, processes)?;
-        let build = build_id();
-        let secret = if process == 0 {
-            hex(&random_secret()?)
-        } else {
-            "-".to_string()
-        };
-        let ours = Published {
-            world: blocks.iter().map(|&b| u64::from(b)).sum(),
-            blocks: blocks.clone(),
-            build,
-        };
-        let mine = format!("{},{secret}", ours.text());
-        let all = session.allgather("job", &mine).map_err(Error::Launch)?;
-        let mut secret = None;
-        for (p, value) in all.iter().enumerate() {
-            let p = p as u32;
-            let (theirs, their_secret) = Published::parse(value)
-                .ok_or_else(|| LaunchError::Malformed {
-                    command: "get".to_string(),
-                    problem: format!("process {p}'s job description is garbled"),
-                    reply: crate::error::shorten(value),
-                })
-                .map_err(Error::Launch)?;
-            if theirs.build != ours.build {
-                return Err(Error::Launch(LaunchError::Mismatch {
-                    what: "build (different builds of the program cannot join one job)",
-                    process: p,
-                    theirs: format!("{:016x}", theirs.build),
-                    this: process,
-                    ours: format!("{:016x}", ours.build),
-                }));
-            }
-            if theirs.world != ours.world || theirs.blocks != ours.blocks {
-                return Err(Error::Launch(LaunchError::Mismatch {
-                    what: "world size and ranks per process (start every process with the same \
-                           --ranks/MYRIAD_RANKS and MYRIAD_RANKS_PER_PROCESS)",
-                    process: p,
-                    theirs: theirs.describe(),
-                    this: process,
-                    ours: ours.describe(),
-                }));
-            }
-            if p == 0 {
-                secret = unhex(their_secret);
+        match agree(&mut session, shape) {
+            Ok((blocks, credentials)) => Ok(Bootstrap {
+                process: session.process(),
+                processes: session.processes(),
+                blocks,
+                credentials,
+                local_process: local_process(var),
+                launcher,
+                session,
+            }),
+            Err(e) => {
+                let _ = session.finalize();
+                Err(e)
             }
         }
-        let secret = secret
-            .ok_or_else(|| LaunchError::Malformed {
-                command: "get".to_string(),
-                problem: "process 0 published no valid job secret".to_string(),
-                reply: String::new(),
-            })
-            .map_err(Error::Launch)?;
-        Ok(Bootstrap {
-            process,
-            processes,
-            blocks,
-            credentials: Credentials { build, secret },
-            local_process: local_process(var),
-            launcher,
-            session,
-        })
     }
 }
+
+/// The allgather of [`Bootstrap::exchange`]: the blocks and credentials
+/// every process agrees on.
+fn agree(session: &mut Session, shape: &Shape) -> Result<(Vec<u32>, Credentials), Error> {
+    let (process, processes) = (session.process(), session.processes());
+    let laid_out = layout(shape, processes);
+    let build = build_id();
+    let ours = laid_out.as_ref().ok().map(|blocks| Published {
+        world: blocks.iter().map(|&b| u64::from(b)).sum(),
+        blocks: blocks.clone(),
+        build,
+    });
+    let mine = match &ours {
+        Some(ours) if process == 0 => format!("{},{}", ours.text(), hex(&random_secret()?)),
+        Some(ours) => format!("{},-", ours.text()),
+        None => LAYOUT_FAILED.to_string(),
+    };
+    let all = session.allgather("job", &mine).map_err(Error::Launch)?;
+    // This process's own error first: it names the knob.
+    let blocks = laid_out?;
+    let ours = ours.expect("laid out");
+    let mut secret = None;
+    for (p, value) in all.iter().enumerate() {
+        let p = p as u32;
+        if value == LAYOUT_FAILED {
+            return Err(Error::Launch(LaunchError::Mismatch {
+                what: "world size and ranks per process (that process's settings are invalid: \
+                       see its error)",
+                process: p,
+                theirs: "none".to_string(),
+                this: process,
+                ours: ours.describe(),
+            }));
+        }
+        let (theirs, their_secret) = Published::parse(value)
+            .ok_or_else(|| LaunchError::Malformed {
+                command: "get".to_string(),
+                problem: format!("process {p}'s job description is garbled"),
+                reply: crate::error::shorten(value),
+            })
+            .map_err(Error::Launch)?;
+        if theirs.build != ours.build {
+            return Err(Error::Launch(LaunchError::Mismatch {
+                what: "build (different builds of the program cannot join one job)",
+                process: p,
+                theirs: format!("{:016x}", theirs.build),
+                this: process,
+                ours: format!("{:016x}", ours.build),
+            }));
+        }
+        if theirs.world != ours.world || theirs.blocks != ours.blocks {
+            return Err(Error::Launch(LaunchError::Mismatch {
+                what: "world size and ranks per process (start every process with the same \
+                       --ranks/MYRIAD_RANKS and MYRIAD_RANKS_PER_PROCESS)",
+                process: p,
+                theirs: theirs.describe(),
+                this: process,
+                ours: ours.describe(),
+            }));
+        }
+        if p == 0 {
+            secret = unhex(their_secret);
+        }
+    }
+    let secret = secret
+        .ok_or_else(|| LaunchError::Malformed {
+            command: "get".to_string(),
+            problem: "process 0 published no valid job secret".to_string(),
+            reply: String::new(),
+        })
+        .map_err(Error::Launch)?;
+    Ok((blocks, Credentials { build, secret }))
+}
+
+/// What a process whose layout is invalid publishes.
+const LAYOUT_FAILED: &str = "!";
 
 /// What each process publishes (but the secret).
 #[derive(Debug, PartialEq, Eq)]

@@ -509,12 +509,13 @@ fn a_multi_process_launch_bootstraps_then_fails_clearly_after_finalizing() {
 
 #[test]
 fn processes_that_disagree_on_the_world_fail_naming_both() {
-    let (results, _) = threaded_job(
+    let (results, finalized) = threaded_job(
         3,
         |p| shape(if p == 2 { 12 } else { 10 }),
         |_| Vec::new(),
         |joined| joined.unwrap_err().to_string(),
     );
+    assert_eq!(finalized, [true; 3]);
     // Every process fails, each naming a process that differs from it.
     for (p, text) in results.iter().enumerate() {
         assert!(text.contains("disagree on the world size"), "{text}");
@@ -546,23 +547,33 @@ fn processes_that_disagree_on_the_world_fail_naming_both() {
 }
 
 #[test]
-fn a_layout_error_fails_before_talking_to_the_others() {
-    let (results, _) = threaded_job(
-        2,
-        |_| Shape {
-            world: 5,
+fn a_layout_error_in_one_process_fails_every_process_without_a_hang() {
+    let (results, finalized) = threaded_job(
+        3,
+        |p| Shape {
+            world: 6,
             world_given: true,
-            per_process: Some("1,2,3".into()),
+            per_process: (p == 1).then(|| "1,2".into()),
         },
         |_| Vec::new(),
         |j| j.unwrap_err().to_string(),
     );
-    for text in results {
+    assert!(
+        results[1].contains("lists 2 counts, but the launcher started 3"),
+        "{}",
+        results[1]
+    );
+    for p in [0, 2] {
         assert!(
-            text.contains("lists 3 counts, but the launcher started 2"),
-            "{text}"
+            results[p].contains(&format!(
+                "process 1 has none, process {p} has 6 ranks as 2,2,2"
+            )) && results[p].contains("that process's settings are invalid"),
+            "{}",
+            results[p]
         );
     }
+    // Every process finalized: the launcher sees an orderly end.
+    assert_eq!(finalized, [true; 3]);
 }
 
 #[test]
