@@ -15,6 +15,10 @@
 //! * `secret`: 128 random bits, from process 0 only (`-` elsewhere): the
 //!   mesh's handshake proves with it that a connection comes from this job.
 //!
+//! A process whose own settings are invalid publishes `!` instead, so the
+//! others fail naming it rather than wait for it; every failure finalizes
+//! PMI before it returns.
+//!
 //! The result is a [`Bootstrap`], which keeps the PMI session open for the
 //! rest of the job (`Session`: later exchanges such as the mesh's
 //! addresses, the final barrier, finalize).
