@@ -1,10 +1,15 @@
 //! Programs started by a launcher (issue 9, bootstrap): a launcher's job of
-//! one process runs as without a launcher; one of several processes fails
-//! every process with a clear error instead of running the whole job once
-//! per process. Each case runs in a child process of this test binary
-//! (launcher variables are process-global) against a mock PMI-1 server of
-//! the parent (`PMI_PORT` mode, TCP loopback); the `real_mpiexec_*` tests
-//! (ignored) run under MPICH's `mpiexec`.
+//! one process runs as without a launcher; one of several processes
+//! bootstraps (layout, build, secret, mesh) and then fails every process
+//! with a clear error instead of running the whole job once per process.
+//!
+//! * Mock Hydra: each case runs in a child process of this test binary
+//!   (launcher variables are process-global) against a mock PMI-1 server of
+//!   the parent (`PMI_PORT` mode, TCP loopback).
+//! * The built-in launcher (`MYRIAD_PROCESSES`): the test re-runs itself as
+//!   the launcher, which re-runs it as each process ([`Role`]); exit
+//!   statuses, signals, `abort`, bad PMI lines.
+//! * `real_mpiexec_*` (ignored) run under MPICH's `mpiexec`.
 
 mod common;
 
@@ -106,33 +111,6 @@ fn one_process_of_a_launch_runs_the_job() {
 }
 
 #[test]
-fn several_processes_of_a_launch_fail_with_a_clear_error() {
-    let name = "several_processes_of_a_launch_fail_with_a_clear_error";
-    let in_parent = std::env::var("MYRIAD_TEST_CHILD").as_deref() != Ok(name);
-    let server = in_parent.then(|| hydra(1, 2));
-    let addr = server.as_ref().map_or(String::new(), |(a, _)| a.clone());
-    in_child(name, &[("PMI_PORT", &addr), ("PMI_ID", "1")], || {
-        for _ in 0..2 {
-            let err = myriad::run(3, |_| ()).unwrap_err();
-            assert!(matches!(err, Error::Unsupported { .. }), "{err:?}");
-            let text = err.to_string();
-            assert!(
-                text.contains(MULTI)
-                    && text
-                        .contains("mpiexec -pmi-port (Hydra) started this program as 2 processes")
-                    && text.contains("this is process 1")
-                    && text.contains("--ranks N"),
-                "{text}"
-            );
-        }
-    });
-    if let Some((addr, server)) = server {
-        // Finalized, so the launcher sees an orderly failure.
-        assert_eq!(commands(&addr, server), EXCHANGE);
-    }
-}
-
-#[test]
 fn srun_without_pmi2_fails_naming_the_flag() {
     in_child(
         "srun_without_pmi2_fails_naming_the_flag",
@@ -175,38 +153,347 @@ fn broken_pmi_variables_fail_naming_them() {
     );
 }
 
-/// `myriad::launch` (and so `#[myriad::main]`) in a child: with the
-/// launcher's variables set it must exit non-zero with the message.
-#[test]
-fn launch_exits_non_zero_with_the_message() {
-    const CHILD: &str = "MYRIAD_TEST_LAUNCH_CHILD";
-    if std::env::var_os(CHILD).is_some() {
-        myriad::launch(|| {
-            let _universe = myriad::initialize().unwrap();
-        });
-        return;
+/// What this run of the test binary is, in a built-in launcher test.
+enum Role {
+    /// The test as `cargo test` runs it: starts the launcher.
+    Parent,
+    /// The launcher (`MYRIAD_PROCESSES` set): its `run` never returns.
+    Launcher,
+    /// A process the launcher started, with its PMI rank.
+    Child(u32),
+}
+
+fn role(test: &str) -> Role {
+    if std::env::var("MYRIAD_TEST_LAUNCH").as_deref() != Ok(test) {
+        return Role::Parent;
     }
-    let (addr, server) = hydra(0, 3);
-    let out = Command::new(std::env::current_exe().unwrap())
-        .args([
-            "launch_exits_non_zero_with_the_message",
-            "--exact",
-            "--nocapture",
-        ])
-        .env(CHILD, "1")
-        .env("PMI_PORT", &addr)
-        .env("PMI_ID", "0")
-        .output()
+    match std::env::var("PMI_RANK") {
+        Ok(rank) => Role::Child(rank.parse().unwrap()),
+        Err(_) => Role::Launcher,
+    }
+}
+
+/// Runs the test `test` of this binary as the built-in launcher of
+/// `processes` processes (`MYRIAD_PROCESSES`), each a run of the same test:
+/// the launcher's exit status, standard output and standard error. The
+/// test's `Role::Launcher` part calls `myriad::run`, which launches.
+///
+/// A launcher still running after a minute is killed (its processes die
+/// with it) and the test fails: a test of "no hang" must not hang.
+fn built_in_launch(test: &str, processes: u32) -> (std::process::ExitStatus, String, String) {
+    built_in_launch_with(test, processes, &[])
+}
+
+/// [`built_in_launch`] with variables `envs` set for the launcher and its
+/// processes.
+fn built_in_launch_with(
+    test: &str,
+    processes: u32,
+    envs: &[(&str, &str)],
+) -> (std::process::ExitStatus, String, String) {
+    let child = Command::new(std::env::current_exe().unwrap())
+        .args([test, "--exact", "--nocapture", "--test-threads=1"])
+        .env("MYRIAD_TEST_LAUNCH", test)
+        .env("MYRIAD_PROCESSES", processes.to_string())
+        .env_remove("MYRIAD_RANKS")
+        .env_remove("MYRIAD_RANKS_PER_PROCESS")
+        .envs(envs.iter().copied())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
         .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    let pid = child.id() as i32;
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(child.wait_with_output());
+    });
+    let out = match rx.recv_timeout(Duration::from_secs(60)) {
+        Ok(out) => out.unwrap(),
+        Err(_) => {
+            // SAFETY: signalling a process has no memory effects; the
+            // launcher is not reaped yet (its waiter thread still waits).
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+            panic!("{test}: the launcher did not end within 60 s (hang)");
+        }
+    };
+    (
+        out.status,
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// The launcher's part: `myriad::run` launches and exits the process.
+fn be_the_launcher() -> ! {
+    let _ = myriad::run(7, |_| ());
+    unreachable!("the built-in launcher exits the process");
+}
+
+/// PMI-1 by hand over the child's `PMI_FD`, for the tests of what a
+/// misbehaving process does to the launcher.
+struct RawPmi {
+    out: std::os::unix::net::UnixStream,
+    replies: BufReader<std::os::unix::net::UnixStream>,
+}
+
+impl RawPmi {
+    fn open() -> RawPmi {
+        use std::os::fd::FromRawFd;
+        let fd: i32 = std::env::var("PMI_FD").unwrap().parse().unwrap();
+        // SAFETY: the launcher gave this process the descriptor `PMI_FD`,
+        // open and a socket, and nothing else in this process uses it.
+        let out = unsafe { std::os::unix::net::UnixStream::from_raw_fd(fd) };
+        out.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+        let replies = BufReader::new(out.try_clone().unwrap());
+        RawPmi { out, replies }
+    }
+
+    fn send(&mut self, line: &str) {
+        self.out.write_all(line.as_bytes()).unwrap();
+        self.out.write_all(b"\n").unwrap();
+    }
+
+    fn ask(&mut self, line: &str) -> String {
+        self.send(line);
+        let mut reply = String::new();
+        self.replies.read_line(&mut reply).unwrap();
+        reply
+    }
+}
+
+#[test]
+fn the_built_in_launcher_bootstraps_every_process() {
+    const TEST: &str = "the_built_in_launcher_bootstraps_every_process";
+    match role(TEST) {
+        Role::Parent => {}
+        Role::Launcher => be_the_launcher(),
+        Role::Child(rank) => {
+            // 7 ranks over 3 processes: 3, 2, 2.
+            let err = myriad::run(7, |_| ()).unwrap_err();
+            let text = err.to_string();
+            assert!(matches!(err, Error::Unsupported { .. }), "{err:?}");
+            let hosting = [3, 2, 2][rank as usize];
+            assert!(
+                text.contains(MULTI)
+                    && text.contains("myriad --processes started this program as 3 processes")
+                    && text.contains(&format!(
+                        "this is process {rank}, hosting {hosting} of 7 ranks"
+                    )),
+                "{text}"
+            );
+            // PMI starts once per process: a second job cannot join.
+            let text = myriad::run(7, |_| ()).unwrap_err().to_string();
+            assert!(text.contains("each runs one job"), "{text}");
+            return;
+        }
+    }
+    let (status, stdout, stderr) = built_in_launch(TEST, 3);
+    assert!(status.success(), "{status:?}\n{stdout}\n{stderr}");
+    assert_eq!(stdout.matches("1 passed").count(), 3, "{stdout}\n{stderr}");
+}
+
+#[test]
+fn ranks_per_process_lays_out_the_world_of_a_launch() {
+    const TEST: &str = "ranks_per_process_lays_out_the_world_of_a_launch";
+    match role(TEST) {
+        Role::Parent => {}
+        Role::Launcher => be_the_launcher(),
+        Role::Child(rank) => {
+            let text = myriad::run(4, |_| ()).unwrap_err().to_string();
+            if std::env::var("MYRIAD_RANKS_PER_PROCESS").as_deref() == Ok("3,1") {
+                let hosting = [3, 1][rank as usize];
+                assert!(
+                    text.contains(&format!("this is process {rank}, hosting {hosting} of 4")),
+                    "{text}"
+                );
+            } else {
+                // Every process fails the same way, naming the knob.
+                assert!(
+                    text.contains(
+                        "MYRIAD_RANKS_PER_PROCESS=\"3,2\" over 2 processes makes 5 \
+                                   ranks, but --ranks/MYRIAD_RANKS says 4"
+                    ),
+                    "{text}"
+                );
+            }
+            return;
+        }
+    }
+    for per in ["3,1", "3,2"] {
+        let (status, stdout, stderr) =
+            built_in_launch_with(TEST, 2, &[("MYRIAD_RANKS_PER_PROCESS", per)]);
+        assert!(status.success(), "{per}: {status:?}\n{stdout}\n{stderr}");
+        assert_eq!(
+            stdout.matches("1 passed").count(),
+            2,
+            "{per}: {stdout}\n{stderr}"
+        );
+    }
+}
+
+#[test]
+fn a_process_that_fails_ends_the_launch_with_its_status() {
+    const TEST: &str = "a_process_that_fails_ends_the_launch_with_its_status";
+    match role(TEST) {
+        Role::Parent => {}
+        Role::Launcher => be_the_launcher(),
+        // Process 1 never joins: the others wait for it in the bootstrap's
+        // fence until the launcher kills them.
+        Role::Child(1) => std::process::exit(7),
+        Role::Child(_) => {
+            let _ = myriad::run(7, |_| ());
+            unreachable!("process 1 never joins");
+        }
+    }
+    let (status, stdout, stderr) = built_in_launch(TEST, 3);
+    assert_eq!(status.code(), Some(7), "{stdout}\n{stderr}");
     assert!(
-        stderr.contains("myriad: job failed: not supported by myriad yet: ")
-            && stderr.contains(MULTI)
-            && stderr.contains("as 3 processes"),
+        stderr.contains("myriad launcher: process 1 exited with status 7"),
         "{stderr}"
     );
-    assert_eq!(commands(&addr, server), EXCHANGE);
+}
+
+#[test]
+fn a_process_killed_by_a_signal_ends_the_launch() {
+    const TEST: &str = "a_process_killed_by_a_signal_ends_the_launch";
+    match role(TEST) {
+        Role::Parent => {}
+        Role::Launcher => be_the_launcher(),
+        Role::Child(2) => {
+            // SAFETY: raising a signal has no memory effects.
+            unsafe { libc::raise(libc::SIGKILL) };
+            unreachable!("SIGKILL ends the process");
+        }
+        Role::Child(_) => {
+            let _ = myriad::run(7, |_| ());
+            unreachable!("process 2 never joins");
+        }
+    }
+    let (status, stdout, stderr) = built_in_launch(TEST, 3);
+    assert_eq!(status.code(), Some(128 + 9), "{stdout}\n{stderr}");
+    assert!(
+        stderr.contains("process 2 was killed by signal 9"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn abort_from_a_process_ends_the_launch_with_its_code() {
+    const TEST: &str = "abort_from_a_process_ends_the_launch_with_its_code";
+    match role(TEST) {
+        Role::Parent => {}
+        Role::Launcher => be_the_launcher(),
+        Role::Child(0) => {
+            let mut pmi = RawPmi::open();
+            assert!(pmi
+                .ask("cmd=init pmi_version=1 pmi_subversion=1")
+                .starts_with("cmd=response_to_init"));
+            pmi.send("cmd=abort exitcode=5 message=bye");
+            // No reply: the launcher kills this process after its grace.
+            let mut line = String::new();
+            let _ = pmi.replies.read_line(&mut line);
+            std::thread::park();
+        }
+        Role::Child(_) => {
+            let _ = myriad::run(7, |_| ());
+            unreachable!("the abort kills this process");
+        }
+    }
+    let (status, stdout, stderr) = built_in_launch(TEST, 3);
+    assert_eq!(status.code(), Some(5), "{stdout}\n{stderr}");
+    assert!(
+        stderr.contains("process 0 aborted the job (exit code 5): bye"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn bad_pmi_lines_are_refused_and_the_launch_goes_on() {
+    const TEST: &str = "bad_pmi_lines_are_refused_and_the_launch_goes_on";
+    match role(TEST) {
+        Role::Parent => {}
+        Role::Launcher => be_the_launcher(),
+        Role::Child(_) => {
+            let mut pmi = RawPmi::open();
+            assert!(pmi
+                .ask("cmd=init pmi_version=1 pmi_subversion=1")
+                .starts_with("cmd=response_to_init"));
+            let reply = pmi.ask("no command at all");
+            assert!(reply.starts_with("cmd=error rc=-1 msg="), "{reply}");
+            let reply = pmi.ask("cmd=put kvsname=wrong key=a value=b");
+            assert!(reply.contains("rc=-1"), "{reply}");
+            assert_eq!(pmi.ask("cmd=barrier_in"), "cmd=barrier_out\n");
+            assert_eq!(pmi.ask("cmd=finalize"), "cmd=finalize_ack\n");
+            return;
+        }
+    }
+    let (status, stdout, stderr) = built_in_launch(TEST, 2);
+    assert!(status.success(), "{status:?}\n{stdout}\n{stderr}");
+    assert_eq!(stdout.matches("1 passed").count(), 2, "{stdout}");
+    assert_eq!(
+        stderr.matches("PMI request of process").count(),
+        4,
+        "each refusal is logged: {stderr}"
+    );
+}
+
+#[test]
+fn a_process_exiting_without_finalize_fails_the_launch() {
+    const TEST: &str = "a_process_exiting_without_finalize_fails_the_launch";
+    match role(TEST) {
+        Role::Parent => {}
+        Role::Launcher => be_the_launcher(),
+        Role::Child(_) => return,
+    }
+    let (status, stdout, stderr) = built_in_launch(TEST, 2);
+    assert_eq!(status.code(), Some(1), "{stdout}\n{stderr}");
+    assert!(stderr.contains("without finalizing PMI"), "{stderr}");
+}
+
+/// `myriad::launch` (and so `#[myriad::main]`) in processes of the
+/// built-in launcher: each exits non-zero with the message, and so does
+/// the launcher.
+#[test]
+fn launch_exits_non_zero_with_the_message() {
+    const TEST: &str = "launch_exits_non_zero_with_the_message";
+    match role(TEST) {
+        Role::Parent => {}
+        Role::Launcher | Role::Child(_) => {
+            myriad::launch(|| {
+                let _universe = myriad::initialize().unwrap();
+            });
+            return;
+        }
+    }
+    let (status, stdout, stderr) = built_in_launch(TEST, 3);
+    assert_eq!(status.code(), Some(1), "{stdout}\n{stderr}");
+    assert_eq!(
+        stderr
+            .matches("myriad: job failed: not supported by myriad yet: ")
+            .count(),
+        3,
+        "{stderr}"
+    );
+    assert_eq!(stderr.matches(MULTI).count(), 3, "{stderr}");
+    assert!(stderr.contains("as 3 processes"), "{stderr}");
+}
+
+#[test]
+fn processes_under_a_launcher_is_refused() {
+    let (addr, server) = hydra(0, 1);
+    in_child(
+        "processes_under_a_launcher_is_refused",
+        &[
+            ("PMI_PORT", &addr),
+            ("PMI_ID", "0"),
+            ("MYRIAD_PROCESSES", "2"),
+        ],
+        || {
+            let err = myriad::run(2, |_| ()).unwrap_err().to_string();
+            assert!(err.contains("give one or the other"), "{err}");
+        },
+    );
+    assert!(commands(&addr, server).is_empty());
 }
 
 /// `mpiexec.mpich` with `args`, running the test `test` of this binary in

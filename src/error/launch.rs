@@ -89,6 +89,28 @@ pub enum LaunchError {
     },
     /// An empty key.
     EmptyKey,
+    /// The processes of one job disagree on something they must share
+    /// (their build, the world size and layout).
+    Mismatch {
+        /// What they disagree on.
+        what: &'static str,
+        /// The other process.
+        process: u32,
+        /// Its value.
+        theirs: String,
+        /// This process.
+        this: u32,
+        /// This process's value.
+        ours: String,
+    },
+    /// The connections between the job's processes (the mesh) could not
+    /// be made.
+    Mesh {
+        /// This process.
+        process: u32,
+        /// What went wrong, naming the peer processes concerned.
+        problem: String,
+    },
     /// A key or value holds a byte the PMI wire format cannot carry.
     BadByte {
         /// `"key"` or `"value"`.
@@ -178,6 +200,23 @@ impl fmt::Display for LaunchError {
                  ({limit})"
             ),
             LaunchError::EmptyKey => f.write_str("PMI keys must not be empty"),
+            LaunchError::Mismatch {
+                what,
+                process,
+                theirs,
+                this,
+                ours,
+            } => write!(
+                f,
+                "the job's processes disagree on the {what}: process {process} has {theirs}, \
+                 process {this} has {ours}"
+            ),
+            LaunchError::Mesh { process, problem } => {
+                write!(
+                    f,
+                    "process {process} could not join the job's mesh: {problem}"
+                )
+            }
             LaunchError::BadByte { what, text, byte } => write!(
                 f,
                 "PMI {what} {text:?} holds {byte:?}, which the PMI wire format cannot carry \

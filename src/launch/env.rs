@@ -249,6 +249,10 @@ impl PmiEnv {
                 if stat.st_mode & libc::S_IFMT != libc::S_IFSOCK {
                     return Err(bad("is not a socket"));
                 }
+                // Programs the process starts must not inherit the PMI
+                // connection (the launcher would wait for them too).
+                // SAFETY: `fcntl` on an open descriptor touches no memory.
+                unsafe { libc::fcntl(*fd, libc::F_SETFD, libc::FD_CLOEXEC) };
                 // SAFETY: the fd is open and a socket (checked above), and
                 // this process hands it to exactly one owner: `launch::join`
                 // opens the PMI connection once per process, and no other
@@ -486,6 +490,32 @@ mod tests {
         );
         let err = detect_in(&[("OMPI_COMM_WORLD_SIZE", "2"), ("PMIX_RANK", "0")]).unwrap_err();
         assert!(err.to_string().contains("PMIx"), "{err}");
+    }
+
+    #[test]
+    fn the_pmi_socket_is_not_inherited_by_programs_the_process_starts() {
+        use std::os::fd::IntoRawFd;
+        let (ours, _server) = UnixStream::pair().unwrap();
+        let fd = ours.into_raw_fd();
+        // As a launcher hands it over: inheritable.
+        // SAFETY: `fcntl` on an open descriptor touches no memory.
+        unsafe { libc::fcntl(fd, libc::F_SETFD, 0) };
+        let e = PmiEnv {
+            launcher: "mpiexec (Hydra)",
+            connect: Connect::Fd(fd),
+            start: Start {
+                version: Version::Pmi1,
+                rank: Some(0),
+                size: Some(1),
+                pmiid: None,
+                jobid: None,
+            },
+        };
+        let stream = e.open(Duration::from_secs(1)).unwrap();
+        // SAFETY: as above.
+        let flags = unsafe { libc::fcntl(fd, libc::F_GETFD) };
+        assert_eq!(flags & libc::FD_CLOEXEC, libc::FD_CLOEXEC);
+        drop(stream);
     }
 
     #[test]

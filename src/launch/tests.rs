@@ -14,7 +14,8 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use super::pmi::{Client, Start, Stream, Version};
-use super::{join_with, Joined};
+use super::server::Server;
+use super::{join_with, unsupported, Bootstrap, Shape};
 use crate::error::{Error, LaunchError};
 
 /// Long enough never to fire in a passing test; short enough that a broken
@@ -379,59 +380,321 @@ fn lookup<'a>(vars: &'a [(&'a str, &'a str)]) -> impl Fn(&str) -> Option<String>
     }
 }
 
+/// A world of `world` ranks, given by the user.
+fn shape(world: u32) -> Shape {
+    Shape {
+        world,
+        world_given: true,
+        per_process: None,
+    }
+}
+
 /// `join_with` over an inherited `PMI_FD` (a socket pair's end, given up to
-/// the client like a launcher's), against a Hydra of `size` processes.
-fn join_over_fd(rank: u32, size: u32) -> Result<Option<Joined>, Error> {
+/// the client like a launcher's), against a Hydra of one process.
+fn join_alone_over_fd() -> Result<Option<Bootstrap>, Error> {
     let mut script = hydra_pmi1_start(KVS);
     script.extend([c("cmd=finalize"), s("cmd=finalize_ack")]);
     let (conn, server) = serve(script);
     let fd = conn.into_raw_fd().to_string();
-    let (r, n) = (rank.to_string(), size.to_string());
-    let vars = [("PMI_FD", fd.as_str()), ("PMI_RANK", &r), ("PMI_SIZE", &n)];
-    let result = join_with(&lookup(&vars), PATIENCE);
+    let vars = [
+        ("PMI_FD", fd.as_str()),
+        ("PMI_RANK", "0"),
+        ("PMI_SIZE", "1"),
+    ];
+    let result = join_with(&lookup(&vars), PATIENCE, &shape(4));
     finish(server);
     result
 }
 
 #[test]
 fn a_one_process_launch_runs_after_finalizing() {
-    assert_eq!(join_over_fd(0, 1), Ok(Some(Joined { rank: 0, size: 1 })));
+    assert!(matches!(join_alone_over_fd(), Ok(None)));
     let mut script = pmi_port_script(0, 1);
     script.extend([c("cmd=finalize"), s("cmd=finalize_ack")]);
     let (addr, server) = serve_tcp(script);
     let vars = [("PMI_PORT", addr.as_str()), ("PMI_ID", "0")];
-    assert_eq!(
-        join_with(&lookup(&vars), PATIENCE),
-        Ok(Some(Joined { rank: 0, size: 1 }))
-    );
+    assert!(matches!(
+        join_with(&lookup(&vars), PATIENCE, &shape(4)),
+        Ok(None)
+    ));
     finish(server);
 }
 
+/// A job of `n` processes on threads of this test, each joining through
+/// our PMI-1 server over its own socket pair (`PMI_FD`, as the built-in
+/// launcher gives it), with the extra variables `extra(process)`: each
+/// thread's result of `body(join_with(...))`, and whether the server saw
+/// each process finalize.
+fn threaded_job<T: Send + 'static>(
+    n: u32,
+    shapes: impl Fn(u32) -> Shape,
+    extra: impl Fn(u32) -> Vec<(String, String)>,
+    body: impl Fn(Result<Option<Bootstrap>, Error>) -> T + Send + Sync + 'static,
+) -> (Vec<T>, Vec<bool>) {
+    let mut ours = Vec::new();
+    let mut theirs = Vec::new();
+    for _ in 0..n {
+        let (a, b) = UnixStream::pair().unwrap();
+        ours.push(a);
+        theirs.push(b);
+    }
+    let (tx, _rx) = std::sync::mpsc::channel();
+    let server = Server::start(ours, "kvs_threads".to_string(), tx).unwrap();
+    let body = std::sync::Arc::new(body);
+    let threads: Vec<_> = theirs
+        .into_iter()
+        .enumerate()
+        .map(|(p, conn)| {
+            let p = p as u32;
+            let mut vars: Vec<(String, String)> = vec![
+                ("PMI_FD".into(), conn.into_raw_fd().to_string()),
+                ("PMI_RANK".into(), p.to_string()),
+                ("PMI_SIZE".into(), n.to_string()),
+            ];
+            vars.extend(extra(p));
+            let shape = shapes(p);
+            let body = std::sync::Arc::clone(&body);
+            std::thread::spawn(move || {
+                let var = |name: &str| vars.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone());
+                body(join_with(&var, PATIENCE, &shape))
+            })
+        })
+        .collect();
+    let results = threads.into_iter().map(|t| t.join().unwrap()).collect();
+    let finalized = (0..n).map(|p| server.finalized(p)).collect();
+    server.join();
+    (results, finalized)
+}
+
 #[test]
-fn a_multi_process_launch_fails_every_process_after_finalizing() {
-    for rank in [0, 3] {
-        let err = join_over_fd(rank, 4).unwrap_err();
-        assert!(matches!(err, Error::Unsupported { .. }), "{err:?}");
-        let text = err.to_string();
+fn a_multi_process_launch_bootstraps_then_fails_clearly_after_finalizing() {
+    let (results, finalized) = threaded_job(
+        3,
+        |_| shape(10),
+        |p| vec![("SLURM_LOCALID".into(), (p + 5).to_string())],
+        |joined| {
+            let b = joined.unwrap().expect("a job of several processes");
+            let seen = (
+                b.process,
+                b.processes,
+                b.blocks.clone(),
+                b.credentials,
+                b.local_process,
+                b.processes_map().world_size(),
+            );
+            (seen, unsupported(b).to_string())
+        },
+    );
+    assert_eq!(finalized, [true; 3]);
+    let credentials = results[0].0 .3;
+    for (p, ((process, processes, blocks, creds, local, world), text)) in
+        results.into_iter().enumerate()
+    {
+        assert_eq!((process, processes), (p as u32, 3));
+        assert_eq!(blocks, [4, 3, 3]);
+        assert_eq!(world, 10);
+        assert_eq!(local, Some(p as u32 + 5));
+        // One secret for the job, made by process 0.
+        assert_eq!(creds, credentials);
+        assert_eq!(creds.build, super::bootstrap::build_id());
         assert!(
             text.contains("multi-process jobs need the transport (issue 9)")
-                && text.contains("mpiexec (Hydra) started this program as 4 processes")
-                && text.contains(&format!("this is process {rank}")),
+                && text.contains("mpiexec (Hydra) started this program as 3 processes")
+                && text.contains(&format!("this is process {p}, hosting")),
             "{text}"
         );
     }
-    let mut script = pmi_port_script(1, 2);
-    script.extend([c("cmd=finalize"), s("cmd=finalize_ack")]);
-    let (addr, server) = serve_tcp(script);
-    let vars = [("PMI_PORT", addr.as_str()), ("PMI_ID", "1")];
-    let err = join_with(&lookup(&vars), PATIENCE).unwrap_err();
-    assert!(err.to_string().contains("-pmi-port"), "{err}");
-    finish(server);
+    assert_ne!(credentials.secret, [0; 16]);
+}
+
+#[test]
+fn processes_that_disagree_on_the_world_fail_naming_both() {
+    let (results, finalized) = threaded_job(
+        3,
+        |p| shape(if p == 2 { 12 } else { 10 }),
+        |_| Vec::new(),
+        |joined| joined.unwrap_err().to_string(),
+    );
+    assert_eq!(finalized, [true; 3]);
+    // Every process fails, each naming a process that differs from it.
+    for (p, text) in results.iter().enumerate() {
+        assert!(text.contains("disagree on the world size"), "{text}");
+        if p == 2 {
+            assert!(
+                text.contains("process 0 has 10 ranks as 4,3,3, process 2 has 12 ranks as 4,4,4"),
+                "{text}"
+            );
+        } else {
+            assert!(
+                text.contains(&format!(
+                    "process 2 has 12 ranks as 4,4,4, process {p} has 10 ranks as 4,3,3"
+                )),
+                "{text}"
+            );
+        }
+    }
+    let per = |p: u32| Shape {
+        world: 7,
+        world_given: false,
+        per_process: Some(if p == 0 { "2,2" } else { "3" }.to_string()),
+    };
+    let (results, _) = threaded_job(2, per, |_| Vec::new(), |j| j.unwrap_err().to_string());
+    assert!(
+        results[0].contains("process 1 has 6 ranks as 3,3, process 0 has 4 ranks as 2,2"),
+        "{}",
+        results[0]
+    );
+}
+
+#[test]
+fn a_layout_error_in_one_process_fails_every_process_without_a_hang() {
+    let (results, finalized) = threaded_job(
+        3,
+        |p| Shape {
+            world: 6,
+            world_given: true,
+            per_process: (p == 1).then(|| "1,2".into()),
+        },
+        |_| Vec::new(),
+        |j| j.unwrap_err().to_string(),
+    );
+    assert!(
+        results[1].contains("lists 2 counts, but the launcher started 3"),
+        "{}",
+        results[1]
+    );
+    for p in [0, 2] {
+        assert!(
+            results[p].contains(&format!(
+                "process 1 has none, process {p} has 6 ranks as 2,2,2"
+            )) && results[p].contains("that process's settings are invalid"),
+            "{}",
+            results[p]
+        );
+    }
+    // Every process finalized: the launcher sees an orderly end.
+    assert_eq!(finalized, [true; 3]);
+}
+
+#[test]
+fn allgather_carries_long_values_over_several_epochs() {
+    let (results, finalized) = threaded_job(
+        4,
+        |_| shape(4),
+        |_| Vec::new(),
+        |joined| {
+            let mut b = joined.unwrap().unwrap();
+            let p = b.process;
+            let mut seen = Vec::new();
+            for round in 0..3u32 {
+                // Longer than the 1023-byte value limit for some processes.
+                let value = format!(
+                    "{p}-{round}-{}",
+                    "x".repeat(700 * (p as usize) + round as usize)
+                );
+                seen.push(b.session.allgather("test", &value).unwrap());
+            }
+            b.session.barrier().unwrap();
+            let bad = b.session.allgather("bad name", "x").unwrap_err();
+            assert!(matches!(bad, LaunchError::BadByte { .. }), "{bad:?}");
+            let bad = b.session.allgather("name", "a b").unwrap_err();
+            assert!(matches!(bad, LaunchError::BadByte { .. }), "{bad:?}");
+            let bad = b.session.allgather("a.b", "x").unwrap_err();
+            assert!(
+                matches!(bad, LaunchError::BadByte { byte: '.', .. }),
+                "{bad:?}"
+            );
+            let bad = b.session.allgather(&"n".repeat(33), "x").unwrap_err();
+            assert!(
+                matches!(bad, LaunchError::TooLong { len: 33, .. }),
+                "{bad:?}"
+            );
+            b.session.finalize().unwrap();
+            seen
+        },
+    );
+    assert_eq!(finalized, [true; 4]);
+    for seen in results {
+        for (round, all) in seen.into_iter().enumerate() {
+            let expected: Vec<String> = (0..4)
+                .map(|p| format!("{p}-{round}-{}", "x".repeat(700 * p + round)))
+                .collect();
+            assert_eq!(all, expected);
+        }
+    }
+}
+
+#[test]
+fn the_server_refuses_bad_lines_and_goes_on() {
+    let (ours, mut theirs) = UnixStream::pair().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let server = Server::start(vec![ours], "kvs_bad".to_string(), tx).unwrap();
+    theirs.set_read_timeout(Some(PATIENCE)).unwrap();
+    let mut reader = std::io::BufReader::new(theirs.try_clone().unwrap());
+    let mut ask = |line: &str| {
+        use std::io::BufRead;
+        theirs.write_all(line.as_bytes()).unwrap();
+        let mut reply = String::new();
+        reader.read_line(&mut reply).unwrap();
+        reply
+    };
+    for (line, reply) in [
+        ("garbage\n", "cmd=error rc=-1 msg="),
+        (
+            "cmd=frobnicate\n",
+            "cmd=frobnicate_result rc=-1 msg=unknown_command",
+        ),
+        (
+            "cmd=init pmi_version=2 pmi_subversion=0\n",
+            "cmd=response_to_init rc=-1",
+        ),
+        (
+            "cmd=put kvsname=other key=a value=b\n",
+            "cmd=put_result rc=-1 msg=no_key-value_space",
+        ),
+        (
+            "cmd=put kvsname=kvs_bad value=b\n",
+            "cmd=put_result rc=-1 msg=no_key",
+        ),
+        (
+            "cmd=get kvsname=kvs_bad key=nope\n",
+            "cmd=get_result rc=-1 msg=key_nope_not_found",
+        ),
+        (
+            "cmd=put kvsname=kvs_bad key=a value=b=c\n",
+            "cmd=put_result rc=0",
+        ),
+        (
+            "cmd=get kvsname=kvs_bad key=a\n",
+            "cmd=get_result rc=0 msg=success value=b=c",
+        ),
+    ] {
+        let got = ask(line);
+        assert!(got.starts_with(reply), "{line:?}: {got:?}");
+    }
+    let long = format!("cmd=put kvsname=kvs_bad key=a value={}\n", "v".repeat(2000));
+    assert!(ask(&long).starts_with("cmd=put_result rc=-1 msg=a_value_of"));
+    // A line beyond the server's limit closes the connection.
+    let huge = "x".repeat(super::server::MAX_LINE + 10);
+    let _ = theirs.write_all(huge.as_bytes());
+    let mut rest = String::new();
+    use std::io::Read;
+    let n = reader.read_to_string(&mut rest).unwrap();
+    assert_eq!(n, 0, "{rest:?}");
+    assert_eq!(
+        rx.recv_timeout(PATIENCE).unwrap(),
+        super::server::Event::Closed { process: 0 }
+    );
+    assert!(!server.finalized(0));
+    server.join();
 }
 
 #[test]
 fn without_launcher_variables_nothing_is_contacted() {
-    assert_eq!(join_with(&lookup(&[("PATH", "/bin")]), PATIENCE), Ok(None));
+    assert!(matches!(
+        join_with(&lookup(&[("PATH", "/bin")]), PATIENCE, &shape(2)),
+        Ok(None)
+    ));
 }
 
 #[test]
@@ -441,7 +704,7 @@ fn a_launch_error_fails_join_with_the_flag_to_use() {
         ("SLURM_STEP_ID", "0"),
         ("SLURM_STEP_NUM_TASKS", "2"),
     ];
-    let err = join_with(&lookup(&vars), PATIENCE).unwrap_err();
+    let err = join_with(&lookup(&vars), PATIENCE, &shape(2)).unwrap_err();
     assert!(
         matches!(err, Error::Launch(LaunchError::NoPmi { .. })),
         "{err:?}"
@@ -452,7 +715,7 @@ fn a_launch_error_fails_join_with_the_flag_to_use() {
     let addr = free.local_addr().unwrap().to_string();
     drop(free);
     let vars = [("PMI_PORT", addr.as_str()), ("PMI_ID", "0")];
-    let err = join_with(&lookup(&vars), PATIENCE).unwrap_err();
+    let err = join_with(&lookup(&vars), PATIENCE, &shape(2)).unwrap_err();
     assert!(
         matches!(&err, Error::Launch(LaunchError::Io { command, .. }) if command.contains(&addr)),
         "{err:?}"
@@ -898,5 +1161,124 @@ fn real_mpiexec() {
         eprintln!("MYRIAD_PMI={pmi} {extra:?}:\n{stderr}");
         assert!(out.status.success(), "{:?}\n{stdout}\n{stderr}", out.status);
         assert_eq!(stdout.matches("1 passed").count(), 2, "{stdout}");
+    }
+}
+
+/// Set in the processes of the mesh tests.
+const MESH_CHILD: &str = "MYRIAD_MESH_TEST_CHILD";
+
+/// The processes' part of the mesh tests (ignored: it runs only as their
+/// child): bootstrap through the launcher, build the mesh, send this
+/// process's index to every peer and check the byte from each, then meet
+/// at a barrier and finalize.
+#[test]
+#[ignore = "the child part of mesh_across_processes_*"]
+fn mesh_child() {
+    if std::env::var_os(MESH_CHILD).is_none() {
+        return;
+    }
+    let var = |name: &str| std::env::var(name).ok();
+    let mut b = join_with(&var, PATIENCE, &shape(8))
+        .unwrap()
+        .expect("a job of several processes");
+    let mut mesh = super::mesh(&mut b, PATIENCE).unwrap();
+    assert_eq!(mesh.this, b.process);
+    for s in mesh.streams.iter_mut().flatten() {
+        s.write_all(&[b.process as u8]).unwrap();
+    }
+    for (p, s) in mesh.streams.iter_mut().enumerate() {
+        let Some(s) = s else {
+            assert_eq!(p as u32, b.process);
+            continue;
+        };
+        s.set_read_timeout(Some(PATIENCE)).unwrap();
+        let mut byte = [0u8];
+        s.read_exact(&mut byte).unwrap();
+        assert_eq!(byte[0] as usize, p);
+    }
+    let done = b
+        .session
+        .allgather("done", &format!("ok{}", b.process))
+        .unwrap();
+    assert_eq!(
+        done,
+        (0..b.processes)
+            .map(|p| format!("ok{p}"))
+            .collect::<Vec<_>>()
+    );
+    b.session.barrier().unwrap();
+    let peers: Vec<String> = mesh
+        .streams
+        .iter()
+        .flatten()
+        .map(|s| s.peer_addr().unwrap().ip().to_string())
+        .collect();
+    // One write: the processes share standard error.
+    let line = format!(
+        "mesh child: process {} of {} ({}), blocks {:?}, {} peers connected: {}\n",
+        b.process,
+        b.processes,
+        b.launcher,
+        b.blocks,
+        peers.len(),
+        peers.join(",")
+    );
+    std::io::stderr().write_all(line.as_bytes()).unwrap();
+    b.session.finalize().unwrap();
+}
+
+fn mesh_child_args() -> Vec<std::ffi::OsString> {
+    [
+        "launch::tests::mesh_child",
+        "--exact",
+        "--ignored",
+        "--nocapture",
+    ]
+    .iter()
+    .map(Into::into)
+    .collect()
+}
+
+/// Four processes of the built-in launcher build the mesh and exchange a
+/// byte over every connection (no MPICH needed).
+#[test]
+fn mesh_across_processes_of_the_built_in_launcher() {
+    let plan = super::launcher::Plan {
+        program: std::env::current_exe().unwrap(),
+        args: mesh_child_args(),
+        envs: vec![(MESH_CHILD.into(), "1".into())],
+        processes: 4,
+        grace: super::launcher::DEFAULT_GRACE,
+    };
+    assert_eq!(plan.run().unwrap(), super::launcher::Outcome::Success);
+}
+
+/// The same under a real `mpiexec.mpich -launcher fork -n 4`, over PMI-1
+/// on `PMI_FD` and on `-pmi-port`.
+#[test]
+#[ignore = "needs MPICH's mpiexec (apt-get install mpich)"]
+fn mesh_across_processes_of_real_mpiexec() {
+    for extra in [None, Some("-pmi-port")] {
+        let mut cmd = std::process::Command::new("mpiexec.mpich");
+        cmd.args(["-launcher", "fork", "-n", "4"]);
+        if let Some(flag) = extra {
+            cmd.arg(flag);
+        }
+        let out = cmd
+            .arg(std::env::current_exe().unwrap())
+            .args(mesh_child_args())
+            .env(MESH_CHILD, "1")
+            .env_remove("MYRIAD_PMI")
+            .output()
+            .expect("mpiexec.mpich runs");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            out.status.success(),
+            "{extra:?}: {:?}\n{stdout}\n{stderr}",
+            out.status
+        );
+        assert_eq!(stdout.matches("1 passed").count(), 4, "{stdout}\n{stderr}");
+        assert_eq!(stderr.matches("3 peers connected").count(), 4, "{stderr}");
     }
 }

@@ -28,6 +28,43 @@ pub(crate) struct Config {
     pub(crate) threading: Threading,
     pub(crate) map_by: Level,
     pub(crate) rank_order: RankOrder,
+    /// What the job asks of the launch layer: the world's layout over
+    /// processes, the built-in launcher.
+    pub(crate) launch: crate::launch::Request,
+}
+
+/// The most processes the built-in launcher starts.
+const MAX_PROCESSES: usize = 4096;
+
+/// The launch knobs: `--processes N` / `MYRIAD_PROCESSES` (the built-in
+/// launcher) and `MYRIAD_RANKS_PER_PROCESS`, for a world of `world` ranks
+/// (`world_given`: set by the user, not the default).
+pub(crate) fn launch_request(
+    flags: &Flags,
+    world: usize,
+    world_given: bool,
+) -> Result<crate::launch::Request, Error> {
+    let env_processes = var("MYRIAD_PROCESSES")
+        .map(|v| parse_count("MYRIAD_PROCESSES", &v))
+        .transpose()?;
+    let processes = match &flags.processes {
+        Some(v) => Some(parse_count("--processes", v)?),
+        None => env_processes,
+    };
+    if let Some(n) = processes.filter(|&n| n > MAX_PROCESSES) {
+        return Err(Error::config(format!(
+            "--processes/MYRIAD_PROCESSES={n}: the built-in launcher starts at most \
+             {MAX_PROCESSES} processes"
+        )));
+    }
+    Ok(crate::launch::Request {
+        shape: crate::launch::Shape {
+            world: world as u32,
+            world_given,
+            per_process: var("MYRIAD_RANKS_PER_PROCESS"),
+        },
+        processes: processes.map(|n| n as u32),
+    })
 }
 
 /// Reads an environment variable, treating empty as unset.
@@ -99,13 +136,14 @@ pub(crate) fn parse_guard(knob: &str, value: &str) -> Result<Option<GuardMode>, 
 }
 
 /// The command-line flags [`Flags`] reads, without their dashes.
-const FLAG_NAMES: [&str; 2] = ["ranks", "workers"];
+const FLAG_NAMES: [&str; 3] = ["ranks", "workers", "processes"];
 
 /// Values given as command-line flags (with `Runtime::from_env`).
 ///
 /// The command line is shared with the program, which has flags of its
 /// own, so not every unknown flag can be an error. The rule:
-/// * `--ranks N` and `--workers N` (also `--ranks=N`) are myriad's; each
+/// * `--ranks N`, `--workers N` and `--processes N` (also `--ranks=N`)
+///   are myriad's; each
 ///   needs its value, and the last one given wins;
 /// * a flag that is one slip away from one of them (another case, one dash,
 ///   one letter missing, extra, wrong or two letters swapped: `--rank`,
@@ -118,6 +156,7 @@ const FLAG_NAMES: [&str; 2] = ["ranks", "workers"];
 pub(crate) struct Flags {
     pub(crate) ranks: Option<String>,
     pub(crate) workers: Option<String>,
+    pub(crate) processes: Option<String>,
     /// The first flag that broke the rule.
     pub(crate) error: Option<String>,
 }
@@ -137,12 +176,13 @@ impl Flags {
             let slot = match name {
                 "--ranks" => &mut flags.ranks,
                 "--workers" => &mut flags.workers,
+                "--processes" => &mut flags.processes,
                 _ => {
                     if let Some(meant) = slip_of(name) {
                         flags.error.get_or_insert_with(|| {
                             format!(
                                 "unknown flag {name:?}: did you mean --{meant}? (myriad reads \
-                                 --ranks N and --workers N, and leaves the arguments after \
+                                 --ranks N, --workers N and --processes N, and leaves the arguments after \
                                  `--` to the program)"
                             )
                         });

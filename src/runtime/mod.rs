@@ -279,7 +279,10 @@ impl Runtime {
             env("MYRIAD_RANK_ORDER", parsed::<RankOrder>)?,
             RankOrder::Block,
         );
+        let ranks_given = self.ranks.is_some() || self.flags.ranks.is_some() || env_ranks.is_some();
+        let launch = config::launch_request(&self.flags, ranks, ranks_given)?;
         Ok(Config {
+            launch,
             ranks,
             threading,
             map_by,
@@ -300,6 +303,11 @@ impl Runtime {
     /// ranks' results in rank order. Blocks until every rank has finished.
     ///
     /// `f` may borrow from the caller (like `std::thread::scope`).
+    ///
+    /// With `--processes N` or `MYRIAD_PROCESSES=N` (the built-in launcher,
+    /// see the README's "Launchers"), this process runs no ranks: `run`
+    /// starts the program N times and **does not return**; it exits the
+    /// process with the job's status, as `mpiexec` does.
     ///
     /// # Errors
     ///
@@ -339,7 +347,10 @@ impl Runtime {
             })
         });
         if let Err(error) = result {
-            eprintln!("myriad: job failed: {error}");
+            // One write: the processes of a job share standard error, and
+            // `eprintln!` writes piece by piece, so their lines would mix.
+            let line = format!("myriad: job failed: {error}\n");
+            let _ = std::io::Write::write_all(&mut std::io::stderr(), line.as_bytes());
             std::process::exit(1);
         }
     }

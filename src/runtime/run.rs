@@ -69,7 +69,9 @@ where
     super::panic_hook::install();
     crate::coll::env_defaults()?;
     // Under a launcher: go on only as its job's one process (`launch`).
-    crate::launch::join()?;
+    if let Some(bootstrap) = crate::launch::join(&config.launch)? {
+        return Err(crate::launch::unsupported(bootstrap));
+    }
     // One process hosts every rank until a launcher starts more.
     let processes = Processes::single(config.ranks as u32);
     let ranks = processes.local_count() as usize;

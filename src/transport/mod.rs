@@ -1,0 +1,3 @@
+//! Moving messages between the processes of a job (layer L2).
+mod addr;
+pub(crate) mod mesh;
