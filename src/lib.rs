@@ -84,11 +84,13 @@ mod launch;
 mod p2p;
 pub mod point_to_point;
 pub mod request;
+mod rma;
 mod runtime;
 mod sched;
 mod sync;
 pub mod thread;
 pub mod topology;
+pub mod window;
 
 /// Attributes cached on communicators (rsmpi's `mpi::attribute`).
 pub mod attribute {
@@ -100,7 +102,7 @@ pub use environment::{
 };
 pub use error::{
     ArgError, CollectiveError, CommError, CountError, Error, ErrorClass, LaunchError,
-    ResourceError, TypeError, ViewProblem,
+    ResourceError, RmaError, TypeError, ViewProblem,
 };
 pub use hybrid::parallel_for;
 /// `#[myriad::main]`: the entry point of a ported rsmpi program.

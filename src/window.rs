@@ -1,0 +1,1092 @@
+//! One-sided communication: windows, epochs as guards, and RMA operations
+//! (MPI-3's chapter 11 with rsmpi's feel; rsmpi itself has no RMA).
+//!
+//! ```
+//! use myriad::traits::*;
+//! use myriad::window::{Epoch, LockType, WindowCreation};
+//!
+//! let results = myriad::run(4, |universe| {
+//!     let world = universe.world();
+//!     let rank = world.rank();
+//!     let mut mine = [rank as u64; 4];
+//!     world
+//!         .with_window(&mut mine, |win| {
+//!             // Passive target: read rank (rank + 1) % 4's memory while it
+//!             // does whatever it likes.
+//!             let target = (rank + 1) % 4;
+//!             let lock = win.lock(target, LockType::Shared).unwrap();
+//!             let mut got = [0u64; 4];
+//!             lock.get(target, 0, &mut got).unwrap();
+//!             drop(lock); // unlock
+//!             got[0]
+//!         })
+//!         .unwrap()
+//! });
+//! assert_eq!(results, vec![1, 2, 3, 0]);
+//! ```
+//!
+//! ## Design
+//!
+//! * **Windows.** [`WindowCreation::with_window`] lends a buffer to a window
+//!   for the duration of a closure, and frees the window (collectively) when
+//!   the closure returns: the buffer is borrowed for the window's whole
+//!   life, and no safe code can forget the window while the buffer goes
+//!   away. [`allocate_window`](WindowCreation::allocate_window) and
+//!   [`allocate_shared_window`](WindowCreation::allocate_shared_window)
+//!   return a [`Window<'static, T>`] that owns its memory: [`Window::free`]
+//!   frees it (collective; waits until every rank closed its epochs), and
+//!   so does dropping it. Forgetting one leaks its memory rather than
+//!   freeing it under a peer (the other ranks' `free` then waits for it,
+//!   and a deadlock report says so). A rank that panics or is unwound
+//!   closes its memory to the other ranks, whose later operations on it
+//!   fail with [`RmaError::TargetGone`](crate::RmaError::TargetGone).
+//!   Creation costs about a barrier: a window is a few pointers per rank.
+//! * **Displacements** count in the target's displacement unit, by default
+//!   the size of `T` (an element index); `with_window_unit` sets another.
+//! * **Epochs are guards**: [`Window::fence`] ([`Fence`]),
+//!   [`Window::lock`] ([`Lock`]), [`Window::lock_all`] ([`LockAll`]),
+//!   [`Window::start`] ([`Access`]) and [`Window::post`] ([`Exposure`]).
+//!   Operations exist only on guards (the [`Epoch`] trait), so an operation
+//!   outside an epoch does not compile; a target outside the epoch (another
+//!   rank than the locked one, one outside `start`'s group) is an
+//!   [`RmaError::NotInEpoch`](crate::RmaError::NotInEpoch). Dropping a guard
+//!   closes its epoch (unlock, complete, the closing fence, wait), so an
+//!   epoch cannot be left open by accident. Epochs that MPI forbids
+//!   together on one window (a lock inside a fence epoch, the same target
+//!   locked twice, ...) are [`RmaError::NestedEpoch`](crate::RmaError::NestedEpoch).
+//! * **Operations** ([`Epoch`]): `put`, `get`, `accumulate`,
+//!   `get_accumulate`, `fetch_and_op`, `compare_and_swap` with the
+//!   predefined [`SystemOperation`]s (checked against `T`'s base types), and
+//!   request-based `rput`, `rget`, `raccumulate` in a request scope. In one
+//!   process an operation completes when it returns (the origin copies),
+//!   so its request is complete at once; the request form is there for the
+//!   transport, where it will not be. Element types are the window's `T`:
+//!   an operation with another type does not compile.
+//! * **Errors**: a target outside the window (`MPI_ERR_RANK`), an access
+//!   past the end of the target's segment (`MPI_ERR_RMA_RANGE`), epochs
+//!   used the wrong way (`MPI_ERR_RMA_SYNC`), a window over ranks of several
+//!   processes (unsupported until the transport).
+
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
+use std::marker::PhantomData;
+use std::mem::size_of;
+use std::panic::Location;
+use std::sync::Arc;
+
+use crate::coll::op::{OpRef, SystemOperation};
+use crate::coll::CommCore;
+use crate::communicator::Communicator;
+use crate::datatype::{Datatype, Equivalence};
+use crate::error::{Error, RmaError};
+use crate::p2p::Status;
+use crate::request::{Op, Request, Scope};
+use crate::rma::{self, Caller, LockKind, Region, WinKind, WinShared};
+use crate::Rank;
+
+/// Lock types of passive-target epochs (`MPI_LOCK_SHARED`,
+/// `MPI_LOCK_EXCLUSIVE`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LockType {
+    /// Other shared locks may be held at the same time.
+    Shared,
+    /// No other lock on the target while held.
+    Exclusive,
+}
+
+/// Assertions of a lock call (`MPI_MODE_NOCHECK`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum LockAssert {
+    /// No assertion: the lock is taken.
+    #[default]
+    None,
+    /// `MPI_MODE_NOCHECK`: the caller promises that no other rank holds or
+    /// will ask for a conflicting lock during the epoch, so no lock is
+    /// taken (seed 000's RMA1 method: shared + nocheck).
+    NoCheck,
+}
+
+/// Creating windows over a communicator (an extension of every
+/// [`Communicator`]).
+pub trait WindowCreation: Communicator {
+    /// Creates a window over `buf` (`MPI_Win_create`), runs `body` with it,
+    /// then frees it (`MPI_Win_free`): collective, every rank of the
+    /// communicator calls. Displacements count elements of `T`.
+    #[track_caller]
+    fn with_window<T, R>(
+        &self,
+        buf: &mut [T],
+        body: impl FnOnce(&Window<'_, T>) -> R,
+    ) -> Result<R, Error>
+    where
+        T: Equivalence + Copy,
+    {
+        with_window_at(self.core(), buf, size_of::<T>(), Location::caller(), body)
+    }
+
+    /// [`with_window`](Self::with_window) with displacement unit `unit`
+    /// bytes (MPI's `disp_unit`): a displacement `d` of this rank's
+    /// segment is byte `d * unit`.
+    #[track_caller]
+    fn with_window_unit<T, R>(
+        &self,
+        buf: &mut [T],
+        unit: usize,
+        body: impl FnOnce(&Window<'_, T>) -> R,
+    ) -> Result<R, Error>
+    where
+        T: Equivalence + Copy,
+    {
+        with_window_at(self.core(), buf, unit, Location::caller(), body)
+    }
+
+    /// Allocates `len` elements (`T::default()`) and creates a window over
+    /// them (`MPI_Win_allocate`): collective.
+    #[track_caller]
+    fn allocate_window<T>(&self, len: usize) -> Result<Window<'static, T>, Error>
+    where
+        T: Equivalence + Copy + Default,
+    {
+        allocate(self.core(), len, WinKind::Allocated, Location::caller())
+    }
+
+    /// [`allocate_window`](Self::allocate_window) whose segments peers may
+    /// also load and store directly (`MPI_Win_allocate_shared`): see
+    /// [`Window::shared_query`]. Each rank's segment is its own allocation
+    /// (MPI's `alloc_shared_noncontig`).
+    #[track_caller]
+    fn allocate_shared_window<T>(&self, len: usize) -> Result<Window<'static, T>, Error>
+    where
+        T: Equivalence + Copy + Default,
+    {
+        allocate(self.core(), len, WinKind::Shared, Location::caller())
+    }
+}
+
+impl<C: Communicator + ?Sized> WindowCreation for C {}
+
+fn with_window_at<T: Equivalence + Copy, R>(
+    comm: &CommCore,
+    buf: &mut [T],
+    unit: usize,
+    site: &'static Location<'static>,
+    body: impl FnOnce(&Window<'_, T>) -> R,
+) -> Result<R, Error> {
+    let region = Region {
+        base: buf.as_mut_ptr() as *mut u8,
+        bytes: std::mem::size_of_val(buf),
+        unit,
+    };
+    // The window lives in this frame only: `body` sees a shared reference,
+    // so the window is freed (or closed, when unwinding) here, before the
+    // borrow of `buf` ends.
+    let win = Window::<T>::create(comm, region, WinKind::Created, None, site)?;
+    let out = body(&win);
+    win.free().map(|()| out)
+}
+
+fn allocate<T: Equivalence + Copy + Default>(
+    comm: &CommCore,
+    len: usize,
+    kind: WinKind,
+    site: &'static Location<'static>,
+) -> Result<Window<'static, T>, Error> {
+    let memory: Box<[T]> = vec![T::default(); len].into_boxed_slice();
+    let bytes = std::mem::size_of_val(&*memory);
+    let base = Box::into_raw(memory);
+    let region = Region {
+        base: base as *mut u8,
+        bytes,
+        unit: size_of::<T>(),
+    };
+    Window::create(comm, region, kind, Some(base), site)
+}
+
+/// A window: this rank's handle to memory that every rank of a
+/// communicator exposes to the others (`MPI_Win`). `'b` is the borrow of
+/// the memory (`'static` for allocated windows, which own theirs).
+pub struct Window<'b, T> {
+    comm: CommCore,
+    shared: Arc<WinShared>,
+    /// Memory the window owns (allocated windows), freed after the window.
+    owned: Option<*mut [T]>,
+    epochs: Epochs,
+    done: bool,
+    _memory: PhantomData<&'b mut [T]>,
+}
+
+impl<T> std::fmt::Debug for Window<'_, T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Window")
+            .field("id", &self.shared.id())
+            .field("rank", &self.comm.rank())
+            .field("size", &self.shared.size())
+            .finish()
+    }
+}
+
+/// The epochs this rank has open on a window (only this rank's handle
+/// touches them).
+#[derive(Debug, Default)]
+struct Epochs {
+    fence: Cell<bool>,
+    locks: RefCell<Vec<Rank>>,
+    lock_all: Cell<bool>,
+    start: Cell<bool>,
+    post: Cell<bool>,
+    /// Per target, the exposure epochs of it this rank started.
+    started: RefCell<HashMap<Rank, u32>>,
+    /// Completes this rank's posts expect in all.
+    expected: Cell<u32>,
+}
+
+impl Epochs {
+    /// What is open, for errors; `None` if nothing.
+    fn open(&self) -> Option<String> {
+        let mut open = Vec::new();
+        if self.fence.get() {
+            open.push("a fence epoch".to_string());
+        }
+        for r in self.locks.borrow().iter() {
+            open.push(format!("a lock on rank {r}"));
+        }
+        if self.lock_all.get() {
+            open.push("a lock_all epoch".to_string());
+        }
+        if self.start.get() {
+            open.push("a start epoch".to_string());
+        }
+        if self.post.get() {
+            open.push("a post epoch".to_string());
+        }
+        (!open.is_empty()).then(|| open.join(", "))
+    }
+}
+
+impl<'b, T: Equivalence + Copy> Window<'b, T> {
+    fn create(
+        comm: &CommCore,
+        region: Region,
+        kind: WinKind,
+        owned: Option<*mut [T]>,
+        site: &'static Location<'static>,
+    ) -> Result<Window<'b, T>, Error> {
+        match rma::create(comm, region, kind, site) {
+            Ok(shared) => Ok(Window {
+                comm: comm.clone(),
+                shared,
+                owned,
+                epochs: Epochs::default(),
+                done: false,
+                _memory: PhantomData,
+            }),
+            Err(err) => {
+                if let Some(memory) = owned {
+                    // SAFETY: made by `Box::into_raw` in `allocate`, and no
+                    // window was made, so nobody else has its address.
+                    drop(unsafe { Box::from_raw(memory) });
+                }
+                Err(err)
+            }
+        }
+    }
+
+    /// The number of ranks of the window.
+    pub fn size(&self) -> Rank {
+        self.shared.size()
+    }
+
+    /// This rank in the window (its rank in the communicator).
+    pub fn rank(&self) -> Rank {
+        self.comm.rank()
+    }
+
+    /// The window's number in this process (deadlock reports name it).
+    pub fn id(&self) -> u64 {
+        self.shared.id()
+    }
+
+    /// The length of rank `rank`'s segment in bytes.
+    pub fn segment_bytes(&self, rank: Rank) -> Result<usize, Error> {
+        self.shared.check_rank("segment_bytes", rank)?;
+        Ok(self.shared.region(rank).bytes)
+    }
+
+    fn caller(&self, site: &'static Location<'static>) -> Result<Caller<'_>, Error> {
+        Ok(Caller {
+            comm: &self.comm,
+            ctx: self.comm.caller()?,
+            site,
+        })
+    }
+
+    fn refuse(&self, call: &'static str, busy: bool) -> Result<(), Error> {
+        if !busy {
+            return Ok(());
+        }
+        Err(Error::Rma(RmaError::NestedEpoch {
+            call,
+            open: self.epochs.open().unwrap_or_default(),
+        }))
+    }
+
+    /// Opens a fence epoch (`MPI_Win_fence`): collective over the window's
+    /// ranks; every rank may access every other until the epoch's
+    /// [`Fence::end`] (or its drop), which is the closing fence.
+    #[track_caller]
+    pub fn fence(&self) -> Result<Fence<'_, 'b, T>, Error> {
+        let e = &self.epochs;
+        self.refuse(
+            "fence",
+            e.fence.get()
+                || e.lock_all.get()
+                || e.start.get()
+                || e.post.get()
+                || !e.locks.borrow().is_empty(),
+        )?;
+        let caller = self.caller(Location::caller())?;
+        self.shared.barrier(&caller, &"win_fence")?;
+        e.fence.set(true);
+        Ok(Fence {
+            win: self,
+            ended: false,
+        })
+    }
+
+    /// Opens a passive-target epoch on `target` (`MPI_Win_lock`): waits
+    /// while a conflicting lock is held (the target takes no part).
+    #[track_caller]
+    pub fn lock(&self, target: Rank, kind: LockType) -> Result<Lock<'_, 'b, T>, Error> {
+        self.lock_at(target, kind, LockAssert::None, Location::caller())
+    }
+
+    /// [`lock`](Self::lock) with an assertion.
+    #[track_caller]
+    pub fn lock_with(
+        &self,
+        target: Rank,
+        kind: LockType,
+        assert: LockAssert,
+    ) -> Result<Lock<'_, 'b, T>, Error> {
+        self.lock_at(target, kind, assert, Location::caller())
+    }
+
+    fn lock_at(
+        &self,
+        target: Rank,
+        kind: LockType,
+        assert: LockAssert,
+        site: &'static Location<'static>,
+    ) -> Result<Lock<'_, 'b, T>, Error> {
+        self.shared.check_rank("lock", target)?;
+        let e = &self.epochs;
+        self.refuse(
+            "lock",
+            e.fence.get() || e.lock_all.get() || e.locks.borrow().contains(&target),
+        )?;
+        let kind = match kind {
+            LockType::Shared => LockKind::Shared,
+            LockType::Exclusive => LockKind::Exclusive,
+        };
+        let taken = assert == LockAssert::None;
+        if taken {
+            self.shared.lock(&self.caller(site)?, target, kind)?;
+        }
+        e.locks.borrow_mut().push(target);
+        Ok(Lock {
+            win: self,
+            target,
+            kind,
+            taken,
+        })
+    }
+
+    /// Opens a shared passive-target epoch on every rank
+    /// (`MPI_Win_lock_all`).
+    #[track_caller]
+    pub fn lock_all(&self) -> Result<LockAll<'_, 'b, T>, Error> {
+        self.lock_all_at(LockAssert::None, Location::caller())
+    }
+
+    /// [`lock_all`](Self::lock_all) with an assertion.
+    #[track_caller]
+    pub fn lock_all_with(&self, assert: LockAssert) -> Result<LockAll<'_, 'b, T>, Error> {
+        self.lock_all_at(assert, Location::caller())
+    }
+
+    fn lock_all_at(
+        &self,
+        assert: LockAssert,
+        site: &'static Location<'static>,
+    ) -> Result<LockAll<'_, 'b, T>, Error> {
+        let e = &self.epochs;
+        self.refuse(
+            "lock_all",
+            e.fence.get() || e.lock_all.get() || !e.locks.borrow().is_empty(),
+        )?;
+        let taken = assert == LockAssert::None;
+        if taken {
+            let caller = self.caller(site)?;
+            for target in 0..self.size() {
+                if let Err(err) = self.shared.lock(&caller, target, LockKind::Shared) {
+                    for held in 0..target {
+                        self.shared.unlock(&self.comm, held, LockKind::Shared);
+                    }
+                    return Err(err);
+                }
+            }
+        }
+        e.lock_all.set(true);
+        Ok(LockAll { win: self, taken })
+    }
+
+    /// Opens an access epoch to `targets` (`MPI_Win_start`): waits until
+    /// each has posted an exposure epoch for it.
+    #[track_caller]
+    pub fn start(&self, targets: &[Rank]) -> Result<Access<'_, 'b, T>, Error> {
+        let e = &self.epochs;
+        for &t in targets {
+            self.shared.check_rank("start", t)?;
+        }
+        self.refuse(
+            "start",
+            e.fence.get() || e.start.get() || e.lock_all.get() || !e.locks.borrow().is_empty(),
+        )?;
+        let caller = self.caller(Location::caller())?;
+        let mut targets = targets.to_vec();
+        targets.sort_unstable();
+        targets.dedup();
+        for &t in &targets {
+            let used = e.started.borrow().get(&t).copied().unwrap_or(0);
+            self.shared.wait_posted(&caller, t, used)?;
+            e.started.borrow_mut().insert(t, used + 1);
+        }
+        e.start.set(true);
+        Ok(Access { win: self, targets })
+    }
+
+    /// Opens an exposure epoch to `origins` (`MPI_Win_post`): they may
+    /// access this rank's memory until each has completed its access
+    /// epoch; [`Exposure::wait`] (or the guard's drop) waits for that.
+    #[track_caller]
+    pub fn post(&self, origins: &[Rank]) -> Result<Exposure<'_, 'b, T>, Error> {
+        let e = &self.epochs;
+        for &o in origins {
+            self.shared.check_rank("post", o)?;
+        }
+        self.refuse("post", e.fence.get() || e.post.get())?;
+        let mut origins = origins.to_vec();
+        origins.sort_unstable();
+        origins.dedup();
+        let caller = self.caller(Location::caller())?;
+        e.expected.set(e.expected.get() + origins.len() as u32);
+        e.post.set(true);
+        self.shared.post(&caller);
+        Ok(Exposure {
+            win: self,
+            waited: false,
+        })
+    }
+
+    /// `MPI_Win_sync`: a memory fence between this rank's direct loads and
+    /// stores of shared-window memory and the other ranks'.
+    pub fn sync(&self) {
+        self.shared.sync();
+    }
+
+    /// Rank `rank`'s segment of a shared window (`MPI_Win_shared_query`).
+    pub fn shared_query(&self, rank: Rank) -> Result<SharedSegment<'_, T>, Error> {
+        if self.shared.kind() != WinKind::Shared {
+            return Err(Error::Rma(RmaError::NotShared));
+        }
+        self.shared.check_rank("shared_query", rank)?;
+        let region = self.shared.region(rank);
+        Ok(SharedSegment {
+            shared: &self.shared,
+            rank,
+            base: region.base as *mut T,
+            len: region.bytes / size_of::<T>(),
+        })
+    }
+
+    /// Frees the window (`MPI_Win_free`): collective; returns once every
+    /// rank has called it, so no rank accesses this rank's memory any
+    /// more. An epoch still open (a leaked guard) is an error, returned
+    /// after the window is freed all the same.
+    #[track_caller]
+    pub fn free(mut self) -> Result<(), Error> {
+        self.finish(Location::caller())
+    }
+
+    fn finish(&mut self, site: &'static Location<'static>) -> Result<(), Error> {
+        if std::mem::replace(&mut self.done, true) {
+            return Ok(());
+        }
+        let rank = self.comm.rank();
+        let freed = if std::thread::panicking() {
+            // No collective while unwinding: the job is failing. Closing
+            // the segment below keeps the others out of this memory.
+            Ok(())
+        } else {
+            self.caller(site)
+                .and_then(|caller| self.shared.barrier(&caller, &"win_free"))
+        };
+        // After the barrier nobody accesses this memory any more; when it
+        // failed (or while unwinding), refuse later accesses and wait for
+        // those in progress. Either way the memory is ours again after.
+        self.shared.close(rank);
+        if let Some(memory) = self.owned.take() {
+            // SAFETY: made by `Box::into_raw` in `allocate`; the segment is
+            // closed and drained, so no other rank touches it any more.
+            drop(unsafe { Box::from_raw(memory) });
+        }
+        freed?;
+        match self.epochs.open() {
+            Some(open) => Err(Error::Rma(RmaError::EpochOpen { open })),
+            None => Ok(()),
+        }
+    }
+
+    fn check_size(&self, op: &'static str, target: Rank) -> Result<(), Error> {
+        self.shared.check_rank(op, target)
+    }
+}
+
+impl<T> Drop for Window<'_, T> {
+    fn drop(&mut self) {
+        if self.done {
+            return;
+        }
+        self.done = true;
+        let rank = self.comm.rank();
+        if !std::thread::panicking() {
+            if let Ok(ctx) = self.comm.caller() {
+                let caller = Caller {
+                    comm: &self.comm,
+                    ctx,
+                    site: Location::caller(),
+                };
+                // An error here is the job's (it is failing): nothing to add.
+                let _ = self.shared.barrier(&caller, &"win_free");
+            }
+        }
+        self.shared.close(rank);
+        if let Some(memory) = self.owned.take() {
+            // SAFETY: as in `finish`: our allocation, closed and drained.
+            drop(unsafe { Box::from_raw(memory) });
+        }
+    }
+}
+
+/// One rank's segment of a shared window ([`Window::shared_query`]).
+///
+/// [`read`](Self::read) and [`write`](Self::write) access it safely
+/// (racing accesses by other ranks are not undefined behaviour); the raw
+/// pointer is for direct loads and stores, ordered with [`Window::sync`]
+/// and the window's epochs as MPI's shared-memory model says.
+#[derive(Debug)]
+pub struct SharedSegment<'w, T> {
+    shared: &'w WinShared,
+    rank: Rank,
+    base: *mut T,
+    len: usize,
+}
+
+impl<T: Equivalence + Copy> SharedSegment<'_, T> {
+    /// The segment's length in elements.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether the segment is empty.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Its address, valid until the window is freed.
+    pub fn as_ptr(&self) -> *mut T {
+        self.base
+    }
+
+    /// Copies elements `index..index + out.len()` into `out`.
+    pub fn read(&self, index: usize, out: &mut [T]) -> Result<(), Error> {
+        // SAFETY: `out` is ours, exclusively borrowed, `size_of_val` bytes.
+        unsafe {
+            self.shared.get(
+                self.rank,
+                index,
+                out.as_mut_ptr() as *mut u8,
+                std::mem::size_of_val(out),
+            )
+        }
+    }
+
+    /// Copies `data` to elements `index..index + data.len()`.
+    pub fn write(&self, index: usize, data: &[T]) -> Result<(), Error> {
+        // SAFETY: `data` is borrowed, so nobody writes it meanwhile.
+        unsafe {
+            self.shared.put(
+                self.rank,
+                index,
+                data.as_ptr() as *const u8,
+                std::mem::size_of_val(data),
+            )
+        }
+    }
+}
+
+mod sealed {
+    /// A window's shared state, as the operations reach it (internal).
+    #[derive(Debug)]
+    pub struct Shared<'a>(pub(super) &'a super::WinShared);
+
+    /// What an epoch guard tells the operations (internal).
+    pub trait EpochGuard<T> {
+        /// The window.
+        fn window(&self) -> Shared<'_>;
+        /// Whether `target` may be accessed in this epoch.
+        fn allows(&self, op: &'static str, target: crate::Rank) -> Result<(), crate::Error>;
+    }
+}
+
+fn op_ref(op: SystemOperation) -> OpRef<'static> {
+    OpRef::System(op)
+}
+
+/// The RMA operations, available on every access epoch's guard
+/// ([`Fence`], [`Lock`], [`LockAll`], [`Access`]). Displacements count in
+/// the target's displacement unit; every access is checked against the
+/// target's segment. In one process each operation has completed when it
+/// returns.
+pub trait Epoch<T: Equivalence + Copy>: sealed::EpochGuard<T> {
+    /// `MPI_Put`: writes `data` at displacement `disp` of `target`.
+    fn put(&self, target: Rank, disp: usize, data: &[T]) -> Result<(), Error> {
+        self.allows("put", target)?;
+        // SAFETY: `data` is borrowed shared: nobody writes it meanwhile.
+        unsafe {
+            self.window().0.put(
+                target,
+                disp,
+                data.as_ptr() as *const u8,
+                std::mem::size_of_val(data),
+            )
+        }
+    }
+
+    /// `MPI_Get`: reads `out.len()` elements at `disp` of `target`.
+    fn get(&self, target: Rank, disp: usize, out: &mut [T]) -> Result<(), Error> {
+        self.allows("get", target)?;
+        // SAFETY: `out` is borrowed exclusively.
+        unsafe {
+            self.window().0.get(
+                target,
+                disp,
+                out.as_mut_ptr() as *mut u8,
+                std::mem::size_of_val(out),
+            )
+        }
+    }
+
+    /// `MPI_Accumulate`: `target[disp + i] = data[i] op target[disp + i]`,
+    /// atomic per element with respect to other accumulates.
+    fn accumulate(
+        &self,
+        target: Rank,
+        disp: usize,
+        data: &[T],
+        op: SystemOperation,
+    ) -> Result<(), Error> {
+        self.allows("accumulate", target)?;
+        let dt = T::equivalent_datatype();
+        // SAFETY: `data` is borrowed shared, `data.len()` elements of `T`'s map.
+        unsafe {
+            self.window().0.accumulate(
+                "accumulate",
+                target,
+                disp,
+                dt.type_map(),
+                data.len(),
+                Some(&op_ref(op)),
+                Some(data.as_ptr() as *const u8),
+                None,
+                None,
+            )
+        }
+    }
+
+    /// `MPI_Get_accumulate`: `result` receives the target's elements as
+    /// they were, then `target = data op target`, atomically.
+    fn get_accumulate(
+        &self,
+        target: Rank,
+        disp: usize,
+        data: &[T],
+        result: &mut [T],
+        op: SystemOperation,
+    ) -> Result<(), Error> {
+        self.allows("get_accumulate", target)?;
+        if data.len() != result.len() {
+            return Err(Error::Count(crate::error::CountError::ReduceLocalCount {
+                input: data.len(),
+                inout: result.len(),
+            }));
+        }
+        let dt = T::equivalent_datatype();
+        // SAFETY: `data` borrowed shared, `result` exclusively, both
+        // `data.len()` elements.
+        unsafe {
+            self.window().0.accumulate(
+                "get_accumulate",
+                target,
+                disp,
+                dt.type_map(),
+                data.len(),
+                Some(&op_ref(op)),
+                Some(data.as_ptr() as *const u8),
+                None,
+                Some(result.as_mut_ptr() as *mut u8),
+            )
+        }
+    }
+
+    /// `MPI_Fetch_and_op`: one element; returns the target's old value.
+    fn fetch_and_op(
+        &self,
+        target: Rank,
+        disp: usize,
+        value: T,
+        op: SystemOperation,
+    ) -> Result<T, Error> {
+        let mut old = [value];
+        self.get_accumulate(target, disp, &[value], &mut old, op)?;
+        Ok(old[0])
+    }
+
+    /// `MPI_Compare_and_swap`: replaces the target's element with `value`
+    /// if it equals `compare` (byte for byte); returns the old value.
+    fn compare_and_swap(
+        &self,
+        target: Rank,
+        disp: usize,
+        compare: T,
+        value: T,
+    ) -> Result<T, Error> {
+        self.allows("compare_and_swap", target)?;
+        let dt = T::equivalent_datatype();
+        let mut old = [value];
+        // SAFETY: three one-element buffers of ours.
+        unsafe {
+            self.window().0.accumulate(
+                "compare_and_swap",
+                target,
+                disp,
+                dt.type_map(),
+                1,
+                None,
+                Some(&value as *const T as *const u8),
+                Some(&compare as *const T as *const u8),
+                Some(old.as_mut_ptr() as *mut u8),
+            )?;
+        }
+        Ok(old[0])
+    }
+
+    /// `MPI_Rput`: [`put`](Self::put) as a request of `scope`.
+    fn rput<'a, S: Scope<'a>>(
+        &self,
+        scope: S,
+        target: Rank,
+        disp: usize,
+        data: &'a [T],
+    ) -> Result<Request<'a, [T], S>, Error> {
+        self.put(target, disp, data)?;
+        Ok(done(scope, target, data))
+    }
+
+    /// `MPI_Rget`: [`get`](Self::get) as a request of `scope`.
+    fn rget<'a, S: Scope<'a>>(
+        &self,
+        scope: S,
+        target: Rank,
+        disp: usize,
+        out: &'a mut [T],
+    ) -> Result<Request<'a, [T], S>, Error> {
+        self.get(target, disp, out)?;
+        Ok(done(scope, target, out))
+    }
+
+    /// `MPI_Raccumulate`: [`accumulate`](Self::accumulate) as a request of
+    /// `scope`.
+    fn raccumulate<'a, S: Scope<'a>>(
+        &self,
+        scope: S,
+        target: Rank,
+        disp: usize,
+        data: &'a [T],
+        op: SystemOperation,
+    ) -> Result<Request<'a, [T], S>, Error> {
+        self.accumulate(target, disp, data, op)?;
+        Ok(done(scope, target, data))
+    }
+}
+
+/// The request of an operation that completed when it was issued.
+fn done<'a, T, S: Scope<'a>>(scope: S, target: Rank, data: &'a [T]) -> Request<'a, [T], S> {
+    let status = Status::new(target, 0, std::mem::size_of_val(data));
+    Request::new(Op::Done(Ok(status)), data as *const [T], scope)
+}
+
+/// A fence epoch ([`Window::fence`]): every rank may access every other.
+/// [`end`](Self::end) (or dropping it) is the closing fence, collective.
+#[derive(Debug)]
+pub struct Fence<'w, 'b, T: Equivalence + Copy> {
+    win: &'w Window<'b, T>,
+    ended: bool,
+}
+
+impl<T: Equivalence + Copy> Fence<'_, '_, T> {
+    /// A fence inside the sequence (`MPI_Win_fence` between two epochs):
+    /// every operation of every rank before it is visible after it.
+    #[track_caller]
+    pub fn fence(&mut self) -> Result<(), Error> {
+        let caller = self.win.caller(Location::caller())?;
+        self.win.shared.barrier(&caller, &"win_fence")
+    }
+
+    /// The closing fence.
+    #[track_caller]
+    pub fn end(mut self) -> Result<(), Error> {
+        self.ended = true;
+        self.win.epochs.fence.set(false);
+        let caller = self.win.caller(Location::caller())?;
+        self.win.shared.barrier(&caller, &"win_fence")
+    }
+}
+
+impl<T: Equivalence + Copy> Drop for Fence<'_, '_, T> {
+    fn drop(&mut self) {
+        if self.ended {
+            return;
+        }
+        self.win.epochs.fence.set(false);
+        if !std::thread::panicking() {
+            if let Ok(caller) = self.win.caller(Location::caller()) {
+                // The job's error, if any, is reported by the job.
+                let _ = self.win.shared.barrier(&caller, &"win_fence");
+            }
+        }
+    }
+}
+
+impl<T: Equivalence + Copy> sealed::EpochGuard<T> for Fence<'_, '_, T> {
+    fn window(&self) -> sealed::Shared<'_> {
+        sealed::Shared(&self.win.shared)
+    }
+    fn allows(&self, op: &'static str, target: Rank) -> Result<(), Error> {
+        self.win.check_size(op, target)
+    }
+}
+impl<T: Equivalence + Copy> Epoch<T> for Fence<'_, '_, T> {}
+
+/// A passive-target epoch on one rank ([`Window::lock`]); dropping it (or
+/// [`unlock`](Self::unlock)) ends it.
+#[derive(Debug)]
+pub struct Lock<'w, 'b, T: Equivalence + Copy> {
+    win: &'w Window<'b, T>,
+    target: Rank,
+    kind: LockKind,
+    taken: bool,
+}
+
+impl<T: Equivalence + Copy> Lock<'_, '_, T> {
+    /// The locked rank.
+    pub fn target(&self) -> Rank {
+        self.target
+    }
+
+    /// `MPI_Win_flush`: operations issued so far are complete at the
+    /// target (in one process they are when issued: a memory fence).
+    pub fn flush(&self) {
+        self.win.shared.sync();
+    }
+
+    /// `MPI_Win_flush_local`: the origin's buffers may be reused.
+    pub fn flush_local(&self) {
+        self.win.shared.sync();
+    }
+
+    /// `MPI_Win_unlock`.
+    pub fn unlock(self) {}
+}
+
+impl<T: Equivalence + Copy> Drop for Lock<'_, '_, T> {
+    fn drop(&mut self) {
+        if self.taken {
+            self.win
+                .shared
+                .unlock(&self.win.comm, self.target, self.kind);
+        }
+        self.win
+            .epochs
+            .locks
+            .borrow_mut()
+            .retain(|&r| r != self.target);
+    }
+}
+
+impl<T: Equivalence + Copy> sealed::EpochGuard<T> for Lock<'_, '_, T> {
+    fn window(&self) -> sealed::Shared<'_> {
+        sealed::Shared(&self.win.shared)
+    }
+    fn allows(&self, op: &'static str, target: Rank) -> Result<(), Error> {
+        self.win.check_size(op, target)?;
+        if target == self.target {
+            Ok(())
+        } else {
+            Err(Error::Rma(RmaError::NotInEpoch {
+                op,
+                target,
+                epoch: "lock",
+            }))
+        }
+    }
+}
+impl<T: Equivalence + Copy> Epoch<T> for Lock<'_, '_, T> {}
+
+/// A shared passive-target epoch on every rank ([`Window::lock_all`]).
+#[derive(Debug)]
+pub struct LockAll<'w, 'b, T: Equivalence + Copy> {
+    win: &'w Window<'b, T>,
+    taken: bool,
+}
+
+impl<T: Equivalence + Copy> LockAll<'_, '_, T> {
+    /// `MPI_Win_flush` on one target.
+    pub fn flush(&self, target: Rank) -> Result<(), Error> {
+        self.win.check_size("flush", target)?;
+        self.win.shared.sync();
+        Ok(())
+    }
+
+    /// `MPI_Win_flush_all`.
+    pub fn flush_all(&self) {
+        self.win.shared.sync();
+    }
+
+    /// `MPI_Win_flush_local_all`.
+    pub fn flush_local_all(&self) {
+        self.win.shared.sync();
+    }
+
+    /// `MPI_Win_unlock_all`.
+    pub fn unlock_all(self) {}
+}
+
+impl<T: Equivalence + Copy> Drop for LockAll<'_, '_, T> {
+    fn drop(&mut self) {
+        if self.taken {
+            for target in 0..self.win.size() {
+                self.win
+                    .shared
+                    .unlock(&self.win.comm, target, LockKind::Shared);
+            }
+        }
+        self.win.epochs.lock_all.set(false);
+    }
+}
+
+impl<T: Equivalence + Copy> sealed::EpochGuard<T> for LockAll<'_, '_, T> {
+    fn window(&self) -> sealed::Shared<'_> {
+        sealed::Shared(&self.win.shared)
+    }
+    fn allows(&self, op: &'static str, target: Rank) -> Result<(), Error> {
+        self.win.check_size(op, target)
+    }
+}
+impl<T: Equivalence + Copy> Epoch<T> for LockAll<'_, '_, T> {}
+
+/// An access epoch of post/start/complete/wait ([`Window::start`]);
+/// dropping it (or [`complete`](Self::complete)) completes it.
+#[derive(Debug)]
+pub struct Access<'w, 'b, T: Equivalence + Copy> {
+    win: &'w Window<'b, T>,
+    targets: Vec<Rank>,
+}
+
+impl<T: Equivalence + Copy> Access<'_, '_, T> {
+    /// `MPI_Win_complete`.
+    pub fn complete(self) {}
+}
+
+impl<T: Equivalence + Copy> Drop for Access<'_, '_, T> {
+    fn drop(&mut self) {
+        for &t in &self.targets {
+            self.win.shared.complete(&self.win.comm, t);
+        }
+        self.win.epochs.start.set(false);
+    }
+}
+
+impl<T: Equivalence + Copy> sealed::EpochGuard<T> for Access<'_, '_, T> {
+    fn window(&self) -> sealed::Shared<'_> {
+        sealed::Shared(&self.win.shared)
+    }
+    fn allows(&self, op: &'static str, target: Rank) -> Result<(), Error> {
+        self.win.check_size(op, target)?;
+        if self.targets.binary_search(&target).is_ok() {
+            Ok(())
+        } else {
+            Err(Error::Rma(RmaError::NotInEpoch {
+                op,
+                target,
+                epoch: "start",
+            }))
+        }
+    }
+}
+impl<T: Equivalence + Copy> Epoch<T> for Access<'_, '_, T> {}
+
+/// An exposure epoch ([`Window::post`]); [`wait`](Self::wait) (or dropping
+/// it) waits until every origin of its group completed.
+#[derive(Debug)]
+pub struct Exposure<'w, 'b, T: Equivalence + Copy> {
+    win: &'w Window<'b, T>,
+    waited: bool,
+}
+
+impl<T: Equivalence + Copy> Exposure<'_, '_, T> {
+    /// `MPI_Win_test`: whether every origin completed.
+    pub fn test(&self) -> bool {
+        self.win
+            .shared
+            .completed(self.win.rank(), self.win.epochs.expected.get())
+    }
+
+    /// `MPI_Win_wait`.
+    #[track_caller]
+    pub fn wait(mut self) -> Result<(), Error> {
+        self.waited = true;
+        self.win.epochs.post.set(false);
+        let caller = self.win.caller(Location::caller())?;
+        self.win
+            .shared
+            .wait_completes(&caller, self.win.epochs.expected.get())
+    }
+}
+
+impl<T: Equivalence + Copy> Drop for Exposure<'_, '_, T> {
+    fn drop(&mut self) {
+        if self.waited {
+            return;
+        }
+        self.win.epochs.post.set(false);
+        if !std::thread::panicking() {
+            if let Ok(caller) = self.win.caller(Location::caller()) {
+                let _ = self
+                    .win
+                    .shared
+                    .wait_completes(&caller, self.win.epochs.expected.get());
+            }
+        }
+    }
+}
