@@ -11,7 +11,7 @@
 //! its values as fields (as `std::io::ErrorKind` does for I/O errors, but
 //! with the data): [`CountError`], [`TypeError`], [`CommError`],
 //! [`ArgError`] (with [`ViewProblem`]), [`CollectiveError`],
-//! [`ResourceError`] and [`LaunchError`], one file each in `error/`. A kind's `Display` is the
+//! [`ResourceError`], [`LaunchError`] and [`RmaError`], one file each in `error/`. A kind's `Display` is the
 //! message; programs match on the kind, not on the text. The kinds hold plain
 //! values (`&'static str` operation names, ranks, counts, datatype names as
 //! `String`, call sites as `&'static Location`), so this module stays at the

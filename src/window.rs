@@ -21,7 +21,8 @@
 //!             got[0]
 //!         })
 //!         .unwrap()
-//! });
+//! })
+//! .unwrap();
 //! assert_eq!(results, vec![1, 2, 3, 0]);
 //! ```
 //!
@@ -66,6 +67,42 @@
 //!   past the end of the target's segment (`MPI_ERR_RMA_RANGE`), epochs
 //!   used the wrong way (`MPI_ERR_RMA_SYNC`), a window over ranks of several
 //!   processes (unsupported until the transport).
+//!
+//! What the types refuse: an operation outside an epoch,
+//!
+//! ```compile_fail
+//! use myriad::window::{Epoch, WindowCreation};
+//! myriad::run(2, |universe| {
+//!     let world = universe.world();
+//!     let win = world.allocate_window::<u8>(4).unwrap();
+//!     win.put(1, 0, &[1]).unwrap(); // `put` is an `Epoch` method, not a `Window` one
+//! });
+//! ```
+//!
+//! freeing a window while one of its epochs is open,
+//!
+//! ```compile_fail
+//! use myriad::window::{Epoch, LockType, WindowCreation};
+//! myriad::run(2, |universe| {
+//!     let world = universe.world();
+//!     let win = world.allocate_window::<u8>(4).unwrap();
+//!     let lock = win.lock(0, LockType::Shared).unwrap();
+//!     win.free().unwrap(); // cannot move out of `win`: the lock borrows it
+//!     lock.unlock();
+//! });
+//! ```
+//!
+//! and data of another type than the window's:
+//!
+//! ```compile_fail
+//! use myriad::window::{Epoch, LockType, WindowCreation};
+//! myriad::run(2, |universe| {
+//!     let world = universe.world();
+//!     let win = world.allocate_window::<u8>(4).unwrap();
+//!     let lock = win.lock(0, LockType::Shared).unwrap();
+//!     lock.put(0, 0, &[1.5f64]).unwrap(); // expected `&[u8]`
+//! });
+//! ```
 
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;

@@ -513,26 +513,26 @@ fn different_window_kinds_are_a_mismatch() {
 /// the window and the holder.
 #[test]
 fn a_lock_deadlock_names_the_holder() {
-    let err = myriad::run(2, |universe| {
-        let world = universe.world();
-        let win = world.allocate_window::<u8>(8).unwrap();
-        if world.rank() == 0 {
-            let lock = win.lock(1, LockType::Exclusive).unwrap();
-            world.barrier();
-            drop(lock);
-        } else {
-            // Rank 0 already holds the lock once the barrier-free wait
-            // below happens; either order deadlocks.
-            while win.lock(1, LockType::Exclusive).map(drop).is_ok() {
-                // Took it before rank 0: hand it over and retry until rank
-                // 0 holds it (rank 0 never releases before the barrier).
-                myriad::yield_now();
+    let err = common::within_time_limit("lock deadlock", Duration::from_secs(120), || {
+        myriad::run(2, |universe| {
+            let world = universe.world();
+            let win = world.allocate_window::<u8>(8).unwrap();
+            if world.rank() == 0 {
+                let lock = win.lock(1, LockType::Exclusive).unwrap();
+                world.barrier();
+                // Rank 1 now waits for the lock, and this rank for rank 1.
+                world.barrier();
+                drop(lock);
+            } else {
+                world.barrier();
+                let lock = win.lock(1, LockType::Exclusive).unwrap();
+                drop(lock);
+                world.barrier();
             }
-            world.barrier();
-        }
-        win.free().unwrap();
-    })
-    .unwrap_err();
+            win.free().unwrap();
+        })
+        .unwrap_err()
+    });
     let text = err.to_string();
     assert_eq!(err.class(), ErrorClass::Deadlock, "{text}");
     assert!(
