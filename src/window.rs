@@ -346,7 +346,7 @@ impl<'b, T: Equivalence + Copy> Window<'b, T> {
     /// The length of rank `rank`'s segment in bytes.
     pub fn segment_bytes(&self, rank: Rank) -> Result<usize, Error> {
         self.shared.check_rank("segment_bytes", rank)?;
-        Ok(self.shared.region(rank).bytes)
+        Ok(self.shared.region_ready(&self.comm, rank)?.bytes)
     }
 
     fn caller(&self, site: &'static Location<'static>) -> Result<Caller<'_>, Error> {
@@ -537,9 +537,10 @@ impl<'b, T: Equivalence + Copy> Window<'b, T> {
             return Err(Error::Rma(RmaError::NotShared));
         }
         self.shared.check_rank("shared_query", rank)?;
-        let region = self.shared.region(rank);
+        let region = self.shared.region_ready(&self.comm, rank)?;
         Ok(SharedSegment {
             shared: &self.shared,
+            comm: &self.comm,
             rank,
             base: region.base as *mut T,
             len: region.bytes / size_of::<T>(),
@@ -624,6 +625,7 @@ impl<T> Drop for Window<'_, T> {
 #[derive(Debug)]
 pub struct SharedSegment<'w, T> {
     shared: &'w WinShared,
+    comm: &'w CommCore,
     rank: Rank,
     base: *mut T,
     len: usize,
@@ -650,6 +652,7 @@ impl<T: Equivalence + Copy> SharedSegment<'_, T> {
         // SAFETY: `out` is ours, exclusively borrowed, `size_of_val` bytes.
         unsafe {
             self.shared.get(
+                self.comm,
                 self.rank,
                 index,
                 out.as_mut_ptr() as *mut u8,
@@ -663,6 +666,7 @@ impl<T: Equivalence + Copy> SharedSegment<'_, T> {
         // SAFETY: `data` is borrowed, so nobody writes it meanwhile.
         unsafe {
             self.shared.put(
+                self.comm,
                 self.rank,
                 index,
                 data.as_ptr() as *const u8,
@@ -675,7 +679,10 @@ impl<T: Equivalence + Copy> SharedSegment<'_, T> {
 mod sealed {
     /// A window's shared state, as the operations reach it (internal).
     #[derive(Debug)]
-    pub struct Shared<'a>(pub(super) &'a super::WinShared);
+    pub struct Shared<'a>(
+        pub(super) &'a super::WinShared,
+        pub(super) &'a super::CommCore,
+    );
 
     /// What an epoch guard tells the operations (internal).
     pub trait EpochGuard<T> {
@@ -699,9 +706,11 @@ pub trait Epoch<T: Equivalence + Copy>: sealed::EpochGuard<T> {
     /// `MPI_Put`: writes `data` at displacement `disp` of `target`.
     fn put(&self, target: Rank, disp: usize, data: &[T]) -> Result<(), Error> {
         self.allows("put", target)?;
+        let w = self.window();
         // SAFETY: `data` is borrowed shared: nobody writes it meanwhile.
         unsafe {
-            self.window().0.put(
+            w.0.put(
+                w.1,
                 target,
                 disp,
                 data.as_ptr() as *const u8,
@@ -713,9 +722,11 @@ pub trait Epoch<T: Equivalence + Copy>: sealed::EpochGuard<T> {
     /// `MPI_Get`: reads `out.len()` elements at `disp` of `target`.
     fn get(&self, target: Rank, disp: usize, out: &mut [T]) -> Result<(), Error> {
         self.allows("get", target)?;
+        let w = self.window();
         // SAFETY: `out` is borrowed exclusively.
         unsafe {
-            self.window().0.get(
+            w.0.get(
+                w.1,
                 target,
                 disp,
                 out.as_mut_ptr() as *mut u8,
@@ -735,9 +746,11 @@ pub trait Epoch<T: Equivalence + Copy>: sealed::EpochGuard<T> {
     ) -> Result<(), Error> {
         self.allows("accumulate", target)?;
         let dt = T::equivalent_datatype();
+        let w = self.window();
         // SAFETY: `data` is borrowed shared, `data.len()` elements of `T`'s map.
         unsafe {
-            self.window().0.accumulate(
+            w.0.accumulate(
+                w.1,
                 "accumulate",
                 target,
                 disp,
@@ -769,10 +782,12 @@ pub trait Epoch<T: Equivalence + Copy>: sealed::EpochGuard<T> {
             }));
         }
         let dt = T::equivalent_datatype();
+        let w = self.window();
         // SAFETY: `data` borrowed shared, `result` exclusively, both
         // `data.len()` elements.
         unsafe {
-            self.window().0.accumulate(
+            w.0.accumulate(
+                w.1,
                 "get_accumulate",
                 target,
                 disp,
@@ -811,9 +826,11 @@ pub trait Epoch<T: Equivalence + Copy>: sealed::EpochGuard<T> {
         self.allows("compare_and_swap", target)?;
         let dt = T::equivalent_datatype();
         let mut old = [value];
+        let w = self.window();
         // SAFETY: three one-element buffers of ours.
         unsafe {
-            self.window().0.accumulate(
+            w.0.accumulate(
+                w.1,
                 "compare_and_swap",
                 target,
                 disp,
@@ -917,7 +934,7 @@ impl<T: Equivalence + Copy> Drop for Fence<'_, '_, T> {
 
 impl<T: Equivalence + Copy> sealed::EpochGuard<T> for Fence<'_, '_, T> {
     fn window(&self) -> sealed::Shared<'_> {
-        sealed::Shared(&self.win.shared)
+        sealed::Shared(&self.win.shared, &self.win.comm)
     }
     fn allows(&self, op: &'static str, target: Rank) -> Result<(), Error> {
         self.win.check_size(op, target)
@@ -973,7 +990,7 @@ impl<T: Equivalence + Copy> Drop for Lock<'_, '_, T> {
 
 impl<T: Equivalence + Copy> sealed::EpochGuard<T> for Lock<'_, '_, T> {
     fn window(&self) -> sealed::Shared<'_> {
-        sealed::Shared(&self.win.shared)
+        sealed::Shared(&self.win.shared, &self.win.comm)
     }
     fn allows(&self, op: &'static str, target: Rank) -> Result<(), Error> {
         self.win.check_size(op, target)?;
@@ -1034,7 +1051,7 @@ impl<T: Equivalence + Copy> Drop for LockAll<'_, '_, T> {
 
 impl<T: Equivalence + Copy> sealed::EpochGuard<T> for LockAll<'_, '_, T> {
     fn window(&self) -> sealed::Shared<'_> {
-        sealed::Shared(&self.win.shared)
+        sealed::Shared(&self.win.shared, &self.win.comm)
     }
     fn allows(&self, op: &'static str, target: Rank) -> Result<(), Error> {
         self.win.check_size(op, target)
@@ -1066,7 +1083,7 @@ impl<T: Equivalence + Copy> Drop for Access<'_, '_, T> {
 
 impl<T: Equivalence + Copy> sealed::EpochGuard<T> for Access<'_, '_, T> {
     fn window(&self) -> sealed::Shared<'_> {
-        sealed::Shared(&self.win.shared)
+        sealed::Shared(&self.win.shared, &self.win.comm)
     }
     fn allows(&self, op: &'static str, target: Rank) -> Result<(), Error> {
         self.win.check_size(op, target)?;

@@ -540,3 +540,34 @@ fn a_lock_deadlock_names_the_holder() {
         "{text}"
     );
 }
+
+/// Creation does not wait for the other ranks: an origin that reaches a
+/// rank which has not created its part yet waits for it, then reads what
+/// that rank lent.
+#[test]
+fn an_access_before_the_target_created_its_part_waits_for_it() {
+    for &n in &[2usize, 7] {
+        let out = myriad::run(n, |universe| {
+            let world = universe.world();
+            let (rank, size) = (world.rank(), world.size());
+            if rank == size - 1 {
+                for _ in 0..1000 {
+                    myriad::yield_now();
+                }
+            }
+            let mut buf = [rank as u32 + 1; 2];
+            world
+                .with_window(&mut buf, |win| {
+                    let last = size - 1;
+                    let lock = win.lock(last, LockType::Shared).unwrap();
+                    let mut got = [0u32; 2];
+                    lock.get(last, 0, &mut got).unwrap();
+                    assert_eq!(win.segment_bytes(last).unwrap(), 8);
+                    got
+                })
+                .unwrap()
+        })
+        .unwrap();
+        assert!(out.iter().all(|got| *got == [n as u32; 2]), "{out:?}");
+    }
+}

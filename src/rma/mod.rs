@@ -12,10 +12,14 @@
 //! collective call of the communicator (kind `window_create`, ordered and
 //! checked with its other collectives): the ranks meet in the call's round
 //! (`coll/round.rs`), the first to arrive makes the `WinShared` and leaves
-//! it in the round (`Round::attachment`), every rank writes its own segment
-//! and counts its arrival, and the last wakes the others, who take their
-//! `Arc`. That is a barrier plus one allocation: no exchange of addresses
-//! by messages, no registration.
+//! it in the round (`Round::attachment`), every rank takes its `Arc`,
+//! publishes its own segment (Release) and returns without waiting for the
+//! others. An origin that reaches a segment not yet published parks until
+//! its owner publishes it (`region_ready`; the publisher wakes the
+//! segment's waiters), which MPI allows: window creation is collective, not
+//! synchronising. So creation is cheaper than a barrier, and creation +
+//! free (whose barrier is needed: see below) costs about one barrier plus
+//! one allocation: no exchange of addresses by messages, no registration.
 //!
 //! Windows over communicators whose ranks span processes are refused with
 //! [`Error::Unsupported`] until the transport exists. The design stays open
@@ -73,7 +77,9 @@
 
 pub(crate) mod access;
 
-use std::sync::atomic::{fence, AtomicI32, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{
+    fence, AtomicBool, AtomicI32, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering,
+};
 use std::sync::Arc;
 
 use crate::coll::check::Signature;
@@ -128,6 +134,8 @@ pub(crate) struct Segment {
     base: AtomicPtr<u8>,
     bytes: AtomicUsize,
     unit: AtomicUsize,
+    /// Set (Release) once the owner wrote the three fields above.
+    published: AtomicBool,
     gate: Gate,
     lock: LockWord,
     /// Held for the whole read-modify-write of an accumulate.
@@ -224,13 +232,20 @@ impl LockWord {
     }
 }
 
-/// A barrier of the window's ranks (`fence`, `free`): generation counting.
-#[derive(Debug, Default)]
+/// A barrier of the window's ranks (`fence`, `free`): generation counting,
+/// parked ranks listed per worker (no lock shared by all workers, one
+/// batch of wake-ups per worker).
+#[derive(Debug)]
 struct Barrier {
     arrived: AtomicU32,
     generation: AtomicU32,
-    waiters: SpinLock<Vec<u32>>,
+    waiters: Box<[Padded<SpinLock<Vec<u32>>>]>,
 }
+
+/// A value on its own cache lines.
+#[derive(Debug, Default)]
+#[repr(align(128))]
+struct Padded<T>(T);
 
 /// Where a window call comes from, for waits and errors.
 #[derive(Debug, Clone, Copy)]
@@ -305,11 +320,16 @@ pub(crate) fn create(
     let round = rounds.join_checked(&call)?;
     let size = comm.size() as usize;
     let shared = round.attachment(|| {
+        let workers = comm.job().sched().worker_count().max(1);
         Arc::new(WinShared {
             id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
             kind,
             segments: (0..size).map(|_| Segment::default()).collect(),
-            barrier: Barrier::default(),
+            barrier: Barrier {
+                arrived: AtomicU32::new(0),
+                generation: AtomicU32::new(0),
+                waiters: (0..workers).map(|_| Padded::default()).collect(),
+            },
         })
     });
     let Some(shared) = shared else {
@@ -320,16 +340,14 @@ pub(crate) fn create(
     own.base.store(region.base, Ordering::Relaxed);
     own.bytes.store(region.bytes, Ordering::Relaxed);
     own.unit.store(region.unit, Ordering::Relaxed);
-    // The arrival (AcqRel) publishes the segment; the others read it after
-    // seeing every arrival (Acquire).
-    let waited = if round.arrive() {
-        round.wake_all(&call);
-        Ok(())
-    } else {
-        round.wait(&call, || round.all_arrived())
-    };
+    // Release: whoever sees the flag (Acquire) sees the fields.
+    own.published.store(true, Ordering::Release);
+    wake(&own.waiters, comm);
+    // Nobody waits here for the others: an origin that reaches a segment
+    // not yet published waits for it then (`region_ready`). The round
+    // stays until every rank has taken the window from it.
     rounds.leave(&call, round);
-    waited.map(|()| shared)
+    Ok(shared)
 }
 
 impl WinShared {
@@ -346,14 +364,50 @@ impl WinShared {
         self.segments.len() as Rank
     }
 
-    /// Rank `rank`'s region (`rank` checked by the caller).
-    pub(crate) fn region(&self, rank: Rank) -> Region {
+    /// Rank `rank`'s region, once it is published (`rank` checked by the
+    /// caller).
+    fn region(&self, rank: Rank) -> Option<Region> {
         let s = &self.segments[rank as usize];
-        Region {
+        if !s.published.load(Ordering::Acquire) {
+            return None;
+        }
+        Some(Region {
             base: s.base.load(Ordering::Relaxed),
             bytes: s.bytes.load(Ordering::Relaxed),
             unit: s.unit.load(Ordering::Relaxed),
+        })
+    }
+
+    /// Rank `rank`'s region, waiting (parked) until that rank has made its
+    /// part of the window: creation does not wait for the other ranks.
+    #[inline]
+    pub(crate) fn region_ready(&self, comm: &CommCore, rank: Rank) -> Result<Region, Error> {
+        match self.region(rank) {
+            Some(region) => Ok(region),
+            None => self.region_slow(comm, rank),
         }
+    }
+
+    #[cold]
+    fn region_slow(&self, comm: &CommCore, rank: Rank) -> Result<Region, Error> {
+        let caller = Caller {
+            comm,
+            ctx: comm.caller()?,
+            site: std::panic::Location::caller(),
+        };
+        let seg = &self.segments[rank as usize];
+        let info = || WaitInfo {
+            op: WaitOp::Other,
+            label: Some(&"window access (waiting for the target to create its part)"),
+            peer: rank,
+            tag: WaitInfo::NO_TAG,
+            comm: comm.p2p_context(),
+            site: caller.site,
+        };
+        wait_on(&seg.waiters, &caller, info, || {
+            seg.published.load(Ordering::Acquire)
+        })?;
+        Ok(self.region(rank).expect("published"))
     }
 
     /// Checks `target` against the window's ranks.
@@ -373,13 +427,14 @@ impl WinShared {
     /// segment, checked to lie inside it.
     fn locate(
         &self,
+        comm: &CommCore,
         op: &'static str,
         target: Rank,
         disp: usize,
         bytes: usize,
     ) -> Result<*mut u8, Error> {
         self.check_rank(op, target)?;
-        let region = self.region(target);
+        let region = self.region_ready(comm, target)?;
         let offset = disp.checked_mul(region.unit);
         match offset {
             Some(offset)
@@ -403,13 +458,14 @@ impl WinShared {
     /// holding the segment's gate.
     fn with_target<R>(
         &self,
+        comm: &CommCore,
         op: &'static str,
         target: Rank,
         disp: usize,
         bytes: usize,
         access: impl FnOnce(*mut u8) -> R,
     ) -> Result<R, Error> {
-        let at = self.locate(op, target, disp, bytes)?;
+        let at = self.locate(comm, op, target, disp, bytes)?;
         let gate = &self.segments[target as usize].gate;
         if !gate.enter() {
             return Err(Error::Rma(RmaError::TargetGone { op, target }));
@@ -426,12 +482,13 @@ impl WinShared {
     /// `src` valid for reads of `bytes` bytes that nobody writes meanwhile.
     pub(crate) unsafe fn put(
         &self,
+        comm: &CommCore,
         target: Rank,
         disp: usize,
         src: *const u8,
         bytes: usize,
     ) -> Result<(), Error> {
-        self.with_target("put", target, disp, bytes, |at| {
+        self.with_target(comm, "put", target, disp, bytes, |at| {
             // SAFETY: `at` is `bytes` bytes inside the target's segment
             // (`locate`), which stays valid while the gate is held (the
             // owner drains the gate before its memory goes); `src` is the
@@ -447,12 +504,13 @@ impl WinShared {
     /// `dst` valid for writes of `bytes` bytes that nobody else accesses.
     pub(crate) unsafe fn get(
         &self,
+        comm: &CommCore,
         target: Rank,
         disp: usize,
         dst: *mut u8,
         bytes: usize,
     ) -> Result<(), Error> {
-        self.with_target("get", target, disp, bytes, |at| {
+        self.with_target(comm, "get", target, disp, bytes, |at| {
             // SAFETY: as in `put`, roles swapped.
             unsafe { access::load(dst, at, bytes) }
         })
@@ -472,6 +530,7 @@ impl WinShared {
     #[allow(clippy::too_many_arguments)]
     pub(crate) unsafe fn accumulate(
         &self,
+        comm: &CommCore,
         name: &'static str,
         target: Rank,
         disp: usize,
@@ -487,7 +546,7 @@ impl WinShared {
         }
         let bytes = count * map.extent();
         let seg = self.segments.get(target as usize);
-        self.with_target(name, target, disp, bytes, |at| {
+        self.with_target(comm, name, target, disp, bytes, |at| {
             let seg = seg.expect("checked by locate");
             // Scratch for the target's elements, aligned for any base type.
             let mut scratch = vec![0u64; bytes.div_ceil(8)];
@@ -582,7 +641,9 @@ impl WinShared {
             b.arrived.store(0, Ordering::Relaxed);
             b.generation
                 .store(generation.wrapping_add(1), Ordering::Release);
-            wake(&b.waiters, caller.comm);
+            for list in b.waiters.iter() {
+                wake(&list.0, caller.comm);
+            }
             return Ok(());
         }
         let info = || WaitInfo {
@@ -593,7 +654,8 @@ impl WinShared {
             comm: caller.comm.p2p_context(),
             site: caller.site,
         };
-        wait_on(&b.waiters, caller, info, || {
+        let list = &b.waiters[caller.ctx.worker as usize % b.waiters.len()].0;
+        wait_on(list, caller, info, || {
             b.generation.load(Ordering::Acquire) != generation
         })
     }
