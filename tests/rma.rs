@@ -571,3 +571,45 @@ fn an_access_before_the_target_created_its_part_waits_for_it() {
         assert!(out.iter().all(|got| *got == [n as u32; 2]), "{out:?}");
     }
 }
+
+/// A rank that panics takes its window memory (on its stack) back before
+/// its frames go: an origin writing to it in a loop gets `TargetGone`
+/// instead of writing into a dead stack (ASan checks the rest).
+#[test]
+fn a_failing_target_closes_its_memory_to_origins() {
+    use std::sync::Mutex;
+    static SEEN: Mutex<Option<Error>> = Mutex::new(None);
+    let err = common::within_time_limit("failing target", Duration::from_secs(120), || {
+        myriad::Runtime::builder()
+            .ranks(2)
+            .workers(2)
+            .run(|universe| {
+                let world = universe.world();
+                let rank = world.rank();
+                let mut buf = [0u64; 512];
+                world
+                    .with_window(&mut buf, |win| {
+                        let all = win.lock_all().unwrap();
+                        world.barrier();
+                        if rank == 1 {
+                            panic!("rank 1 fails inside an epoch");
+                        }
+                        let data = [7u64; 512];
+                        loop {
+                            if let Err(e) = all.put(1, 0, &data) {
+                                *SEEN.lock().unwrap() = Some(e);
+                                break;
+                            }
+                        }
+                    })
+                    .ok();
+            })
+            .unwrap_err()
+    });
+    assert!(err.to_string().contains("rank 1 fails"), "{err}");
+    let seen = SEEN.lock().unwrap().take().expect("rank 0 saw an error");
+    assert!(
+        matches!(seen, Error::Rma(RmaError::TargetGone { target: 1, .. })),
+        "{seen}"
+    );
+}
