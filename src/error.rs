@@ -272,6 +272,7 @@ impl Error {
             Error::Config { .. } => ErrorClass::Config,
             Error::Aborted => ErrorClass::Aborted,
             Error::Rma(kind) if kind.is_range() => ErrorClass::RmaRange,
+            Error::Rma(kind) if kind.is_type() => ErrorClass::Type,
             Error::Rma(kind) if kind.is_sync() => ErrorClass::RmaSync,
             Error::Rma(_) => ErrorClass::Win,
         }

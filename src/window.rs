@@ -40,7 +40,7 @@
 //!   freeing it under a peer (the other ranks' `free` then waits for it,
 //!   and a deadlock report says so). A rank that panics or is unwound
 //!   closes its memory to the other ranks, whose later operations on it
-//!   fail with [`RmaError::TargetGone`](crate::RmaError::TargetGone).
+//!   fail with [`RmaError::TargetGone`].
 //!   Creation costs about a barrier: a window is a few pointers per rank.
 //! * **Displacements** count in the target's displacement unit, by default
 //!   the size of `T` (an element index); `with_window_unit` sets another.
@@ -50,11 +50,11 @@
 //!   Operations exist only on guards (the [`Epoch`] trait), so an operation
 //!   outside an epoch does not compile; a target outside the epoch (another
 //!   rank than the locked one, one outside `start`'s group) is an
-//!   [`RmaError::NotInEpoch`](crate::RmaError::NotInEpoch). Dropping a guard
+//!   [`RmaError::NotInEpoch`]. Dropping a guard
 //!   closes its epoch (unlock, complete, the closing fence, wait), so an
 //!   epoch cannot be left open by accident. Epochs that MPI forbids
 //!   together on one window (a lock inside a fence epoch, the same target
-//!   locked twice, ...) are [`RmaError::NestedEpoch`](crate::RmaError::NestedEpoch).
+//!   locked twice, ...) are [`RmaError::NestedEpoch`].
 //! * **Operations** ([`Epoch`]): `put`, `get`, `accumulate`,
 //!   `get_accumulate`, `fetch_and_op`, `compare_and_swap` with the
 //!   predefined [`SystemOperation`]s (checked against `T`'s base types), and
@@ -114,7 +114,10 @@ use std::sync::Arc;
 use crate::coll::op::{OpRef, SystemOperation};
 use crate::coll::CommCore;
 use crate::communicator::Communicator;
-use crate::datatype::{Datatype, Equivalence};
+use std::mem::MaybeUninit;
+
+use crate::datatype::copy::{self, Layout};
+use crate::datatype::{signature_mismatch, Buffer, BufferMut, Datatype, Equivalence};
 use crate::error::{Error, RmaError};
 use crate::p2p::Status;
 use crate::request::{Op, Request, Scope};
@@ -735,6 +738,77 @@ pub trait Epoch<T: Equivalence + Copy>: sealed::EpochGuard<T> {
         }
     }
 
+    /// `MPI_Put` with an origin datatype: `data` is any buffer (a view
+    /// through a count and a datatype, a user datatype, a slice of another
+    /// type) whose type signature is `T`'s, repeated; it lands as that many
+    /// elements of `T` at `disp`. Another signature is an error
+    /// (`MPI_ERR_TYPE`), as for a receive.
+    fn put_buffer<B: Buffer + ?Sized>(
+        &self,
+        target: Rank,
+        disp: usize,
+        data: &B,
+    ) -> Result<(), Error> {
+        self.allows("put", target)?;
+        let src = Layout::of(data);
+        let count = elements_of::<T>("put", &src)?;
+        let mut scratch = zeroed::<T>(count);
+        let dst = Layout::at(
+            scratch.as_mut_ptr() as *const u8,
+            count,
+            T::equivalent_datatype().handle(),
+        );
+        let w = self.window();
+        // SAFETY: [1] `src` is the layout of the borrowed `data`, `dst` of
+        // our zeroed scratch of `count` elements, disjoint; [2] the put
+        // reads the scratch's `count` elements (initialised: zeroed, then
+        // the data's runs copied in).
+        unsafe {
+            copy::copy(&src, &dst);
+            w.0.put(
+                w.1,
+                target,
+                disp,
+                scratch.as_ptr() as *const u8,
+                count * size_of::<T>(),
+            )
+        }
+    }
+
+    /// `MPI_Get` with an origin datatype: reads as many elements of `T` at
+    /// `disp` as `out`'s type signature holds, into `out`'s layout.
+    fn get_buffer<B: BufferMut + ?Sized>(
+        &self,
+        target: Rank,
+        disp: usize,
+        out: &mut B,
+    ) -> Result<(), Error> {
+        self.allows("get", target)?;
+        let dst = Layout::of_mut(out);
+        let count = elements_of::<T>("get", &dst)?;
+        let mut scratch = zeroed::<T>(count);
+        let w = self.window();
+        // SAFETY: the get writes our scratch's `count` elements; then the
+        // copy reads them and writes `out`'s layout (borrowed exclusively,
+        // disjoint from the scratch).
+        unsafe {
+            w.0.get(
+                w.1,
+                target,
+                disp,
+                scratch.as_mut_ptr() as *mut u8,
+                count * size_of::<T>(),
+            )?;
+            let src = Layout::at(
+                scratch.as_ptr() as *const u8,
+                count,
+                T::equivalent_datatype().handle(),
+            );
+            copy::copy(&src, &dst);
+        }
+        Ok(())
+    }
+
     /// `MPI_Accumulate`: `target[disp + i] = data[i] op target[disp + i]`,
     /// atomic per element with respect to other accumulates.
     fn accumulate(
@@ -882,6 +956,37 @@ pub trait Epoch<T: Equivalence + Copy>: sealed::EpochGuard<T> {
         self.accumulate(target, disp, data, op)?;
         Ok(done(scope, target, data))
     }
+}
+
+/// `count` elements of `T`, every byte zero (padding included: window
+/// memory is copied as bytes).
+fn zeroed<T>(count: usize) -> Vec<MaybeUninit<T>> {
+    (0..count).map(|_| MaybeUninit::zeroed()).collect()
+}
+
+/// How many elements of `T` the data of `layout` is: its type signature
+/// must be `T`'s, repeated a whole number of times.
+fn elements_of<T: Equivalence>(op: &'static str, layout: &Layout) -> Result<usize, Error> {
+    let element = T::equivalent_datatype();
+    let (origin, window) = (layout.ty.map(), element.type_map());
+    let values =
+        |map: &crate::datatype::TypeMap| map.signature().iter().map(|r| r.count).sum::<usize>();
+    let mismatch = |index| {
+        Error::Rma(RmaError::TypeMismatch {
+            op,
+            datatype: origin.name().to_string(),
+            element: window.name().to_string(),
+            index,
+        })
+    };
+    if let Some((index, _, _)) = signature_mismatch(origin, layout.count, window) {
+        return Err(mismatch(Some(index)));
+    }
+    let (total, per) = (values(origin) * layout.count, values(window));
+    if per == 0 || total % per != 0 {
+        return Err(mismatch(None));
+    }
+    Ok(total / per)
 }
 
 /// The request of an operation that completed when it was issued.

@@ -613,3 +613,52 @@ fn a_failing_target_closes_its_memory_to_origins() {
         "{seen}"
     );
 }
+
+/// Origin datatypes: a strided column (a vector view) put into and read
+/// back from a window of `f64`, a tuple type matching the element
+/// signature, and a mismatched signature refused with `MPI_ERR_TYPE`.
+#[test]
+fn origin_views_and_signature_checks() {
+    use myriad::datatype::{MutView, UserDatatype, View};
+    let out = myriad::run(2, |universe| {
+        let world = universe.world();
+        let rank = world.rank();
+        let win = world.allocate_window::<f64>(8).unwrap();
+        let target = 1 - rank;
+        // A 4×3 matrix; column 1 is elements 1, 4, 7, 10.
+        let matrix: Vec<f64> = (0..12).map(|i| (rank * 100 + i) as f64).collect();
+        let column = UserDatatype::vector(4, 1, 3, &f64::equivalent_datatype());
+        let lock = win.lock(target, LockType::Exclusive).unwrap();
+        // SAFETY: the vector selects elements 1, 4, 7, 10 of `matrix[1..]`'s
+        // 11 initialised f64s (offsets 0, 3, 6, 9).
+        let view = unsafe { View::with_count_and_datatype(&matrix[1..], 1, &column) };
+        lock.put_buffer(target, 2, &view).unwrap();
+        // (f64, f64) has the signature of two window elements.
+        lock.put_buffer(target, 6, &[(0.5f64, 1.5f64)][..]).unwrap();
+        // Three i32 are not f64s; one f32 is not either.
+        let bad = lock.put_buffer(target, 0, &[1i32, 2, 3][..]).unwrap_err();
+        let mut back = [0.0f64; 12];
+        let mut into = unsafe { MutView::with_count_and_datatype(&mut back[1..], 1, &column) };
+        lock.get_buffer(target, 2, &mut into).unwrap();
+        let mut pair = [(0.0f64, 0.0f64)];
+        lock.get_buffer(target, 6, &mut pair[..]).unwrap();
+        drop(lock);
+        win.free().unwrap();
+        (bad.class(), bad.to_string(), back, pair[0])
+    })
+    .unwrap();
+    for (rank, (class, text, back, pair)) in out.into_iter().enumerate() {
+        assert_eq!(class, ErrorClass::Type, "{text}");
+        assert!(
+            text.contains("does not match the window's elements"),
+            "{text}"
+        );
+        let me = (rank * 100) as f64;
+        let mut want = [0.0f64; 12];
+        for (k, i) in [1usize, 4, 7, 10].into_iter().enumerate() {
+            want[i] = me + [1.0, 4.0, 7.0, 10.0][k];
+        }
+        assert_eq!(back, want, "rank {rank}");
+        assert_eq!(pair, (0.5, 1.5));
+    }
+}

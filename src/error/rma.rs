@@ -61,6 +61,19 @@ pub enum RmaError {
     },
     /// `shared_query` on a window that was not allocated as a shared one.
     NotShared,
+    /// Origin data whose type signature is not the window element type's,
+    /// repeated (`MPI_ERR_TYPE`).
+    TypeMismatch {
+        /// The operation.
+        op: &'static str,
+        /// The origin datatype's name.
+        datatype: String,
+        /// The window element type's name.
+        element: String,
+        /// Where the signatures first differ (in base values), or `None`
+        /// when they agree but the origin data ends inside an element.
+        index: Option<usize>,
+    },
     /// A displacement unit of zero.
     ZeroUnit,
 }
@@ -69,6 +82,11 @@ impl RmaError {
     /// Whether it is a range error (`MPI_ERR_RMA_RANGE`).
     pub(crate) fn is_range(&self) -> bool {
         matches!(self, RmaError::OutOfRange { .. })
+    }
+
+    /// Whether it is a type error (`MPI_ERR_TYPE`).
+    pub(crate) fn is_type(&self) -> bool {
+        matches!(self, RmaError::TypeMismatch { .. })
     }
 
     /// Whether it is a synchronisation error (`MPI_ERR_RMA_SYNC`).
@@ -109,6 +127,26 @@ impl fmt::Display for RmaError {
             RmaError::TargetGone { op, target } => write!(
                 f,
                 "{op}: rank {target} failed and released its window memory; nothing was accessed"
+            ),
+            RmaError::TypeMismatch {
+                op,
+                datatype,
+                element,
+                index: Some(index),
+            } => write!(
+                f,
+                "{op}: origin data of type {datatype} does not match the window's elements of \
+                 type {element} (their type signatures differ at base value {index})"
+            ),
+            RmaError::TypeMismatch {
+                op,
+                datatype,
+                element,
+                index: None,
+            } => write!(
+                f,
+                "{op}: origin data of type {datatype} is not a whole number of the window's \
+                 elements of type {element}"
             ),
             RmaError::NotShared => {
                 f.write_str("shared_query: the window was not allocated as a shared window")
