@@ -559,63 +559,72 @@ impl<'b, T: Equivalence + Copy> Window<'b, T> {
         self.finish(Location::caller())
     }
 
+    fn check_size(&self, op: &'static str, target: Rank) -> Result<(), Error> {
+        self.shared.check_rank(op, target)
+    }
+}
+
+impl<T> Window<'_, T> {
+    /// Frees the window once: the collective barrier (not while
+    /// unwinding), then, on every path (also when the barrier fails or the
+    /// rank is unwound from inside it), closes this rank's segment and
+    /// frees the memory the window owns.
     fn finish(&mut self, site: &'static Location<'static>) -> Result<(), Error> {
+        /// Closes the segment and frees owned memory when dropped.
+        struct Release<'a, T> {
+            shared: &'a WinShared,
+            rank: Rank,
+            owned: Option<*mut [T]>,
+        }
+        impl<T> Drop for Release<'_, T> {
+            fn drop(&mut self) {
+                // After the barrier nobody accesses this memory any more;
+                // when it failed (or while unwinding), refuse later
+                // accesses and wait for those in progress.
+                self.shared.close(self.rank);
+                if let Some(memory) = self.owned.take() {
+                    // SAFETY: made by `Box::into_raw` in `allocate`, taken
+                    // out of the window once; the segment is closed and
+                    // drained, so no other rank touches it any more.
+                    drop(unsafe { Box::from_raw(memory) });
+                }
+            }
+        }
         if std::mem::replace(&mut self.done, true) {
             return Ok(());
         }
-        let rank = self.comm.rank();
+        let release = Release {
+            shared: &self.shared,
+            rank: self.comm.rank(),
+            owned: self.owned.take(),
+        };
         let freed = if std::thread::panicking() {
-            // No collective while unwinding: the job is failing. Closing
-            // the segment below keeps the others out of this memory.
+            // No collective while unwinding: the job is failing.
             Ok(())
         } else {
-            self.caller(site)
-                .and_then(|caller| self.shared.barrier(&caller, &"win_free"))
+            self.comm.caller().and_then(|ctx| {
+                let caller = Caller {
+                    comm: &self.comm,
+                    ctx,
+                    site,
+                };
+                self.shared.barrier(&caller, &"win_free")
+            })
         };
-        // After the barrier nobody accesses this memory any more; when it
-        // failed (or while unwinding), refuse later accesses and wait for
-        // those in progress. Either way the memory is ours again after.
-        self.shared.close(rank);
-        if let Some(memory) = self.owned.take() {
-            // SAFETY: made by `Box::into_raw` in `allocate`; the segment is
-            // closed and drained, so no other rank touches it any more.
-            drop(unsafe { Box::from_raw(memory) });
-        }
+        drop(release);
         freed?;
         match self.epochs.open() {
             Some(open) => Err(Error::Rma(RmaError::EpochOpen { open })),
             None => Ok(()),
         }
     }
-
-    fn check_size(&self, op: &'static str, target: Rank) -> Result<(), Error> {
-        self.shared.check_rank(op, target)
-    }
 }
 
 impl<T> Drop for Window<'_, T> {
     fn drop(&mut self) {
-        if self.done {
-            return;
-        }
-        self.done = true;
-        let rank = self.comm.rank();
-        if !std::thread::panicking() {
-            if let Ok(ctx) = self.comm.caller() {
-                let caller = Caller {
-                    comm: &self.comm,
-                    ctx,
-                    site: Location::caller(),
-                };
-                // An error here is the job's (it is failing): nothing to add.
-                let _ = self.shared.barrier(&caller, &"win_free");
-            }
-        }
-        self.shared.close(rank);
-        if let Some(memory) = self.owned.take() {
-            // SAFETY: as in `finish`: our allocation, closed and drained.
-            drop(unsafe { Box::from_raw(memory) });
-        }
+        // An error here is the job's (it is failing) or a leaked epoch
+        // guard's, which only `free` can report.
+        let _ = self.finish(Location::caller());
     }
 }
 
