@@ -62,7 +62,10 @@
 //!   process an operation completes when it returns (the origin copies),
 //!   so its request is complete at once; the request form is there for the
 //!   transport, where it will not be. Element types are the window's `T`:
-//!   an operation with another type does not compile.
+//!   an operation with another type does not compile. `put_buffer` and
+//!   `get_buffer` take any origin buffer (a view, a user datatype) whose
+//!   type signature is `T`'s repeated, checked at run time as a receive
+//!   is. `replace`/`swap` are `MPI_REPLACE`, `fetch` is `MPI_NO_OP`.
 //! * **Errors**: a target outside the window (`MPI_ERR_RANK`), an access
 //!   past the end of the target's segment (`MPI_ERR_RMA_RANGE`), epochs
 //!   used the wrong way (`MPI_ERR_RMA_SYNC`), a window over ranks of several
@@ -895,6 +898,81 @@ pub trait Epoch<T: Equivalence + Copy>: sealed::EpochGuard<T> {
         let mut old = [value];
         self.get_accumulate(target, disp, &[value], &mut old, op)?;
         Ok(old[0])
+    }
+
+    /// `MPI_Accumulate` with `MPI_REPLACE`: writes `data` like
+    /// [`put`](Self::put), but atomically with respect to other
+    /// accumulates, element by element.
+    fn replace(&self, target: Rank, disp: usize, data: &[T]) -> Result<(), Error> {
+        self.allows("replace", target)?;
+        let dt = T::equivalent_datatype();
+        let w = self.window();
+        // SAFETY: `data` is borrowed shared, `data.len()` elements of `T`'s map.
+        unsafe {
+            w.0.accumulate(
+                w.1,
+                "replace",
+                target,
+                disp,
+                dt.type_map(),
+                data.len(),
+                None,
+                Some(data.as_ptr() as *const u8),
+                None,
+                None,
+            )
+        }
+    }
+
+    /// `MPI_Fetch_and_op` with `MPI_REPLACE`: writes `value`, returns the
+    /// old one, atomically.
+    fn swap(&self, target: Rank, disp: usize, value: T) -> Result<T, Error> {
+        self.allows("swap", target)?;
+        let dt = T::equivalent_datatype();
+        let mut old = [value];
+        let w = self.window();
+        // SAFETY: two one-element buffers of ours.
+        unsafe {
+            w.0.accumulate(
+                w.1,
+                "swap",
+                target,
+                disp,
+                dt.type_map(),
+                1,
+                None,
+                Some(&value as *const T as *const u8),
+                None,
+                Some(old.as_mut_ptr() as *mut u8),
+            )?;
+        }
+        Ok(old[0])
+    }
+
+    /// `MPI_Fetch_and_op` with `MPI_NO_OP`: reads one element atomically
+    /// with respect to accumulates.
+    fn fetch(&self, target: Rank, disp: usize) -> Result<T, Error> {
+        self.allows("fetch", target)?;
+        let dt = T::equivalent_datatype();
+        let mut old = [MaybeUninit::<T>::zeroed()];
+        let w = self.window();
+        // SAFETY: one element of ours, written by the call (all of its
+        // bytes: the fetch copies the element's `extent` bytes).
+        unsafe {
+            w.0.accumulate(
+                w.1,
+                "fetch",
+                target,
+                disp,
+                dt.type_map(),
+                1,
+                None,
+                None,
+                None,
+                Some(old.as_mut_ptr() as *mut u8),
+            )?;
+            Ok(old[0].assume_init())
+        }
     }
 
     /// `MPI_Compare_and_swap`: replaces the target's element with `value`

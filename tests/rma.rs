@@ -662,3 +662,32 @@ fn origin_views_and_signature_checks() {
         assert_eq!(pair, (0.5, 1.5));
     }
 }
+
+/// `MPI_REPLACE` and `MPI_NO_OP` forms: `swap` hands one token around
+/// every rank exactly once, `replace` and `fetch` agree.
+#[test]
+fn swap_replace_and_fetch() {
+    for &n in COUNTS {
+        let out = myriad::run(n, |universe| {
+            let world = universe.world();
+            let rank = world.rank();
+            let win = world.allocate_window::<i64>(2).unwrap();
+            let all = win.lock_all().unwrap();
+            // Everyone swaps rank + 1 into rank 0's slot 0 (initially 0):
+            // the old values and the final one are 0..=n, each once.
+            let old = all.swap(0, 0, rank as i64 + 1).unwrap();
+            all.replace(0, 1, &[7]).unwrap();
+            let seven = all.fetch(0, 1).unwrap();
+            drop(all);
+            win.fence().unwrap().end().unwrap();
+            let last = win.lock(0, LockType::Shared).unwrap().fetch(0, 0).unwrap();
+            (old, seven, last)
+        })
+        .unwrap();
+        let mut seen: Vec<i64> = out.iter().map(|o| o.0).collect();
+        seen.push(out[0].2);
+        seen.sort_unstable();
+        assert_eq!(seen, (0..=n as i64).collect::<Vec<_>>(), "{n} ranks");
+        assert!(out.iter().all(|o| o.1 == 7));
+    }
+}

@@ -548,9 +548,16 @@ impl WinShared {
         let seg = self.segments.get(target as usize);
         self.with_target(comm, name, target, disp, bytes, |at| {
             let seg = seg.expect("checked by locate");
-            // Scratch for the target's elements, aligned for any base type.
-            let mut scratch = vec![0u64; bytes.div_ceil(8)];
-            let tmp = scratch.as_mut_ptr() as *mut u8;
+            // Scratch for the target's elements, aligned for any base type
+            // (on the stack for the small cases: fetch_and_op, a few values).
+            let mut small = [0u64; 8];
+            let mut large = Vec::new();
+            let tmp = if bytes <= std::mem::size_of_val(&small) {
+                small.as_mut_ptr() as *mut u8
+            } else {
+                large.resize(bytes.div_ceil(8), 0u64);
+                large.as_mut_ptr() as *mut u8
+            };
             let _held = seg.acc.lock();
             // SAFETY: [1] `at` is `bytes` bytes of the target's segment,
             // valid under the gate (as in `put`); [2] `tmp` is `bytes`
