@@ -638,6 +638,7 @@ fn origin_views_and_signature_checks() {
         // Three i32 are not f64s; one f32 is not either.
         let bad = lock.put_buffer(target, 0, &[1i32, 2, 3][..]).unwrap_err();
         let mut back = [0.0f64; 12];
+        // SAFETY: as above, in `back[1..]` (11 initialised f64s).
         let mut into = unsafe { MutView::with_count_and_datatype(&mut back[1..], 1, &column) };
         lock.get_buffer(target, 2, &mut into).unwrap();
         let mut pair = [(0.0f64, 0.0f64)];
