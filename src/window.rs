@@ -41,7 +41,9 @@
 //!   and a deadlock report says so). A rank that panics or is unwound
 //!   closes its memory to the other ranks, whose later operations on it
 //!   fail with [`RmaError::TargetGone`].
-//!   Creation costs about a barrier: a window is a few pointers per rank.
+//!   A window is a few pointers per rank: creation is one collective call
+//!   that waits for nobody (an access to a rank waits, if need be, until
+//!   that rank has made its part), and free is one barrier.
 //! * **Displacements** count in the target's displacement unit, by default
 //!   the size of `T` (an element index); `with_window_unit` sets another.
 //! * **Epochs are guards**: [`Window::fence`] ([`Fence`]),
