@@ -4,7 +4,8 @@
  *   rma_vs_mpi [--sizes 8,1024,...] [--ops create_free,barrier,...] [--iters 200]
  *
  * Prints `operation bytes ranks latency_us` rows: the median of 5
- * repetitions of the slowest rank's average per iteration. */
+ * repetitions of the slowest rank's average per iteration, repetitions of
+ * all rows alternating. */
 #include <mpi.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -120,6 +121,7 @@ static double measure(const char *op, size_t bytes, int iters, int rank, int siz
     } else {
         MPI_Win win;
         MPI_Win_create(buf, (MPI_Aint)(elems * 8), 8, MPI_INFO_NULL, MPI_COMM_WORLD, &win);
+        MPI_Barrier(MPI_COMM_WORLD);
         if (rank == 0) elapsed = origin(win, op, out, elems, size, iters);
         MPI_Barrier(MPI_COMM_WORLD);
         MPI_Win_free(&win);
@@ -151,18 +153,27 @@ int main(int argc, char **argv) {
     char *ops[16];
     int nops = 0;
     for (char *s = strtok(ops_arg, ","); s && nops < 16; s = strtok(NULL, ",")) ops[nops++] = s;
+    /* The cases, their repetitions alternating as in rma_bench. */
+    const char *case_op[256];
+    size_t case_bytes[256];
+    double reps[256][5];
+    int ncases = 0;
     for (int o = 0; o < nops; o++) {
         int single = !strcmp(ops[o], "fetch_and_op") || !strcmp(ops[o], "barrier");
-        for (int k = 0; k < (single ? 1 : nsizes); k++) {
-            size_t bytes = single ? 8 : sizes[k];
-            int it = iterations(ops[o], bytes, size, iters);
-            double reps[5];
-            for (int r = 0; r < 5; r++) reps[r] = measure(ops[o], bytes, it, rank, size);
-            qsort(reps, 5, sizeof reps[0], cmp_double);
-            if (rank == 0) printf("%s %zu %d %.3f\n", ops[o], bytes, size, reps[2]);
-            fflush(stdout);
+        for (int k = 0; k < (single ? 1 : nsizes) && ncases < 256; k++) {
+            case_op[ncases] = ops[o];
+            case_bytes[ncases++] = single ? 8 : sizes[k];
         }
     }
+    for (int r = 0; r < 5; r++)
+        for (int c = 0; c < ncases; c++)
+            reps[c][r] = measure(case_op[c], case_bytes[c],
+                                 iterations(case_op[c], case_bytes[c], size, iters), rank, size);
+    for (int c = 0; c < ncases; c++) {
+        qsort(reps[c], 5, sizeof reps[c][0], cmp_double);
+        if (rank == 0) printf("%s %zu %d %.3f\n", case_op[c], case_bytes[c], size, reps[c][2]);
+    }
+    fflush(stdout);
     MPI_Finalize();
     return 0;
 }

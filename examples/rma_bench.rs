@@ -27,7 +27,10 @@
 //!
 //! Each row is the median of 5 repetitions of `--iters` operations (fewer
 //! for large sizes and rank counts: about `--iters` × 8 KiB bytes per
-//! repetition at most). Rank counts whose rows would exceed `--budget-s`
+//! repetition at most); the repetitions of all rows of a rank count
+//! alternate, so that a slow phase of a shared machine hits every row alike.
+//! The origin rows start after a barrier, once every rank has made its part
+//! of the window. Rank counts whose rows would exceed `--budget-s`
 //! of measured time are skipped with a comment. Timings on a shared
 //! machine vary: run it twice and read ranges.
 
@@ -89,6 +92,9 @@ fn measure(world: &SimpleCommunicator, op: &str, bytes: usize, iters: usize) -> 
         _ => {
             world
                 .with_window(&mut buf, |win| {
+                    // Creation waits for nobody: let every rank make its
+                    // part before timing accesses to it.
+                    world.barrier();
                     if rank == 0 {
                         elapsed = origin(win, op, &mut out, iters);
                     }
@@ -191,20 +197,28 @@ fn main() {
         let sizes = sizes.clone();
         let rows = myriad::run(n, move |universe| {
             let world = universe.world();
-            let mut rows = Vec::new();
+            let mut cases = Vec::new();
             for op in &ops {
                 let op_sizes: &[usize] = match op.as_str() {
                     "fetch_and_op" | "barrier" => &[8],
                     _ => &sizes,
                 };
                 for &bytes in op_sizes {
-                    let it = iterations(op, bytes, n, iters);
-                    let mut reps: Vec<f64> =
-                        (0..5).map(|_| measure(&world, op, bytes, it)).collect();
-                    rows.push(format!("{op} {bytes} {n} {:.3}", median(&mut reps)));
+                    cases.push((op.as_str(), bytes, Vec::new()));
                 }
             }
-            rows
+            // Repetitions alternate between the cases (A B A B ...), so a
+            // slow phase of the shared machine hits them all alike.
+            for _ in 0..5 {
+                for (op, bytes, reps) in cases.iter_mut() {
+                    let it = iterations(op, *bytes, n, iters);
+                    reps.push(measure(&world, op, *bytes, it));
+                }
+            }
+            cases
+                .into_iter()
+                .map(|(op, bytes, mut reps)| format!("{op} {bytes} {n} {:.3}", median(&mut reps)))
+                .collect::<Vec<_>>()
         })
         .unwrap();
         for row in &rows[0] {
