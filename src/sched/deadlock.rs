@@ -248,5 +248,18 @@ mod tests {
             ..WaitInfo::simple(WaitOp::Receive, site)
         };
         assert!(describe(&sched, Some(&info)).starts_with("receive from rank 3, tag 5, at "));
+        // RMA lock waits: the target, the window, the holder(s).
+        let info = WaitInfo {
+            op: WaitOp::RmaLock,
+            label: Some(&"exclusive lock"),
+            peer: 1,
+            tag: 0,
+            comm: 3,
+            site,
+        };
+        assert!(describe(&sched, Some(&info))
+            .starts_with("exclusive lock on rank 1 of window 3, held by rank 0 (RMA lock), at "));
+        let info = WaitInfo { tag: -2, ..info };
+        assert!(describe(&sched, Some(&info)).contains("held by 2 ranks (shared)"));
     }
 }
