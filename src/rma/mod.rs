@@ -38,7 +38,7 @@
 //! accesses any more), and then closes its gate. A rank that unwinds (a
 //! panic, or a failed job's teardown) closes its gate and waits for the
 //! accesses in progress before its memory goes away; later accesses get
-//! [`RmaError::TargetGone`]. The window API (`window.rs`) makes sure every
+//! [`RmaError::TargetGone`]. The window API (`window/`) makes sure every
 //! window is freed or closed this way: windows over a borrowed buffer only
 //! live inside a closure that frees them, and allocated ones own their
 //! memory (forgetting one leaks it, never frees it under a peer).
