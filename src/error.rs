@@ -11,7 +11,7 @@
 //! its values as fields (as `std::io::ErrorKind` does for I/O errors, but
 //! with the data): [`CountError`], [`TypeError`], [`CommError`],
 //! [`ArgError`] (with [`ViewProblem`] and [`GraphProblem`]), [`CollectiveError`],
-//! [`ResourceError`] and [`LaunchError`], one file each in `error/`. A kind's `Display` is the
+//! [`ResourceError`], [`LaunchError`] and [`RmaError`], one file each in `error/`. A kind's `Display` is the
 //! message; programs match on the kind, not on the text. The kinds hold plain
 //! values (`&'static str` operation names, ranks, counts, datatype names as
 //! `String`, call sites as `&'static Location`), so this module stays at the
@@ -27,6 +27,7 @@ mod comm;
 mod count;
 mod launch;
 mod resources;
+mod rma;
 mod types;
 
 pub use arg::{ArgError, GraphProblem, ViewProblem};
@@ -36,6 +37,7 @@ pub use count::CountError;
 pub(crate) use launch::shorten;
 pub use launch::LaunchError;
 pub use resources::ResourceError;
+pub use rma::RmaError;
 pub use types::TypeError;
 
 /// Everything that can go wrong in myriad, by MPI error class.
@@ -157,6 +159,8 @@ pub enum Error {
     },
     /// The operation was interrupted because the job is being aborted.
     Aborted,
+    /// A one-sided operation or synchronisation used the wrong way.
+    Rma(RmaError),
 }
 
 /// The MPI error class of an [`Error`] (`MPI_ERR_TRUNCATE`, ...), as
@@ -197,6 +201,12 @@ pub enum ErrorClass {
     Config,
     /// `MPI_ERR_OTHER`: the job was aborted.
     Aborted,
+    /// `MPI_ERR_RMA_RANGE`: a one-sided access outside the target's window.
+    RmaRange,
+    /// `MPI_ERR_RMA_SYNC`: a one-sided call outside or across epochs.
+    RmaSync,
+    /// `MPI_ERR_WIN`: a window that cannot be used that way.
+    Win,
 }
 
 impl ErrorClass {
@@ -220,6 +230,9 @@ impl ErrorClass {
             ErrorClass::Launch => "MPI_ERR_OTHER (launcher)",
             ErrorClass::Config => "MPI_ERR_ARG (configuration)",
             ErrorClass::Aborted => "MPI_ERR_OTHER (aborted)",
+            ErrorClass::RmaRange => "MPI_ERR_RMA_RANGE",
+            ErrorClass::RmaSync => "MPI_ERR_RMA_SYNC",
+            ErrorClass::Win => "MPI_ERR_WIN",
         }
     }
 }
@@ -258,6 +271,10 @@ impl Error {
             Error::Launch(_) => ErrorClass::Launch,
             Error::Config { .. } => ErrorClass::Config,
             Error::Aborted => ErrorClass::Aborted,
+            Error::Rma(kind) if kind.is_range() => ErrorClass::RmaRange,
+            Error::Rma(kind) if kind.is_type() => ErrorClass::Type,
+            Error::Rma(kind) if kind.is_sync() => ErrorClass::RmaSync,
+            Error::Rma(_) => ErrorClass::Win,
         }
     }
 
@@ -311,6 +328,7 @@ impl fmt::Display for Error {
             Error::Launch(kind) => write!(f, "launcher: {kind}"),
             Error::Config { message } => write!(f, "invalid configuration: {message}"),
             Error::Aborted => f.write_str("the job was aborted"),
+            Error::Rma(kind) => kind.fmt(f),
         }
     }
 }

@@ -84,12 +84,14 @@ mod launch;
 mod p2p;
 pub mod point_to_point;
 pub mod request;
+mod rma;
 mod runtime;
 mod sched;
 mod sync;
 pub mod thread;
 pub mod topology;
 mod transport;
+pub mod window;
 
 /// Attributes cached on communicators (rsmpi's `mpi::attribute`).
 pub mod attribute {
@@ -102,7 +104,7 @@ pub use environment::{
 };
 pub use error::{
     ArgError, CollectiveError, CommError, CountError, Error, ErrorClass, GraphProblem, LaunchError,
-    ResourceError, TypeError, ViewProblem,
+    ResourceError, RmaError, TypeError, ViewProblem,
 };
 pub use hybrid::parallel_for;
 /// `#[myriad::main]`: the entry point of a ported rsmpi program.

@@ -39,6 +39,7 @@ const LAYERS: &[(&str, u8)] = &[
     ("thread", 5),
     ("environment", 5),
     ("topology", 5),
+    ("window", 5),
     ("malleable", 5),
     ("trace", 5),
     ("runtime", 6),

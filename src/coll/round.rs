@@ -246,6 +246,10 @@ pub(crate) struct Round {
     /// Communicator creation: the ranks' requests and the communicators
     /// made for them (protocol in `create.rs`).
     pub(crate) comm_create: SpinLock<super::create::Meeting>,
+    /// What the ranks of a call build together and each take a handle to,
+    /// made by the first to arrive (`attachment`): a window's shared state
+    /// (`rma`), which this layer stores without knowing.
+    attached: SpinLock<Option<Arc<dyn std::any::Any + Send + Sync>>>,
 }
 
 /// A rank's turn to access the buffers other ranks published into a round
@@ -439,6 +443,7 @@ impl Round {
             acc: SpinLock::new(Accumulator::default()),
             root: SpinLock::new(None),
             comm_create: SpinLock::new(Default::default()),
+            attached: SpinLock::new(None),
         }
     }
 
@@ -476,6 +481,7 @@ impl Round {
         self.acc.lock().clear();
         *self.root.lock() = None;
         *self.comm_create.lock() = Default::default();
+        *self.attached.lock() = None;
         true
     }
 
@@ -543,6 +549,19 @@ impl Round {
         drop(shared);
         let reference = self.root.lock().clone().expect("laid out");
         (base, reference)
+    }
+
+    /// The value the ranks of this call share: made by `make` for the
+    /// first rank to ask, the same `Arc` for every other. `None` if the
+    /// round holds a value of another type (a rank called another
+    /// collective; the round's check catches that before).
+    pub(crate) fn attachment<A: std::any::Any + Send + Sync>(
+        &self,
+        make: impl FnOnce() -> Arc<A>,
+    ) -> Option<Arc<A>> {
+        let mut attached = self.attached.lock();
+        let value = attached.get_or_insert_with(|| make());
+        Arc::clone(value).downcast::<A>().ok()
     }
 
     /// Counts an arrival (after this rank's deposit); `true` for the last.

@@ -87,6 +87,8 @@ named_enum! {
         ExclusiveScan => "exclusive_scan",
         /// Communicator creation (`duplicate`, `split_*`).
         CommCreate => "communicator_create",
+        /// Window creation (`create_window`, `allocate_window`, ...).
+        WindowCreate => "window_create",
     }
 }
 
@@ -157,7 +159,7 @@ impl Collective {
             Collective::ReduceScatterBlock => &[SharedMemory, ReduceScatter],
             Collective::Scan => &[SharedMemory, Linear, RecursiveDoubling],
             Collective::ExclusiveScan => &[SharedMemory, Linear, RecursiveDoubling],
-            Collective::CommCreate => &[SharedMemory],
+            Collective::CommCreate | Collective::WindowCreate => &[SharedMemory],
         }
     }
 
@@ -555,7 +557,7 @@ pub(crate) fn select_spanning(
         Collective::AllGatherVarcount => Ring,
         Collective::AllToAll | Collective::AllToAllVarcount => Pairwise,
         Collective::ReduceScatterBlock => ReduceScatter,
-        Collective::CommCreate => return None,
+        Collective::CommCreate | Collective::WindowCreate => return None,
     })
 }
 
@@ -637,7 +639,7 @@ mod tests {
                     assert_eq!(a.unwrap(), select_local(c, size, bytes));
                     // Two processes: never shm, and an algorithm of `c`.
                     let a = auto_spanning.resolve(c, Algorithm::Auto, size, bytes, &spanning, name);
-                    if c == Collective::CommCreate {
+                    if c == Collective::CommCreate || c == Collective::WindowCreate {
                         let text = a.unwrap_err().to_string();
                         assert!(text.contains("spans 2 processes"), "{text}");
                         continue;

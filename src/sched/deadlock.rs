@@ -128,6 +128,9 @@ fn describe(sched: &Scheduler, info: Option<&WaitInfo>) -> String {
     let Some(info) = info else {
         return "parked (no operation recorded)".to_string();
     };
+    if info.op == WaitOp::RmaLock {
+        return describe_lock(info);
+    }
     let mut s = match info.label {
         Some(label) => format!("{label} ({})", info.op.describe()),
         None => info.op.describe().to_string(),
@@ -162,6 +165,25 @@ fn describe(sched: &Scheduler, info: Option<&WaitInfo>) -> String {
         info.site.column()
     );
     s
+}
+
+/// An RMA lock wait: "exclusive lock on rank 1 of window 3, held by rank
+/// 0" (fields as `WaitOp::RmaLock` documents them).
+fn describe_lock(info: &WaitInfo) -> String {
+    let label = info.label.map_or("lock", |l| *l);
+    let holder = match info.tag {
+        q if q >= 0 => format!("held by rank {q}"),
+        n => format!("held by {} ranks (shared)", -(n as i64)),
+    };
+    format!(
+        "{label} on rank {} of window {}, {holder} ({}), at {}:{}:{}",
+        info.peer,
+        info.comm,
+        info.op.describe(),
+        info.site.file(),
+        info.site.line(),
+        info.site.column()
+    )
 }
 
 #[cfg(test)]
@@ -226,5 +248,18 @@ mod tests {
             ..WaitInfo::simple(WaitOp::Receive, site)
         };
         assert!(describe(&sched, Some(&info)).starts_with("receive from rank 3, tag 5, at "));
+        // RMA lock waits: the target, the window, the holder(s).
+        let info = WaitInfo {
+            op: WaitOp::RmaLock,
+            label: Some(&"exclusive lock"),
+            peer: 1,
+            tag: 0,
+            comm: 3,
+            site,
+        };
+        assert!(describe(&sched, Some(&info))
+            .starts_with("exclusive lock on rank 1 of window 3, held by rank 0 (RMA lock), at "));
+        let info = WaitInfo { tag: -2, ..info };
+        assert!(describe(&sched, Some(&info)).contains("held by 2 ranks (shared)"));
     }
 }

@@ -60,6 +60,10 @@ pub(crate) enum WaitOp {
     Collective,
     Sleep,
     Other,
+    /// A one-sided lock on a window's rank (`WaitInfo` fields reused:
+    /// `peer` the target rank, `tag` the exclusive holder's rank or minus
+    /// the count of shared holders, `comm` the window's number).
+    RmaLock,
 }
 
 impl WaitOp {
@@ -78,6 +82,7 @@ impl WaitOp {
             Collective,
             Sleep,
             Other,
+            RmaLock,
         ]
         .get(v as usize)
         .copied()
@@ -98,6 +103,7 @@ impl WaitOp {
             WaitOp::Collective => "collective",
             WaitOp::Sleep => "sleep",
             WaitOp::Other => "wait",
+            WaitOp::RmaLock => "RMA lock",
         }
     }
 }
