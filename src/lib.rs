@@ -89,6 +89,7 @@ mod sched;
 mod sync;
 pub mod thread;
 pub mod topology;
+mod transport;
 
 /// Attributes cached on communicators (rsmpi's `mpi::attribute`).
 pub mod attribute {
