@@ -60,9 +60,11 @@ pub(crate) mod claim;
 pub(crate) mod completion;
 pub(crate) mod eager;
 pub(crate) mod mailbox;
+pub(crate) mod remote;
 mod status;
 
 use std::panic::Location;
+use std::sync::Arc;
 
 use completion::{Completion, Fault, Outcome};
 use eager::EagerPool;
@@ -74,9 +76,11 @@ use mailbox::{Envelope, Mailbox, Payload, Posted, Unexpected};
 use crate::datatype::copy::{self, Layout};
 use crate::datatype::signature_mismatch;
 use crate::error::{CommError, Error, TypeError};
-use crate::identity::{LocalIndex, Processes, WorldRank};
+use crate::identity::{LocalIndex, ProcessId, Processes, WorldRank};
 use crate::sched::{self, RankCtx, Scheduler, WaitInfo, WaitOp};
+use crate::transport::Transport;
 use crate::{Rank, Tag};
+use remote::Remote;
 
 /// Point-to-point state of a process.
 #[derive(Debug)]
@@ -87,11 +91,18 @@ pub(crate) struct Shared {
     pub(crate) eager_limit: usize,
     /// Which process hosts which world ranks (routes resolve by it).
     processes: Processes,
+    /// Frames to and from the other processes, in a job of several.
+    remote: Option<Remote>,
 }
 
 impl Shared {
-    /// The state of this process of `processes`: one mailbox per local rank.
-    pub(crate) fn new(processes: Processes, eager_limit: usize) -> Shared {
+    /// The state of this process of `processes`: one mailbox per local
+    /// rank; `transport` reaches the other processes (none in a job of one).
+    pub(crate) fn new(
+        processes: Processes,
+        eager_limit: usize,
+        transport: Option<Arc<dyn Transport>>,
+    ) -> Shared {
         Shared {
             mailboxes: (0..processes.local_count())
                 .map(|_| Mailbox::default())
@@ -99,7 +110,14 @@ impl Shared {
             eager: EagerPool::new(),
             eager_limit: eager_limit.min(EagerPool::MAX_CLASS),
             processes,
+            remote: transport.map(Remote::new),
         }
+    }
+
+    /// The cross-process state, in a job with a transport.
+    #[inline]
+    pub(crate) fn remote(&self) -> Option<&Remote> {
+        self.remote.as_ref()
     }
 
     /// Which process hosts which world ranks.
@@ -108,20 +126,29 @@ impl Shared {
     }
 
     /// Where messages to world rank `world` go: a subtraction and a
-    /// comparison for a rank of this process.
+    /// comparison for a rank of this process; the process hosting it
+    /// otherwise (out of line).
     ///
     /// # Panics
     ///
-    /// If another process hosts `world`: there is no transport yet, so no
-    /// [`Route`] names one (every job is one process, whose communicators
-    /// hold its own world ranks only). The transport issue turns this
-    /// branch into a `Remote` destination.
+    /// If another process hosts `world` and the job has no transport (no
+    /// [`Route`] names such a rank: the communicators of a job of one
+    /// process hold its own world ranks only).
     #[inline]
     fn destination(&self, world: WorldRank) -> Destination {
         match self.processes.local(world) {
             Some(index) => Destination::Local(index),
-            None => no_transport(&self.processes, world),
+            None => self.elsewhere(world),
         }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn elsewhere(&self, world: WorldRank) -> Destination {
+        if self.remote.is_none() {
+            no_transport(&self.processes, world)
+        }
+        Destination::Remote(self.processes.process_of(world))
     }
 }
 
@@ -197,6 +224,7 @@ impl<'a, N: Node> Endpoint<'a, N> {
     fn mailbox_of(self, world: WorldRank) -> &'a Mailbox {
         match self.destination(world) {
             Destination::Local(index) => self.mailbox(index),
+            Destination::Remote(process) => not_here(world, process),
         }
     }
 
@@ -226,15 +254,20 @@ pub(crate) struct Route {
 }
 
 /// Where a destination world rank lives ([`Shared::destination`]).
-///
-/// Only `Local` today. The transport issue adds `Remote(process)`: a send
-/// there becomes a frame (eager) or a rendezvous handshake whose
-/// [`Completion`] the transport completes later; it must not exist before
-/// something can handle it.
 #[derive(Debug, Clone, Copy)]
 enum Destination {
     /// The mailbox of this local index in this process.
     Local(LocalIndex),
+    /// A rank of this other process: a send there becomes a frame
+    /// ([`remote`]).
+    Remote(ProcessId),
+}
+
+/// A queued descriptor's mailbox is always in this process.
+#[cold]
+#[inline(never)]
+fn not_here(world: WorldRank, process: ProcessId) -> ! {
+    panic!("world rank {world} has no mailbox in this process: it lives in process {process}")
 }
 
 /// A message as it reaches a mailbox ([`arrive`]).
@@ -302,6 +335,15 @@ pub(crate) fn start_send(
     };
     match ep.destination(route.dest_world) {
         Destination::Local(index) => arrive(ep, ep.mailbox(index), env, arrival),
+        Destination::Remote(process) => remote::send(
+            ep.node,
+            process,
+            env,
+            route.dest_world,
+            src,
+            mode == SendMode::Synchronous,
+            completion,
+        ),
     }
 }
 
@@ -447,6 +489,7 @@ fn consume(ep: Endpoint<'_, impl Node>, msg: Unexpected, dst: &Layout) -> Outcom
             ep.p2p().eager.give(buf);
             outcome
         }
+        Payload::Remote(remote) => remote::receive(ep.node, &msg.env, *remote, dst),
         Payload::Rendezvous { src, completion } => {
             let outcome = transfer(&msg.env, &src, dst);
             // SAFETY: the sender waits on its completion until done; we
@@ -542,7 +585,11 @@ pub(crate) fn withdraw(
 ) -> bool {
     match queued {
         Queued::Receive(owner) => ep.mailbox_of(owner).lock().withdraw_posted(completion),
-        Queued::Send(dest) => ep.mailbox_of(dest).lock().withdraw_rendezvous(completion),
+        Queued::Send(dest) => match ep.destination(dest) {
+            Destination::Local(index) => ep.mailbox(index).lock().withdraw_rendezvous(completion),
+            // Its data has left: only the acknowledgement is awaited.
+            Destination::Remote(_) => false,
+        },
         Queued::Task => false,
     }
 }
@@ -593,6 +640,17 @@ impl<N: Node> Drop for PendingGuard<'_, N> {
 pub(crate) fn settle(ep: Endpoint<'_, impl Node>, queued: Queued, completion: &Completion) {
     if completion.is_done() || withdraw(ep, queued, completion) {
         return;
+    }
+    if let Queued::Send(dest) = queued {
+        if let Destination::Remote(_) = ep.destination(dest) {
+            // A synchronous send to another process waits for its
+            // acknowledgement, which may never come: forget it (nobody
+            // completes it then), unless it is being completed right now.
+            let remote = ep.p2p().remote().expect("a remote send has a transport");
+            if remote.forget_ack(completion) {
+                return;
+            }
+        }
     }
     // Claimed: the claimer copies and completes without parking, except for
     // a matched probe holding the message, and a task running a collective.
@@ -858,6 +916,7 @@ pub(crate) fn drop_matched(ep: Endpoint<'_, impl Node>, matched: Matched) {
     }
     match matched.msg.payload {
         Payload::Eager { buf, .. } => ep.p2p().eager.give(buf),
+        Payload::Remote(remote) => remote::release(ep.node, *remote),
         Payload::Rendezvous { completion, .. } => {
             // SAFETY: the sender waits on its completion (we took the held
             // message above); read the waiter before completing.
@@ -882,12 +941,13 @@ mod tests {
     fn index(d: Destination) -> u32 {
         match d {
             Destination::Local(index) => index.get(),
+            Destination::Remote(p) => panic!("process {p}"),
         }
     }
 
     #[test]
     fn one_process_routes_a_world_rank_to_its_own_mailbox() {
-        let shared = Shared::new(Processes::single(4), 1024);
+        let shared = Shared::new(Processes::single(4), 1024, None);
         assert_eq!(shared.mailboxes.len(), 4);
         for w in 0..4 {
             assert_eq!(index(shared.destination(WorldRank::new(w))), w);
@@ -897,7 +957,11 @@ mod tests {
     #[test]
     fn a_process_routes_its_block_to_local_mailboxes() {
         // World ranks 0..3 in process 0, 3..5 in process 1; seen from 1.
-        let shared = Shared::new(Processes::from_blocks(&[3, 2], ProcessId::new(1)), 1024);
+        let shared = Shared::new(
+            Processes::from_blocks(&[3, 2], ProcessId::new(1)),
+            1024,
+            None,
+        );
         assert_eq!(shared.mailboxes.len(), 2, "one mailbox per local rank");
         assert_eq!(index(shared.destination(WorldRank::new(3))), 0);
         assert_eq!(index(shared.destination(WorldRank::new(4))), 1);
@@ -908,8 +972,12 @@ mod tests {
         expected = "world rank 1 lives in process 0 of 2, and this build has no \
                                transport to reach another process"
     )]
-    fn a_world_rank_of_another_process_has_no_route_yet() {
-        let shared = Shared::new(Processes::from_blocks(&[3, 2], ProcessId::new(1)), 1024);
+    fn a_world_rank_of_another_process_has_no_route_without_a_transport() {
+        let shared = Shared::new(
+            Processes::from_blocks(&[3, 2], ProcessId::new(1)),
+            1024,
+            None,
+        );
         shared.destination(WorldRank::new(1));
     }
 }

@@ -10,6 +10,7 @@ use crate::identity::{Processes, WorldRank};
 use crate::p2p;
 use crate::sched::worker::WorkerShared;
 use crate::sched::{self, RankCtx, Threading};
+use crate::transport::Transport;
 
 /// Everything the ranks of one job share (in this process: its ranks are
 /// the ones `JobCore`'s `p2p::Shared::processes` places here).
@@ -41,6 +42,7 @@ impl Job {
         threading: Threading,
         eager_limit: usize,
         check_collectives: bool,
+        transport: Option<Arc<dyn Transport>>,
     ) -> Arc<Job> {
         Arc::new_cyclic(|this: &Weak<Job>| {
             // Deadlock reports name communicators through the job (alive while
@@ -58,7 +60,7 @@ impl Job {
             Job {
                 core: Arc::new(JobCore::new(
                     sched::Scheduler::new(processes.local_ranks(), workers, threading, namer),
-                    p2p::Shared::new(processes.clone(), eager_limit),
+                    p2p::Shared::new(processes.clone(), eager_limit, transport),
                     comms,
                     host,
                 )),
@@ -112,6 +114,12 @@ impl Job {
         &self.hls
     }
 
+    /// The cross-process half of point-to-point, in a job of several
+    /// processes.
+    pub(crate) fn remote(&self) -> Option<&p2p::remote::Remote> {
+        p2p::Node::p2p(&*self.core).remote()
+    }
+
     /// The number of ranks the job started with.
     #[inline]
     pub(crate) fn size(&self) -> u32 {
@@ -132,5 +140,9 @@ impl Job {
 impl sched::Host for Job {
     fn scheduler(&self) -> &sched::Scheduler {
         self.core.sched()
+    }
+
+    fn progress(&self) -> bool {
+        p2p::remote::progress(&*self.core)
     }
 }

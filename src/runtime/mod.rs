@@ -319,6 +319,30 @@ impl Runtime {
         run::run_job(&config, f)
     }
 
+    /// Runs one job of `ranks.len()` processes as threads of this process,
+    /// process `p` hosting `ranks[p]` ranks (world ranks in process order),
+    /// joined by the in-memory loopback transport; returns each process's
+    /// result: its ranks' results in world rank order, or the error that
+    /// ended its job. The builder's rank count is not used. For tests of
+    /// cross-process behaviour without sockets or a launcher.
+    ///
+    /// # Errors
+    ///
+    /// The configuration is invalid.
+    #[doc(hidden)]
+    pub fn run_joined<T, F>(
+        &self,
+        ranks: &[usize],
+        f: F,
+    ) -> Result<Vec<Result<Vec<T>, Error>>, Error>
+    where
+        T: Send,
+        F: Fn(Universe) -> T + Sync,
+    {
+        let config = self.config()?;
+        Ok(run::run_joined(&config, ranks, f))
+    }
+
     /// Runs `rank_main` once per rank, for programs ported from rsmpi, where
     /// each rank calls `mpi::initialize()` itself; exits the process with a
     /// message and status 1 if the job fails.

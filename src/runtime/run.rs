@@ -8,9 +8,19 @@
 //! 4. return the ranks' results, or the error that ended the job.
 //!
 //! The job the ranks share is `job.rs` (layer L5).
+//!
+//! A job of several processes ([`run_job_in`] with a [`Joined`]) runs the
+//! same way in each process, on the ranks its [`Processes`] places there,
+//! plus a progress thread that blocks in the transport's wait and hands
+//! arrivals to the ranks when no worker is idle to poll; when its ranks
+//! are done the process tells the others (goodbye, or the error that ended
+//! its job) and closes the transport. [`run_joined`] runs several such
+//! processes as threads of this one, joined by the loopback transport.
 
 use std::cell::UnsafeCell;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Barrier};
+use std::time::Duration;
 
 use crossbeam_deque::Worker as Deque;
 
@@ -19,10 +29,12 @@ use super::job::Job;
 use crate::environment::Universe;
 use crate::error::{Error, ResourceError};
 use crate::hardware::{self, RankAssignment, Topology};
-use crate::identity::{LocalIndex, Processes};
+use crate::identity::{LocalIndex, ProcessId, Processes};
 use crate::sched;
 use crate::sched::stack::StackPool;
 use crate::sched::worker::{self, WorkerArgs, WorkerShared};
+use crate::transport::loopback::Loopback;
+use crate::transport::Transport;
 
 /// One result slot per rank of this process (by local index), each written
 /// once by its rank.
@@ -66,12 +78,58 @@ where
     T: Send,
     F: Fn(Universe) -> T + Sync,
 {
-    super::panic_hook::install();
-    crate::coll::env_defaults()?;
     // Under a launcher: go on only as its job's one process (`launch`).
     crate::launch::join()?;
-    // One process hosts every rank until a launcher starts more.
-    let processes = Processes::single(config.ranks as u32);
+    run_job_in(config, None, f)
+}
+
+/// How this process takes part in a job of several processes.
+#[derive(Debug)]
+pub(crate) struct Joined {
+    /// Which process hosts which world ranks, and which one this is.
+    pub(crate) processes: Processes,
+    /// Frames to and from the other processes (its `this()` and process
+    /// count must be those of `processes`).
+    pub(crate) transport: Arc<dyn Transport>,
+}
+
+/// Runs `f` on the ranks of this process and returns their results by
+/// local index (world ranks `processes.block(this)`, in order).
+///
+/// Without `joined`: one process hosting `config.ranks` ranks, no
+/// transport (exactly [`run_job`]'s path after the launcher check). With
+/// it: the world size and this process's ranks come from
+/// `joined.processes` (`config.ranks` is not used), and the transport
+/// joins this job to the others.
+pub(crate) fn run_job_in<T, F>(
+    config: &Config,
+    joined: Option<Joined>,
+    f: F,
+) -> Result<Vec<T>, Error>
+where
+    T: Send,
+    F: Fn(Universe) -> T + Sync,
+{
+    super::panic_hook::install();
+    crate::coll::env_defaults()?;
+    let (processes, transport) = match joined {
+        None => (Processes::single(config.ranks as u32), None),
+        Some(Joined {
+            processes,
+            transport,
+        }) => {
+            if transport.this() != processes.this() || transport.processes() != processes.count() {
+                return Err(Error::config(format!(
+                    "the transport is process {} of {}, the layout process {} of {}",
+                    transport.this(),
+                    transport.processes(),
+                    processes.this(),
+                    processes.count()
+                )));
+            }
+            (processes, Some(transport))
+        }
+    };
     let ranks = processes.local_count() as usize;
     let topo = Topology::detect().map_err(|e| Error::config(e.to_string()))?;
     let placements = hardware::place_workers(&topo, config.workers, config.map_by)
@@ -105,7 +163,12 @@ where
         config.threading,
         config.eager_limit,
         config.check_collectives,
+        transport.clone(),
     );
+    // While a peer may still send, no local deadlock is reported.
+    if let Some(remote) = job.remote() {
+        remote.count_as_waker(job.sched());
+    }
     if config.report_bindings {
         eprintln!("[myriad] {topo}; stack guards: {:?}", pool.mode());
         eprint!(
@@ -128,7 +191,9 @@ where
     };
     let start = Barrier::new(workers);
     let exit = Barrier::new(workers);
+    let stop = AtomicBool::new(false);
     std::thread::scope(|scope| {
+        let mut handles = Vec::with_capacity(workers);
         for (index, deque) in deques.into_iter().enumerate() {
             let args = WorkerArgs {
                 sched: job.sched(),
@@ -144,7 +209,14 @@ where
             let thread = std::thread::Builder::new()
                 .name(format!("myriad-w{index}"))
                 .spawn_scoped(scope, move || worker::run(args));
-            if let Err(err) = thread {
+            let err = match thread {
+                Ok(handle) => {
+                    handles.push(handle);
+                    continue;
+                }
+                Err(err) => err,
+            };
+            {
                 // The workers already started wait for all at their exit
                 // barrier: stand in for the missing ones.
                 job.sched()
@@ -162,6 +234,32 @@ where
                 break;
             }
         }
+        // The progress thread: arrivals while every worker runs a rank.
+        let progress = transport.as_ref().map(|transport| {
+            let (job, stop) = (&job, &stop);
+            std::thread::Builder::new()
+                .name("myriad-progress".into())
+                .spawn_scoped(scope, move || {
+                    while !stop.load(Ordering::Acquire) {
+                        transport.wait(Some(Duration::from_millis(100)));
+                        sched::Host::progress(&**job);
+                    }
+                })
+        });
+        for handle in handles {
+            let _ = handle.join();
+        }
+        stop.store(true, Ordering::Release);
+        if let Some(transport) = &transport {
+            transport.wake();
+        }
+        if let Some(Err(err)) = progress {
+            job.sched()
+                .fail(Error::Resources(ResourceError::WorkerThread {
+                    index: workers,
+                    reason: format!("the progress thread: {err}"),
+                }));
+        }
     });
     // Threads still acting for ranks get errors from now on.
     job.sched().end_threads();
@@ -175,8 +273,66 @@ where
             .collect();
         eprintln!("[myriad] ranks run per worker: {}", hosted.join(", "));
     }
-    if let Some(error) = job.sched().take_failure() {
+    let failure = job.sched().take_failure();
+    if let Some(remote) = job.remote() {
+        remote.finish(job.sched(), failure.as_ref());
+    }
+    if let Some(error) = failure {
         return Err(error);
     }
     Ok(results.into_vec())
+}
+
+/// Runs one job of `ranks.len()` processes, process `p` hosting
+/// `ranks[p]` ranks, as threads of this process joined by the loopback
+/// transport; returns each process's result (its ranks' results by local
+/// index, or the error that ended its job).
+pub(crate) fn run_joined<T, F>(config: &Config, ranks: &[usize], f: F) -> Vec<Result<Vec<T>, Error>>
+where
+    T: Send,
+    F: Fn(Universe) -> T + Sync,
+{
+    let transports: Vec<Arc<dyn Transport>> = Loopback::join(ranks.len() as u32)
+        .into_iter()
+        .map(|t| t as Arc<dyn Transport>)
+        .collect();
+    run_processes(config, ranks, transports, f)
+}
+
+/// Runs one job of `transports.len()` processes as threads of this
+/// process, process `p` hosting `ranks[p]` ranks and reaching the others
+/// through `transports[p]`.
+pub(crate) fn run_processes<T, F>(
+    config: &Config,
+    ranks: &[usize],
+    transports: Vec<Arc<dyn Transport>>,
+    f: F,
+) -> Vec<Result<Vec<T>, Error>>
+where
+    T: Send,
+    F: Fn(Universe) -> T + Sync,
+{
+    assert_eq!(ranks.len(), transports.len(), "one transport per process");
+    let sizes: Vec<u32> = ranks.iter().map(|&n| n as u32).collect();
+    let f = &f;
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = transports
+            .into_iter()
+            .enumerate()
+            .map(|(p, transport)| {
+                let processes = Processes::from_blocks(&sizes, ProcessId::new(p as u32));
+                scope.spawn(move || {
+                    let joined = Joined {
+                        processes,
+                        transport,
+                    };
+                    run_job_in(config, Some(joined), f)
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
+            .collect()
+    })
 }

@@ -214,6 +214,14 @@ fn check_data(signature: &[Run], count: u64, payload: usize) -> Result<(), Frame
         .iter()
         .map(|r| r.kind.size() as u128 * r.count as u128)
         .sum();
+    // An element's signature is bounded too (so sums over it cannot
+    // overflow), also when `count` is 0.
+    if element > (MAX_PAYLOAD as u128) << 8 {
+        return Err(FrameError::Oversized {
+            what: "element signature",
+            len: u64::try_from(element).unwrap_or(u64::MAX),
+        });
+    }
     if element * count as u128 != payload as u128 {
         return Err(FrameError::Garbled("payload length is not count elements"));
     }
