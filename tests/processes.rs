@@ -35,7 +35,7 @@ where
         let rt = Runtime::builder().workers(2);
         match via {
             Via::Loopback => rt.run_joined(layout, f),
-            Via::Tcp => unimplemented!(),
+            Via::Tcp => rt.run_joined_tcp(layout, f),
         }
         .expect("the job starts")
     })
@@ -54,6 +54,9 @@ macro_rules! cases {
     ($($name:ident),* $(,)?) => {
         mod loopback {
             $(#[test] fn $name() { super::$name(super::Via::Loopback) })*
+        }
+        mod tcp {
+            $(#[test] fn $name() { super::$name(super::Via::Tcp) })*
         }
     };
 }

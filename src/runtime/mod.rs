@@ -343,6 +343,26 @@ impl Runtime {
         Ok(run::run_joined(&config, ranks, f))
     }
 
+    /// [`run_joined`](Self::run_joined) over TCP: the processes are joined
+    /// by connected TCP streams over the loopback interface.
+    ///
+    /// # Errors
+    ///
+    /// The configuration is invalid, or the streams could not be made.
+    #[doc(hidden)]
+    pub fn run_joined_tcp<T, F>(
+        &self,
+        ranks: &[usize],
+        f: F,
+    ) -> Result<Vec<Result<Vec<T>, Error>>, Error>
+    where
+        T: Send,
+        F: Fn(Universe) -> T + Sync,
+    {
+        let config = self.config()?;
+        run::run_joined_tcp(&config, ranks, f)
+    }
+
     /// Runs `rank_main` once per rank, for programs ported from rsmpi, where
     /// each rank calls `mpi::initialize()` itself; exits the process with a
     /// message and status 1 if the job fails.

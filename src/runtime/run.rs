@@ -34,6 +34,7 @@ use crate::sched;
 use crate::sched::stack::StackPool;
 use crate::sched::worker::{self, WorkerArgs, WorkerShared};
 use crate::transport::loopback::Loopback;
+use crate::transport::tcp::{self, TcpTransport};
 use crate::transport::Transport;
 
 /// One result slot per rank of this process (by local index), each written
@@ -297,6 +298,31 @@ where
         .map(|t| t as Arc<dyn Transport>)
         .collect();
     run_processes(config, ranks, transports, f)
+}
+
+/// [`run_joined`] over TCP streams connected through the loopback
+/// interface.
+pub(crate) fn run_joined_tcp<T, F>(
+    config: &Config,
+    ranks: &[usize],
+    f: F,
+) -> Result<Vec<Result<Vec<T>, Error>>, Error>
+where
+    T: Send,
+    F: Fn(Universe) -> T + Sync,
+{
+    let mesh = tcp::loopback_mesh(ranks.len())
+        .map_err(|e| Error::config(format!("connecting processes over TCP: {e}")))?;
+    let transports = mesh
+        .into_iter()
+        .enumerate()
+        .map(|(p, streams)| {
+            TcpTransport::new(ProcessId::new(p as u32), streams)
+                .map(|t| Arc::new(t) as Arc<dyn Transport>)
+        })
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| Error::config(format!("setting up the TCP transport: {e}")))?;
+    Ok(run_processes(config, ranks, transports, f))
 }
 
 /// Runs one job of `transports.len()` processes as threads of this

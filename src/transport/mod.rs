@@ -30,6 +30,7 @@
 
 pub(crate) mod frame;
 pub(crate) mod loopback;
+pub(crate) mod tcp;
 
 use std::fmt;
 use std::time::Duration;
