@@ -76,6 +76,8 @@ cases!(
     a_wait_for_a_busy_remote_sender_is_no_deadlock,
     a_wait_nobody_can_end_is_reported_once_every_peer_left,
     collectives_on_the_world,
+    more_collectives_on_the_world,
+    communicator_creation_across_processes_is_unsupported,
 );
 
 fn every_rank_sends_to_every_other_both_ways(via: Via) {
@@ -496,5 +498,49 @@ fn collectives_on_the_world(via: Via) {
         }
         assert_eq!(*scattered, rank as i32 * 3);
         assert!(a2a, "rank {rank}'s all-to-all");
+    }
+}
+
+/// Creations meet in shared memory: across processes they fail clearly
+/// (the panicking form raises the error in every rank) instead of hanging.
+fn communicator_creation_across_processes_is_unsupported(via: Via) {
+    let results = joined(via, &[2, 1], |universe| {
+        let _ = universe.world().duplicate();
+    });
+    for (p, result) in results.into_iter().enumerate() {
+        let err = result
+            .err()
+            .unwrap_or_else(|| panic!("process {p} succeeded"));
+        let text = err.to_string();
+        assert!(
+            text.contains("duplicate") && text.contains("2 processes"),
+            "process {p}: {text}"
+        );
+        assert!(text.contains("not implemented yet"), "process {p}: {text}");
+    }
+}
+
+/// More collectives on the world: all-gather, scan and immediate
+/// all-reduce, with ranks of several processes.
+fn more_collectives_on_the_world(via: Via) {
+    let out = all_ok(joined(via, &[3, 1, 2], |universe| {
+        let world = universe.world();
+        let (rank, size) = (world.rank(), world.size());
+        let mut all = vec![0i32; size as usize];
+        world.all_gather_into(&(rank * 2), &mut all[..]);
+        let mut prefix = 0i32;
+        world.scan_into(&rank, &mut prefix, SystemOperation::sum());
+        let mut total = 0i32;
+        request::scope(|scope| {
+            world
+                .immediate_all_reduce_into(scope, &1i32, &mut total, SystemOperation::sum())
+                .wait();
+        });
+        (all, prefix, total)
+    }));
+    for (rank, (all, prefix, total)) in out.iter().enumerate() {
+        assert_eq!(*all, (0..6).map(|r| r * 2).collect::<Vec<_>>());
+        assert_eq!(*prefix, (0..=rank as i32).sum::<i32>());
+        assert_eq!(*total, 6);
     }
 }
