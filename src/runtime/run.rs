@@ -362,3 +362,89 @@ where
             .collect()
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::error::CommError;
+    use crate::runtime::Runtime;
+    use crate::traits::*;
+
+    /// Process 0 of a job of two runs one rank that waits for a message
+    /// from process 1; `kill` ends process 1 without its goodbye. Process
+    /// 0's job must fail naming process 1 and its world rank, not hang.
+    fn lost_peer(transport: Arc<dyn Transport>, kill: impl FnOnce() + Send) -> Error {
+        let config = Runtime::builder().workers(1).config().unwrap();
+        let joined = Joined {
+            processes: Processes::from_blocks(&[1, 1], ProcessId::new(0)),
+            transport,
+        };
+        std::thread::scope(|s| {
+            let job = s.spawn(|| {
+                run_job_in(&config, Some(joined), |universe| {
+                    universe.world().process_at_rank(1).receive::<u8>().0
+                })
+            });
+            kill();
+            job.join().unwrap().unwrap_err()
+        })
+    }
+
+    fn assert_names_process_1(err: Error) {
+        match &err {
+            Error::Comm(CommError::ProcessLost {
+                process: 1,
+                first: 1,
+                end: 2,
+                ..
+            }) => {}
+            other => panic!("expected process 1 lost, got {other}"),
+        }
+        assert!(
+            err.to_string()
+                .starts_with("process 1 of the job (world ranks 1..2) was lost"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn a_severed_loopback_peer_fails_the_job_naming_it() {
+        let mut transports = Loopback::join(2);
+        let other = transports.pop().unwrap();
+        let this = transports.pop().unwrap();
+        assert_names_process_1(lost_peer(this, move || other.sever()));
+    }
+
+    #[test]
+    fn a_dropped_tcp_connection_fails_the_job_naming_the_peer() {
+        let mut mesh = tcp::loopback_mesh(2).unwrap();
+        let other = mesh.pop().unwrap();
+        let this = TcpTransport::new(ProcessId::new(0), mesh.pop().unwrap()).unwrap();
+        assert_names_process_1(lost_peer(Arc::new(this), move || drop(other)));
+    }
+
+    #[test]
+    fn a_peer_sending_garbage_is_lost() {
+        let mut mesh = tcp::loopback_mesh(2).unwrap();
+        let mut other = mesh.pop().unwrap();
+        let this = TcpTransport::new(ProcessId::new(0), mesh.pop().unwrap()).unwrap();
+        let err = lost_peer(Arc::new(this), move || {
+            let stream = other[0].as_mut().unwrap();
+            std::io::Write::write_all(stream, b"GET / HTTP/1.1\r\n").unwrap();
+            // Keep the stream open: the bytes, not the end, must fail it.
+            std::mem::forget(other);
+        });
+        assert!(err.to_string().contains("a bad frame"), "{err}");
+    }
+
+    #[test]
+    fn a_layout_that_disagrees_with_the_transport_is_refused() {
+        let config = Runtime::builder().config().unwrap();
+        let joined = Joined {
+            processes: Processes::from_blocks(&[1, 1, 1], ProcessId::new(0)),
+            transport: Loopback::join(2).swap_remove(0),
+        };
+        let err = run_job_in(&config, Some(joined), |_| ()).unwrap_err();
+        assert!(err.to_string().contains("process 0 of 2"), "{err}");
+    }
+}

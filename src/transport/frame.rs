@@ -232,17 +232,21 @@ fn check_data(signature: &[Run], count: u64, payload: usize) -> Result<(), Frame
 /// (`Ok(None)` before), after checking the magic, the version and the
 /// caps: what a stream reader needs to cut frames.
 pub(crate) fn frame_len(bytes: &[u8]) -> Result<Option<usize>, FrameError> {
+    // The magic and the version are checked as soon as they are there: a
+    // stray peer is refused after 7 bytes, not after a header's worth.
+    if bytes.len() >= 6 {
+        let magic = u16::from_le_bytes(bytes[4..6].try_into().expect("2 bytes"));
+        if magic != MAGIC {
+            return Err(FrameError::Magic(magic));
+        }
+    }
+    if bytes.len() >= 7 && bytes[6] != FORMAT {
+        return Err(FrameError::Version(bytes[6]));
+    }
     if bytes.len() < HEADER {
         return Ok(None);
     }
     let rest = u32::from_le_bytes(bytes[0..4].try_into().expect("4 bytes")) as usize;
-    let magic = u16::from_le_bytes(bytes[4..6].try_into().expect("2 bytes"));
-    if magic != MAGIC {
-        return Err(FrameError::Magic(magic));
-    }
-    if bytes[6] != FORMAT {
-        return Err(FrameError::Version(bytes[6]));
-    }
     let runs = u32::from_le_bytes(bytes[28..32].try_into().expect("4 bytes")) as usize;
     let payload = u64::from_le_bytes(bytes[48..56].try_into().expect("8 bytes"));
     if runs > MAX_RUNS {
