@@ -102,7 +102,7 @@ impl Unexpected {
     pub(crate) fn bytes(&self) -> usize {
         match &self.payload {
             Payload::Eager { buf, .. } => buf.len(),
-            Payload::Remote(msg) => msg.data.len(),
+            Payload::Remote(msg) => msg.bytes,
             Payload::Rendezvous { src, .. } => src.bytes(),
         }
     }

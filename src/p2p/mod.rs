@@ -341,7 +341,7 @@ pub(crate) fn start_send(
             env,
             route.dest_world,
             src,
-            mode == SendMode::Synchronous,
+            mode,
             completion,
         ),
     }
@@ -519,6 +519,11 @@ pub(crate) fn start_receive(
     let mut queues = ep.own_mailbox().lock();
     if let Some(msg) = queues.take_unexpected(&spec, || ep.is_aborting()) {
         drop(queues);
+        if let Payload::Remote(remote) = &msg.payload {
+            if remote.is_announced() {
+                return pull(ep, msg, dst, completion);
+            }
+        }
         return Started::Done(consume(ep, msg, dst));
     }
     queues.posted.push_back(Posted {
@@ -526,6 +531,23 @@ pub(crate) fn start_receive(
         dst: dst.clone(),
         completion,
     });
+    Started::Pending
+}
+
+/// A receive took a message another process announced: its data is
+/// asked for, and completes `completion` when it arrives.
+#[cold]
+#[inline(never)]
+fn pull(
+    ep: Endpoint<'_, impl Node>,
+    msg: Unexpected,
+    dst: &Layout,
+    completion: &Completion,
+) -> Started {
+    let Payload::Remote(remote) = msg.payload else {
+        unreachable!("only messages of other processes are announced")
+    };
+    remote::pull(ep.node, msg.env, *remote, dst, completion);
     Started::Pending
 }
 
@@ -640,16 +662,13 @@ impl<N: Node> Drop for PendingGuard<'_, N> {
 pub(crate) fn settle(ep: Endpoint<'_, impl Node>, queued: Queued, completion: &Completion) {
     if completion.is_done() || withdraw(ep, queued, completion) {
         return;
-    }
-    if let Queued::Send(dest) = queued {
-        if let Destination::Remote(_) = ep.destination(dest) {
-            // A synchronous send to another process waits for its
-            // acknowledgement, which may never come: forget it (nobody
-            // completes it then), unless it is being completed right now.
-            let remote = ep.p2p().remote().expect("a remote send has a transport");
-            if remote.forget_ack(completion) {
-                return;
-            }
+    } // An operation waiting for another process (an acknowledgement, a
+      // clear-to-send, an announced message's data) may wait for ever:
+      // forget it (nobody completes it then), unless its answer is being
+      // handled right now (which completes it without parking).
+    if let Some(remote) = ep.p2p().remote() {
+        if remote.forget(completion) {
+            return;
         }
     }
     // Claimed: the claimer copies and completes without parking, except for
@@ -894,14 +913,35 @@ fn take_held(ep: Endpoint<'_, impl Node>, matched: &Matched) -> bool {
 /// Receives a matched message into `dst` (for the rank whose rank in the
 /// communicator is `rank`; the caller checked it is the calling rank);
 /// refused once the job aborts (its sender may have given it up).
+///
+/// A message another process announced is asked for here, and the call
+/// waits for its data (parking the rank of `ctx`).
 pub(crate) fn receive_matched(
     ep: Endpoint<'_, impl Node>,
+    ctx: &RankCtx,
     rank: Rank,
     matched: Matched,
     dst: &Layout,
+    site: &'static Location<'static>,
 ) -> Result<Status, Error> {
     if !take_held(ep, &matched) {
         return Err(Error::Aborted);
+    }
+    if let Payload::Remote(remote) = &matched.msg.payload {
+        if remote.is_announced() {
+            let completion = Completion::new(ctx.slot);
+            let info = WaitInfo {
+                op: WaitOp::Receive,
+                label: None,
+                peer: matched.msg.env.source,
+                tag: matched.msg.env.tag,
+                comm: matched.msg.env.context,
+                site,
+            };
+            let _ = pull(ep, matched.msg, dst, &completion);
+            let guard = PendingGuard::new(ep, Queued::Receive(ep.world), &completion);
+            return receive_result(rank, guard.wait(ctx, &info)?);
+        }
     }
     let outcome = consume(ep, matched.msg, dst);
     receive_result(rank, outcome)

@@ -47,7 +47,7 @@ use std::time::Duration;
 
 use super::completion::{Completion, Fault, Outcome};
 use super::mailbox::{Envelope, Mailbox, Payload, Unexpected};
-use super::{Node, Started};
+use super::{Node, SendMode, Started};
 use crate::datatype::copy::{self, Layout};
 use crate::datatype::{runs_mismatch, Run};
 use crate::error::{CommError, Error};
@@ -70,6 +70,11 @@ pub(crate) struct Remote {
     /// The transport counts as an external waker of the scheduler (no
     /// local deadlock is reported while a peer may still send).
     counted: AtomicBool,
+    /// Announced sends waiting for their clear-to-send, by id.
+    announced: Mutex<HashMap<u64, Announced>>,
+    /// Receives matched with an announced message, waiting for its data,
+    /// by id.
+    pulls: Mutex<HashMap<u64, Pull>>,
 }
 
 #[derive(Debug)]
@@ -78,16 +83,44 @@ struct SyncSend {
     bytes: usize,
 }
 
-// SAFETY: the completion is kept alive by its waiting sender until it is
-// done or the entry is removed (`forget_ack`), both under the table lock.
-unsafe impl Send for SyncSend {}
+/// A send whose message was announced (rendezvous): its buffer and
+/// completion, kept alive by the waiting sender.
+#[derive(Debug)]
+struct Announced {
+    src: Layout,
+    completion: *const Completion,
+    bytes: usize,
+}
 
+/// A receive that matched an announced message: where its data goes.
+#[derive(Debug)]
+struct Pull {
+    env: Envelope,
+    dst: Layout,
+    completion: *const Completion,
+    signature: Vec<Run>,
+    count: usize,
+}
+
+// SAFETY (the three entries): their buffers and completions are kept alive
+// by their waiting owners until the completion is done or the entry is
+// removed (`Remote::forget`); whoever removes the entry under its table's
+// lock is the only one to touch them afterwards.
+unsafe impl Send for SyncSend {}
+// SAFETY: as above.
+unsafe impl Send for Announced {}
+// SAFETY: as above.
+unsafe impl Send for Pull {}
 /// A message from another process waiting for its receive.
 #[derive(Debug)]
 pub(crate) struct RemoteMessage {
     from: ProcessId,
-    /// The packed data.
-    pub(crate) data: Vec<u8>,
+    /// The packed data (empty for an announced message).
+    data: Vec<u8>,
+    /// Bytes in the message.
+    pub(crate) bytes: usize,
+    /// An announced message's id at its sender (0: the data is here).
+    announced: u64,
     /// The type signature of one element, and the element count.
     signature: Vec<Run>,
     count: usize,
@@ -108,14 +141,10 @@ impl Remote {
             progress: Mutex::new(()),
             open: Mutex::new(open),
             counted: AtomicBool::new(false),
+            announced: Mutex::new(HashMap::new()),
+            pulls: Mutex::new(HashMap::new()),
         }
     }
-
-    /// The transport.
-    pub(crate) fn transport(&self) -> &Arc<dyn Transport> {
-        &self.transport
-    }
-
     /// Counts the transport as an external waker of `sched` (before the
     /// workers start), unless no peer is left.
     pub(crate) fn count_as_waker(&self, sched: &Scheduler) {
@@ -133,17 +162,21 @@ impl Remote {
             sched.wake_all();
         }
     }
-
-    /// Removes a synchronous send waiting for its acknowledgement: `true`
-    /// if it was still there (then nobody completes it), `false` if the
-    /// acknowledgement is being handled (it completes without parking).
-    pub(crate) fn forget_ack(&self, completion: &Completion) -> bool {
-        let mut acks = lock(&self.acks);
-        let id = acks
-            .iter()
-            .find(|(_, s)| std::ptr::eq(s.completion, completion))
-            .map(|(&id, _)| id);
-        id.is_some_and(|id| acks.remove(&id).is_some())
+    /// Removes the entry of an operation waiting for another process (a
+    /// synchronous send's acknowledgement, an announced send's
+    /// clear-to-send, a receive's data): `true` if there was one (then
+    /// nobody completes it), `false` if there is none (it is not waiting
+    /// for another process, or its answer is being handled right now,
+    /// which completes it without parking).
+    pub(crate) fn forget(&self, completion: &Completion) -> bool {
+        fn take<T>(table: &Mutex<HashMap<u64, T>>, is_it: impl Fn(&T) -> bool) -> bool {
+            let mut table = lock(table);
+            let id = table.iter().find(|(_, e)| is_it(e)).map(|(&id, _)| id);
+            id.is_some_and(|id| table.remove(&id).is_some())
+        }
+        take(&self.acks, |s| std::ptr::eq(s.completion, completion))
+            || take(&self.announced, |s| std::ptr::eq(s.completion, completion))
+            || take(&self.pulls, |p| std::ptr::eq(p.completion, completion))
     }
 
     /// The job of this process ended (`failure` if it failed): tells every
@@ -193,7 +226,7 @@ pub(super) fn send<N: Node>(
     env: Envelope,
     dest: WorldRank,
     src: &Layout,
-    synchronous: bool,
+    mode: SendMode,
     completion: &Completion,
 ) -> Started {
     let remote = node
@@ -201,6 +234,7 @@ pub(super) fn send<N: Node>(
         .remote()
         .expect("a remote destination has a transport");
     let bytes = src.bytes();
+    let synchronous = mode == SendMode::Synchronous;
     let done = Started::Done(Outcome {
         bytes,
         ..Outcome::default()
@@ -215,10 +249,9 @@ pub(super) fn send<N: Node>(
         });
         return done;
     }
-    let mut payload = vec![0u8; bytes];
-    // SAFETY: `src` is the caller's live buffer of `bytes` packed bytes;
-    // `payload` has room for them.
-    unsafe { copy::pack(src, payload.as_mut_ptr()) };
+    if mode != SendMode::Buffered && bytes > node.p2p().eager_limit {
+        return announce(node, remote, to, env, dest, src, completion);
+    }
     let mut frame = Frame {
         kind: Kind::Eager,
         context: env.context,
@@ -228,7 +261,8 @@ pub(super) fn send<N: Node>(
         signature: src.ty.map().signature().to_vec(),
         count: src.count as u64,
         id: 0,
-        payload,
+        reply: 0,
+        payload: packed(src),
     };
     if synchronous {
         frame.id = remote.next_id.fetch_add(1, Ordering::Relaxed);
@@ -245,6 +279,90 @@ pub(super) fn send<N: Node>(
             lost(node, to, err.to_string());
             done
         }
+    }
+}
+
+/// The packed bytes of `src`.
+fn packed(src: &Layout) -> Vec<u8> {
+    let mut payload = vec![0u8; src.bytes()];
+    // SAFETY: `src` is a live buffer (its owner waits, or is the caller)
+    // of `bytes()` packed bytes; `payload` has room for them.
+    unsafe { copy::pack(src, payload.as_mut_ptr()) };
+    payload
+}
+
+/// Announces a large or synchronous message (rendezvous): the sender
+/// waits until a receive matches and the data has left.
+fn announce<N: Node>(
+    node: &N,
+    remote: &Remote,
+    to: ProcessId,
+    env: Envelope,
+    dest: WorldRank,
+    src: &Layout,
+    completion: &Completion,
+) -> Started {
+    let id = remote.next_id.fetch_add(1, Ordering::Relaxed);
+    let frame = Frame {
+        kind: Kind::RequestToSend,
+        context: env.context,
+        source: env.source,
+        tag: env.tag,
+        dest: dest.get(),
+        signature: src.ty.map().signature().to_vec(),
+        count: src.count as u64,
+        id,
+        reply: 0,
+        payload: Vec::new(),
+    };
+    let bytes = src.bytes();
+    let entry = Announced {
+        src: src.clone(),
+        completion,
+        bytes,
+    };
+    lock(&remote.announced).insert(id, entry);
+    match remote.transport.send(to, &frame) {
+        Ok(()) => Started::Pending,
+        Err(err) => {
+            lock(&remote.announced).remove(&id);
+            lost(node, to, err.to_string());
+            Started::Done(Outcome {
+                bytes,
+                ..Outcome::default()
+            })
+        }
+    }
+}
+
+/// A receive matched the announced message `msg`: asks its sender for the
+/// data, which completes `completion` (with `dst` filled) when it arrives.
+pub(super) fn pull<N: Node>(
+    node: &N,
+    env: Envelope,
+    msg: RemoteMessage,
+    dst: &Layout,
+    completion: *const Completion,
+) {
+    let remote = node
+        .p2p()
+        .remote()
+        .expect("an announced message has a transport");
+    let id = remote.next_id.fetch_add(1, Ordering::Relaxed);
+    let entry = Pull {
+        env,
+        dst: dst.clone(),
+        completion,
+        signature: msg.signature,
+        count: msg.count,
+    };
+    lock(&remote.pulls).insert(id, entry);
+    let mut clear = Frame::control(Kind::ClearToSend);
+    clear.id = msg.announced;
+    clear.reply = id;
+    if let Err(err) = remote.transport.send(msg.from, &clear) {
+        lock(&remote.pulls).remove(&id);
+        lost(node, msg.from, err.to_string());
     }
 }
 
@@ -277,7 +395,7 @@ fn handle<N: Node>(node: &N, remote: &Remote, incoming: Incoming) {
         }
     };
     match frame.kind {
-        Kind::Eager => {
+        Kind::Eager | Kind::RequestToSend => {
             let processes = node.p2p().processes();
             let Some(index) = processes.local(WorldRank::new(frame.dest)) else {
                 let why = format!(
@@ -292,30 +410,61 @@ fn handle<N: Node>(node: &N, remote: &Remote, incoming: Incoming) {
                 source: frame.source,
                 tag: frame.tag,
             };
+            let announce = frame.kind == Kind::RequestToSend;
             let msg = RemoteMessage {
                 from,
+                bytes: frame.message_bytes(),
                 data: frame.payload,
                 signature: frame.signature,
                 count: frame.count as usize,
-                ack: frame.id,
+                announced: if announce { frame.id } else { 0 },
+                ack: if announce { 0 } else { frame.id },
             };
             arrive(node, &node.p2p().mailboxes[index.get() as usize], env, msg);
         }
         Kind::Ack => {
             let entry = lock(&remote.acks).remove(&frame.id);
             if let Some(send) = entry {
-                // SAFETY: the sender keeps its completion alive until done
-                // or until it removes the entry, which we just did first;
-                // read the waiter before completing.
-                let waiter = unsafe { (*send.completion).waiter() };
-                // SAFETY: as above; we are its only completer.
-                unsafe {
-                    (*send.completion).complete(Outcome {
-                        bytes: send.bytes,
-                        ..Outcome::default()
-                    })
+                let outcome = Outcome {
+                    bytes: send.bytes,
+                    ..Outcome::default()
                 };
-                sched::unpark(node.sched(), waiter);
+                complete(node, send.completion, outcome);
+            }
+        }
+        Kind::ClearToSend => {
+            let entry = lock(&remote.announced).remove(&frame.id);
+            let Some(send) = entry else {
+                // Given up by its sender (unwound during an abort).
+                return;
+            };
+            let mut outcome = Outcome {
+                bytes: send.bytes,
+                ..Outcome::default()
+            };
+            if frame.reply == 0 {
+                outcome.cancelled = true;
+            } else {
+                let mut data = Frame::control(Kind::Data);
+                data.id = frame.reply;
+                data.payload = packed(&send.src);
+                if let Err(err) = remote.transport.send(from, &data) {
+                    lost(node, from, err.to_string());
+                }
+            }
+            complete(node, send.completion, outcome);
+        }
+        Kind::Data => {
+            let entry = lock(&remote.pulls).remove(&frame.id);
+            if let Some(pull) = entry {
+                let outcome = unpack_checked(
+                    &pull.env,
+                    &pull.signature,
+                    pull.count,
+                    &frame.payload,
+                    &pull.dst,
+                );
+                complete(node, pull.completion, outcome);
             }
         }
         Kind::Bye => {
@@ -344,6 +493,18 @@ fn handle<N: Node>(node: &N, remote: &Remote, incoming: Incoming) {
     }
 }
 
+/// Completes an operation whose table entry the caller removed, and wakes
+/// its owner.
+fn complete<N: Node>(node: &N, completion: *const Completion, outcome: Outcome) {
+    // SAFETY: the owner keeps its completion alive until it is done or
+    // until it removes the entry (`Remote::forget`), which the caller did
+    // first under the table's lock; read the waiter before completing.
+    let waiter = unsafe { (*completion).waiter() };
+    // SAFETY: as above; the caller is its only completer.
+    unsafe { (*completion).complete(outcome) };
+    sched::unpark(node.sched(), waiter);
+}
+
 /// Process `process` is gone or unusable: the job fails, naming it and
 /// its ranks.
 #[cold]
@@ -369,9 +530,12 @@ fn arrive<N: Node>(node: &N, mailbox: &Mailbox, env: Envelope, msg: RemoteMessag
     let mut queues = mailbox.lock();
     if let Some(posted) = queues.take_posted(&env, || node.sched().is_aborting()) {
         drop(queues);
-        let outcome = receive(node, &env, msg, &posted.dst);
-        // SAFETY: the receiver keeps its completion alive until it is done;
-        // we claimed the descriptor. Read the waiter before completing.
+        if msg.is_announced() {
+            // Completed when the data arrives.
+            return pull(node, env, msg, &posted.dst, posted.completion);
+        }
+        let outcome = receive(node, &env, msg, &posted.dst); // SAFETY: the receiver keeps its completion alive until it is done;
+                                                             // we claimed the descriptor. Read the waiter before completing.
         let waiter = unsafe { (*posted.completion).waiter() };
         // SAFETY: as above; we are its only completer.
         unsafe { (*posted.completion).complete(outcome) };
@@ -389,24 +553,39 @@ fn arrive<N: Node>(node: &N, mailbox: &Mailbox, env: Envelope, msg: RemoteMessag
     }
 }
 
-/// Receives a message from another process into `dst` (checking its
-/// signature and size as `p2p::transfer` does), and acknowledges a
-/// synchronous send.
+/// Receives a message from another process (its data here) into `dst`
+/// (checking its signature and size as `p2p::transfer` does), and
+/// acknowledges a synchronous send.
 pub(super) fn receive<N: Node>(
     node: &N,
     env: &Envelope,
     msg: RemoteMessage,
     dst: &Layout,
 ) -> Outcome {
-    let len = msg.data.len();
+    debug_assert!(!msg.is_announced());
+    let outcome = unpack_checked(env, &msg.signature, msg.count, &msg.data, dst);
+    release(node, msg);
+    outcome
+}
+
+/// Checks a message's signature against `dst`'s type and unpacks its
+/// packed `data` into `dst` (as `p2p::transfer` does for local messages).
+fn unpack_checked(
+    env: &Envelope,
+    signature: &[Run],
+    count: usize,
+    data: &[u8],
+    dst: &Layout,
+) -> Outcome {
+    let len = data.len();
     let mut outcome = Outcome {
         source: env.source,
         tag: env.tag,
         bytes: len,
         ..Outcome::default()
     };
-    let mismatch = (msg.count != 0)
-        .then(|| runs_mismatch(&msg.signature, msg.count, dst.ty.map().signature()))
+    let mismatch = (count != 0)
+        .then(|| runs_mismatch(signature, count, dst.ty.map().signature()))
         .flatten();
     if let Some((index, sent, expected)) = mismatch {
         outcome.fault = Some(Fault::Type {
@@ -417,29 +596,44 @@ pub(super) fn receive<N: Node>(
     } else {
         // SAFETY: `data` holds `len` packed bytes; `dst` is the receiver's
         // live buffer (it waits, or is the caller).
-        unsafe { copy::unpack(msg.data.as_ptr(), len, dst) };
+        unsafe { copy::unpack(data.as_ptr(), len, dst) };
         if len > dst.bytes() {
             outcome.fault = Some(Fault::Truncated {
                 buffer: dst.bytes(),
             });
         }
     }
-    release(node, msg);
     outcome
 }
 
-/// A message from another process is received or dropped: acknowledges
-/// it if its sender waits (a synchronous send).
-pub(super) fn release<N: Node>(node: &N, msg: RemoteMessage) {
-    if msg.ack == 0 {
-        return;
+impl RemoteMessage {
+    /// Whether the message was announced (its data is still at its
+    /// sender, to be pulled once a receive matches).
+    #[inline]
+    pub(crate) fn is_announced(&self) -> bool {
+        self.announced != 0
     }
+}
+
+/// A message from another process is received or dropped: acknowledges a
+/// synchronous send's; an announced message that is dropped (a matched
+/// probe's `Message`) releases its sender as cancelled.
+pub(super) fn release<N: Node>(node: &N, msg: RemoteMessage) {
+    let reply = if msg.ack != 0 {
+        let mut ack = Frame::control(Kind::Ack);
+        ack.id = msg.ack;
+        ack
+    } else if msg.is_announced() {
+        let mut clear = Frame::control(Kind::ClearToSend);
+        clear.id = msg.announced;
+        clear
+    } else {
+        return;
+    };
     let Some(remote) = node.p2p().remote() else {
         return;
     };
-    let mut ack = Frame::control(Kind::Ack);
-    ack.id = msg.ack;
-    if let Err(err) = remote.transport.send(msg.from, &ack) {
+    if let Err(err) = remote.transport.send(msg.from, &reply) {
         lost(node, msg.from, err.to_string());
     }
 }

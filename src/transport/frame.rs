@@ -13,9 +13,11 @@
 //!     24     4  destination world rank
 //!     28     4  runs in the type signature (at most MAX_RUNS)
 //!     32     8  count (elements of the signature's element)
-//!     40     8  id (a synchronous send's acknowledgement id, or 0)
-//!     48     8  payload length (at most MAX_PAYLOAD)
-//!     56  9*runs  signature: (base kind u8, count u64) per run
+//!     40     8  id (names a send waiting for an answer, or the
+//!               receive a `Data` frame fills; 0: none)
+//!     48     8  reply (the receive a `ClearToSend` names, or 0)
+//!     56     8  payload length (at most MAX_PAYLOAD)
+//!     64  9*runs  signature: (base kind u8, count u64) per run
 //!      …     …  payload
 //! ```
 //!
@@ -38,7 +40,7 @@ const MAGIC: u16 = 0x794d;
 /// The version of this format; a peer speaking another is refused.
 pub(crate) const FORMAT: u8 = 1;
 /// Bytes of the fixed header, the length word included.
-pub(crate) const HEADER: usize = 56;
+pub(crate) const HEADER: usize = 64;
 /// Bytes per signature run.
 const RUN: usize = 9;
 /// The largest payload a frame carries (1 GiB): a bigger length is garbage.
@@ -59,6 +61,15 @@ pub(crate) enum Kind {
     Abort = 3,
     /// The sender's job finished: it sends nothing more.
     Bye = 4,
+    /// A large or synchronous message announced (rendezvous): envelope,
+    /// signature and count, no payload; `id` names the waiting send.
+    RequestToSend = 5,
+    /// A receive matched the announced message `id`: send its data as
+    /// `Data` for receive `reply`; `reply` 0 means the message was given
+    /// up (a dropped matched probe): the send completes as cancelled.
+    ClearToSend = 6,
+    /// The data of an announced message for receive `id`.
+    Data = 7,
 }
 
 impl Kind {
@@ -68,6 +79,9 @@ impl Kind {
             2 => Kind::Ack,
             3 => Kind::Abort,
             4 => Kind::Bye,
+            5 => Kind::RequestToSend,
+            6 => Kind::ClearToSend,
+            7 => Kind::Data,
             _ => return None,
         })
     }
@@ -86,6 +100,7 @@ pub(crate) struct Frame {
     /// Elements of `signature` in the data.
     pub(crate) count: u64,
     pub(crate) id: u64,
+    pub(crate) reply: u64,
     pub(crate) payload: Vec<u8>,
 }
 
@@ -101,6 +116,7 @@ impl Frame {
             signature: Vec::new(),
             count: 0,
             id: 0,
+            reply: 0,
             payload: Vec::new(),
         }
     }
@@ -131,6 +147,7 @@ impl Frame {
         out.extend_from_slice(&(self.signature.len() as u32).to_le_bytes());
         out.extend_from_slice(&self.count.to_le_bytes());
         out.extend_from_slice(&self.id.to_le_bytes());
+        out.extend_from_slice(&self.reply.to_le_bytes());
         out.extend_from_slice(&(self.payload.len() as u64).to_le_bytes());
         for run in &self.signature {
             out.push(kind_code(run.kind));
@@ -176,6 +193,7 @@ impl Frame {
         let runs = r.u32()? as usize;
         let count = r.u64()?;
         let id = r.u64()?;
+        let reply = r.u64()?;
         let payload_len = r.u64()? as usize;
         let mut signature = Vec::with_capacity(runs);
         for _ in 0..runs {
@@ -191,8 +209,18 @@ impl Frame {
         if r.at != bytes.len() {
             return Err(FrameError::Garbled("lengths disagree"));
         }
-        if kind == Kind::Eager {
-            check_data(&signature, count, payload.len())?;
+        match kind {
+            Kind::Eager => check_data(&signature, count, payload.len())?,
+            Kind::RequestToSend => {
+                check_element(&signature)?;
+                // No data, and a size that one data frame can carry.
+                if !payload.is_empty() || message_bytes(&signature, count) > MAX_PAYLOAD as u128 {
+                    return Err(FrameError::Garbled(
+                        "an announcement with data, or too large",
+                    ));
+                }
+            }
+            _ => {}
         }
         Ok(Frame {
             kind,
@@ -203,27 +231,44 @@ impl Frame {
             signature,
             count,
             id,
+            reply,
             payload,
         })
     }
+
+    /// The bytes of the message a data frame carries or an announcement
+    /// announces (its signature's size times its count).
+    pub(crate) fn message_bytes(&self) -> usize {
+        message_bytes(&self.signature, self.count) as usize
+    }
 }
 
-/// The payload of a data frame must be `count` elements of the signature.
-fn check_data(signature: &[Run], count: u64, payload: usize) -> Result<(), FrameError> {
+fn message_bytes(signature: &[Run], count: u64) -> u128 {
     let element: u128 = signature
         .iter()
         .map(|r| r.kind.size() as u128 * r.count as u128)
         .sum();
-    // An element's signature is bounded too (so sums over it cannot
-    // overflow), also when `count` is 0.
+    element * count as u128
+}
+
+/// The payload of a data frame must be `count` elements of the signature.
+fn check_data(signature: &[Run], count: u64, payload: usize) -> Result<(), FrameError> {
+    check_element(signature)?;
+    if message_bytes(signature, count) != payload as u128 {
+        return Err(FrameError::Garbled("payload length is not count elements"));
+    }
+    Ok(())
+}
+
+/// An element's signature is bounded (so sums over it cannot overflow),
+/// also when the count is 0.
+fn check_element(signature: &[Run]) -> Result<(), FrameError> {
+    let element = message_bytes(signature, 1);
     if element > (MAX_PAYLOAD as u128) << 8 {
         return Err(FrameError::Oversized {
             what: "element signature",
             len: u64::try_from(element).unwrap_or(u64::MAX),
         });
-    }
-    if element * count as u128 != payload as u128 {
-        return Err(FrameError::Garbled("payload length is not count elements"));
     }
     Ok(())
 }
@@ -248,7 +293,7 @@ pub(crate) fn frame_len(bytes: &[u8]) -> Result<Option<usize>, FrameError> {
     }
     let rest = u32::from_le_bytes(bytes[0..4].try_into().expect("4 bytes")) as usize;
     let runs = u32::from_le_bytes(bytes[28..32].try_into().expect("4 bytes")) as usize;
-    let payload = u64::from_le_bytes(bytes[48..56].try_into().expect("8 bytes"));
+    let payload = u64::from_le_bytes(bytes[56..64].try_into().expect("8 bytes"));
     if runs > MAX_RUNS {
         return Err(FrameError::Oversized {
             what: "signature runs",
@@ -391,6 +436,7 @@ mod tests {
             ],
             count: 3,
             id: 77,
+            reply: 5,
             payload: (0..48).collect(),
         }
     }
@@ -426,7 +472,7 @@ mod tests {
     #[test]
     fn oversized_and_foreign_frames_are_rejected() {
         let mut bytes = sample().to_bytes();
-        bytes[48..56].copy_from_slice(&(MAX_PAYLOAD as u64 + 1).to_le_bytes());
+        bytes[56..64].copy_from_slice(&(MAX_PAYLOAD as u64 + 1).to_le_bytes());
         assert!(matches!(
             frame_len(&bytes),
             Err(FrameError::Oversized {
@@ -475,6 +521,12 @@ mod tests {
             sample().to_bytes(),
             Frame::control(Kind::Ack).to_bytes(),
             Frame::control(Kind::Abort).to_bytes(),
+            Frame {
+                kind: Kind::RequestToSend,
+                payload: Vec::new(),
+                ..sample()
+            }
+            .to_bytes(),
         ];
         let (mut decoded, mut rejected) = (0, 0);
         for i in 0..20_000 {

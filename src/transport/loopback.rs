@@ -63,8 +63,8 @@ impl Loopback {
             })
             .collect()
     }
-
     /// Ends this process as a crash would: the others see it lost.
+    #[cfg(test)]
     pub(crate) fn sever(&self) {
         self.end(false);
     }
