@@ -1,5 +1,6 @@
-//! Point-to-point messaging inside one process: protocols on top of the
-//! matching engine ([`mailbox`]).
+//! Point-to-point messaging: protocols on top of the matching engine
+//! ([`mailbox`]), inside one process and, through a transport, with the
+//! ranks of other processes ([`remote`]).
 //!
 //! ## One copy per message
 //!
@@ -12,6 +13,9 @@
 //! * **No receive yet, large message** (or a synchronous send): the sender
 //!   queues a descriptor of its own buffer and waits; the receiver copies
 //!   straight out of it and completes the send (rendezvous, one copy).
+//!
+//! (Messages to other processes take one copy more on each side: packed
+//! into a frame, unpacked from it; see [`remote`].)
 //!
 //! ## Who owns what
 //!
@@ -39,22 +43,20 @@
 //! (`CommCore::endpoint`, `CommCore::route`) and checks ranks and tags
 //! before, so its errors name communicator ranks and sizes.
 //!
-//! ## Where a transport plugs in
+//! ## Other processes
 //!
 //! A route's destination world rank resolves to a [`Destination`] through
-//! the job's [`Processes`] (which process hosts which world ranks): today
-//! always a local mailbox, at the rank's local index (a subtraction and a
-//! comparison; one process numbers its ranks as the world does). A message reaching a mailbox goes through
-//! [`arrive`], which takes the first matching posted receive or queues the
-//! message as unexpected, whatever its [`Arrival`] (today the local
-//! sender's buffer). The transport issue adds a `Remote` destination (frames
-//! to another process), arrivals of bytes from elsewhere (queued as
-//! [`Payload::Eager`], or a remote rendezvous whose data is fetched when a
-//! receive matches), and completions that come later: a claimed posted
-//! receive or a queued send may then be completed by the transport's
-//! progress, not on the spot, which the [`Completion`] protocol already
-//! allows (its owner waits for `DONE`; see [`settle`] for what it may not
-//! wait for).
+//! the job's [`Processes`] (which process hosts which world ranks): a local
+//! mailbox, at the rank's local index (a subtraction and a comparison; one
+//! process numbers its ranks as the world does), or, out of line, another
+//! process, which the job's transport reaches ([`remote`]: frames, an
+//! announcement and a pull of the data for large and synchronous
+//! messages). A message reaching a mailbox goes through [`arrive`] (or its
+//! remote twin), which takes the first matching posted receive or queues
+//! the message as unexpected, whatever its sender: a local sender's
+//! buffer, or a frame ([`Payload::Remote`]). Completions may then come
+//! later, from the transport's progress; those that wait for another
+//! process are entries [`settle`] can forget (`remote::Remote::forget`).
 
 pub(crate) mod claim;
 pub(crate) mod completion;
@@ -270,13 +272,8 @@ fn not_here(world: WorldRank, process: ProcessId) -> ! {
     panic!("world rank {world} has no mailbox in this process: it lives in process {process}")
 }
 
-/// A message as it reaches a mailbox ([`arrive`]).
-///
-/// Only `Local` today. Bytes from elsewhere (the transport issue) add an
-/// arm carrying a received eager frame (queued as [`Payload::Eager`], or
-/// unpacked straight into a posted receive) and one for a remote rendezvous
-/// (queued as a descriptor whose data is fetched once a receive matches,
-/// completing that receive later).
+/// A message of this process as it reaches a mailbox ([`arrive`]); frames
+/// from other processes arrive through `remote`'s twin of it.
 #[derive(Debug)]
 pub(crate) enum Arrival<'s> {
     /// In the sender's buffer, in this process: copied straight into a
@@ -582,10 +579,10 @@ pub(crate) fn receive_result(rank: Rank, outcome: Outcome) -> Result<Status, Err
     }
 }
 
-/// Which queue a pending descriptor sits in.
-///
-/// A remote rendezvous (the transport issue) adds its own arm: withdrawn
-/// by a message to its peer, settled once the transport says so.
+/// Which queue a pending descriptor sits in. A send to another process
+/// that waits (`Send` of a world rank there) or a receive that matched an
+/// announced message waits in `remote`'s tables instead: not withdrawable,
+/// forgotten by [`settle`].
 #[derive(Debug, Clone, Copy)]
 pub(crate) enum Queued {
     /// A posted receive in the mailbox of this world rank (of this
@@ -658,7 +655,8 @@ impl<N: Node> Drop for PendingGuard<'_, N> {
 /// (a matched probe holding the message, a task running a collective) may
 /// need this very thread (a task always runs on its rank's worker), so it
 /// is not waited for: the job fails, and once it aborts they run no more.
-/// A remote rendezvous (the transport issue) is such a long claimer too.
+/// An operation waiting for another process is forgotten instead
+/// (nobody completes it then).
 pub(crate) fn settle(ep: Endpoint<'_, impl Node>, queued: Queued, completion: &Completion) {
     if completion.is_done() || withdraw(ep, queued, completion) {
         return;
