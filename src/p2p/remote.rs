@@ -4,41 +4,51 @@
 //!
 //! ## Protocol
 //!
-//! * **Send** (any mode): the data is packed into an `Eager` frame with
-//!   its envelope (context, source rank, tag, destination world rank) and
-//!   its element's run-length type signature; the send is complete once the
-//!   frame is queued (its buffer is free again), except a synchronous send,
-//!   which waits for the receiver's `Ack` (the frame's `id` names it).
+//! * **Eager** (up to the eager limit, and every buffered send): the data
+//!   is packed into an `Eager` frame with its envelope (context, source
+//!   rank, tag, destination world rank) and its element's run-length type
+//!   signature; the send is complete once the frame is queued (its buffer
+//!   is free again), except a synchronous send, which waits for the
+//!   receiver's `Ack` (the frame's `id` names it).
+//! * **Rendezvous** (above the eager limit, standard or synchronous): a
+//!   `RequestToSend` announces the message (envelope, signature and count,
+//!   no data) and matches like any message; the receive that takes it asks
+//!   for the data (`ClearToSend`, naming the send and the receive), and the
+//!   sender answers with a `Data` frame that is unpacked straight into the
+//!   receive buffer. The send completes once its data has left (for a
+//!   synchronous send that is after the match, as MPI requires); the
+//!   receive when its data arrives. A matched probe's announced message
+//!   that is dropped releases its sender as cancelled (`ClearToSend` naming
+//!   no receive).
 //! * **Arrival**: [`progress`] polls the transport and hands each frame to
 //!   the destination rank's mailbox as a local send would (`arrive`): the
-//!   first matching posted receive takes it (unpacked straight from the
-//!   frame into the receive buffer), or it is queued as unexpected
+//!   first matching posted receive takes it, or it is queued as unexpected
 //!   ([`Payload::Remote`]), so matching order, wildcards, probes, matched
 //!   probes, truncation and type errors are those of one process.
 //! * **Order**: frames from one process arrive in order (the transport's
 //!   FIFO per pair) and one poller at a time hands them to the mailboxes
 //!   (the `progress` lock), so MPI's non-overtaking rule holds across
-//!   processes.
+//!   processes (an announced message is matched in its place; only its
+//!   data comes later).
 //! * **End**: a process whose job ends says `Bye` (it sends nothing more)
 //!   or, when its job failed, `Abort` with the error (a rank's panic names
 //!   the rank); every process's job then fails with it. A connection that
 //!   ends without either fails the job naming the lost process and its
 //!   ranks.
 //!
-//! Large messages travel the same way (one frame, copied once more on
-//! each side than a rendezvous would: pack, and unpack from the frame);
-//! a rendezvous handshake (request to send, clear to send, data into the
-//! matched receive's buffer) is not implemented yet.
-//!
 //! ## Completions across processes
 //!
-//! A posted receive taken by a frame is completed by the poller that took
-//! it, which copies and completes without parking, like a local claimer.
-//! A synchronous send's completion is completed when its `Ack` arrives,
-//! which may take long: it sits in [`Remote`]'s table, and a sender that
-//! must settle without parking (unwinding, an abort) removes it from there
-//! under the table's lock ([`Remote::forget_ack`]), after which nobody
-//! completes it; a cancel cannot withdraw it (its data has left).
+//! A posted receive taken by an eager frame is completed by the poller
+//! that took it, which copies and completes without parking, like a local
+//! claimer. Operations that wait for another process (a synchronous
+//! send's `Ack`, an announced send's `ClearToSend`, a matched receive's
+//! `Data`) may wait long: each sits in one of [`Remote`]'s tables, whose
+//! entry the answer's handler removes under the table's lock before it
+//! touches the operation's buffer or completion. An owner that must settle
+//! without parking (unwinding, an abort) removes the entry itself
+//! ([`Remote::forget`]), after which nobody touches them; if the entry is
+//! gone, a handler holds it and completes without parking. A cancel
+//! cannot withdraw them (the message has left, or was matched).
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -388,9 +398,9 @@ fn handle<N: Node>(node: &N, remote: &Remote, incoming: Incoming) {
     let (from, frame) = match incoming {
         Incoming::Frame(from, frame) => (from, frame),
         Incoming::Lost(from, why) => {
-            if std::mem::replace(&mut lock(&remote.open)[from.get() as usize], false) {
-                lost(node, from, why);
-            }
+            // Reported once, and only while the process may still send.
+            lost(node, from, why);
+            lock(&remote.open)[from.get() as usize] = false;
             return;
         }
     };
@@ -507,8 +517,15 @@ fn complete<N: Node>(node: &N, completion: *const Completion, outcome: Outcome) 
 
 /// Process `process` is gone or unusable: the job fails, naming it and
 /// its ranks.
+/// A process that said goodbye is not lost: what could not reach it had
+/// no receiver any more.
 #[cold]
 fn lost<N: Node>(node: &N, process: ProcessId, reason: String) {
+    if let Some(remote) = node.p2p().remote() {
+        if !lock(&remote.open)[process.get() as usize] {
+            return;
+        }
+    }
     node.sched()
         .fail(lost_error(node.p2p().processes(), process, reason));
 }

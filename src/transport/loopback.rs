@@ -4,7 +4,7 @@
 //! Every frame is encoded on `send` and decoded on `poll`, so the tests
 //! that run across loopback processes cover the wire format too. A process
 //! that ends without [`close`](Transport::close) (its transport dropped, or
-//! [`Loopback::sever`]) is reported as lost to the others once they read
+//! `Loopback::sever` in tests) is reported as lost to the others once they read
 //! everything it sent, as a dropped TCP connection would be.
 
 use std::collections::VecDeque;

@@ -67,6 +67,8 @@ struct Output {
 #[derive(Debug, Default)]
 struct Input {
     bytes: Vec<u8>,
+    /// Where `read` puts what it reads (allocated once).
+    chunk: Vec<u8>,
     /// Nothing more is read from this stream (reported lost).
     ended: bool,
 }
@@ -210,7 +212,8 @@ impl TcpTransport {
         }
         let from = ProcessId::new(p as u32);
         let mut handed = 0;
-        let mut chunk = vec![0u8; CHUNK];
+        let mut chunk = std::mem::take(&mut input.chunk);
+        chunk.resize(CHUNK, 0);
         // Why the stream ends (after the frames it carried before).
         let mut closed: Option<String> = None;
         loop {
@@ -246,6 +249,7 @@ impl TcpTransport {
                 Err(err) => end = Some(format!("a bad frame: {err}")),
             }
         }
+        input.chunk = chunk;
         let end = end.or(closed);
         input.bytes.drain(..at);
         if let Some(why) = end {
