@@ -112,15 +112,16 @@ struct Pull {
     count: usize,
 }
 
-// SAFETY (the three entries): their buffers and completions are kept alive
-// by their waiting owners until the completion is done or the entry is
-// removed (`Remote::forget`); whoever removes the entry under its table's
-// lock is the only one to touch them afterwards.
+// SAFETY: the buffers and completions of the three table entries are kept
+// alive by their waiting owners until the completion is done or the entry
+// is removed (`Remote::forget`); whoever removes the entry under its
+// table's lock is the only one to touch them afterwards.
 unsafe impl Send for SyncSend {}
 // SAFETY: as above.
 unsafe impl Send for Announced {}
 // SAFETY: as above.
 unsafe impl Send for Pull {}
+
 /// A message from another process waiting for its receive.
 #[derive(Debug)]
 pub(crate) struct RemoteMessage {
@@ -551,8 +552,9 @@ fn arrive<N: Node>(node: &N, mailbox: &Mailbox, env: Envelope, msg: RemoteMessag
             // Completed when the data arrives.
             return pull(node, env, msg, &posted.dst, posted.completion);
         }
-        let outcome = receive(node, &env, msg, &posted.dst); // SAFETY: the receiver keeps its completion alive until it is done;
-                                                             // we claimed the descriptor. Read the waiter before completing.
+        let outcome = receive(node, &env, msg, &posted.dst);
+        // SAFETY: the receiver keeps its completion alive until it is done;
+        // we claimed the descriptor. Read the waiter before completing.
         let waiter = unsafe { (*posted.completion).waiter() };
         // SAFETY: as above; we are its only completer.
         unsafe { (*posted.completion).complete(outcome) };

@@ -33,7 +33,11 @@ pub(crate) struct Job {
 impl Job {
     /// The job of the ranks `processes` places here, hosted by itself: its
     /// scheduler gets the workers' shared halves (`workers`), its `Hls`
-    /// groups follow the workers' placement and the rank assignment.
+    /// groups follow the workers' placement and the rank assignment;
+    /// `transport` reaches the other processes of a job of several.
+    // Plain values from the runtime (which keeps its `Config` to itself),
+    // each used once: a struct for them would only rename the arguments.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn new(
         processes: &Processes,
         workers: Box<[WorkerShared]>,

@@ -376,14 +376,13 @@ pub(crate) fn loopback_mesh(processes: usize) -> io::Result<Vec<Vec<Option<TcpSt
     let mut mesh: Vec<Vec<Option<TcpStream>>> = (0..processes)
         .map(|_| (0..processes).map(|_| None).collect())
         .collect();
-    for a in 0..processes {
-        for b in a + 1..processes {
-            let listener = std::net::TcpListener::bind(("127.0.0.1", 0))?;
-            let near = TcpStream::connect(listener.local_addr()?)?;
-            let (far, _) = listener.accept()?;
-            mesh[a][b] = Some(near);
-            mesh[b][a] = Some(far);
-        }
+    let pairs = (0..processes).flat_map(|a| (a + 1..processes).map(move |b| (a, b)));
+    for (a, b) in pairs {
+        let listener = std::net::TcpListener::bind(("127.0.0.1", 0))?;
+        let near = TcpStream::connect(listener.local_addr()?)?;
+        let (far, _) = listener.accept()?;
+        mesh[a][b] = Some(near);
+        mesh[b][a] = Some(far);
     }
     Ok(mesh)
 }
@@ -432,7 +431,7 @@ mod tests {
         std::thread::scope(|s| {
             s.spawn(|| {
                 // The sender's side flushes while the receiver reads.
-                while lock(&t[0].peers[1].as_ref().unwrap().out).queue.len() > 0 {
+                while !lock(&t[0].peers[1].as_ref().unwrap().out).queue.is_empty() {
                     t[0].poll(&mut |_| {});
                     t[0].wait(Some(Duration::from_millis(10)));
                 }
