@@ -381,8 +381,15 @@ fn a_panicking_rank_ends_every_process(via: Via) {
             myriad::sleep(Duration::from_millis(10));
             panic!("rank three gives up");
         }
-        // Waits that only the panicking rank could end.
-        let _ = world.process_at_rank(3).receive::<u8>();
+        // Waits that only the panicking rank could end: a posted receive,
+        // an announced (large) send and a synchronous send to another
+        // process, each given up when the job fails.
+        let three = world.process_at_rank(3);
+        match world.rank() {
+            0 => three.send(&vec![1u64; 100_000][..]),
+            1 => three.synchronous_send(&1u8),
+            _ => drop(three.receive::<u8>()),
+        }
     });
     for (p, result) in results.into_iter().enumerate() {
         let err = result
