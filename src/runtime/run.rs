@@ -428,12 +428,14 @@ mod tests {
         let mut mesh = tcp::loopback_mesh(2).unwrap();
         let mut other = mesh.pop().unwrap();
         let this = TcpTransport::new(ProcessId::new(0), mesh.pop().unwrap()).unwrap();
-        let err = lost_peer(Arc::new(this), move || {
+        let mut open = None;
+        let err = lost_peer(Arc::new(this), || {
             let stream = other[0].as_mut().unwrap();
             std::io::Write::write_all(stream, b"GET / HTTP/1.1\r\n").unwrap();
             // Keep the stream open: the bytes, not the end, must fail it.
-            std::mem::forget(other);
+            open = Some(other);
         });
+        drop(open);
         assert!(err.to_string().contains("a bad frame"), "{err}");
     }
 
