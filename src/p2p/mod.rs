@@ -1018,4 +1018,30 @@ mod tests {
         );
         shared.destination(WorldRank::new(1));
     }
+
+    #[test]
+    fn with_a_transport_other_processes_ranks_route_to_their_process() {
+        let transport = crate::transport::loopback::Loopback::join(3).swap_remove(1);
+        let shared = Shared::new(
+            Processes::from_blocks(&[3, 2, 4], ProcessId::new(1)),
+            1024,
+            Some(transport),
+        );
+        let route = |w| match shared.destination(WorldRank::new(w)) {
+            Destination::Local(index) => format!("local {index}"),
+            Destination::Remote(p) => format!("process {p}"),
+        };
+        let routes: Vec<String> = [0, 2, 3, 4, 5, 8].into_iter().map(route).collect();
+        assert_eq!(
+            routes,
+            [
+                "process 0",
+                "process 0",
+                "local 0",
+                "local 1",
+                "process 2",
+                "process 2"
+            ]
+        );
+    }
 }

@@ -504,6 +504,33 @@ mod tests {
         ));
     }
 
+    #[test]
+    fn an_announcement_carries_no_data_and_a_size_a_frame_can_carry() {
+        let announce = Frame {
+            kind: Kind::RequestToSend,
+            payload: Vec::new(),
+            ..sample()
+        };
+        let decoded = Frame::decode(&announce.to_bytes()).unwrap();
+        assert_eq!(decoded.message_bytes(), 48, "3 elements of (2 i32, f64)");
+        let with_data = Frame {
+            kind: Kind::RequestToSend,
+            ..sample()
+        };
+        assert!(matches!(
+            Frame::decode(&with_data.to_bytes()),
+            Err(FrameError::Garbled(_))
+        ));
+        let huge = Frame {
+            count: (MAX_PAYLOAD as u64 / 16) + 1,
+            ..announce
+        };
+        assert!(matches!(
+            Frame::decode(&huge.to_bytes()),
+            Err(FrameError::Garbled(_))
+        ));
+    }
+
     /// A small deterministic generator (xorshift) instead of a fuzzing
     /// crate: mutations of valid frames (bit flips, byte overwrites,
     /// truncations, insertions) must decode to an error or to a frame that
