@@ -156,6 +156,7 @@ impl Remote {
             pulls: Mutex::new(HashMap::new()),
         }
     }
+
     /// Counts the transport as an external waker of `sched` (before the
     /// workers start), unless no peer is left.
     pub(crate) fn count_as_waker(&self, sched: &Scheduler) {
@@ -173,6 +174,7 @@ impl Remote {
             sched.wake_all();
         }
     }
+
     /// Removes the entry of an operation waiting for another process (a
     /// synchronous send's acknowledgement, an announced send's
     /// clear-to-send, a receive's data): `true` if there was one (then
@@ -253,8 +255,8 @@ pub(super) fn send<N: Node>(
     if bytes > frame::MAX_PAYLOAD {
         node.sched().fail(Error::Unsupported {
             what: format!(
-                "a message of {bytes} bytes to another process (at most {} bytes travel in one \
-                 frame; rendezvous transfers are not implemented yet)",
+                "a message of {bytes} bytes to another process (one frame carries at most {} \
+                 bytes; splitting larger messages is not implemented yet)",
                 frame::MAX_PAYLOAD
             ),
         });

@@ -357,15 +357,19 @@ impl<'a> Reader<'a> {
         self.at = end;
         Ok(out)
     }
+
     fn u8(&mut self) -> Result<u8, FrameError> {
         Ok(self.take(1)?[0])
     }
+
     fn u16(&mut self) -> Result<u16, FrameError> {
         Ok(u16::from_le_bytes(self.take(2)?.try_into().expect("2")))
     }
+
     fn u32(&mut self) -> Result<u32, FrameError> {
         Ok(u32::from_le_bytes(self.take(4)?.try_into().expect("4")))
     }
+
     fn u64(&mut self) -> Result<u64, FrameError> {
         Ok(u64::from_le_bytes(self.take(8)?.try_into().expect("8")))
     }

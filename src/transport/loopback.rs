@@ -63,6 +63,7 @@ impl Loopback {
             })
             .collect()
     }
+
     /// Ends this process as a crash would: the others see it lost.
     #[cfg(test)]
     pub(crate) fn sever(&self) {
