@@ -340,6 +340,14 @@ where
 {
     assert_eq!(ranks.len(), transports.len(), "one transport per process");
     let sizes: Vec<u32> = ranks.iter().map(|&n| n as u32).collect();
+    // The processes share this program's processing units: each placing
+    // its workers as if it had the machine to itself would bind them to
+    // the same units, where a spinning worker of one process takes the
+    // time of the other's.
+    let config = &Config {
+        bind: false,
+        ..config.clone()
+    };
     let f = &f;
     std::thread::scope(|scope| {
         let handles: Vec<_> = transports
