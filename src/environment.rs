@@ -9,6 +9,7 @@ use crate::error::{raise, CommError, Error};
 use crate::identity::WorldRank;
 use crate::runtime::job::Job;
 use crate::sched;
+use crate::Rank;
 
 pub use crate::sched::Threading;
 
@@ -39,6 +40,27 @@ impl Universe {
     /// `MPI_UNIVERSE_SIZE`: the number of ranks of the job.
     pub fn size(&self) -> Option<usize> {
         Some(self.job.size() as usize)
+    }
+
+    /// The processes of the job (1 unless a launcher started several: then
+    /// each hosts a contiguous block of world ranks, in process order; a
+    /// myriad extension).
+    pub fn process_count(&self) -> usize {
+        self.job.processes().count() as usize
+    }
+
+    /// This process's index among the job's processes, `0..process_count()`
+    /// (a myriad extension).
+    pub fn process_index(&self) -> usize {
+        self.job.processes().this().get() as usize
+    }
+
+    /// The world ranks this process hosts: `run` returns their results, in
+    /// this order (the first is the offset of the process's block; a
+    /// myriad extension).
+    pub fn process_ranks(&self) -> std::ops::Range<Rank> {
+        let block = self.job.processes().block(self.job.processes().this());
+        block.start as Rank..block.end as Rank
     }
 
     /// `MPI_APPNUM`: myriad runs one application per job.

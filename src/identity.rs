@@ -91,6 +91,11 @@ impl ProcessId {
     pub(crate) const fn new(process: u32) -> ProcessId {
         ProcessId(process)
     }
+
+    #[inline]
+    pub(crate) const fn get(self) -> u32 {
+        self.0
+    }
 }
 
 impl fmt::Display for ProcessId {

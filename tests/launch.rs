@@ -1,7 +1,7 @@
-//! Programs started by a launcher (issue 9, bootstrap): a launcher's job of
-//! one process runs as without a launcher; one of several processes
-//! bootstraps (layout, build, secret, mesh) and then fails every process
-//! with a clear error instead of running the whole job once per process.
+//! Programs started by a launcher (issue 9): a launcher's job of one process
+//! runs as without a launcher; the processes of a launch of several
+//! bootstrap (layout, build, secret, mesh) and run one job together, each
+//! hosting its block of the world's ranks.
 //!
 //! * Mock Hydra: each case runs in a child process of this test binary
 //!   (launcher variables are process-global) against a mock PMI-1 server of
@@ -21,8 +21,6 @@ use std::time::Duration;
 
 use common::in_child;
 use myriad::{Error, LaunchError};
-
-const MULTI: &str = "multi-process jobs need the transport (issue 9)";
 
 /// A mock Hydra serving one `-pmi-port` connection as process `rank` of
 /// `size`: its address, and the thread, which returns the commands it was
@@ -268,19 +266,25 @@ fn the_built_in_launcher_bootstraps_every_process() {
         Role::Parent => {}
         Role::Launcher => be_the_launcher(),
         Role::Child(rank) => {
-            // 7 ranks over 3 processes: 3, 2, 2.
-            let err = myriad::run(7, |_| ()).unwrap_err();
-            let text = err.to_string();
-            assert!(matches!(err, Error::Unsupported { .. }), "{err:?}");
-            let hosting = [3, 2, 2][rank as usize];
-            assert!(
-                text.contains(MULTI)
-                    && text.contains("myriad --processes started this program as 3 processes")
-                    && text.contains(&format!(
-                        "this is process {rank}, hosting {hosting} of 7 ranks"
-                    )),
-                "{text}"
-            );
+            // 7 ranks over 3 processes: 3, 2, 2, each returning its own.
+            let results = myriad::run(7, |universe| {
+                use myriad::traits::*;
+                let world = universe.world();
+                let mut sum = 0;
+                world.all_reduce_into(
+                    &world.rank(),
+                    &mut sum,
+                    myriad::collective::SystemOperation::sum(),
+                );
+                (world.rank(), world.size(), sum, universe.process_ranks())
+            })
+            .unwrap();
+            let (first, hosting) = [(0, 3), (3, 2), (5, 2)][rank as usize];
+            assert_eq!(results.len(), hosting);
+            for (i, (r, size, sum, hosted)) in results.into_iter().enumerate() {
+                assert_eq!((r, size, sum), (first + i as i32, 7, 21));
+                assert_eq!(hosted, first..first + hosting as i32);
+            }
             // PMI starts once per process: a second job cannot join.
             let text = myriad::run(7, |_| ()).unwrap_err().to_string();
             assert!(text.contains("each runs one job"), "{text}");
@@ -299,15 +303,13 @@ fn ranks_per_process_lays_out_the_world_of_a_launch() {
         Role::Parent => {}
         Role::Launcher => be_the_launcher(),
         Role::Child(rank) => {
-            let text = myriad::run(4, |_| ()).unwrap_err().to_string();
+            let outcome = myriad::run(4, |universe| universe.process_ranks());
             if std::env::var("MYRIAD_RANKS_PER_PROCESS").as_deref() == Ok("3,1") {
-                let hosting = [3, 1][rank as usize];
-                assert!(
-                    text.contains(&format!("this is process {rank}, hosting {hosting} of 4")),
-                    "{text}"
-                );
+                let hosted = [0..3, 3..4][rank as usize].clone();
+                assert_eq!(outcome.unwrap(), vec![hosted.clone(); hosted.len()]);
             } else {
                 // Every process fails the same way, naming the knob.
+                let text = outcome.unwrap_err().to_string();
                 assert!(
                     text.contains(
                         "MYRIAD_RANKS_PER_PROCESS=\"3,2\" over 2 processes makes 5 \
@@ -450,32 +452,48 @@ fn a_process_exiting_without_finalize_fails_the_launch() {
     assert!(stderr.contains("without finalizing PMI"), "{stderr}");
 }
 
+/// The rank `launch_rank_panics` lets panic: world rank 4, hosted by
+/// process 1 of 3 (7 ranks: 3, 2, 2).
+fn launch_rank_panics() {
+    use myriad::traits::*;
+    let universe = myriad::initialize().unwrap();
+    let world = universe.world();
+    if world.rank() == 4 {
+        panic!("rank four gives up");
+    }
+    // The others wait for rank 4, which never comes: the job must end anyway.
+    world.barrier();
+}
+
 /// `myriad::launch` (and so `#[myriad::main]`) in processes of the
-/// built-in launcher: each exits non-zero with the message, and so does
-/// the launcher.
+/// built-in launcher, one rank panicking: every process's job fails naming
+/// that rank, each exits non-zero with the message, and so does the
+/// launcher; nothing hangs.
 #[test]
-fn launch_exits_non_zero_with_the_message() {
-    const TEST: &str = "launch_exits_non_zero_with_the_message";
+fn a_panicking_rank_ends_every_process_with_its_message() {
+    const TEST: &str = "a_panicking_rank_ends_every_process_with_its_message";
     match role(TEST) {
         Role::Parent => {}
         Role::Launcher | Role::Child(_) => {
-            myriad::launch(|| {
-                let _universe = myriad::initialize().unwrap();
-            });
+            myriad::Runtime::builder()
+                .ranks(7)
+                .launch(launch_rank_panics);
             return;
         }
     }
     let (status, stdout, stderr) = built_in_launch(TEST, 3);
-    assert_eq!(status.code(), Some(1), "{stdout}\n{stderr}");
-    assert_eq!(
-        stderr
-            .matches("myriad: job failed: not supported by myriad yet: ")
-            .count(),
-        3,
+    assert!(!status.success(), "{stdout}\n{stderr}");
+    let failed: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.starts_with("myriad: job failed: "))
+        .collect();
+    assert_eq!(failed.len(), 3, "{stderr}");
+    assert!(
+        failed
+            .iter()
+            .all(|l| l.contains("rank 4") && l.contains("rank four gives up")),
         "{stderr}"
     );
-    assert_eq!(stderr.matches(MULTI).count(), 3, "{stderr}");
-    assert!(stderr.contains("as 3 processes"), "{stderr}");
 }
 
 #[test]
@@ -538,28 +556,45 @@ fn real_mpiexec_one_process_runs_the_job() {
 
 #[test]
 #[ignore = "needs MPICH's mpiexec (apt-get install mpich)"]
-fn real_mpiexec_two_processes_fail_clearly() {
+fn real_mpiexec_two_processes_run_one_job() {
     if under_mpiexec() {
-        let err = myriad::run(4, |_| ()).unwrap_err();
-        assert!(err.to_string().contains(MULTI), "{err}");
+        let results = myriad::run(5, |universe| {
+            use myriad::traits::*;
+            let world = universe.world();
+            let mut sum = 0;
+            world.all_reduce_into(
+                &world.rank(),
+                &mut sum,
+                myriad::collective::SystemOperation::sum(),
+            );
+            (world.rank(), sum)
+        })
+        .unwrap();
+        let first = if results.len() == 3 { 0 } else { 3 };
+        for (i, (rank, sum)) in results.into_iter().enumerate() {
+            assert_eq!((rank, sum), (first + i as i32, 10));
+        }
         return;
     }
-    let (status, stdout, stderr) = mpiexec(&["-n", "2"], "real_mpiexec_two_processes_fail_clearly");
+    let (status, stdout, stderr) = mpiexec(&["-n", "2"], "real_mpiexec_two_processes_run_one_job");
     assert!(status.success(), "{status:?}\n{stdout}\n{stderr}");
     assert_eq!(stdout.matches("1 passed").count(), 2, "{stdout}");
 }
 
 #[test]
 #[ignore = "needs MPICH's mpiexec (apt-get install mpich)"]
-fn real_mpiexec_launch_exits_non_zero() {
+fn real_mpiexec_a_panicking_rank_ends_the_job() {
     if under_mpiexec() {
-        myriad::launch(|| {
-            let _universe = myriad::initialize().unwrap();
-        });
+        myriad::Runtime::builder()
+            .ranks(7)
+            .launch(launch_rank_panics);
         return;
     }
-    let (status, stdout, stderr) = mpiexec(&["-n", "2"], "real_mpiexec_launch_exits_non_zero");
-    eprintln!("mpiexec: {status:?}\n{stdout}\n{stderr}");
+    let (status, stdout, stderr) =
+        mpiexec(&["-n", "3"], "real_mpiexec_a_panicking_rank_ends_the_job");
     assert!(!status.success(), "{stdout}\n{stderr}");
-    assert_eq!(stderr.matches(MULTI).count(), 2, "{stderr}");
+    assert!(
+        stderr.contains("rank four gives up") && stderr.contains("myriad: job failed: "),
+        "{stderr}"
+    );
 }

@@ -113,6 +113,7 @@ use crate::comm::topo::{Adjacency, Graph, Topo};
 use crate::comm::{members_of, CommShared, Group, Members, Registry, Remote};
 use crate::datatype::copy::Layout;
 use crate::error::{ArgError, CollectiveError, Error};
+use crate::identity::WorldRank;
 use crate::sched::{self, WaitInfo, WaitOp};
 use crate::sync::spin::SpinLock;
 use crate::{Count, Rank, Tag};
@@ -266,6 +267,7 @@ pub(crate) fn create(
     mut ask: Ask,
     site: &'static Location<'static>,
 ) -> Result<Option<CommCore>, Error> {
+    spans_processes(core, ask.creation.call())?;
     ask.rank = core.rank();
     ask.site = site;
     let inter = core.shared().is_inter();
@@ -328,6 +330,23 @@ pub(crate) fn create(
     });
     rounds.leave(&call, round);
     Ok(picked?.map(|(shared, rank)| core.with_shared(shared, rank)))
+}
+
+/// Creations meet in shared-memory rounds, which cannot span processes:
+/// on a communicator that does, they are unsupported (for now), never a
+/// hang.
+fn spans_processes(core: &CommCore, call: &'static str) -> Result<(), Error> {
+    let processes = core.shared().locality.processes();
+    if processes > 1 {
+        return Err(Error::Unsupported {
+            what: format!(
+                "{call} on {}, whose ranks live in {processes} processes (communicator \
+                 creation across processes is not implemented yet)",
+                core.name()
+            ),
+        });
+    }
+    Ok(())
 }
 
 /// The last rank's work: checks the asks and creates the communicators.
@@ -815,6 +834,19 @@ pub(crate) fn create_group(
     // Checked by every member: one outside the communicator would never
     // arrive.
     check_subset(core, members, OP)?;
+    // The members meet in this process's memory: all must live here.
+    let processes = crate::p2p::Node::p2p(core.job()).processes();
+    if let Some(away) = members
+        .iter()
+        .find(|&w| processes.local(WorldRank::new(w)).is_none())
+    {
+        return Err(Error::Unsupported {
+            what: format!(
+                "{OP} with a group holding world rank {away} of another process \
+                 (communicator creation across processes is not implemented yet)"
+            ),
+        });
+    }
     let key = (tag, members.size(), digest(members));
     let table = &core.coll().group_meetings;
     // `Some(count)` for the member that completes the meeting.

@@ -110,7 +110,7 @@ pub use pack::{pack, pack_into, pack_size, try_pack_into, try_unpack_into, unpac
 pub use partition::{
     Partition, PartitionMut, Partitioned, PartitionedBuffer, PartitionedBufferMut,
 };
-pub(crate) use typemap::signature_mismatch;
+pub(crate) use typemap::{runs_mismatch, signature_mismatch};
 pub use typemap::{BaseKind, Run, Segment, TypeMap};
 pub use user::{
     address_of, UncommittedDatatype, UncommittedDatatypeRef, UncommittedUserDatatype, UserDatatype,

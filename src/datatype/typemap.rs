@@ -511,17 +511,35 @@ fn signature_mismatch_slow(
     send_count: usize,
     recv: &TypeMap,
 ) -> Option<(usize, BaseKind, BaseKind)> {
-    if send.signature == recv.signature {
+    runs_mismatch(&send.signature, send_count, &recv.signature)
+}
+
+/// [`signature_mismatch`] for a sent signature given as its runs (a
+/// message from another process carries its element's runs).
+pub(crate) fn runs_mismatch(
+    send: &[Run],
+    send_count: usize,
+    recv: &[Run],
+) -> Option<(usize, BaseKind, BaseKind)> {
+    if send == recv {
         return None;
     }
-    if let (Some(a), Some(b)) = (send.uniform_kind(), recv.uniform_kind()) {
+    let uniform = |runs: &[Run]| {
+        let first = runs.first()?.kind;
+        runs.iter().all(|r| r.kind == first).then_some(first)
+    };
+    if let (Some(a), Some(b)) = (uniform(send), uniform(recv)) {
         return (a != b).then_some((0, a, b));
+    }
+    if recv.is_empty() {
+        // Nothing to compare with (a receive type without data).
+        return None;
     }
     // General case: walk both streams run by run, the receive type repeating
     // as often as needed.
-    let total: usize = send.signature.iter().map(|r| r.count).sum::<usize>() * send_count;
-    let mut sent = Stream::new(&send.signature);
-    let mut expected = Stream::new(&recv.signature);
+    let total: usize = send.iter().map(|r| r.count).sum::<usize>() * send_count;
+    let mut sent = Stream::new(send);
+    let mut expected = Stream::new(recv);
     let mut index = 0;
     while index < total {
         let (a, na) = sent.peek();

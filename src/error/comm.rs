@@ -95,6 +95,27 @@ pub enum CommError {
     /// Attributes were set on a handle that keeps none (a view of a
     /// communicator rather than the communicator handle itself).
     NoAttributes,
+    /// The connection to another process of the job ended without its
+    /// goodbye (the process died or the network failed); the job is
+    /// aborted.
+    ProcessLost {
+        /// The lost process.
+        process: u32,
+        /// Its world ranks, `first..end`.
+        first: Rank,
+        /// One past its last world rank.
+        end: Rank,
+        /// What the transport saw.
+        reason: String,
+    },
+    /// Another process of the job failed (not a rank's panic: a deadlock,
+    /// resources, ...) and told this one; the job is aborted.
+    ProcessFailed {
+        /// The failed process.
+        process: u32,
+        /// Its job's error.
+        message: String,
+    },
 }
 
 impl fmt::Display for CommError {
@@ -160,6 +181,18 @@ impl fmt::Display for CommError {
                  wait while the rank unwinds from a panic; a rank cannot wait while it unwinds \
                  (it would suspend mid-unwind), so the call fails at once"
             ),
+            CommError::ProcessLost {
+                process,
+                first,
+                end,
+                reason,
+            } => write!(
+                f,
+                "process {process} of the job (world ranks {first}..{end}) was lost: {reason}"
+            ),
+            CommError::ProcessFailed { process, message } => {
+                write!(f, "process {process} of the job failed: {message}")
+            }
             CommError::TaskAbandoned { rank } => abandoned(
                 f,
                 *rank,

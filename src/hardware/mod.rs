@@ -17,6 +17,7 @@ mod synthetic;
 mod sysfs;
 
 pub use bind::{allowed_cpus, bind_current_thread, current_cpu};
+pub(crate) use placement::place_workers_in_share;
 pub use placement::{place_workers, RankAssignment, RankOrder, WorkerPlacement};
 pub use report::binding_report;
 

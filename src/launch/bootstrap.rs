@@ -70,7 +70,6 @@ pub(crate) struct Bootstrap {
     pub(crate) session: Session,
 }
 
-#[allow(dead_code)] // Called by the transport's glue (issue 9).
 impl Bootstrap {
     /// The job's processes and their rank blocks, seen from this process.
     pub(crate) fn processes_map(&self) -> Processes {

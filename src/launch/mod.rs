@@ -31,8 +31,10 @@
 //!   once per process, so a process of a multi-process launch runs one
 //!   job: a later one is [`Error::Unsupported`].
 //!
-//! Until the transport joins the processes into one job, `run_job` ends a
-//! multi-process job with [`unsupported`] (which finalizes the session).
+//! `run_job` then joins the processes into one job: [`connect`] (each
+//! process's share of its host, the mesh, the TCP transport over it), the
+//! job, and [`finish`] (the launcher's barrier, finalize) or, when the job
+//! failed, [`abandon`] (finalize, no barrier: a peer may be gone).
 
 mod bootstrap;
 mod env;
@@ -49,7 +51,9 @@ pub(crate) use bootstrap::{Bootstrap, Shape};
 pub(crate) use session::Session;
 
 use crate::error::Error;
+use crate::identity::ProcessId;
 use crate::transport::mesh::Mesh;
+use crate::transport::tcp::TcpTransport;
 
 /// What a job asks of the launch layer (from its configuration).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -135,30 +139,41 @@ pub(crate) fn mesh(bootstrap: &mut Bootstrap, timeout: Duration) -> Result<Mesh,
     )
 }
 
-/// Ends a multi-process job until the transport can run it: builds the
-/// mesh (so every multi-process launch exercises it), finalizes the
-/// session (the launcher sees an orderly end) and returns the error every
-/// process reports.
-pub(crate) fn unsupported(mut bootstrap: Bootstrap) -> Error {
-    if let Err(e) = mesh(&mut bootstrap, crate::transport::mesh::DEFAULT_TIMEOUT) {
-        let _ = bootstrap.session.finalize();
-        return e;
-    }
-    let error = Error::unsupported(format!(
-        "multi-process jobs need the transport (issue 9): {} started this program as {} \
-         processes (this is process {}, hosting {} of {} ranks), and myriad cannot join them \
-         into one job yet; start it once, without the launcher, and give the rank count with \
-         --ranks N or MYRIAD_RANKS",
-        bootstrap.launcher,
-        bootstrap.processes,
-        bootstrap.process,
-        bootstrap.blocks[bootstrap.process as usize],
-        bootstrap.blocks.iter().map(|&b| u64::from(b)).sum::<u64>(),
-    ));
-    match bootstrap.session.finalize() {
-        Ok(()) => error,
-        Err(e) => Error::Launch(e),
-    }
+/// Joins this process to the others of a job of several: the mesh, the TCP
+/// transport over its streams, and this process's share of its host (its
+/// index among the job's processes on this host, and their count, from the
+/// host names every process publishes).
+pub(crate) fn connect(bootstrap: &mut Bootstrap) -> Result<(TcpTransport, (u32, u32)), Error> {
+    let host = crate::environment::processor_name()?;
+    let hosts = bootstrap
+        .session
+        .allgather("host", &host)
+        .map_err(Error::Launch)?;
+    let this = bootstrap.process as usize;
+    let share = (
+        hosts[..this].iter().filter(|h| **h == host).count() as u32,
+        hosts.iter().filter(|h| **h == host).count() as u32,
+    );
+    let mesh = mesh(bootstrap, crate::transport::mesh::DEFAULT_TIMEOUT)?;
+    let transport = TcpTransport::new(ProcessId::new(bootstrap.process), mesh.streams)
+        .map_err(|e| Error::config(format!("setting up the TCP transport: {e}")))?;
+    Ok((transport, share))
+}
+
+/// Ends this process's part in a job that ran to its end: meets the other
+/// processes at the launcher's barrier (so none finalizes while another
+/// may still need the key-value space), then finalizes.
+pub(crate) fn finish(mut bootstrap: Bootstrap) -> Result<(), Error> {
+    bootstrap.session.barrier().map_err(Error::Launch)?;
+    bootstrap.session.finalize().map_err(Error::Launch)
+}
+
+/// Ends this process's part in a job that failed with `error`: finalizes
+/// without the barrier (another process may be gone; the transport already
+/// told the others why the job ended) and returns `error`.
+pub(crate) fn abandon(bootstrap: Bootstrap, error: Error) -> Error {
+    let _ = bootstrap.session.finalize();
+    error
 }
 
 #[cfg(test)]

@@ -115,7 +115,6 @@ impl Session {
     }
 
     /// Waits until every process of the job has called it.
-    #[cfg_attr(not(test), allow(dead_code))] // The job's end, once the transport runs it.
     pub(crate) fn barrier(&mut self) -> Result<(), LaunchError> {
         self.client.barrier()
     }

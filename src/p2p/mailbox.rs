@@ -88,6 +88,8 @@ pub(crate) enum Payload {
         ty: TypeHandle,
         count: usize,
     },
+    /// From another process: its packed data, signature and sender.
+    Remote(Box<super::remote::RemoteMessage>),
     /// Still in the sender's buffer; the sender waits on `completion`.
     Rendezvous {
         src: Layout,
@@ -100,6 +102,7 @@ impl Unexpected {
     pub(crate) fn bytes(&self) -> usize {
         match &self.payload {
             Payload::Eager { buf, .. } => buf.len(),
+            Payload::Remote(msg) => msg.bytes,
             Payload::Rendezvous { src, .. } => src.bytes(),
         }
     }

@@ -1,5 +1,6 @@
-//! Point-to-point messaging inside one process: protocols on top of the
-//! matching engine ([`mailbox`]).
+//! Point-to-point messaging: protocols on top of the matching engine
+//! ([`mailbox`]), inside one process and, through a transport, with the
+//! ranks of other processes ([`remote`]).
 //!
 //! ## One copy per message
 //!
@@ -12,6 +13,9 @@
 //! * **No receive yet, large message** (or a synchronous send): the sender
 //!   queues a descriptor of its own buffer and waits; the receiver copies
 //!   straight out of it and completes the send (rendezvous, one copy).
+//!
+//! (Messages to other processes take one copy more on each side: packed
+//! into a frame, unpacked from it; see [`remote`].)
 //!
 //! ## Who owns what
 //!
@@ -39,30 +43,30 @@
 //! (`CommCore::endpoint`, `CommCore::route`) and checks ranks and tags
 //! before, so its errors name communicator ranks and sizes.
 //!
-//! ## Where a transport plugs in
+//! ## Other processes
 //!
 //! A route's destination world rank resolves to a [`Destination`] through
-//! the job's [`Processes`] (which process hosts which world ranks): today
-//! always a local mailbox, at the rank's local index (a subtraction and a
-//! comparison; one process numbers its ranks as the world does). A message reaching a mailbox goes through
-//! [`arrive`], which takes the first matching posted receive or queues the
-//! message as unexpected, whatever its [`Arrival`] (today the local
-//! sender's buffer). The transport issue adds a `Remote` destination (frames
-//! to another process), arrivals of bytes from elsewhere (queued as
-//! [`Payload::Eager`], or a remote rendezvous whose data is fetched when a
-//! receive matches), and completions that come later: a claimed posted
-//! receive or a queued send may then be completed by the transport's
-//! progress, not on the spot, which the [`Completion`] protocol already
-//! allows (its owner waits for `DONE`; see [`settle`] for what it may not
-//! wait for).
+//! the job's [`Processes`] (which process hosts which world ranks): a local
+//! mailbox, at the rank's local index (a subtraction and a comparison; one
+//! process numbers its ranks as the world does), or, out of line, another
+//! process, which the job's transport reaches ([`remote`]: frames, an
+//! announcement and a pull of the data for large and synchronous
+//! messages). A message reaching a mailbox goes through [`arrive`] (or its
+//! remote twin), which takes the first matching posted receive or queues
+//! the message as unexpected, whatever its sender: a local sender's
+//! buffer, or a frame ([`Payload::Remote`]). Completions may then come
+//! later, from the transport's progress; those that wait for another
+//! process are entries [`settle`] can forget (`remote::Remote::forget`).
 
 pub(crate) mod claim;
 pub(crate) mod completion;
 pub(crate) mod eager;
 pub(crate) mod mailbox;
+pub(crate) mod remote;
 mod status;
 
 use std::panic::Location;
+use std::sync::Arc;
 
 use completion::{Completion, Fault, Outcome};
 use eager::EagerPool;
@@ -74,9 +78,11 @@ use mailbox::{Envelope, Mailbox, Payload, Posted, Unexpected};
 use crate::datatype::copy::{self, Layout};
 use crate::datatype::signature_mismatch;
 use crate::error::{CommError, Error, TypeError};
-use crate::identity::{LocalIndex, Processes, WorldRank};
+use crate::identity::{LocalIndex, ProcessId, Processes, WorldRank};
 use crate::sched::{self, RankCtx, Scheduler, WaitInfo, WaitOp};
+use crate::transport::Transport;
 use crate::{Rank, Tag};
+use remote::Remote;
 
 /// Point-to-point state of a process.
 #[derive(Debug)]
@@ -87,11 +93,18 @@ pub(crate) struct Shared {
     pub(crate) eager_limit: usize,
     /// Which process hosts which world ranks (routes resolve by it).
     processes: Processes,
+    /// Frames to and from the other processes, in a job of several.
+    remote: Option<Remote>,
 }
 
 impl Shared {
-    /// The state of this process of `processes`: one mailbox per local rank.
-    pub(crate) fn new(processes: Processes, eager_limit: usize) -> Shared {
+    /// The state of this process of `processes`: one mailbox per local
+    /// rank; `transport` reaches the other processes (none in a job of one).
+    pub(crate) fn new(
+        processes: Processes,
+        eager_limit: usize,
+        transport: Option<Arc<dyn Transport>>,
+    ) -> Shared {
         Shared {
             mailboxes: (0..processes.local_count())
                 .map(|_| Mailbox::default())
@@ -99,7 +112,14 @@ impl Shared {
             eager: EagerPool::new(),
             eager_limit: eager_limit.min(EagerPool::MAX_CLASS),
             processes,
+            remote: transport.map(Remote::new),
         }
+    }
+
+    /// The cross-process state, in a job with a transport.
+    #[inline]
+    pub(crate) fn remote(&self) -> Option<&Remote> {
+        self.remote.as_ref()
     }
 
     /// Which process hosts which world ranks.
@@ -108,20 +128,29 @@ impl Shared {
     }
 
     /// Where messages to world rank `world` go: a subtraction and a
-    /// comparison for a rank of this process.
+    /// comparison for a rank of this process; the process hosting it
+    /// otherwise (out of line).
     ///
     /// # Panics
     ///
-    /// If another process hosts `world`: there is no transport yet, so no
-    /// [`Route`] names one (every job is one process, whose communicators
-    /// hold its own world ranks only). The transport issue turns this
-    /// branch into a `Remote` destination.
+    /// If another process hosts `world` and the job has no transport (no
+    /// [`Route`] names such a rank: the communicators of a job of one
+    /// process hold its own world ranks only).
     #[inline]
     fn destination(&self, world: WorldRank) -> Destination {
         match self.processes.local(world) {
             Some(index) => Destination::Local(index),
-            None => no_transport(&self.processes, world),
+            None => self.elsewhere(world),
         }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn elsewhere(&self, world: WorldRank) -> Destination {
+        if self.remote.is_none() {
+            no_transport(&self.processes, world)
+        }
+        Destination::Remote(self.processes.process_of(world))
     }
 }
 
@@ -197,6 +226,7 @@ impl<'a, N: Node> Endpoint<'a, N> {
     fn mailbox_of(self, world: WorldRank) -> &'a Mailbox {
         match self.destination(world) {
             Destination::Local(index) => self.mailbox(index),
+            Destination::Remote(process) => not_here(world, process),
         }
     }
 
@@ -226,24 +256,24 @@ pub(crate) struct Route {
 }
 
 /// Where a destination world rank lives ([`Shared::destination`]).
-///
-/// Only `Local` today. The transport issue adds `Remote(process)`: a send
-/// there becomes a frame (eager) or a rendezvous handshake whose
-/// [`Completion`] the transport completes later; it must not exist before
-/// something can handle it.
 #[derive(Debug, Clone, Copy)]
 enum Destination {
     /// The mailbox of this local index in this process.
     Local(LocalIndex),
+    /// A rank of this other process: a send there becomes a frame
+    /// ([`remote`]).
+    Remote(ProcessId),
 }
 
-/// A message as it reaches a mailbox ([`arrive`]).
-///
-/// Only `Local` today. Bytes from elsewhere (the transport issue) add an
-/// arm carrying a received eager frame (queued as [`Payload::Eager`], or
-/// unpacked straight into a posted receive) and one for a remote rendezvous
-/// (queued as a descriptor whose data is fetched once a receive matches,
-/// completing that receive later).
+/// A queued descriptor's mailbox is always in this process.
+#[cold]
+#[inline(never)]
+fn not_here(world: WorldRank, process: ProcessId) -> ! {
+    panic!("world rank {world} has no mailbox in this process: it lives in process {process}")
+}
+
+/// A message of this process as it reaches a mailbox ([`arrive`]); frames
+/// from other processes arrive through `remote`'s twin of it.
 #[derive(Debug)]
 pub(crate) enum Arrival<'s> {
     /// In the sender's buffer, in this process: copied straight into a
@@ -302,6 +332,15 @@ pub(crate) fn start_send(
     };
     match ep.destination(route.dest_world) {
         Destination::Local(index) => arrive(ep, ep.mailbox(index), env, arrival),
+        Destination::Remote(process) => remote::send(
+            ep.node,
+            process,
+            env,
+            route.dest_world,
+            src,
+            mode,
+            completion,
+        ),
     }
 }
 
@@ -447,6 +486,7 @@ fn consume(ep: Endpoint<'_, impl Node>, msg: Unexpected, dst: &Layout) -> Outcom
             ep.p2p().eager.give(buf);
             outcome
         }
+        Payload::Remote(remote) => remote::receive(ep.node, &msg.env, *remote, dst),
         Payload::Rendezvous { src, completion } => {
             let outcome = transfer(&msg.env, &src, dst);
             // SAFETY: the sender waits on its completion until done; we
@@ -476,6 +516,11 @@ pub(crate) fn start_receive(
     let mut queues = ep.own_mailbox().lock();
     if let Some(msg) = queues.take_unexpected(&spec, || ep.is_aborting()) {
         drop(queues);
+        if let Payload::Remote(remote) = &msg.payload {
+            if remote.is_announced() {
+                return pull(ep, msg, dst, completion);
+            }
+        }
         return Started::Done(consume(ep, msg, dst));
     }
     queues.posted.push_back(Posted {
@@ -483,6 +528,23 @@ pub(crate) fn start_receive(
         dst: dst.clone(),
         completion,
     });
+    Started::Pending
+}
+
+/// A receive took a message another process announced: its data is
+/// asked for, and completes `completion` when it arrives.
+#[cold]
+#[inline(never)]
+fn pull(
+    ep: Endpoint<'_, impl Node>,
+    msg: Unexpected,
+    dst: &Layout,
+    completion: &Completion,
+) -> Started {
+    let Payload::Remote(remote) = msg.payload else {
+        unreachable!("only messages of other processes are announced")
+    };
+    remote::pull(ep.node, msg.env, *remote, dst, completion);
     Started::Pending
 }
 
@@ -517,10 +579,10 @@ pub(crate) fn receive_result(rank: Rank, outcome: Outcome) -> Result<Status, Err
     }
 }
 
-/// Which queue a pending descriptor sits in.
-///
-/// A remote rendezvous (the transport issue) adds its own arm: withdrawn
-/// by a message to its peer, settled once the transport says so.
+/// Which queue a pending descriptor sits in. A send to another process
+/// that waits (`Send` of a world rank there) or a receive that matched an
+/// announced message waits in `remote`'s tables instead: not withdrawable,
+/// forgotten by [`settle`].
 #[derive(Debug, Clone, Copy)]
 pub(crate) enum Queued {
     /// A posted receive in the mailbox of this world rank (of this
@@ -542,7 +604,11 @@ pub(crate) fn withdraw(
 ) -> bool {
     match queued {
         Queued::Receive(owner) => ep.mailbox_of(owner).lock().withdraw_posted(completion),
-        Queued::Send(dest) => ep.mailbox_of(dest).lock().withdraw_rendezvous(completion),
+        Queued::Send(dest) => match ep.destination(dest) {
+            Destination::Local(index) => ep.mailbox(index).lock().withdraw_rendezvous(completion),
+            // Its data has left: only the acknowledgement is awaited.
+            Destination::Remote(_) => false,
+        },
         Queued::Task => false,
     }
 }
@@ -589,10 +655,19 @@ impl<N: Node> Drop for PendingGuard<'_, N> {
 /// (a matched probe holding the message, a task running a collective) may
 /// need this very thread (a task always runs on its rank's worker), so it
 /// is not waited for: the job fails, and once it aborts they run no more.
-/// A remote rendezvous (the transport issue) is such a long claimer too.
+/// An operation waiting for another process is forgotten instead
+/// (nobody completes it then).
 pub(crate) fn settle(ep: Endpoint<'_, impl Node>, queued: Queued, completion: &Completion) {
     if completion.is_done() || withdraw(ep, queued, completion) {
         return;
+    } // An operation waiting for another process (an acknowledgement, a
+      // clear-to-send, an announced message's data) may wait for ever:
+      // forget it (nobody completes it then), unless its answer is being
+      // handled right now (which completes it without parking).
+    if let Some(remote) = ep.p2p().remote() {
+        if remote.forget(completion) {
+            return;
+        }
     }
     // Claimed: the claimer copies and completes without parking, except for
     // a matched probe holding the message, and a task running a collective.
@@ -836,14 +911,35 @@ fn take_held(ep: Endpoint<'_, impl Node>, matched: &Matched) -> bool {
 /// Receives a matched message into `dst` (for the rank whose rank in the
 /// communicator is `rank`; the caller checked it is the calling rank);
 /// refused once the job aborts (its sender may have given it up).
+///
+/// A message another process announced is asked for here, and the call
+/// waits for its data (parking the rank of `ctx`).
 pub(crate) fn receive_matched(
     ep: Endpoint<'_, impl Node>,
+    ctx: &RankCtx,
     rank: Rank,
     matched: Matched,
     dst: &Layout,
+    site: &'static Location<'static>,
 ) -> Result<Status, Error> {
     if !take_held(ep, &matched) {
         return Err(Error::Aborted);
+    }
+    if let Payload::Remote(remote) = &matched.msg.payload {
+        if remote.is_announced() {
+            let completion = Completion::new(ctx.slot);
+            let info = WaitInfo {
+                op: WaitOp::Receive,
+                label: None,
+                peer: matched.msg.env.source,
+                tag: matched.msg.env.tag,
+                comm: matched.msg.env.context,
+                site,
+            };
+            let _ = pull(ep, matched.msg, dst, &completion);
+            let guard = PendingGuard::new(ep, Queued::Receive(ep.world), &completion);
+            return receive_result(rank, guard.wait(ctx, &info)?);
+        }
     }
     let outcome = consume(ep, matched.msg, dst);
     receive_result(rank, outcome)
@@ -858,6 +954,7 @@ pub(crate) fn drop_matched(ep: Endpoint<'_, impl Node>, matched: Matched) {
     }
     match matched.msg.payload {
         Payload::Eager { buf, .. } => ep.p2p().eager.give(buf),
+        Payload::Remote(remote) => remote::release(ep.node, *remote),
         Payload::Rendezvous { completion, .. } => {
             // SAFETY: the sender waits on its completion (we took the held
             // message above); read the waiter before completing.
@@ -882,12 +979,13 @@ mod tests {
     fn index(d: Destination) -> u32 {
         match d {
             Destination::Local(index) => index.get(),
+            Destination::Remote(p) => panic!("process {p}"),
         }
     }
 
     #[test]
     fn one_process_routes_a_world_rank_to_its_own_mailbox() {
-        let shared = Shared::new(Processes::single(4), 1024);
+        let shared = Shared::new(Processes::single(4), 1024, None);
         assert_eq!(shared.mailboxes.len(), 4);
         for w in 0..4 {
             assert_eq!(index(shared.destination(WorldRank::new(w))), w);
@@ -897,7 +995,11 @@ mod tests {
     #[test]
     fn a_process_routes_its_block_to_local_mailboxes() {
         // World ranks 0..3 in process 0, 3..5 in process 1; seen from 1.
-        let shared = Shared::new(Processes::from_blocks(&[3, 2], ProcessId::new(1)), 1024);
+        let shared = Shared::new(
+            Processes::from_blocks(&[3, 2], ProcessId::new(1)),
+            1024,
+            None,
+        );
         assert_eq!(shared.mailboxes.len(), 2, "one mailbox per local rank");
         assert_eq!(index(shared.destination(WorldRank::new(3))), 0);
         assert_eq!(index(shared.destination(WorldRank::new(4))), 1);
@@ -908,8 +1010,38 @@ mod tests {
         expected = "world rank 1 lives in process 0 of 2, and this build has no \
                                transport to reach another process"
     )]
-    fn a_world_rank_of_another_process_has_no_route_yet() {
-        let shared = Shared::new(Processes::from_blocks(&[3, 2], ProcessId::new(1)), 1024);
+    fn a_world_rank_of_another_process_has_no_route_without_a_transport() {
+        let shared = Shared::new(
+            Processes::from_blocks(&[3, 2], ProcessId::new(1)),
+            1024,
+            None,
+        );
         shared.destination(WorldRank::new(1));
+    }
+
+    #[test]
+    fn with_a_transport_other_processes_ranks_route_to_their_process() {
+        let transport = crate::transport::loopback::Loopback::join(3).swap_remove(1);
+        let shared = Shared::new(
+            Processes::from_blocks(&[3, 2, 4], ProcessId::new(1)),
+            1024,
+            Some(transport),
+        );
+        let route = |w| match shared.destination(WorldRank::new(w)) {
+            Destination::Local(index) => format!("local {index}"),
+            Destination::Remote(p) => format!("process {p}"),
+        };
+        let routes: Vec<String> = [0, 2, 3, 4, 5, 8].into_iter().map(route).collect();
+        assert_eq!(
+            routes,
+            [
+                "process 0",
+                "process 0",
+                "local 0",
+                "local 1",
+                "process 2",
+                "process 2"
+            ]
+        );
     }
 }

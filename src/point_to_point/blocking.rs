@@ -69,11 +69,13 @@ pub(super) fn matched_probe(
 }
 
 /// Receives a matched message into `dst`.
+#[track_caller]
 pub(super) fn receive_matched(
     core: &CommCore,
     matched: Matched,
     dst: &Layout,
 ) -> Result<Status, Error> {
-    core.caller()?;
-    p2p::receive_matched(core.endpoint(), core.rank(), matched, dst)
+    let site = std::panic::Location::caller();
+    let ctx = core.caller()?;
+    p2p::receive_matched(core.endpoint(), ctx, core.rank(), matched, dst, site)
 }

@@ -19,6 +19,10 @@ pub(crate) const DEFAULT_EAGER_LIMIT: usize = 16 * 1024;
 pub(crate) struct Config {
     pub(crate) ranks: usize,
     pub(crate) workers: usize,
+    /// Whether the worker count was given (builder, `--workers`,
+    /// `MYRIAD_WORKERS`) rather than defaulted to the processing units: a
+    /// process sharing its host with others of the job defaults to its share.
+    pub(crate) workers_given: bool,
     pub(crate) stack_size: usize,
     pub(crate) bind: bool,
     pub(crate) report_bindings: bool,

@@ -10,6 +10,7 @@ use crate::identity::{Processes, WorldRank};
 use crate::p2p;
 use crate::sched::worker::WorkerShared;
 use crate::sched::{self, RankCtx, Threading};
+use crate::transport::Transport;
 
 /// Everything the ranks of one job share (in this process: its ranks are
 /// the ones `JobCore`'s `p2p::Shared::processes` places here).
@@ -32,7 +33,11 @@ pub(crate) struct Job {
 impl Job {
     /// The job of the ranks `processes` places here, hosted by itself: its
     /// scheduler gets the workers' shared halves (`workers`), its `Hls`
-    /// groups follow the workers' placement and the rank assignment.
+    /// groups follow the workers' placement and the rank assignment;
+    /// `transport` reaches the other processes of a job of several.
+    // Plain values from the runtime (which keeps its `Config` to itself),
+    // each used once: a struct for them would only rename the arguments.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn new(
         processes: &Processes,
         workers: Box<[WorkerShared]>,
@@ -41,6 +46,7 @@ impl Job {
         threading: Threading,
         eager_limit: usize,
         check_collectives: bool,
+        transport: Option<Arc<dyn Transport>>,
     ) -> Arc<Job> {
         Arc::new_cyclic(|this: &Weak<Job>| {
             // Deadlock reports name communicators through the job (alive while
@@ -58,7 +64,7 @@ impl Job {
             Job {
                 core: Arc::new(JobCore::new(
                     sched::Scheduler::new(processes.local_ranks(), workers, threading, namer),
-                    p2p::Shared::new(processes.clone(), eager_limit),
+                    p2p::Shared::new(processes.clone(), eager_limit, transport),
                     comms,
                     host,
                 )),
@@ -112,6 +118,17 @@ impl Job {
         &self.hls
     }
 
+    /// The cross-process half of point-to-point, in a job of several
+    /// processes.
+    pub(crate) fn remote(&self) -> Option<&p2p::remote::Remote> {
+        p2p::Node::p2p(&*self.core).remote()
+    }
+
+    /// Which process hosts which world ranks, and which one this is.
+    pub(crate) fn processes(&self) -> &crate::identity::Processes {
+        p2p::Node::p2p(&*self.core).processes()
+    }
+
     /// The number of ranks the job started with.
     #[inline]
     pub(crate) fn size(&self) -> u32 {
@@ -132,5 +149,9 @@ impl Job {
 impl sched::Host for Job {
     fn scheduler(&self) -> &sched::Scheduler {
         self.core.sched()
+    }
+
+    fn progress(&self) -> bool {
+        p2p::remote::progress(&*self.core)
     }
 }

@@ -230,6 +230,8 @@ impl Runtime {
             )));
         }
         let env_workers = env("MYRIAD_WORKERS", parse_count)?;
+        let workers_given =
+            self.workers.is_some() || self.flags.workers.is_some() || env_workers.is_some();
         let workers = match (self.workers, &self.flags.workers) {
             (Some(n), _) => n,
             (None, Some(v)) => parse_count("--workers", v)?,
@@ -290,6 +292,7 @@ impl Runtime {
             // Not clamped to the rank count: workers without ranks of their
             // own still run the micro-tasks of parallel regions.
             workers,
+            workers_given,
             check_collectives,
             stack_size,
             bind,
@@ -325,6 +328,50 @@ impl Runtime {
     {
         let config = self.config()?;
         run::run_job(&config, f)
+    }
+
+    /// Runs one job of `ranks.len()` processes as threads of this process,
+    /// process `p` hosting `ranks[p]` ranks (world ranks in process order),
+    /// joined by the in-memory loopback transport; returns each process's
+    /// result: its ranks' results in world rank order, or the error that
+    /// ended its job. The builder's rank count is not used. For tests of
+    /// cross-process behaviour without sockets or a launcher.
+    ///
+    /// # Errors
+    ///
+    /// The configuration is invalid.
+    #[doc(hidden)]
+    pub fn run_joined<T, F>(
+        &self,
+        ranks: &[usize],
+        f: F,
+    ) -> Result<Vec<Result<Vec<T>, Error>>, Error>
+    where
+        T: Send,
+        F: Fn(Universe) -> T + Sync,
+    {
+        let config = self.config()?;
+        Ok(run::run_joined(&config, ranks, f))
+    }
+
+    /// [`run_joined`](Self::run_joined) over TCP: the processes are joined
+    /// by connected TCP streams over the loopback interface.
+    ///
+    /// # Errors
+    ///
+    /// The configuration is invalid, or the streams could not be made.
+    #[doc(hidden)]
+    pub fn run_joined_tcp<T, F>(
+        &self,
+        ranks: &[usize],
+        f: F,
+    ) -> Result<Vec<Result<Vec<T>, Error>>, Error>
+    where
+        T: Send,
+        F: Fn(Universe) -> T + Sync,
+    {
+        let config = self.config()?;
+        run::run_joined_tcp(&config, ranks, f)
     }
 
     /// Runs `rank_main` once per rank, for programs ported from rsmpi, where

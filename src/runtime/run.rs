@@ -8,9 +8,19 @@
 //! 4. return the ranks' results, or the error that ended the job.
 //!
 //! The job the ranks share is `job.rs` (layer L5).
+//!
+//! A job of several processes ([`run_job_in`] with a [`Joined`]) runs the
+//! same way in each process, on the ranks its [`Processes`] places there,
+//! plus a progress thread that blocks in the transport's wait and hands
+//! arrivals to the ranks when no worker is idle to poll; when its ranks
+//! are done the process tells the others (goodbye, or the error that ended
+//! its job) and closes the transport. [`run_joined`] runs several such
+//! processes as threads of this one, joined by the loopback transport.
 
 use std::cell::UnsafeCell;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Barrier};
+use std::time::Duration;
 
 use crossbeam_deque::Worker as Deque;
 
@@ -19,10 +29,13 @@ use super::job::Job;
 use crate::environment::Universe;
 use crate::error::{Error, ResourceError};
 use crate::hardware::{self, RankAssignment, Topology};
-use crate::identity::{LocalIndex, Processes};
+use crate::identity::{LocalIndex, ProcessId, Processes};
 use crate::sched;
 use crate::sched::stack::StackPool;
 use crate::sched::worker::{self, WorkerArgs, WorkerShared};
+use crate::transport::loopback::Loopback;
+use crate::transport::tcp::{self, TcpTransport};
+use crate::transport::Transport;
 
 /// One result slot per rank of this process (by local index), each written
 /// once by its rank.
@@ -66,18 +79,94 @@ where
     T: Send,
     F: Fn(Universe) -> T + Sync,
 {
+    // Under a launcher (or as the built-in one, which never returns).
+    let Some(mut bootstrap) = crate::launch::join(&config.launch)? else {
+        return run_job_in(config, None, f);
+    };
+    // One process of several: connect, run this process's ranks, then meet
+    // the others at the launcher's barrier and finalize.
+    let joined = match crate::launch::connect(&mut bootstrap) {
+        Ok((transport, host)) => Joined {
+            processes: bootstrap.processes_map(),
+            transport: Arc::new(transport),
+            host_share: Some(host),
+        },
+        Err(error) => return Err(crate::launch::abandon(bootstrap, error)),
+    };
+    match run_job_in(config, Some(joined), f) {
+        Ok(values) => crate::launch::finish(bootstrap).map(|()| values),
+        Err(error) => Err(crate::launch::abandon(bootstrap, error)),
+    }
+}
+
+/// How this process takes part in a job of several processes.
+#[derive(Debug)]
+pub(crate) struct Joined {
+    /// Which process hosts which world ranks, and which one this is.
+    pub(crate) processes: Processes,
+    /// Frames to and from the other processes (its `this()` and process
+    /// count must be those of `processes`).
+    pub(crate) transport: Arc<dyn Transport>,
+    /// This process's index among the job's processes on this host, and
+    /// their count: its workers take that share of the host's processing
+    /// units (`None`: no binding, as for processes that are threads of one
+    /// program).
+    pub(crate) host_share: Option<(u32, u32)>,
+}
+
+/// Runs `f` on the ranks of this process and returns their results by
+/// local index (world ranks `processes.block(this)`, in order).
+///
+/// Without `joined`: one process hosting `config.ranks` ranks, no
+/// transport (exactly [`run_job`]'s path after the launcher check). With
+/// it: the world size and this process's ranks come from
+/// `joined.processes` (`config.ranks` is not used), and the transport
+/// joins this job to the others.
+pub(crate) fn run_job_in<T, F>(
+    config: &Config,
+    joined: Option<Joined>,
+    f: F,
+) -> Result<Vec<T>, Error>
+where
+    T: Send,
+    F: Fn(Universe) -> T + Sync,
+{
     super::panic_hook::install();
     crate::coll::env_defaults()?;
-    // Under a launcher: go on only as its job's one process (`launch`).
-    if let Some(bootstrap) = crate::launch::join(&config.launch)? {
-        return Err(crate::launch::unsupported(bootstrap));
-    }
-    // One process hosts every rank until a launcher starts more.
-    let processes = Processes::single(config.ranks as u32);
+    let (processes, transport) = match joined {
+        None => (Processes::single(config.ranks as u32), None),
+        Some(Joined {
+            processes,
+            transport,
+            host_share,
+        }) => {
+            if transport.this() != processes.this() || transport.processes() != processes.count() {
+                return Err(Error::config(format!(
+                    "the transport is process {} of {}, the layout process {} of {}",
+                    transport.this(),
+                    transport.processes(),
+                    processes.this(),
+                    processes.count()
+                )));
+            }
+            (processes, Some((transport, host_share)))
+        }
+    };
+    let (transport, host_share) = transport.unzip();
     let ranks = processes.local_count() as usize;
     let topo = Topology::detect().map_err(|e| Error::config(e.to_string()))?;
-    let placements = hardware::place_workers(&topo, config.workers, config.map_by)
-        .map_err(|e| Error::config(format!("placing workers by {}: {e}", config.map_by)))?;
+    let placements = match host_share.flatten() {
+        // A process of several on this host: its share of the PUs.
+        Some((index, count)) => hardware::place_workers_in_share(
+            &topo,
+            config.workers_given.then_some(config.workers),
+            config.map_by,
+            index,
+            count,
+        ),
+        None => hardware::place_workers(&topo, config.workers, config.map_by),
+    }
+    .map_err(|e| Error::config(format!("placing workers by {}: {e}", config.map_by)))?;
     let binds = config.bind && topo.binds_for_real();
     let workers = placements.len();
 
@@ -107,7 +196,12 @@ where
         config.threading,
         config.eager_limit,
         config.check_collectives,
+        transport.clone(),
     );
+    // While a peer may still send, no local deadlock is reported.
+    if let Some(remote) = job.remote() {
+        remote.count_as_waker(job.sched());
+    }
     if config.report_bindings {
         eprintln!("[myriad] {topo}; stack guards: {:?}", pool.mode());
         eprint!(
@@ -130,7 +224,9 @@ where
     };
     let start = Barrier::new(workers);
     let exit = Barrier::new(workers);
+    let stop = AtomicBool::new(false);
     std::thread::scope(|scope| {
+        let mut handles = Vec::with_capacity(workers);
         for (index, deque) in deques.into_iter().enumerate() {
             let args = WorkerArgs {
                 sched: job.sched(),
@@ -146,7 +242,14 @@ where
             let thread = std::thread::Builder::new()
                 .name(format!("myriad-w{index}"))
                 .spawn_scoped(scope, move || worker::run(args));
-            if let Err(err) = thread {
+            let err = match thread {
+                Ok(handle) => {
+                    handles.push(handle);
+                    continue;
+                }
+                Err(err) => err,
+            };
+            {
                 // The workers already started wait for all at their exit
                 // barrier: stand in for the missing ones.
                 job.sched()
@@ -164,6 +267,32 @@ where
                 break;
             }
         }
+        // The progress thread: arrivals while every worker runs a rank.
+        let progress = transport.as_ref().map(|transport| {
+            let (job, stop) = (&job, &stop);
+            std::thread::Builder::new()
+                .name("myriad-progress".into())
+                .spawn_scoped(scope, move || {
+                    while !stop.load(Ordering::Acquire) {
+                        transport.wait(Some(Duration::from_millis(100)));
+                        sched::Host::progress(&**job);
+                    }
+                })
+        });
+        for handle in handles {
+            let _ = handle.join();
+        }
+        stop.store(true, Ordering::Release);
+        if let Some(transport) = &transport {
+            transport.wake();
+        }
+        if let Some(Err(err)) = progress {
+            job.sched()
+                .fail(Error::Resources(ResourceError::WorkerThread {
+                    index: workers,
+                    reason: format!("the progress thread: {err}"),
+                }));
+        }
     });
     // Threads still acting for ranks get errors from now on.
     job.sched().end_threads();
@@ -177,8 +306,190 @@ where
             .collect();
         eprintln!("[myriad] ranks run per worker: {}", hosted.join(", "));
     }
-    if let Some(error) = job.sched().take_failure() {
+    let failure = job.sched().take_failure();
+    if let Some(remote) = job.remote() {
+        remote.finish(job.sched(), failure.as_ref());
+    }
+    if let Some(error) = failure {
         return Err(error);
     }
     Ok(results.into_vec())
+}
+
+/// Runs one job of `ranks.len()` processes, process `p` hosting
+/// `ranks[p]` ranks, as threads of this process joined by the loopback
+/// transport; returns each process's result (its ranks' results by local
+/// index, or the error that ended its job).
+pub(crate) fn run_joined<T, F>(config: &Config, ranks: &[usize], f: F) -> Vec<Result<Vec<T>, Error>>
+where
+    T: Send,
+    F: Fn(Universe) -> T + Sync,
+{
+    let transports: Vec<Arc<dyn Transport>> = Loopback::join(ranks.len() as u32)
+        .into_iter()
+        .map(|t| t as Arc<dyn Transport>)
+        .collect();
+    run_processes(config, ranks, transports, f)
+}
+
+/// [`run_joined`] over TCP streams connected through the loopback
+/// interface.
+pub(crate) fn run_joined_tcp<T, F>(
+    config: &Config,
+    ranks: &[usize],
+    f: F,
+) -> Result<Vec<Result<Vec<T>, Error>>, Error>
+where
+    T: Send,
+    F: Fn(Universe) -> T + Sync,
+{
+    let mesh = tcp::loopback_mesh(ranks.len())
+        .map_err(|e| Error::config(format!("connecting processes over TCP: {e}")))?;
+    let transports = mesh
+        .into_iter()
+        .enumerate()
+        .map(|(p, streams)| {
+            TcpTransport::new(ProcessId::new(p as u32), streams)
+                .map(|t| Arc::new(t) as Arc<dyn Transport>)
+        })
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| Error::config(format!("setting up the TCP transport: {e}")))?;
+    Ok(run_processes(config, ranks, transports, f))
+}
+
+/// Runs one job of `transports.len()` processes as threads of this
+/// process, process `p` hosting `ranks[p]` ranks and reaching the others
+/// through `transports[p]`.
+pub(crate) fn run_processes<T, F>(
+    config: &Config,
+    ranks: &[usize],
+    transports: Vec<Arc<dyn Transport>>,
+    f: F,
+) -> Vec<Result<Vec<T>, Error>>
+where
+    T: Send,
+    F: Fn(Universe) -> T + Sync,
+{
+    assert_eq!(ranks.len(), transports.len(), "one transport per process");
+    let sizes: Vec<u32> = ranks.iter().map(|&n| n as u32).collect();
+    // The processes share this program's processing units: each placing
+    // its workers as if it had the machine to itself would bind them to
+    // the same units, where a spinning worker of one process takes the
+    // time of the other's.
+    let config = &Config {
+        bind: false,
+        ..config.clone()
+    };
+    let f = &f;
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = transports
+            .into_iter()
+            .enumerate()
+            .map(|(p, transport)| {
+                let processes = Processes::from_blocks(&sizes, ProcessId::new(p as u32));
+                scope.spawn(move || {
+                    let joined = Joined {
+                        processes,
+                        transport,
+                        host_share: None,
+                    };
+                    run_job_in(config, Some(joined), f)
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
+            .collect()
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::error::CommError;
+    use crate::runtime::Runtime;
+    use crate::traits::*;
+
+    /// Process 0 of a job of two runs one rank that waits for a message
+    /// from process 1; `kill` ends process 1 without its goodbye. Process
+    /// 0's job must fail naming process 1 and its world rank, not hang.
+    fn lost_peer(transport: Arc<dyn Transport>, kill: impl FnOnce() + Send) -> Error {
+        let config = Runtime::builder().workers(1).config().unwrap();
+        let joined = Joined {
+            processes: Processes::from_blocks(&[1, 1], ProcessId::new(0)),
+            transport,
+            host_share: None,
+        };
+        std::thread::scope(|s| {
+            let job = s.spawn(|| {
+                run_job_in(&config, Some(joined), |universe| {
+                    universe.world().process_at_rank(1).receive::<u8>().0
+                })
+            });
+            kill();
+            job.join().unwrap().unwrap_err()
+        })
+    }
+
+    fn assert_names_process_1(err: Error) {
+        match &err {
+            Error::Comm(CommError::ProcessLost {
+                process: 1,
+                first: 1,
+                end: 2,
+                ..
+            }) => {}
+            other => panic!("expected process 1 lost, got {other}"),
+        }
+        assert!(
+            err.to_string()
+                .starts_with("process 1 of the job (world ranks 1..2) was lost"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn a_severed_loopback_peer_fails_the_job_naming_it() {
+        let mut transports = Loopback::join(2);
+        let other = transports.pop().unwrap();
+        let this = transports.pop().unwrap();
+        assert_names_process_1(lost_peer(this, move || other.sever()));
+    }
+
+    #[test]
+    fn a_dropped_tcp_connection_fails_the_job_naming_the_peer() {
+        let mut mesh = tcp::loopback_mesh(2).unwrap();
+        let other = mesh.pop().unwrap();
+        let this = TcpTransport::new(ProcessId::new(0), mesh.pop().unwrap()).unwrap();
+        assert_names_process_1(lost_peer(Arc::new(this), move || drop(other)));
+    }
+
+    #[test]
+    fn a_peer_sending_garbage_is_lost() {
+        let mut mesh = tcp::loopback_mesh(2).unwrap();
+        let mut other = mesh.pop().unwrap();
+        let this = TcpTransport::new(ProcessId::new(0), mesh.pop().unwrap()).unwrap();
+        let mut open = None;
+        let err = lost_peer(Arc::new(this), || {
+            let stream = other[0].as_mut().unwrap();
+            std::io::Write::write_all(stream, b"GET / HTTP/1.1\r\n").unwrap();
+            // Keep the stream open: the bytes, not the end, must fail it.
+            open = Some(other);
+        });
+        drop(open);
+        assert!(err.to_string().contains("a bad frame"), "{err}");
+    }
+
+    #[test]
+    fn a_layout_that_disagrees_with_the_transport_is_refused() {
+        let config = Runtime::builder().config().unwrap();
+        let joined = Joined {
+            processes: Processes::from_blocks(&[1, 1, 1], ProcessId::new(0)),
+            transport: Loopback::join(2).swap_remove(0),
+            host_share: None,
+        };
+        let err = run_job_in(&config, Some(joined), |_| ()).unwrap_err();
+        assert!(err.to_string().contains("process 0 of 2"), "{err}");
+    }
 }

@@ -89,6 +89,14 @@ pub(crate) struct Scheduler {
 pub(crate) trait Host: Send + Sync + 'static {
     /// The job's scheduler.
     fn scheduler(&self) -> &Scheduler;
+
+    /// Hands what arrived from other processes to the job's ranks (waking
+    /// those it completes); `true` if anything arrived. Idle workers call
+    /// it between ranks (collaborative polling); a job of one process has
+    /// nothing to poll.
+    fn progress(&self) -> bool {
+        false
+    }
 }
 
 /// How the layer that owns the communicators names one by its context id

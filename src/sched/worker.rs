@@ -311,6 +311,7 @@ pub(crate) fn run(args: WorkerArgs<'_>) {
     start.wait();
     let mut worker = Worker {
         sched,
+        hooks: host,
         host: (host as *const dyn Host).cast(),
         local: &local,
         deque,
@@ -330,6 +331,8 @@ pub(crate) fn run(args: WorkerArgs<'_>) {
 
 struct Worker<'a> {
     sched: &'a Scheduler,
+    /// The job, for its transport's progress.
+    hooks: &'a dyn Host,
     host: *const (),
     local: &'a WorkerLocal,
     deque: Deque<u32>,
@@ -388,6 +391,10 @@ impl Worker<'_> {
             }
             if sched.live.load(Ordering::SeqCst) == 0 {
                 return;
+            }
+            // Messages from other processes may wake ranks.
+            if self.hooks.progress() {
+                continue;
             }
             if self.spin() {
                 continue;
@@ -614,7 +621,7 @@ impl Worker<'_> {
         loop {
             // One pause per look: PAUSE costs ~60 cycles on recent AMD cores.
             std::hint::spin_loop();
-            if self.has_work() {
+            if self.has_work() || self.hooks.progress() {
                 return true;
             }
             if Instant::now() >= deadline {

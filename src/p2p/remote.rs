@@ -1,0 +1,660 @@
+//! Point-to-point with ranks of other processes: messages become frames
+//! of a [`Transport`], frames that arrive go through the same matching as
+//! local sends.
+//!
+//! ## Protocol
+//!
+//! * **Eager** (up to the eager limit, and every buffered send): the data
+//!   is packed into an `Eager` frame with its envelope (context, source
+//!   rank, tag, destination world rank) and its element's run-length type
+//!   signature; the send is complete once the frame is queued (its buffer
+//!   is free again), except a synchronous send, which waits for the
+//!   receiver's `Ack` (the frame's `id` names it).
+//! * **Rendezvous** (above the eager limit, standard or synchronous): a
+//!   `RequestToSend` announces the message (envelope, signature and count,
+//!   no data) and matches like any message; the receive that takes it asks
+//!   for the data (`ClearToSend`, naming the send and the receive), and the
+//!   sender answers with a `Data` frame that is unpacked straight into the
+//!   receive buffer. The send completes once its data has left (for a
+//!   synchronous send that is after the match, as MPI requires); the
+//!   receive when its data arrives. A matched probe's announced message
+//!   that is dropped releases its sender as cancelled (`ClearToSend` naming
+//!   no receive).
+//! * **Arrival**: [`progress`] polls the transport and hands each frame to
+//!   the destination rank's mailbox as a local send would (`arrive`): the
+//!   first matching posted receive takes it, or it is queued as unexpected
+//!   ([`Payload::Remote`]), so matching order, wildcards, probes, matched
+//!   probes, truncation and type errors are those of one process.
+//! * **Order**: frames from one process arrive in order (the transport's
+//!   FIFO per pair) and one poller at a time hands them to the mailboxes
+//!   (the `progress` lock), so MPI's non-overtaking rule holds across
+//!   processes (an announced message is matched in its place; only its
+//!   data comes later).
+//! * **End**: a process whose job ends says `Bye` (it sends nothing more)
+//!   or, when its job failed, `Abort` with the error (a rank's panic names
+//!   the rank); every process's job then fails with it. A connection that
+//!   ends without either fails the job naming the lost process and its
+//!   ranks.
+//!
+//! ## Completions across processes
+//!
+//! A posted receive taken by an eager frame is completed by the poller
+//! that took it, which copies and completes without parking, like a local
+//! claimer. Operations that wait for another process (a synchronous
+//! send's `Ack`, an announced send's `ClearToSend`, a matched receive's
+//! `Data`) may wait long: each sits in one of [`Remote`]'s tables, whose
+//! entry the answer's handler removes under the table's lock before it
+//! touches the operation's buffer or completion. An owner that must settle
+//! without parking (unwinding, an abort) removes the entry itself
+//! ([`Remote::forget`]), after which nobody touches them; if the entry is
+//! gone, a handler holds it and completes without parking. A cancel
+//! cannot withdraw them (the message has left, or was matched).
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, TryLockError};
+use std::time::Duration;
+
+use super::completion::{Completion, Fault, Outcome};
+use super::mailbox::{Envelope, Mailbox, Payload, Unexpected};
+use super::{Node, SendMode, Started};
+use crate::datatype::copy::{self, Layout};
+use crate::datatype::{runs_mismatch, Run};
+use crate::error::{CommError, Error};
+use crate::identity::{ProcessId, Processes, WorldRank};
+use crate::sched::{self, Scheduler};
+use crate::transport::frame::{self, Frame, Kind};
+use crate::transport::{Incoming, Transport};
+
+/// The cross-process half of a process's point-to-point state.
+#[derive(Debug)]
+pub(crate) struct Remote {
+    transport: Arc<dyn Transport>,
+    /// Synchronous sends waiting for their acknowledgement, by id.
+    acks: Mutex<HashMap<u64, SyncSend>>,
+    next_id: AtomicU64,
+    /// Held by the one thread handing arrived frames to the mailboxes.
+    progress: Mutex<()>,
+    /// Peers that may still send (no goodbye, not lost), by process.
+    open: Mutex<Vec<bool>>,
+    /// The transport counts as an external waker of the scheduler (no
+    /// local deadlock is reported while a peer may still send).
+    counted: AtomicBool,
+    /// Announced sends waiting for their clear-to-send, by id.
+    announced: Mutex<HashMap<u64, Announced>>,
+    /// Receives matched with an announced message, waiting for its data,
+    /// by id.
+    pulls: Mutex<HashMap<u64, Pull>>,
+}
+
+#[derive(Debug)]
+struct SyncSend {
+    completion: *const Completion,
+    bytes: usize,
+}
+
+/// A send whose message was announced (rendezvous): its buffer and
+/// completion, kept alive by the waiting sender.
+#[derive(Debug)]
+struct Announced {
+    src: Layout,
+    completion: *const Completion,
+    bytes: usize,
+}
+
+/// A receive that matched an announced message: where its data goes.
+#[derive(Debug)]
+struct Pull {
+    env: Envelope,
+    dst: Layout,
+    completion: *const Completion,
+    signature: Vec<Run>,
+    count: usize,
+}
+
+// SAFETY: the buffers and completions of the three table entries are kept
+// alive by their waiting owners until the completion is done or the entry
+// is removed (`Remote::forget`); whoever removes the entry under its
+// table's lock is the only one to touch them afterwards.
+unsafe impl Send for SyncSend {}
+// SAFETY: as above.
+unsafe impl Send for Announced {}
+// SAFETY: as above.
+unsafe impl Send for Pull {}
+
+/// A message from another process waiting for its receive.
+#[derive(Debug)]
+pub(crate) struct RemoteMessage {
+    from: ProcessId,
+    /// The packed data (empty for an announced message).
+    data: Vec<u8>,
+    /// Bytes in the message.
+    pub(crate) bytes: usize,
+    /// An announced message's id at its sender (0: the data is here).
+    announced: u64,
+    /// The type signature of one element, and the element count.
+    signature: Vec<Run>,
+    count: usize,
+    /// A synchronous send's acknowledgement id (0: none).
+    ack: u64,
+}
+
+impl Remote {
+    pub(crate) fn new(transport: Arc<dyn Transport>) -> Remote {
+        let this = transport.this().get() as usize;
+        let open = (0..transport.processes() as usize)
+            .map(|p| p != this)
+            .collect();
+        Remote {
+            transport,
+            acks: Mutex::new(HashMap::new()),
+            next_id: AtomicU64::new(1),
+            progress: Mutex::new(()),
+            open: Mutex::new(open),
+            counted: AtomicBool::new(false),
+            announced: Mutex::new(HashMap::new()),
+            pulls: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Counts the transport as an external waker of `sched` (before the
+    /// workers start), unless no peer is left.
+    pub(crate) fn count_as_waker(&self, sched: &Scheduler) {
+        if lock(&self.open).iter().any(|&o| o) && !self.counted.swap(true, Ordering::AcqRel) {
+            sched.external_started();
+        }
+    }
+
+    /// Stops counting the transport as a waker (every peer is gone, or the
+    /// job ended); wakes the workers so the last one to sleep looks for a
+    /// deadlock again.
+    fn uncount(&self, sched: &Scheduler) {
+        if self.counted.swap(false, Ordering::AcqRel) {
+            sched.external_ended();
+            sched.wake_all();
+        }
+    }
+
+    /// Removes the entry of an operation waiting for another process (a
+    /// synchronous send's acknowledgement, an announced send's
+    /// clear-to-send, a receive's data): `true` if there was one (then
+    /// nobody completes it), `false` if there is none (it is not waiting
+    /// for another process, or its answer is being handled right now,
+    /// which completes it without parking).
+    pub(crate) fn forget(&self, completion: &Completion) -> bool {
+        fn take<T>(table: &Mutex<HashMap<u64, T>>, is_it: impl Fn(&T) -> bool) -> bool {
+            let mut table = lock(table);
+            let id = table.iter().find(|(_, e)| is_it(e)).map(|(&id, _)| id);
+            id.is_some_and(|id| table.remove(&id).is_some())
+        }
+        take(&self.acks, |s| std::ptr::eq(s.completion, completion))
+            || take(&self.announced, |s| std::ptr::eq(s.completion, completion))
+            || take(&self.pulls, |p| std::ptr::eq(p.completion, completion))
+    }
+
+    /// The job of this process ended (`failure` if it failed): tells every
+    /// peer still there (`Abort` with the error, or `Bye`), sends what is
+    /// queued, and closes the transport.
+    pub(crate) fn finish(&self, sched: &Scheduler, failure: Option<&Error>) {
+        self.uncount(sched);
+        let frame = match failure {
+            None => Frame::control(Kind::Bye),
+            Some(error) => abort_frame(error),
+        };
+        let open = lock(&self.open).clone();
+        for (p, open) in open.into_iter().enumerate() {
+            if open {
+                let _ = self.transport.send(ProcessId::new(p as u32), &frame);
+            }
+        }
+        self.transport.close(Duration::from_secs(10));
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn abort_frame(error: &Error) -> Frame {
+    let mut frame = Frame::control(Kind::Abort);
+    let message = match error {
+        Error::Panic { rank, message } => {
+            frame.source = *rank;
+            frame.tag = 1;
+            message.clone()
+        }
+        other => other.to_string(),
+    };
+    frame.payload = message.into_bytes();
+    frame.payload.truncate(frame::MAX_PAYLOAD);
+    frame
+}
+
+/// Sends `src` to world rank `dest` of process `to` (see the module docs).
+#[cold]
+#[inline(never)]
+pub(super) fn send<N: Node>(
+    node: &N,
+    to: ProcessId,
+    env: Envelope,
+    dest: WorldRank,
+    src: &Layout,
+    mode: SendMode,
+    completion: &Completion,
+) -> Started {
+    let remote = node
+        .p2p()
+        .remote()
+        .expect("a remote destination has a transport");
+    let bytes = src.bytes();
+    let synchronous = mode == SendMode::Synchronous;
+    let done = Started::Done(Outcome {
+        bytes,
+        ..Outcome::default()
+    });
+    if bytes > frame::MAX_PAYLOAD {
+        node.sched().fail(Error::Unsupported {
+            what: format!(
+                "a message of {bytes} bytes to another process (one frame carries at most {} \
+                 bytes; splitting larger messages is not implemented yet)",
+                frame::MAX_PAYLOAD
+            ),
+        });
+        return done;
+    }
+    if mode != SendMode::Buffered && bytes > node.p2p().eager_limit {
+        return announce(node, remote, to, env, dest, src, completion);
+    }
+    let mut frame = Frame {
+        kind: Kind::Eager,
+        context: env.context,
+        source: env.source,
+        tag: env.tag,
+        dest: dest.get(),
+        signature: src.ty.map().signature().to_vec(),
+        count: src.count as u64,
+        id: 0,
+        reply: 0,
+        payload: packed(src),
+    };
+    if synchronous {
+        frame.id = remote.next_id.fetch_add(1, Ordering::Relaxed);
+        let entry = SyncSend { completion, bytes };
+        lock(&remote.acks).insert(frame.id, entry);
+    }
+    match remote.transport.send(to, &frame) {
+        Ok(()) if synchronous => Started::Pending,
+        Ok(()) => done,
+        Err(err) => {
+            if synchronous {
+                lock(&remote.acks).remove(&frame.id);
+            }
+            lost(node, to, err.to_string());
+            done
+        }
+    }
+}
+
+/// The packed bytes of `src`.
+fn packed(src: &Layout) -> Vec<u8> {
+    let mut payload = vec![0u8; src.bytes()];
+    // SAFETY: `src` is a live buffer (its owner waits, or is the caller)
+    // of `bytes()` packed bytes; `payload` has room for them.
+    unsafe { copy::pack(src, payload.as_mut_ptr()) };
+    payload
+}
+
+/// Announces a large or synchronous message (rendezvous): the sender
+/// waits until a receive matches and the data has left.
+fn announce<N: Node>(
+    node: &N,
+    remote: &Remote,
+    to: ProcessId,
+    env: Envelope,
+    dest: WorldRank,
+    src: &Layout,
+    completion: &Completion,
+) -> Started {
+    let id = remote.next_id.fetch_add(1, Ordering::Relaxed);
+    let frame = Frame {
+        kind: Kind::RequestToSend,
+        context: env.context,
+        source: env.source,
+        tag: env.tag,
+        dest: dest.get(),
+        signature: src.ty.map().signature().to_vec(),
+        count: src.count as u64,
+        id,
+        reply: 0,
+        payload: Vec::new(),
+    };
+    let bytes = src.bytes();
+    let entry = Announced {
+        src: src.clone(),
+        completion,
+        bytes,
+    };
+    lock(&remote.announced).insert(id, entry);
+    match remote.transport.send(to, &frame) {
+        Ok(()) => Started::Pending,
+        Err(err) => {
+            lock(&remote.announced).remove(&id);
+            lost(node, to, err.to_string());
+            Started::Done(Outcome {
+                bytes,
+                ..Outcome::default()
+            })
+        }
+    }
+}
+
+/// A receive matched the announced message `msg`: asks its sender for the
+/// data, which completes `completion` (with `dst` filled) when it arrives.
+pub(super) fn pull<N: Node>(
+    node: &N,
+    env: Envelope,
+    msg: RemoteMessage,
+    dst: &Layout,
+    completion: *const Completion,
+) {
+    let remote = node
+        .p2p()
+        .remote()
+        .expect("an announced message has a transport");
+    let id = remote.next_id.fetch_add(1, Ordering::Relaxed);
+    let entry = Pull {
+        env,
+        dst: dst.clone(),
+        completion,
+        signature: msg.signature,
+        count: msg.count,
+    };
+    lock(&remote.pulls).insert(id, entry);
+    let mut clear = Frame::control(Kind::ClearToSend);
+    clear.id = msg.announced;
+    clear.reply = id;
+    if let Err(err) = remote.transport.send(msg.from, &clear) {
+        lock(&remote.pulls).remove(&id);
+        lost(node, msg.from, err.to_string());
+    }
+}
+
+/// Hands what the transport received to the mailboxes; `true` if it found
+/// anything. Returns at once if another thread is doing it, or if the job
+/// has no transport. Called by idle workers and the progress thread.
+pub(crate) fn progress<N: Node>(node: &N) -> bool {
+    let Some(remote) = node.p2p().remote() else {
+        return false;
+    };
+    let _turn = match remote.progress.try_lock() {
+        Ok(turn) => turn,
+        Err(TryLockError::Poisoned(turn)) => turn.into_inner(),
+        Err(TryLockError::WouldBlock) => return false,
+    };
+    remote
+        .transport
+        .poll(&mut |incoming| handle(node, remote, incoming))
+        > 0
+}
+
+fn handle<N: Node>(node: &N, remote: &Remote, incoming: Incoming) {
+    let (from, frame) = match incoming {
+        Incoming::Frame(from, frame) => (from, frame),
+        Incoming::Lost(from, why) => {
+            // Reported once, and only while the process may still send.
+            lost(node, from, why);
+            lock(&remote.open)[from.get() as usize] = false;
+            return;
+        }
+    };
+    match frame.kind {
+        Kind::Eager | Kind::RequestToSend => {
+            let processes = node.p2p().processes();
+            let Some(index) = processes.local(WorldRank::new(frame.dest)) else {
+                let why = format!(
+                    "it sent a message for world rank {}, which process {} does not host",
+                    frame.dest,
+                    processes.this()
+                );
+                return lost(node, from, why);
+            };
+            let env = Envelope {
+                context: frame.context,
+                source: frame.source,
+                tag: frame.tag,
+            };
+            let announce = frame.kind == Kind::RequestToSend;
+            let msg = RemoteMessage {
+                from,
+                bytes: frame.message_bytes(),
+                data: frame.payload,
+                signature: frame.signature,
+                count: frame.count as usize,
+                announced: if announce { frame.id } else { 0 },
+                ack: if announce { 0 } else { frame.id },
+            };
+            arrive(node, &node.p2p().mailboxes[index.get() as usize], env, msg);
+        }
+        Kind::Ack => {
+            let entry = lock(&remote.acks).remove(&frame.id);
+            if let Some(send) = entry {
+                let outcome = Outcome {
+                    bytes: send.bytes,
+                    ..Outcome::default()
+                };
+                complete(node, send.completion, outcome);
+            }
+        }
+        Kind::ClearToSend => {
+            let entry = lock(&remote.announced).remove(&frame.id);
+            let Some(send) = entry else {
+                // Given up by its sender (unwound during an abort).
+                return;
+            };
+            let mut outcome = Outcome {
+                bytes: send.bytes,
+                ..Outcome::default()
+            };
+            if frame.reply == 0 {
+                outcome.cancelled = true;
+            } else {
+                let mut data = Frame::control(Kind::Data);
+                data.id = frame.reply;
+                data.payload = packed(&send.src);
+                if let Err(err) = remote.transport.send(from, &data) {
+                    lost(node, from, err.to_string());
+                }
+            }
+            complete(node, send.completion, outcome);
+        }
+        Kind::Data => {
+            let entry = lock(&remote.pulls).remove(&frame.id);
+            if let Some(pull) = entry {
+                let outcome = unpack_checked(
+                    &pull.env,
+                    &pull.signature,
+                    pull.count,
+                    &frame.payload,
+                    &pull.dst,
+                );
+                complete(node, pull.completion, outcome);
+            }
+        }
+        Kind::Bye => {
+            let mut open = lock(&remote.open);
+            open[from.get() as usize] = false;
+            if !open.iter().any(|&o| o) {
+                drop(open);
+                remote.uncount(node.sched());
+            }
+        }
+        Kind::Abort => {
+            lock(&remote.open)[from.get() as usize] = false;
+            let message = String::from_utf8_lossy(&frame.payload).into_owned();
+            node.sched().fail(if frame.tag == 1 {
+                Error::Panic {
+                    rank: frame.source,
+                    message,
+                }
+            } else {
+                Error::Comm(CommError::ProcessFailed {
+                    process: from.get(),
+                    message,
+                })
+            });
+        }
+    }
+}
+
+/// Completes an operation whose table entry the caller removed, and wakes
+/// its owner.
+fn complete<N: Node>(node: &N, completion: *const Completion, outcome: Outcome) {
+    // SAFETY: the owner keeps its completion alive until it is done or
+    // until it removes the entry (`Remote::forget`), which the caller did
+    // first under the table's lock; read the waiter before completing.
+    let waiter = unsafe { (*completion).waiter() };
+    // SAFETY: as above; the caller is its only completer.
+    unsafe { (*completion).complete(outcome) };
+    sched::unpark(node.sched(), waiter);
+}
+
+/// Process `process` is gone or unusable: the job fails, naming it and
+/// its ranks.
+/// A process that said goodbye is not lost: what could not reach it had
+/// no receiver any more.
+#[cold]
+fn lost<N: Node>(node: &N, process: ProcessId, reason: String) {
+    if let Some(remote) = node.p2p().remote() {
+        if !lock(&remote.open)[process.get() as usize] {
+            return;
+        }
+    }
+    node.sched()
+        .fail(lost_error(node.p2p().processes(), process, reason));
+}
+
+fn lost_error(processes: &Processes, process: ProcessId, reason: String) -> Error {
+    let block = processes.block(process);
+    Error::Comm(CommError::ProcessLost {
+        process: process.get(),
+        first: block.start as i32,
+        end: block.end as i32,
+        reason,
+    })
+}
+
+/// A message from another process reaches `mailbox` (the remote twin of
+/// `p2p::arrive`): it takes the first matching posted receive, or is
+/// queued as unexpected and wakes the mailbox's probers.
+fn arrive<N: Node>(node: &N, mailbox: &Mailbox, env: Envelope, msg: RemoteMessage) {
+    let mut queues = mailbox.lock();
+    if let Some(posted) = queues.take_posted(&env, || node.sched().is_aborting()) {
+        drop(queues);
+        if msg.is_announced() {
+            // Completed when the data arrives.
+            return pull(node, env, msg, &posted.dst, posted.completion);
+        }
+        let outcome = receive(node, &env, msg, &posted.dst);
+        // SAFETY: the receiver keeps its completion alive until it is done;
+        // we claimed the descriptor. Read the waiter before completing.
+        let waiter = unsafe { (*posted.completion).waiter() };
+        // SAFETY: as above; we are its only completer.
+        unsafe { (*posted.completion).complete(outcome) };
+        sched::unpark(node.sched(), waiter);
+        return;
+    }
+    queues.unexpected.push_back(Unexpected {
+        env,
+        payload: Payload::Remote(Box::new(msg)),
+    });
+    let probers = queues.take_probers();
+    drop(queues);
+    for slot in probers {
+        sched::unpark(node.sched(), slot);
+    }
+}
+
+/// Receives a message from another process (its data here) into `dst`
+/// (checking its signature and size as `p2p::transfer` does), and
+/// acknowledges a synchronous send.
+pub(super) fn receive<N: Node>(
+    node: &N,
+    env: &Envelope,
+    msg: RemoteMessage,
+    dst: &Layout,
+) -> Outcome {
+    debug_assert!(!msg.is_announced());
+    let outcome = unpack_checked(env, &msg.signature, msg.count, &msg.data, dst);
+    release(node, msg);
+    outcome
+}
+
+/// Checks a message's signature against `dst`'s type and unpacks its
+/// packed `data` into `dst` (as `p2p::transfer` does for local messages).
+fn unpack_checked(
+    env: &Envelope,
+    signature: &[Run],
+    count: usize,
+    data: &[u8],
+    dst: &Layout,
+) -> Outcome {
+    let len = data.len();
+    let mut outcome = Outcome {
+        source: env.source,
+        tag: env.tag,
+        bytes: len,
+        ..Outcome::default()
+    };
+    let mismatch = (count != 0)
+        .then(|| runs_mismatch(signature, count, dst.ty.map().signature()))
+        .flatten();
+    if let Some((index, sent, expected)) = mismatch {
+        outcome.fault = Some(Fault::Type {
+            index,
+            sent: sent.name(),
+            expected: expected.name(),
+        });
+    } else {
+        // SAFETY: `data` holds `len` packed bytes; `dst` is the receiver's
+        // live buffer (it waits, or is the caller).
+        unsafe { copy::unpack(data.as_ptr(), len, dst) };
+        if len > dst.bytes() {
+            outcome.fault = Some(Fault::Truncated {
+                buffer: dst.bytes(),
+            });
+        }
+    }
+    outcome
+}
+
+impl RemoteMessage {
+    /// Whether the message was announced (its data is still at its
+    /// sender, to be pulled once a receive matches).
+    #[inline]
+    pub(crate) fn is_announced(&self) -> bool {
+        self.announced != 0
+    }
+}
+
+/// A message from another process is received or dropped: acknowledges a
+/// synchronous send's; an announced message that is dropped (a matched
+/// probe's `Message`) releases its sender as cancelled.
+pub(super) fn release<N: Node>(node: &N, msg: RemoteMessage) {
+    let reply = if msg.ack != 0 {
+        let mut ack = Frame::control(Kind::Ack);
+        ack.id = msg.ack;
+        ack
+    } else if msg.is_announced() {
+        let mut clear = Frame::control(Kind::ClearToSend);
+        clear.id = msg.announced;
+        clear
+    } else {
+        return;
+    };
+    let Some(remote) = node.p2p().remote() else {
+        return;
+    };
+    if let Err(err) = remote.transport.send(msg.from, &reply) {
+        lost(node, msg.from, err.to_string());
+    }
+}

@@ -1,0 +1,590 @@
+//! The wire format of the frames processes exchange.
+//!
+//! ```text
+//! offset  size  field
+//!      0     4  length of the rest of the frame (header after this word,
+//!               signature, payload), little endian like every field
+//!      4     2  magic "My" (0x794d)
+//!      6     1  version (FORMAT)
+//!      7     1  kind (Kind)
+//!      8     8  context (communicator context id)
+//!     16     4  source (rank in the communicator, as receivers see it)
+//!     20     4  tag
+//!     24     4  destination world rank
+//!     28     4  runs in the type signature (at most MAX_RUNS)
+//!     32     8  count (elements of the signature's element)
+//!     40     8  id (names a send waiting for an answer, or the
+//!               receive a `Data` frame fills; 0: none)
+//!     48     8  reply (the receive a `ClearToSend` names, or 0)
+//!     56     8  payload length (at most MAX_PAYLOAD)
+//!     64  9*runs  signature: (base kind u8, count u64) per run
+//!      …     …  payload
+//! ```
+//!
+//! Design note: one fixed header for every kind keeps the decoder a
+//! straight line of bounds checks; the run-length signature travels with
+//! the data so a receive checks it against its own type exactly as a local
+//! receive does (same error, same index). The decoder never trusts a
+//! length before checking it against the bytes it has and the caps
+//! ([`MAX_PAYLOAD`], [`MAX_RUNS`]): truncated, oversized and garbled input
+//! is an error ([`FrameError`]), never a panic or an allocation of a size
+//! the peer chose. Streams (TCP) find frame boundaries with [`frame_len`]
+//! before decoding a whole frame with [`Frame::decode`].
+
+use std::fmt;
+
+use crate::datatype::{BaseKind, Run};
+
+/// The first bytes of every frame's header after its length.
+const MAGIC: u16 = 0x794d;
+/// The version of this format; a peer speaking another is refused.
+pub(crate) const FORMAT: u8 = 1;
+/// Bytes of the fixed header, the length word included.
+pub(crate) const HEADER: usize = 64;
+/// Bytes per signature run.
+const RUN: usize = 9;
+/// The largest payload a frame carries (1 GiB): a bigger length is garbage.
+pub(crate) const MAX_PAYLOAD: usize = 1 << 30;
+/// The most runs a signature may have.
+pub(crate) const MAX_RUNS: usize = 1 << 16;
+
+/// What a frame is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Kind {
+    /// A message with its data (standard, buffered or synchronous send):
+    /// an `id` other than 0 asks for an [`Ack`](Kind::Ack) once matched.
+    Eager = 1,
+    /// A synchronous send's message was matched (`id` names it).
+    Ack = 2,
+    /// The sender's job failed: `payload` is the UTF-8 message, `source`
+    /// the world rank that failed (or -1), `tag` 1 if it panicked.
+    Abort = 3,
+    /// The sender's job finished: it sends nothing more.
+    Bye = 4,
+    /// A large or synchronous message announced (rendezvous): envelope,
+    /// signature and count, no payload; `id` names the waiting send.
+    RequestToSend = 5,
+    /// A receive matched the announced message `id`: send its data as
+    /// `Data` for receive `reply`; `reply` 0 means the message was given
+    /// up (a dropped matched probe): the send completes as cancelled.
+    ClearToSend = 6,
+    /// The data of an announced message for receive `id`.
+    Data = 7,
+}
+
+impl Kind {
+    fn from_u8(byte: u8) -> Option<Kind> {
+        Some(match byte {
+            1 => Kind::Eager,
+            2 => Kind::Ack,
+            3 => Kind::Abort,
+            4 => Kind::Bye,
+            5 => Kind::RequestToSend,
+            6 => Kind::ClearToSend,
+            7 => Kind::Data,
+            _ => return None,
+        })
+    }
+}
+
+/// One frame, decoded.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Frame {
+    pub(crate) kind: Kind,
+    pub(crate) context: u64,
+    pub(crate) source: i32,
+    pub(crate) tag: i32,
+    pub(crate) dest: u32,
+    /// The type signature of one element of the data.
+    pub(crate) signature: Vec<Run>,
+    /// Elements of `signature` in the data.
+    pub(crate) count: u64,
+    pub(crate) id: u64,
+    pub(crate) reply: u64,
+    pub(crate) payload: Vec<u8>,
+}
+
+impl Frame {
+    /// A frame of `kind` with nothing but its kind set.
+    pub(crate) fn control(kind: Kind) -> Frame {
+        Frame {
+            kind,
+            context: 0,
+            source: -1,
+            tag: 0,
+            dest: 0,
+            signature: Vec::new(),
+            count: 0,
+            id: 0,
+            reply: 0,
+            payload: Vec::new(),
+        }
+    }
+
+    /// The encoded length of this frame.
+    pub(crate) fn encoded_len(&self) -> usize {
+        HEADER + RUN * self.signature.len() + self.payload.len()
+    }
+
+    /// Appends the frame's bytes to `out`.
+    ///
+    /// # Panics
+    ///
+    /// If the payload or the signature exceed the caps (the senders split
+    /// or refuse such messages before).
+    pub(crate) fn encode(&self, out: &mut Vec<u8>) {
+        assert!(self.payload.len() <= MAX_PAYLOAD && self.signature.len() <= MAX_RUNS);
+        let rest = (self.encoded_len() - 4) as u32;
+        out.reserve(self.encoded_len());
+        out.extend_from_slice(&rest.to_le_bytes());
+        out.extend_from_slice(&MAGIC.to_le_bytes());
+        out.push(FORMAT);
+        out.push(self.kind as u8);
+        out.extend_from_slice(&self.context.to_le_bytes());
+        out.extend_from_slice(&self.source.to_le_bytes());
+        out.extend_from_slice(&self.tag.to_le_bytes());
+        out.extend_from_slice(&self.dest.to_le_bytes());
+        out.extend_from_slice(&(self.signature.len() as u32).to_le_bytes());
+        out.extend_from_slice(&self.count.to_le_bytes());
+        out.extend_from_slice(&self.id.to_le_bytes());
+        out.extend_from_slice(&self.reply.to_le_bytes());
+        out.extend_from_slice(&(self.payload.len() as u64).to_le_bytes());
+        for run in &self.signature {
+            out.push(kind_code(run.kind));
+            out.extend_from_slice(&(run.count as u64).to_le_bytes());
+        }
+        out.extend_from_slice(&self.payload);
+    }
+
+    /// The frame's bytes.
+    pub(crate) fn to_bytes(&self) -> Vec<u8> {
+        let mut out = Vec::new();
+        self.encode(&mut out);
+        out
+    }
+
+    /// Decodes exactly one frame from `bytes` (all of them).
+    pub(crate) fn decode(bytes: &[u8]) -> Result<Frame, FrameError> {
+        let len = frame_len(bytes)?.ok_or(FrameError::Truncated {
+            have: bytes.len(),
+            need: HEADER,
+        })?;
+        if len != bytes.len() {
+            return Err(if len > bytes.len() {
+                FrameError::Truncated {
+                    have: bytes.len(),
+                    need: len,
+                }
+            } else {
+                FrameError::Trailing {
+                    extra: bytes.len() - len,
+                }
+            });
+        }
+        let mut r = Reader { bytes, at: 4 };
+        r.u16()?; // magic, checked by `frame_len`
+        r.u8()?; // version, ditto
+        let kind = r.u8()?;
+        let kind = Kind::from_u8(kind).ok_or(FrameError::Kind(kind))?;
+        let context = r.u64()?;
+        let source = r.u32()? as i32;
+        let tag = r.u32()? as i32;
+        let dest = r.u32()?;
+        let runs = r.u32()? as usize;
+        let count = r.u64()?;
+        let id = r.u64()?;
+        let reply = r.u64()?;
+        let payload_len = r.u64()? as usize;
+        let mut signature = Vec::with_capacity(runs);
+        for _ in 0..runs {
+            let code = r.u8()?;
+            let kind = kind_of(code).ok_or(FrameError::BaseKind(code))?;
+            let n = usize::try_from(r.u64()?).map_err(|_| FrameError::Garbled("run count"))?;
+            if n == 0 {
+                return Err(FrameError::Garbled("empty signature run"));
+            }
+            signature.push(Run { kind, count: n });
+        }
+        let payload = r.take(payload_len)?.to_vec();
+        if r.at != bytes.len() {
+            return Err(FrameError::Garbled("lengths disagree"));
+        }
+        match kind {
+            Kind::Eager => check_data(&signature, count, payload.len())?,
+            Kind::RequestToSend => {
+                check_element(&signature)?;
+                // No data, and a size that one data frame can carry.
+                if !payload.is_empty() || message_bytes(&signature, count) > MAX_PAYLOAD as u128 {
+                    return Err(FrameError::Garbled(
+                        "an announcement with data, or too large",
+                    ));
+                }
+            }
+            _ => {}
+        }
+        Ok(Frame {
+            kind,
+            context,
+            source,
+            tag,
+            dest,
+            signature,
+            count,
+            id,
+            reply,
+            payload,
+        })
+    }
+
+    /// The bytes of the message a data frame carries or an announcement
+    /// announces (its signature's size times its count).
+    pub(crate) fn message_bytes(&self) -> usize {
+        message_bytes(&self.signature, self.count) as usize
+    }
+}
+
+fn message_bytes(signature: &[Run], count: u64) -> u128 {
+    let element: u128 = signature
+        .iter()
+        .map(|r| r.kind.size() as u128 * r.count as u128)
+        .sum();
+    element * count as u128
+}
+
+/// The payload of a data frame must be `count` elements of the signature.
+fn check_data(signature: &[Run], count: u64, payload: usize) -> Result<(), FrameError> {
+    check_element(signature)?;
+    if message_bytes(signature, count) != payload as u128 {
+        return Err(FrameError::Garbled("payload length is not count elements"));
+    }
+    Ok(())
+}
+
+/// An element's signature is bounded (so sums over it cannot overflow),
+/// also when the count is 0.
+fn check_element(signature: &[Run]) -> Result<(), FrameError> {
+    let element = message_bytes(signature, 1);
+    if element > (MAX_PAYLOAD as u128) << 8 {
+        return Err(FrameError::Oversized {
+            what: "element signature",
+            len: u64::try_from(element).unwrap_or(u64::MAX),
+        });
+    }
+    Ok(())
+}
+
+/// The length of the frame that starts `bytes` once its header is there
+/// (`Ok(None)` before), after checking the magic, the version and the
+/// caps: what a stream reader needs to cut frames.
+pub(crate) fn frame_len(bytes: &[u8]) -> Result<Option<usize>, FrameError> {
+    // The magic and the version are checked as soon as they are there: a
+    // stray peer is refused after 7 bytes, not after a header's worth.
+    if bytes.len() >= 6 {
+        let magic = u16::from_le_bytes(bytes[4..6].try_into().expect("2 bytes"));
+        if magic != MAGIC {
+            return Err(FrameError::Magic(magic));
+        }
+    }
+    if bytes.len() >= 7 && bytes[6] != FORMAT {
+        return Err(FrameError::Version(bytes[6]));
+    }
+    if bytes.len() < HEADER {
+        return Ok(None);
+    }
+    let rest = u32::from_le_bytes(bytes[0..4].try_into().expect("4 bytes")) as usize;
+    let runs = u32::from_le_bytes(bytes[28..32].try_into().expect("4 bytes")) as usize;
+    let payload = u64::from_le_bytes(bytes[56..64].try_into().expect("8 bytes"));
+    if runs > MAX_RUNS {
+        return Err(FrameError::Oversized {
+            what: "signature runs",
+            len: runs as u64,
+        });
+    }
+    if payload > MAX_PAYLOAD as u64 {
+        return Err(FrameError::Oversized {
+            what: "payload",
+            len: payload,
+        });
+    }
+    let len = HEADER + RUN * runs + payload as usize;
+    if rest + 4 != len {
+        return Err(FrameError::Garbled("length word disagrees with the header"));
+    }
+    Ok(Some(len))
+}
+
+fn kind_code(kind: BaseKind) -> u8 {
+    BASE_KINDS
+        .iter()
+        .position(|&k| k == kind)
+        .expect("every base kind has a code") as u8
+}
+
+fn kind_of(code: u8) -> Option<BaseKind> {
+    BASE_KINDS.get(code as usize).copied()
+}
+
+/// Base kinds by wire code (append only: codes are part of the format).
+const BASE_KINDS: [BaseKind; 13] = [
+    BaseKind::Bool,
+    BaseKind::I8,
+    BaseKind::U8,
+    BaseKind::I16,
+    BaseKind::U16,
+    BaseKind::I32,
+    BaseKind::U32,
+    BaseKind::I64,
+    BaseKind::U64,
+    BaseKind::F32,
+    BaseKind::F64,
+    BaseKind::C32,
+    BaseKind::C64,
+];
+
+struct Reader<'a> {
+    bytes: &'a [u8],
+    at: usize,
+}
+
+impl<'a> Reader<'a> {
+    fn take(&mut self, n: usize) -> Result<&'a [u8], FrameError> {
+        let end = self
+            .at
+            .checked_add(n)
+            .filter(|&end| end <= self.bytes.len())
+            .ok_or(FrameError::Garbled("a field runs past the frame"))?;
+        let out = &self.bytes[self.at..end];
+        self.at = end;
+        Ok(out)
+    }
+
+    fn u8(&mut self) -> Result<u8, FrameError> {
+        Ok(self.take(1)?[0])
+    }
+
+    fn u16(&mut self) -> Result<u16, FrameError> {
+        Ok(u16::from_le_bytes(self.take(2)?.try_into().expect("2")))
+    }
+
+    fn u32(&mut self) -> Result<u32, FrameError> {
+        Ok(u32::from_le_bytes(self.take(4)?.try_into().expect("4")))
+    }
+
+    fn u64(&mut self) -> Result<u64, FrameError> {
+        Ok(u64::from_le_bytes(self.take(8)?.try_into().expect("8")))
+    }
+}
+
+/// Why bytes are not a frame.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum FrameError {
+    /// Fewer bytes than the frame needs.
+    Truncated { have: usize, need: usize },
+    /// Bytes after the frame.
+    Trailing { extra: usize },
+    /// A length above its cap.
+    Oversized { what: &'static str, len: u64 },
+    /// Not a frame of this protocol.
+    Magic(u16),
+    /// Another version of the format (another build of myriad).
+    Version(u8),
+    /// An unknown frame kind.
+    Kind(u8),
+    /// An unknown base type code in the signature.
+    BaseKind(u8),
+    /// Fields that contradict each other.
+    Garbled(&'static str),
+}
+
+impl fmt::Display for FrameError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            FrameError::Truncated { have, need } => {
+                write!(f, "truncated frame: {have} bytes of {need}")
+            }
+            FrameError::Trailing { extra } => write!(f, "{extra} bytes after the frame"),
+            FrameError::Oversized { what, len } => write!(f, "oversized frame: {what} {len}"),
+            FrameError::Magic(m) => write!(f, "not a myriad frame (magic {m:#06x})"),
+            FrameError::Version(v) => write!(
+                f,
+                "frame format version {v}, this build speaks {FORMAT} (processes of \
+                 different builds in one job)"
+            ),
+            FrameError::Kind(k) => write!(f, "unknown frame kind {k}"),
+            FrameError::BaseKind(k) => write!(f, "unknown base type code {k}"),
+            FrameError::Garbled(what) => write!(f, "garbled frame: {what}"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample() -> Frame {
+        Frame {
+            kind: Kind::Eager,
+            context: 0xdead_beef_0042,
+            source: 3,
+            tag: -7,
+            dest: 9,
+            signature: vec![
+                Run {
+                    kind: BaseKind::I32,
+                    count: 2,
+                },
+                Run {
+                    kind: BaseKind::F64,
+                    count: 1,
+                },
+            ],
+            count: 3,
+            id: 77,
+            reply: 5,
+            payload: (0..48).collect(),
+        }
+    }
+
+    #[test]
+    fn frames_round_trip() {
+        let frame = sample();
+        let bytes = frame.to_bytes();
+        assert_eq!(bytes.len(), frame.encoded_len());
+        assert_eq!(frame_len(&bytes), Ok(Some(bytes.len())));
+        assert_eq!(Frame::decode(&bytes), Ok(frame));
+        let bye = Frame::control(Kind::Bye);
+        assert_eq!(Frame::decode(&bye.to_bytes()), Ok(bye));
+    }
+
+    #[test]
+    fn every_truncation_is_rejected() {
+        let bytes = sample().to_bytes();
+        for cut in 0..bytes.len() {
+            assert!(
+                matches!(
+                    Frame::decode(&bytes[..cut]),
+                    Err(FrameError::Truncated { .. })
+                ),
+                "cut at {cut}"
+            );
+        }
+        let mut long = bytes.clone();
+        long.push(0);
+        assert_eq!(Frame::decode(&long), Err(FrameError::Trailing { extra: 1 }));
+    }
+
+    #[test]
+    fn oversized_and_foreign_frames_are_rejected() {
+        let mut bytes = sample().to_bytes();
+        bytes[56..64].copy_from_slice(&(MAX_PAYLOAD as u64 + 1).to_le_bytes());
+        assert!(matches!(
+            frame_len(&bytes),
+            Err(FrameError::Oversized {
+                what: "payload",
+                ..
+            })
+        ));
+        let mut bytes = sample().to_bytes();
+        bytes[28..32].copy_from_slice(&u32::MAX.to_le_bytes());
+        assert!(matches!(
+            frame_len(&bytes),
+            Err(FrameError::Oversized { .. })
+        ));
+        let mut bytes = sample().to_bytes();
+        bytes[6] = FORMAT + 1;
+        assert_eq!(frame_len(&bytes), Err(FrameError::Version(FORMAT + 1)));
+        let mut bytes = sample().to_bytes();
+        bytes[4] ^= 0xff;
+        assert!(matches!(frame_len(&bytes), Err(FrameError::Magic(_))));
+    }
+
+    #[test]
+    fn a_payload_that_is_not_count_elements_is_garbled() {
+        let mut frame = sample();
+        frame.count = 4;
+        assert!(matches!(
+            Frame::decode(&frame.to_bytes()),
+            Err(FrameError::Garbled(_))
+        ));
+    }
+
+    #[test]
+    fn an_announcement_carries_no_data_and_a_size_a_frame_can_carry() {
+        let announce = Frame {
+            kind: Kind::RequestToSend,
+            payload: Vec::new(),
+            ..sample()
+        };
+        let decoded = Frame::decode(&announce.to_bytes()).unwrap();
+        assert_eq!(decoded.message_bytes(), 48, "3 elements of (2 i32, f64)");
+        let with_data = Frame {
+            kind: Kind::RequestToSend,
+            ..sample()
+        };
+        assert!(matches!(
+            Frame::decode(&with_data.to_bytes()),
+            Err(FrameError::Garbled(_))
+        ));
+        let huge = Frame {
+            count: (MAX_PAYLOAD as u64 / 16) + 1,
+            ..announce
+        };
+        assert!(matches!(
+            Frame::decode(&huge.to_bytes()),
+            Err(FrameError::Garbled(_))
+        ));
+    }
+
+    /// A small deterministic generator (xorshift) instead of a fuzzing
+    /// crate: mutations of valid frames (bit flips, byte overwrites,
+    /// truncations, insertions) must decode to an error or to a frame that
+    /// encodes back to the same bytes, and never panic.
+    #[test]
+    fn mutated_frames_never_panic() {
+        let mut state = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        let seeds = [
+            sample().to_bytes(),
+            Frame::control(Kind::Ack).to_bytes(),
+            Frame::control(Kind::Abort).to_bytes(),
+            Frame {
+                kind: Kind::RequestToSend,
+                payload: Vec::new(),
+                ..sample()
+            }
+            .to_bytes(),
+        ];
+        let (mut decoded, mut rejected) = (0, 0);
+        for i in 0..20_000 {
+            let mut bytes = seeds[i % seeds.len()].clone();
+            for _ in 0..1 + next() % 4 {
+                let at = (next() as usize) % bytes.len().max(1);
+                match next() % 4 {
+                    0 if !bytes.is_empty() => bytes[at] ^= 1 << (next() % 8),
+                    1 if !bytes.is_empty() => bytes[at] = next() as u8,
+                    2 => bytes.truncate(at),
+                    _ => bytes.insert(at.min(bytes.len()), next() as u8),
+                }
+            }
+            match Frame::decode(&bytes) {
+                Ok(frame) => {
+                    assert_eq!(
+                        frame.to_bytes(),
+                        bytes,
+                        "a decoded frame re-encodes exactly"
+                    );
+                    decoded += 1;
+                }
+                Err(_) => rejected += 1,
+            }
+            let _ = frame_len(&bytes);
+        }
+        assert!(rejected > 10_000, "most mutations are rejected: {rejected}");
+        assert!(decoded > 0, "some mutations (payload bytes) stay frames");
+    }
+}
