@@ -2,8 +2,12 @@
 //! (×16 steps, as in seed 003's table), then the Hockney fit T(m) = α + β·m.
 //!
 //! ```text
-//! cargo run --release --example pingpong -- [--workers 1|2] [--iters N]
+//! cargo run --release --example pingpong -- [--workers 1|2] [--iters N] [--processes 2]
 //! ```
+//!
+//! With `--processes 2` (or under `mpiexec -n 2`) the two ranks live in two
+//! processes and the messages cross the TCP transport; the process of rank 0
+//! prints.
 //!
 //! Prints `bytes latency_us MB/s` rows (one-way time, half a round trip),
 //! the fitted α (µs) and β (µs per MiB), and a plain `memcpy` of 16 MiB for
@@ -18,14 +22,18 @@ mod common;
 use common::arg;
 
 fn main() {
-    let workers: usize = arg("--workers").unwrap_or(1);
     let scale: f64 = arg("--iters").unwrap_or(1.0);
     let sizes: Vec<usize> = (0..7).map(|i| 1usize << (4 * i)).collect(); // 1 B .. 16 MiB
-    let rows = myriad::Runtime::builder()
-        .ranks(2)
-        .workers(workers)
+    // One worker unless `--workers` or MYRIAD_WORKERS says otherwise.
+    let mut runtime = myriad::Runtime::from_env().ranks(2);
+    if arg::<usize>("--workers").is_none() && std::env::var_os("MYRIAD_WORKERS").is_none() {
+        runtime = runtime.workers(1);
+    }
+    let results = runtime
         .run(|universe| {
             let world = universe.world();
+            let processes = universe.process_count();
+            let workers = myriad::environment::worker_count();
             let rank = world.rank();
             let peer = world.process_at_rank(1 - rank);
             let mut rows = Vec::new();
@@ -54,11 +62,19 @@ fn main() {
                 let one_way = elapsed / iters as f64 / 2.0;
                 rows.push((bytes, one_way));
             }
-            rows
+            (rank, processes, workers, rows)
         })
         .expect("ping-pong failed");
-    let rows = &rows[0];
-    println!("# ping-pong, 2 ranks, {workers} worker(s)");
+    // The process of rank 0 prints (both ranks' processes return here).
+    let Some((_, processes, workers, rows)) = results.iter().find(|r| r.0 == 0) else {
+        return;
+    };
+    let across = if *processes > 1 {
+        format!(", {processes} processes (TCP)")
+    } else {
+        String::new()
+    };
+    println!("# ping-pong, 2 ranks, {workers} worker(s) per process{across}");
     println!("# bytes  latency_us  MB/s");
     for &(bytes, t) in rows {
         println!(
