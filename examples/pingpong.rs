@@ -24,7 +24,7 @@ use common::arg;
 fn main() {
     let scale: f64 = arg("--iters").unwrap_or(1.0);
     let sizes: Vec<usize> = (0..7).map(|i| 1usize << (4 * i)).collect(); // 1 B .. 16 MiB
-    // One worker unless `--workers` or MYRIAD_WORKERS says otherwise.
+                                                                         // One worker unless `--workers` or MYRIAD_WORKERS says otherwise.
     let mut runtime = myriad::Runtime::from_env().ranks(2);
     if arg::<usize>("--workers").is_none() && std::env::var_os("MYRIAD_WORKERS").is_none() {
         runtime = runtime.workers(1);

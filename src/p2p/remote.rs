@@ -461,7 +461,7 @@ fn handle<N: Node>(node: &N, remote: &Remote, incoming: Incoming) {
                 let mut data = Frame::control(Kind::Data);
                 data.id = frame.reply;
                 data.payload = packed(&send.src);
-                if let Err(err) = remote.transport.send(from, &data) {
+                if let Err(err) = remote.transport.send_owned(from, data) {
                     lost(node, from, err.to_string());
                 }
             }

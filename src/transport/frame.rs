@@ -133,9 +133,21 @@ impl Frame {
     /// If the payload or the signature exceed the caps (the senders split
     /// or refuse such messages before).
     pub(crate) fn encode(&self, out: &mut Vec<u8>) {
+        out.reserve(self.encoded_len());
+        self.encode_head(out);
+        out.extend_from_slice(&self.payload);
+    }
+
+    /// Appends the frame's bytes but its payload to `out`: a stream
+    /// transport writes the payload from the frame's own buffer after them,
+    /// without copying it into one buffer with the header.
+    ///
+    /// # Panics
+    ///
+    /// As [`encode`](Self::encode).
+    pub(crate) fn encode_head(&self, out: &mut Vec<u8>) {
         assert!(self.payload.len() <= MAX_PAYLOAD && self.signature.len() <= MAX_RUNS);
         let rest = (self.encoded_len() - 4) as u32;
-        out.reserve(self.encoded_len());
         out.extend_from_slice(&rest.to_le_bytes());
         out.extend_from_slice(&MAGIC.to_le_bytes());
         out.push(FORMAT);
@@ -153,7 +165,6 @@ impl Frame {
             out.push(kind_code(run.kind));
             out.extend_from_slice(&(run.count as u64).to_le_bytes());
         }
-        out.extend_from_slice(&self.payload);
     }
 
     /// The frame's bytes.
@@ -165,20 +176,40 @@ impl Frame {
 
     /// Decodes exactly one frame from `bytes` (all of them).
     pub(crate) fn decode(bytes: &[u8]) -> Result<Frame, FrameError> {
+        Frame::decode_split(bytes, None)
+    }
+
+    /// Decodes one frame whose header and signature are `head` (all of it)
+    /// and whose payload, as long as the header says, was read into its
+    /// own buffer: a stream transport reads a large payload once, straight
+    /// into the buffer the frame keeps.
+    pub(crate) fn decode_parts(head: &[u8], payload: Vec<u8>) -> Result<Frame, FrameError> {
+        Frame::decode_split(head, Some(payload))
+    }
+
+    /// The length of a frame's header and signature (where its payload
+    /// starts), once `bytes` holds its fixed header: see [`frame_len`] for
+    /// the checks and errors.
+    pub(crate) fn head_len(bytes: &[u8]) -> Result<Option<usize>, FrameError> {
+        frame_len(bytes)?;
+        if bytes.len() < HEADER {
+            return Ok(None);
+        }
+        let runs = u32::from_le_bytes(bytes[28..32].try_into().expect("4 bytes")) as usize;
+        Ok(Some(HEADER + RUN * runs))
+    }
+
+    fn decode_split(bytes: &[u8], split: Option<Vec<u8>>) -> Result<Frame, FrameError> {
         let len = frame_len(bytes)?.ok_or(FrameError::Truncated {
             have: bytes.len(),
             need: HEADER,
         })?;
-        if len != bytes.len() {
-            return Err(if len > bytes.len() {
-                FrameError::Truncated {
-                    have: bytes.len(),
-                    need: len,
-                }
+        let have = bytes.len() + split.as_ref().map_or(0, Vec::len);
+        if len != have {
+            return Err(if len > have {
+                FrameError::Truncated { have, need: len }
             } else {
-                FrameError::Trailing {
-                    extra: bytes.len() - len,
-                }
+                FrameError::Trailing { extra: have - len }
             });
         }
         let mut r = Reader { bytes, at: 4 };
@@ -205,7 +236,11 @@ impl Frame {
             }
             signature.push(Run { kind, count: n });
         }
-        let payload = r.take(payload_len)?.to_vec();
+        let payload = match split {
+            None => r.take(payload_len)?.to_vec(),
+            Some(payload) if payload.len() == payload_len => payload,
+            Some(_) => return Err(FrameError::Garbled("lengths disagree")),
+        };
         if r.at != bytes.len() {
             return Err(FrameError::Garbled("lengths disagree"));
         }

@@ -92,6 +92,13 @@ pub(crate) trait Transport: Send + Sync + fmt::Debug {
     /// peer; frames to one process leave in the order of the calls.
     fn send(&self, to: ProcessId, frame: &Frame) -> Result<(), SendError>;
 
+    /// [`send`](Self::send) of a frame the caller gives away: a transport
+    /// may then write its payload from the frame's own buffer instead of a
+    /// copy (large data frames).
+    fn send_owned(&self, to: ProcessId, frame: Frame) -> Result<(), SendError> {
+        self.send(to, &frame)
+    }
+
     /// Flushes what it can of the queued output and hands every frame that
     /// arrived to `sink`, without blocking; returns how many items it
     /// handed over. Calls may come from several threads, but the caller

@@ -36,6 +36,12 @@ const WAKE: u64 = u64::MAX;
 /// Bytes read per `read` call.
 const CHUNK: usize = 64 * 1024;
 
+/// Payloads at least this large travel in their own buffers: written from
+/// the frame's buffer ([`Transport::send_owned`]) and read straight into the
+/// buffer the received frame keeps, so the bytes are not copied through the
+/// chunk and the input buffer (nor the input buffer grown and moved).
+const LARGE: usize = 256 * 1024;
+
 /// One process's TCP connections to the others.
 #[derive(Debug)]
 pub(crate) struct TcpTransport {
@@ -69,6 +75,8 @@ struct Input {
     bytes: Vec<u8>,
     /// Where `read` puts what it reads (allocated once).
     chunk: Vec<u8>,
+    /// A frame with a [`LARGE`] payload being read.
+    large: Option<Large>,
     /// Nothing more is read from this stream (reported lost).
     ended: bool,
 }
@@ -206,7 +214,8 @@ impl TcpTransport {
 
     /// Reads what `peer` sent and hands its complete frames to `sink`.
     fn read(&self, peer: &Peer, p: usize, sink: &mut dyn FnMut(Incoming)) -> usize {
-        let mut input = lock(&peer.input);
+        let mut guard = lock(&peer.input);
+        let input = &mut *guard;
         if input.ended {
             return 0;
         }
@@ -214,47 +223,64 @@ impl TcpTransport {
         let mut handed = 0;
         let mut chunk = std::mem::take(&mut input.chunk);
         chunk.resize(CHUNK, 0);
-        // Why the stream ends (after the frames it carried before).
-        let mut closed: Option<String> = None;
+        // Why the stream carries nothing more (after the frames it carried
+        // before).
+        let mut end: Option<String> = None;
         loop {
+            if let Some(large) = &mut input.large {
+                let want = large.len - large.payload.len();
+                match recv_into(&peer.stream, &mut large.payload, want) {
+                    Ok(0) if want > 0 => {
+                        end = Some("the connection was closed".into());
+                        break;
+                    }
+                    Ok(_) => {
+                        if large.payload.len() == large.len {
+                            let large = input.large.take().expect("a large frame");
+                            match Frame::decode_parts(&large.head, large.payload) {
+                                Ok(frame) => {
+                                    handed += 1;
+                                    sink(Incoming::Frame(from, frame));
+                                }
+                                Err(err) => {
+                                    end = Some(format!("a bad frame: {err}"));
+                                    break;
+                                }
+                            }
+                        }
+                        continue;
+                    }
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                    Err(e) => {
+                        end = Some(e.to_string());
+                        break;
+                    }
+                }
+            }
             match (&peer.stream).read(&mut chunk) {
                 Ok(0) => {
-                    closed = Some("the connection was closed".into());
+                    end = Some("the connection was closed".into());
                     break;
                 }
                 Ok(n) => input.bytes.extend_from_slice(&chunk[..n]),
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(e) => {
-                    closed = Some(e.to_string());
+                    end = Some(e.to_string());
                     break;
                 }
             }
-        }
-        let mut end: Option<String> = None;
-        let mut at = 0;
-        while end.is_none() {
-            match frame_len(&input.bytes[at..]) {
-                Ok(Some(len)) if input.bytes.len() - at >= len => {
-                    match Frame::decode(&input.bytes[at..at + len]) {
-                        Ok(frame) => {
-                            handed += 1;
-                            sink(Incoming::Frame(from, frame));
-                        }
-                        Err(err) => end = Some(format!("a bad frame: {err}")),
-                    }
-                    at += len;
-                }
-                Ok(_) => break,
-                Err(err) => end = Some(format!("a bad frame: {err}")),
+            if let Err(why) = hand_frames(input, from, &mut handed, sink) {
+                end = Some(why);
+                break;
             }
         }
         input.chunk = chunk;
-        let end = end.or(closed);
-        input.bytes.drain(..at);
         if let Some(why) = end {
             input.ended = true;
             input.bytes = Vec::new();
+            input.large = None;
             // SAFETY: both descriptors are open; a null event is allowed
             // for EPOLL_CTL_DEL.
             unsafe {
@@ -269,6 +295,120 @@ impl TcpTransport {
             sink(Incoming::Lost(from, why));
         }
         handed
+    }
+}
+
+/// A frame whose payload is read into its own buffer.
+#[derive(Debug)]
+struct Large {
+    /// The frame's header and signature.
+    head: Vec<u8>,
+    /// The payload read so far (its capacity is its whole length).
+    payload: Vec<u8>,
+    /// The payload's length.
+    len: usize,
+}
+
+/// Reads at most `want` bytes from `stream` into the spare capacity of
+/// `buf` (reserving it first), without initialising it before.
+fn recv_into(stream: &TcpStream, buf: &mut Vec<u8>, want: usize) -> io::Result<usize> {
+    buf.reserve(want);
+    let spare = buf.spare_capacity_mut();
+    let n = want.min(spare.len());
+    // SAFETY: `spare` is at least `n` bytes of `buf`'s allocation, writable
+    // and not aliased; `recv` writes at most `n` bytes into it.
+    let got = unsafe { libc::recv(stream.as_raw_fd(), spare.as_mut_ptr().cast(), n, 0) };
+    if got < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: `recv` initialised the first `got` (≤ `n`) bytes after the
+    // vector's length.
+    unsafe { buf.set_len(buf.len() + got as usize) };
+    Ok(got as usize)
+}
+
+/// Hands the complete frames at the start of `input.bytes` to `sink` and
+/// removes them; a frame with a [`LARGE`] payload whose header is there
+/// moves to `input.large` (with the payload bytes already read), where the
+/// rest of its payload is read straight into its buffer. An error names
+/// why the stream carries no more frames.
+fn hand_frames(
+    input: &mut Input,
+    from: ProcessId,
+    handed: &mut usize,
+    sink: &mut dyn FnMut(Incoming),
+) -> Result<(), String> {
+    let mut at = 0;
+    let result = loop {
+        let rest = &input.bytes[at..];
+        let len = match frame_len(rest) {
+            Ok(Some(len)) => len,
+            Ok(None) => break Ok(()),
+            Err(err) => break Err(format!("a bad frame: {err}")),
+        };
+        if rest.len() >= len {
+            match Frame::decode(&rest[..len]) {
+                Ok(frame) => {
+                    *handed += 1;
+                    sink(Incoming::Frame(from, frame));
+                }
+                Err(err) => break Err(format!("a bad frame: {err}")),
+            }
+            at += len;
+            continue;
+        }
+        if let Ok(Some(head)) = Frame::head_len(rest) {
+            if len - head >= LARGE && rest.len() >= head {
+                let mut payload = Vec::with_capacity(len - head);
+                payload.extend_from_slice(&rest[head..]);
+                input.large = Some(Large {
+                    head: rest[..head].to_vec(),
+                    payload,
+                    len: len - head,
+                });
+                at = input.bytes.len();
+            }
+        }
+        break Ok(());
+    };
+    input.bytes.drain(..at);
+    result
+}
+
+impl TcpTransport {
+    /// Refuses what cannot be sent: after `close`, and a frame too large.
+    fn check(&self, frame: &Frame) -> Result<(), SendError> {
+        if self.closed.load(Ordering::Acquire) {
+            return Err(SendError::Closed);
+        }
+        if frame.payload.len() > super::frame::MAX_PAYLOAD {
+            return Err(SendError::TooLarge(frame.payload.len()));
+        }
+        Ok(())
+    }
+
+    /// Queues the buffers of one frame for process `to`, in order, and
+    /// writes what the socket takes if nothing was queued before them.
+    fn enqueue<const N: usize>(&self, to: ProcessId, bufs: [Vec<u8>; N]) -> Result<(), SendError> {
+        let p = to.get() as usize;
+        let peer = self
+            .peers
+            .get(p)
+            .and_then(Option::as_ref)
+            .ok_or_else(|| SendError::Lost(to, "no such peer".into()))?;
+        let mut out = lock(&peer.out);
+        if let Some(why) = &out.failed {
+            return Err(SendError::Lost(to, why.clone()));
+        }
+        let idle = out.queue.is_empty();
+        out.queue.extend(bufs);
+        if idle {
+            self.flush(peer, p, &mut out);
+        }
+        match &out.failed {
+            Some(why) => Err(SendError::Lost(to, why.clone())),
+            None => Ok(()),
+        }
     }
 }
 
@@ -289,30 +429,18 @@ impl Transport for TcpTransport {
     }
 
     fn send(&self, to: ProcessId, frame: &Frame) -> Result<(), SendError> {
-        if self.closed.load(Ordering::Acquire) {
-            return Err(SendError::Closed);
+        self.check(frame)?;
+        self.enqueue(to, [frame.to_bytes()])
+    }
+
+    fn send_owned(&self, to: ProcessId, frame: Frame) -> Result<(), SendError> {
+        if frame.payload.len() < LARGE {
+            return self.send(to, &frame);
         }
-        if frame.payload.len() > super::frame::MAX_PAYLOAD {
-            return Err(SendError::TooLarge(frame.payload.len()));
-        }
-        let p = to.get() as usize;
-        let peer = self
-            .peers
-            .get(p)
-            .and_then(Option::as_ref)
-            .ok_or_else(|| SendError::Lost(to, "no such peer".into()))?;
-        let mut out = lock(&peer.out);
-        if let Some(why) = &out.failed {
-            return Err(SendError::Lost(to, why.clone()));
-        }
-        out.queue.push_back(frame.to_bytes());
-        if out.queue.len() == 1 {
-            self.flush(peer, p, &mut out);
-        }
-        match &out.failed {
-            Some(why) => Err(SendError::Lost(to, why.clone())),
-            None => Ok(()),
-        }
+        let mut head = Vec::new();
+        self.check(&frame)?;
+        frame.encode_head(&mut head);
+        self.enqueue(to, [head, frame.payload])
     }
 
     fn poll(&self, sink: &mut dyn FnMut(Incoming)) -> usize {
@@ -448,6 +576,52 @@ mod tests {
             }
         });
         assert_eq!(ids, (0..8).collect::<Vec<_>>());
+    }
+
+    /// Large payloads leave from their own buffers (`send_owned`) and are
+    /// read straight into the received frame's buffer; small ones around
+    /// them go through the input buffer: every byte arrives, in order.
+    #[test]
+    fn owned_and_large_payloads_arrive_whole_and_in_order() {
+        let t = transports(2);
+        let sizes = [1, LARGE - 1, LARGE, 3, LARGE + 7, 5 << 20, 0, 2 * LARGE];
+        let frames: Vec<Frame> = sizes
+            .iter()
+            .enumerate()
+            .map(|(i, &n)| {
+                let mut f = Frame::control(Kind::Ack);
+                f.id = i as u64;
+                f.payload = (0..n).map(|j| (i * 31 + j * 7) as u8).collect();
+                f
+            })
+            .collect();
+        for (i, f) in frames.iter().enumerate() {
+            if i % 2 == 0 {
+                t[0].send_owned(ProcessId::new(1), f.clone()).unwrap();
+            } else {
+                t[0].send(ProcessId::new(1), f).unwrap();
+            }
+        }
+        let mut got = Vec::new();
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                while !lock(&t[0].peers[1].as_ref().unwrap().out).queue.is_empty() {
+                    t[0].poll(&mut |_| {});
+                    t[0].wait(Some(Duration::from_millis(10)));
+                }
+            });
+            for item in receive(&t[1], sizes.len()) {
+                match item {
+                    Incoming::Frame(_, f) => got.push(f),
+                    Incoming::Lost(_, why) => panic!("lost: {why}"),
+                }
+            }
+        });
+        assert_eq!(got.len(), frames.len());
+        for (a, b) in got.iter().zip(&frames) {
+            assert_eq!(a.id, b.id);
+            assert!(a.payload == b.payload, "frame {} differs", a.id);
+        }
     }
 
     #[test]
