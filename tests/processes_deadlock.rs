@@ -66,6 +66,7 @@ cases!(
     a_ring_whose_last_message_waits_for_a_long_computation_is_no_deadlock,
     ranks_waiting_on_a_finished_process_are_reported,
     waves_racing_late_messages_report_nothing,
+    waves_racing_messages_between_other_processes_report_nothing,
     a_deadlock_after_some_traffic_is_reported,
 );
 
@@ -182,6 +183,44 @@ fn waves_racing_late_messages_report_nothing(via: Via) {
                 } else if rank == (turn + 1) % size {
                     value = world.process_at_rank(turn).receive::<u64>().0 + 1;
                 }
+            }
+            value
+        });
+        for (p, result) in results.iter().enumerate() {
+            assert!(result.is_ok(), "round {round}, process {p}: {result:?}");
+        }
+    }
+}
+
+/// Process 0 (which runs the waves) idles while processes 1 and 2
+/// exchange messages with random short computations between them, many
+/// times: a wave often finds one of them idle and the other idle with a
+/// message in flight to it. Nothing may be reported.
+fn waves_racing_messages_between_other_processes_report_nothing(via: Via) {
+    let mut seed = 0x2545_f491_4f6c_dd1du64;
+    for round in 0..30 {
+        seed = xorshift(seed);
+        let s = seed;
+        let results = joined(via, &[1, 1, 1], move |universe| {
+            let world = universe.world();
+            let rank = world.rank();
+            let mut rng = s ^ (rank as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+            if rank == 0 {
+                return world.process_at_rank(2).receive::<u64>().0;
+            }
+            let other = world.process_at_rank(3 - rank);
+            let mut value = 0u64;
+            for hop in 0..200 {
+                if hop % 2 == rank as u64 - 1 {
+                    rng = xorshift(rng);
+                    compute(Duration::from_micros(rng % 400));
+                    other.send(&value);
+                } else {
+                    value = other.receive::<u64>().0 + 1;
+                }
+            }
+            if rank == 2 {
+                world.process_at_rank(0).send(&value);
             }
             value
         });

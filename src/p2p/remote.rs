@@ -123,6 +123,10 @@ pub(crate) struct Remote {
 /// The first and the longest pause after a wave that found work.
 const BACKOFF: (Duration, Duration) = (Duration::from_millis(1), Duration::from_millis(250));
 
+/// How often a busy coordinator looks whether it went idle (the progress
+/// thread's wait otherwise ends only when a frame arrives).
+const BUSY: Duration = Duration::from_millis(10);
+
 /// A coordinator's termination-detection state (see the module docs).
 #[derive(Debug)]
 struct Wave {
@@ -281,7 +285,7 @@ impl Remote {
             wave.clean = None;
             wave.backoff = BACKOFF.0;
             wave.next = now + BACKOFF.0;
-            return Some(BACKOFF.1);
+            return Some(BUSY);
         }
         wave.number += 1;
         let mut probe = Frame::control(Kind::Probe);
@@ -966,5 +970,122 @@ pub(super) fn release<N: Node>(node: &N, msg: RemoteMessage) {
     };
     if let Err(err) = remote.send(msg.from, &reply) {
         lost(node, msg.from, err.to_string());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sched::Threading;
+    use crate::transport::loopback::Loopback;
+
+    /// An idle process's answer with its counts (sent, handled) per process.
+    fn idle(counts: &[(u64, u64)], open: &[bool]) -> Option<Idle> {
+        Some(Idle {
+            report: Some("idle".into()),
+            sent: counts.iter().map(|c| c.0).collect(),
+            handled: counts.iter().map(|c| c.1).collect(),
+            open: open.to_vec(),
+        })
+    }
+
+    /// A wave is clean only if every member is idle, every pair's frames
+    /// were handled as sent, and no member may still hear from a process
+    /// outside the wave.
+    #[test]
+    fn a_clean_wave_is_idle_balanced_and_agrees_on_who_left() {
+        let all = [true, true, true];
+        let (t, f) = (true, false);
+        // 0 sent 2 frames to 1, 1 handled them; 1 sent 1 to 2, handled.
+        let good = vec![
+            idle(&[(0, 0), (2, 0), (0, 0)], &[f, t, t]),
+            idle(&[(0, 2), (0, 0), (1, 0)], &[t, f, t]),
+            idle(&[(0, 0), (0, 1), (0, 0)], &[t, t, f]),
+        ];
+        assert!(clean(&all, &good).is_some());
+        // A frame from 1 to 2 still in flight.
+        let mut in_flight = good.clone();
+        in_flight[1] = idle(&[(0, 2), (0, 0), (2, 0)], &[t, f, t]);
+        assert!(clean(&all, &in_flight).is_none());
+        // Process 2 busy.
+        let mut busy = good.clone();
+        busy[2].as_mut().unwrap().report = None;
+        assert!(clean(&all, &busy).is_none());
+        // Process 2 left (goodbye): clean once every member saw it leave,
+        // whatever the counts with it.
+        let members = [true, true, false];
+        let mut left = good.clone();
+        left[2] = None;
+        left[0] = idle(&[(0, 0), (2, 0), (5, 0)], &[f, t, f]);
+        left[1] = idle(&[(0, 2), (0, 0), (1, 7)], &[t, f, t]);
+        assert!(clean(&members, &left).is_none(), "1 did not see 2 leave");
+        left[1].as_mut().unwrap().open[2] = false;
+        assert!(clean(&members, &left).is_some());
+    }
+
+    /// The verdict needs two consecutive clean waves with the same counts:
+    /// a clean wave followed by one with other counts (a frame was handled
+    /// between them) is no deadlock.
+    #[test]
+    fn a_deadlock_takes_two_clean_waves_with_the_same_counts() {
+        let run = |second: (u64, u64)| {
+            let transport = Loopback::join(2).remove(0);
+            let remote = Remote::new(transport);
+            let sched = Scheduler::new(
+                std::iter::once(WorldRank::new(0)),
+                Box::new([]),
+                Threading::Single,
+                |c| c.to_string(),
+            );
+            let (t, f) = (true, false);
+            let mut verdicts = Vec::new();
+            for counts in [(3, 4), second] {
+                {
+                    let mut wave = lock(&remote.wave);
+                    wave.number += 1;
+                    wave.members = vec![true, true];
+                    wave.answers = vec![idle(&[(0, 0), counts], &[f, t]), None];
+                }
+                let number = lock(&remote.wave).number;
+                let answer = idle(&[(counts.1, counts.0), (0, 0)], &[t, f]).unwrap();
+                remote.answered(&sched, ProcessId::new(1), number, answer);
+                verdicts.push(sched.is_aborting());
+            }
+            (verdicts, sched.take_failure())
+        };
+        let (verdicts, failure) = run((3, 4));
+        assert_eq!(verdicts, [false, true]);
+        match failure {
+            Some(Error::Deadlock { report }) => assert!(
+                report.starts_with("every process of the job is idle") && report.contains("idle"),
+                "{report}"
+            ),
+            other => panic!("expected a deadlock, got {other:?}"),
+        }
+        let (verdicts, failure) = run((4, 4));
+        assert_eq!(verdicts, [false, false]);
+        assert!(failure.is_none());
+    }
+
+    /// An `Idle` frame decodes to the answer it encodes; a short one is
+    /// refused.
+    #[test]
+    fn idle_answers_survive_the_wire() {
+        let answer = Idle {
+            report: Some("all 1 live ranks of process 1 are blocked".into()),
+            sent: vec![1, 2, 3],
+            handled: vec![4, 5, u64::MAX],
+            open: vec![true, false, true],
+        };
+        let frame = Frame::decode(&encode_idle(&answer).to_bytes()).unwrap();
+        assert_eq!(decode_idle(&frame, 3), Some(answer.clone()));
+        let busy = Idle {
+            report: None,
+            ..answer
+        };
+        assert_eq!(decode_idle(&encode_idle(&busy), 3), Some(busy.clone()));
+        let mut short = encode_idle(&busy);
+        short.payload.pop();
+        assert_eq!(decode_idle(&short, 3), None);
     }
 }
