@@ -253,6 +253,17 @@ impl Remote {
         if !self.counted.load(Ordering::Acquire) || sched.is_aborting() {
             return None;
         }
+        if !sched::deadlock::idle(sched, 1) {
+            // Busy (the common case, checked without a lock): the next
+            // wave starts soon after it goes idle.
+            let mut wave = lock(&self.wave);
+            if wave.members.is_empty() {
+                wave.clean = None;
+                wave.backoff = BACKOFF.0;
+                wave.next = Instant::now() + BACKOFF.0;
+            }
+            return Some(BUSY);
+        }
         // Frames are handled under this lock: none arrives while we look.
         let _turn = match self.progress.try_lock() {
             Ok(turn) => turn,

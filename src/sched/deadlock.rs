@@ -42,19 +42,23 @@ pub(crate) fn check_stable(sched: &Scheduler) -> Option<String> {
 /// the ranks' owner in the report ("process 1"). Until a frame arrives
 /// nothing in the process can change this.
 pub(crate) fn quiescent(sched: &Scheduler, wakers: usize, whose: &str) -> Option<String> {
-    let idle = |sched: &Scheduler| {
-        !sched.is_aborting()
-            && sched.sleep.all_asleep()
-            && sched.timers.load(Ordering::SeqCst) == 0
-            && sched.external.load(Ordering::SeqCst) == wakers
-            && sched.micro.is_empty()
-    };
-    if !idle(sched) {
+    if !idle(sched, wakers) {
         return None;
     }
     let epoch = sched.threads.epoch();
     let report = check_of(sched, whose)?;
-    (idle(sched) && sched.threads.epoch() == epoch).then_some(report)
+    (idle(sched, wakers) && sched.threads.epoch() == epoch).then_some(report)
+}
+
+/// The cheap half of [`quiescent`] (a few loads, no rank visited):
+/// every worker asleep, no timer, no micro-task, no external waker but
+/// `wakers`. `false` means the process is not idle now.
+pub(crate) fn idle(sched: &Scheduler, wakers: usize) -> bool {
+    !sched.is_aborting()
+        && sched.sleep.all_asleep()
+        && sched.timers.load(Ordering::SeqCst) == 0
+        && sched.external.load(Ordering::SeqCst) == wakers
+        && sched.micro.is_empty()
 }
 
 /// The deadlock report if every live rank of the job is parked, else `None`.
