@@ -138,11 +138,15 @@ struct Wave {
     /// Processes in the running wave (empty: none runs).
     members: Vec<bool>,
     /// The counts of the last clean wave, by process.
-    clean: Option<Vec<Option<(Vec<u64>, Vec<u64>)>>>,
+    clean: Option<Counts>,
     /// When the next wave may start.
     next: Instant,
     backoff: Duration,
 }
+
+/// Each member's frames sent to and handled from each process, by
+/// process (`None`: not in the wave).
+type Counts = Vec<Option<(Vec<u64>, Vec<u64>)>>;
 
 /// One process's answer to a wave.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -430,17 +434,16 @@ fn counters(processes: u32) -> Box<[AtomicU64]> {
 /// The counts of a clean wave (every member idle, every pair's frames
 /// handled as sent, every process outside the wave seen gone by every
 /// member), by process; `None` if it is not clean.
-#[allow(clippy::type_complexity)]
-fn clean(members: &[bool], answers: &[Option<Idle>]) -> Option<Vec<Option<(Vec<u64>, Vec<u64>)>>> {
+fn clean(members: &[bool], answers: &[Option<Idle>]) -> Option<Counts> {
     let answer = |p: usize| answers[p].as_ref();
     for p in (0..members.len()).filter(|&p| members[p]) {
         let a = answer(p)?;
         a.report.as_ref()?;
-        for q in 0..members.len() {
+        for (q, &member) in members.iter().enumerate() {
             if q == p {
                 continue;
             }
-            if members[q] {
+            if member {
                 let b = answer(q)?;
                 if !a.open[q] || a.sent[q] != b.handled[p] {
                     return None;
