@@ -36,6 +36,33 @@
 //!   ends without either fails the job naming the lost process and its
 //!   ranks.
 //!
+//! ## Deadlocks across processes
+//!
+//! While a peer may still send, the transport counts as an external waker,
+//! so no process reports a local deadlock. A termination-detection wave
+//! (Mattern's channel counting, run by a coordinator) finds the deadlock
+//! instead. Every process counts the frames it sends to and handles from
+//! each process (one relaxed add per frame, where frames are sent and
+//! handled; the wave's own frames are not counted). The coordinator, the
+//! lowest process whose lower peers all said goodbye, starts a wave
+//! ([`Remote::detect`], from the progress thread) only while it is idle
+//! itself (`sched::deadlock::quiescent`: every worker asleep, every rank
+//! parked, nothing local can wake one): a `Probe` to every open peer, each
+//! of which answers `Idle` with whether it is idle, its counts, which
+//! peers may still send to it and its deadlock report. A wave is clean if
+//! every process is idle, for every pair the frames one sent equal the
+//! frames the other handled, and every process saw the goodbye of every
+//! process outside the wave (finished processes send nothing more, so
+//! what they sent was handled). Two consecutive clean waves with the same
+//! counts prove the job dead: between them no process handled a frame, so
+//! none woke up, and nothing is in flight. The coordinator then fails its
+//! job with `Error::Deadlock` whose report has every waiting process's
+//! report (so it names every rank's wait) and sends it as `Abort` (tag 2)
+//! to the others, whose jobs fail with the same report. A frame that
+//! arrives between waves changes a count and spoils the pair. Failed waves
+//! back off (1 ms doubling to 250 ms) so an idle job that waits for a
+//! long computation sends a handful of small frames per second.
+//!
 //! ## Completions across processes
 //!
 //! A posted receive taken by an eager frame is completed by the poller
@@ -53,7 +80,7 @@
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, TryLockError};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use super::completion::{Completion, Fault, Outcome};
 use super::mailbox::{Envelope, Mailbox, Payload, Unexpected};
@@ -85,6 +112,52 @@ pub(crate) struct Remote {
     /// Receives matched with an announced message, waiting for its data,
     /// by id.
     pulls: Mutex<HashMap<u64, Pull>>,
+    /// Frames sent to each process (wave frames excepted).
+    sent: Box<[AtomicU64]>,
+    /// Frames from each process handled (wave frames excepted).
+    handled: Box<[AtomicU64]>,
+    /// The termination-detection wave this process coordinates.
+    wave: Mutex<Wave>,
+}
+
+/// The first and the longest pause after a wave that found work.
+const BACKOFF: (Duration, Duration) = (Duration::from_millis(1), Duration::from_millis(250));
+
+/// How often a busy coordinator looks whether it went idle (the progress
+/// thread's wait otherwise ends only when a frame arrives).
+const BUSY: Duration = Duration::from_millis(10);
+
+/// A coordinator's termination-detection state (see the module docs).
+#[derive(Debug)]
+struct Wave {
+    /// The number of the last wave started.
+    number: u64,
+    /// While a wave runs: each process's answer (this one's included), by
+    /// process; `None` for processes outside the wave or not heard yet.
+    answers: Vec<Option<Idle>>,
+    /// Processes in the running wave (empty: none runs).
+    members: Vec<bool>,
+    /// The counts of the last clean wave, by process.
+    clean: Option<Counts>,
+    /// When the next wave may start.
+    next: Instant,
+    backoff: Duration,
+}
+
+/// Each member's frames sent to and handled from each process, by
+/// process (`None`: not in the wave).
+type Counts = Vec<Option<(Vec<u64>, Vec<u64>)>>;
+
+/// One process's answer to a wave.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Idle {
+    /// Its deadlock report if it is idle.
+    report: Option<String>,
+    /// Frames it sent to, and handled from, each process.
+    sent: Vec<u64>,
+    handled: Vec<u64>,
+    /// Peers that may still send to it.
+    open: Vec<bool>,
 }
 
 #[derive(Debug)]
@@ -146,7 +219,6 @@ impl Remote {
             .map(|p| p != this)
             .collect();
         Remote {
-            transport,
             acks: Mutex::new(HashMap::new()),
             next_id: AtomicU64::new(1),
             progress: Mutex::new(()),
@@ -154,7 +226,158 @@ impl Remote {
             counted: AtomicBool::new(false),
             announced: Mutex::new(HashMap::new()),
             pulls: Mutex::new(HashMap::new()),
+            sent: counters(transport.processes()),
+            handled: counters(transport.processes()),
+            wave: Mutex::new(Wave {
+                number: 0,
+                answers: Vec::new(),
+                members: Vec::new(),
+                clean: None,
+                next: Instant::now(),
+                backoff: BACKOFF.0,
+            }),
+            transport,
         }
+    }
+
+    /// Queues `frame` for process `to`, counting it for the termination
+    /// wave (before it can arrive, so a count never shows a frame handled
+    /// that was not sent).
+    #[inline]
+    fn send(&self, to: ProcessId, frame: &Frame) -> Result<(), crate::transport::SendError> {
+        self.sent[to.get() as usize].fetch_add(1, Ordering::Relaxed);
+        self.transport.send(to, frame)
+    }
+
+    /// [`send`](Self::send) of a frame given away (its payload leaves from
+    /// its own buffer: large data frames).
+    fn send_owned(&self, to: ProcessId, frame: Frame) -> Result<(), crate::transport::SendError> {
+        self.sent[to.get() as usize].fetch_add(1, Ordering::Relaxed);
+        self.transport.send_owned(to, frame)
+    }
+
+    /// Starts a termination-detection wave if this process coordinates
+    /// them, is idle, and the backoff has passed (see the module docs).
+    /// Called by the progress thread after each poll; returns how long it
+    /// may wait before calling again (`None`: no wave to run).
+    pub(crate) fn detect(&self, sched: &Scheduler) -> Option<Duration> {
+        if !self.counted.load(Ordering::Acquire) || sched.is_aborting() {
+            return None;
+        }
+        if !sched::deadlock::idle(sched, 1) {
+            // Busy (the common case, checked without a lock): the next
+            // wave starts soon after it goes idle.
+            let mut wave = lock(&self.wave);
+            if wave.members.is_empty() {
+                wave.clean = None;
+                wave.backoff = BACKOFF.0;
+                wave.next = Instant::now() + BACKOFF.0;
+            }
+            return Some(BUSY);
+        }
+        // Frames are handled under this lock: none arrives while we look.
+        let _turn = match self.progress.try_lock() {
+            Ok(turn) => turn,
+            Err(TryLockError::Poisoned(turn)) => turn.into_inner(),
+            Err(TryLockError::WouldBlock) => return Some(BACKOFF.0),
+        };
+        let open = lock(&self.open).clone();
+        let this = self.transport.this().get() as usize;
+        if open[..this].iter().any(|&o| o) || !open.iter().any(|&o| o) {
+            // A lower process coordinates, or no peer is left.
+            return None;
+        }
+        let mut wave = lock(&self.wave);
+        if !wave.members.is_empty() {
+            // A member that ended (goodbye) will not answer: start over.
+            if (0..open.len()).any(|p| p != this && wave.members[p] && !open[p]) {
+                wave.members.clear();
+                wave.clean = None;
+            } else {
+                return Some(BACKOFF.1);
+            }
+        }
+        let now = Instant::now();
+        if now < wave.next {
+            return Some(wave.next - now);
+        }
+        let mine = self.idle(sched);
+        if mine.report.is_none() {
+            // Busy: the next wave starts soon after it goes idle.
+            wave.clean = None;
+            wave.backoff = BACKOFF.0;
+            wave.next = now + BACKOFF.0;
+            return Some(BUSY);
+        }
+        wave.number += 1;
+        let mut probe = Frame::control(Kind::Probe);
+        probe.id = wave.number;
+        wave.members = open.clone();
+        wave.members[this] = true;
+        wave.answers = vec![None; open.len()];
+        wave.answers[this] = Some(mine);
+        for (p, &open) in open.iter().enumerate() {
+            if open {
+                // A failed send shows up as a lost peer at the next poll.
+                let _ = self.transport.send(ProcessId::new(p as u32), &probe);
+            }
+        }
+        Some(BACKOFF.1)
+    }
+
+    /// This process's answer to a wave (taken with the progress lock held,
+    /// so no frame is handled meanwhile).
+    fn idle(&self, sched: &Scheduler) -> Idle {
+        let this = self.transport.this();
+        let wakers = usize::from(self.counted.load(Ordering::Acquire));
+        let report = sched::deadlock::quiescent(sched, wakers, &format!("process {this}"));
+        let read = |c: &[AtomicU64]| c.iter().map(|n| n.load(Ordering::SeqCst)).collect();
+        Idle {
+            report,
+            sent: read(&self.sent),
+            handled: read(&self.handled),
+            open: lock(&self.open).clone(),
+        }
+    }
+
+    /// The answer of process `from` to wave `number`: once every member
+    /// answered, judges the wave (see the module docs).
+    fn answered(&self, sched: &Scheduler, from: ProcessId, number: u64, idle: Idle) {
+        let mut wave = lock(&self.wave);
+        let from = from.get() as usize;
+        if number != wave.number || !wave.members.get(from).copied().unwrap_or(false) {
+            return;
+        }
+        wave.answers[from] = Some(idle);
+        if (0..wave.members.len()).any(|p| wave.members[p] && wave.answers[p].is_none()) {
+            return;
+        }
+        let members = std::mem::take(&mut wave.members);
+        let answers = std::mem::take(&mut wave.answers);
+        let now = Instant::now();
+        let Some(counts) = clean(&members, &answers) else {
+            wave.clean = None;
+            wave.backoff = (wave.backoff * 2).min(BACKOFF.1);
+            wave.next = now + wave.backoff;
+            return;
+        };
+        if wave.clean.as_ref() != Some(&counts) {
+            // Clean once: confirm with a second wave at once.
+            wave.clean = Some(counts);
+            wave.next = now;
+            return;
+        }
+        drop(wave);
+        let report = whole_report(&answers);
+        let error = Error::Deadlock { report };
+        let frame = abort_frame(&error);
+        let this = self.transport.this().get() as usize;
+        for (p, &member) in members.iter().enumerate() {
+            if member && p != this {
+                let _ = self.send(ProcessId::new(p as u32), &frame);
+            }
+        }
+        sched.fail(error);
     }
 
     /// Counts the transport as an external waker of `sched` (before the
@@ -204,11 +427,101 @@ impl Remote {
         let open = lock(&self.open).clone();
         for (p, open) in open.into_iter().enumerate() {
             if open {
-                let _ = self.transport.send(ProcessId::new(p as u32), &frame);
+                let _ = self.send(ProcessId::new(p as u32), &frame);
             }
         }
         self.transport.close(Duration::from_secs(10));
     }
+}
+
+fn counters(processes: u32) -> Box<[AtomicU64]> {
+    (0..processes).map(|_| AtomicU64::new(0)).collect()
+}
+
+/// The counts of a clean wave (every member idle, every pair's frames
+/// handled as sent, every process outside the wave seen gone by every
+/// member), by process; `None` if it is not clean.
+fn clean(members: &[bool], answers: &[Option<Idle>]) -> Option<Counts> {
+    let answer = |p: usize| answers[p].as_ref();
+    for p in (0..members.len()).filter(|&p| members[p]) {
+        let a = answer(p)?;
+        a.report.as_ref()?;
+        for (q, &member) in members.iter().enumerate() {
+            if q == p {
+                continue;
+            }
+            if member {
+                let b = answer(q)?;
+                if !a.open[q] || a.sent[q] != b.handled[p] {
+                    return None;
+                }
+            } else if a.open[q] {
+                // q's goodbye (after its last frame) has not reached p.
+                return None;
+            }
+        }
+    }
+    Some(
+        answers
+            .iter()
+            .map(|a| a.as_ref().map(|a| (a.sent.clone(), a.handled.clone())))
+            .collect(),
+    )
+}
+
+/// The whole job's deadlock report: every idle process's own.
+fn whole_report(answers: &[Option<Idle>]) -> String {
+    let reports: Vec<&str> = answers
+        .iter()
+        .filter_map(|a| a.as_ref()?.report.as_deref())
+        .collect();
+    let finished = answers.iter().filter(|a| a.is_none()).count();
+    let mut out = format!(
+        "every process of the job is idle and no message is in flight between them \
+         ({} processes waiting, {finished} finished):",
+        reports.len()
+    );
+    for report in reports {
+        out.push('\n');
+        out.push_str(report);
+    }
+    out
+}
+
+/// An `Idle` frame: per process the frames sent and handled (u64 each,
+/// little endian), then per process whether it is open (one byte), then
+/// the report (UTF-8; `tag` 1 if there is one).
+fn encode_idle(idle: &Idle) -> Frame {
+    let mut frame = Frame::control(Kind::Idle);
+    let mut payload = Vec::with_capacity(idle.sent.len() * 17);
+    for (s, h) in idle.sent.iter().zip(&idle.handled) {
+        payload.extend_from_slice(&s.to_le_bytes());
+        payload.extend_from_slice(&h.to_le_bytes());
+    }
+    payload.extend(idle.open.iter().map(|&o| u8::from(o)));
+    if let Some(report) = &idle.report {
+        frame.tag = 1;
+        payload.extend_from_slice(report.as_bytes());
+    }
+    payload.truncate(frame::MAX_PAYLOAD);
+    frame.payload = payload;
+    frame
+}
+
+/// The answer an `Idle` frame carries for a job of `processes`, or `None`
+/// if its payload is too short.
+fn decode_idle(frame: &Frame, processes: usize) -> Option<Idle> {
+    let bytes = &frame.payload;
+    let counts = bytes.get(..processes * 16)?;
+    let open = bytes.get(processes * 16..processes * 17)?;
+    let word = |i: usize| u64::from_le_bytes(counts[i * 8..i * 8 + 8].try_into().expect("8 bytes"));
+    Some(Idle {
+        report: (frame.tag == 1)
+            .then(|| String::from_utf8_lossy(&bytes[processes * 17..]).into_owned()),
+        sent: (0..processes).map(|p| word(2 * p)).collect(),
+        handled: (0..processes).map(|p| word(2 * p + 1)).collect(),
+        open: open.iter().map(|&b| b != 0).collect(),
+    })
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -222,6 +535,10 @@ fn abort_frame(error: &Error) -> Frame {
             frame.source = *rank;
             frame.tag = 1;
             message.clone()
+        }
+        Error::Deadlock { report } => {
+            frame.tag = 2;
+            report.clone()
         }
         other => other.to_string(),
     };
@@ -282,7 +599,7 @@ pub(super) fn send<N: Node>(
         let entry = SyncSend { completion, bytes };
         lock(&remote.acks).insert(frame.id, entry);
     }
-    match remote.transport.send(to, &frame) {
+    match remote.send(to, &frame) {
         Ok(()) if synchronous => Started::Pending,
         Ok(()) => done,
         Err(err) => {
@@ -335,7 +652,7 @@ fn announce<N: Node>(
         bytes,
     };
     lock(&remote.announced).insert(id, entry);
-    match remote.transport.send(to, &frame) {
+    match remote.send(to, &frame) {
         Ok(()) => Started::Pending,
         Err(err) => {
             lock(&remote.announced).remove(&id);
@@ -373,7 +690,7 @@ pub(super) fn pull<N: Node>(
     let mut clear = Frame::control(Kind::ClearToSend);
     clear.id = msg.announced;
     clear.reply = id;
-    if let Err(err) = remote.transport.send(msg.from, &clear) {
+    if let Err(err) = remote.send(msg.from, &clear) {
         lock(&remote.pulls).remove(&id);
         lost(node, msg.from, err.to_string());
     }
@@ -407,7 +724,23 @@ fn handle<N: Node>(node: &N, remote: &Remote, incoming: Incoming) {
             return;
         }
     };
+    if !matches!(frame.kind, Kind::Probe | Kind::Idle) {
+        let handled = &remote.handled[from.get() as usize];
+        // Only the holder of the progress lock changes it.
+        handled.store(handled.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
+    }
     match frame.kind {
+        Kind::Probe => {
+            let idle = remote.idle(node.sched());
+            let mut answer = encode_idle(&idle);
+            answer.id = frame.id;
+            // A failed send shows up as a lost peer at the next poll.
+            let _ = remote.transport.send(from, &answer);
+        }
+        Kind::Idle => match decode_idle(&frame, remote.sent.len()) {
+            Some(idle) => remote.answered(node.sched(), from, frame.id, idle),
+            None => lost(node, from, "it answered a wave with garbled counts".into()),
+        },
         Kind::Eager | Kind::RequestToSend => {
             let processes = node.p2p().processes();
             let Some(index) = processes.local(WorldRank::new(frame.dest)) else {
@@ -461,7 +794,7 @@ fn handle<N: Node>(node: &N, remote: &Remote, incoming: Incoming) {
                 let mut data = Frame::control(Kind::Data);
                 data.id = frame.reply;
                 data.payload = packed(&send.src);
-                if let Err(err) = remote.transport.send_owned(from, data) {
+                if let Err(err) = remote.send_owned(from, data) {
                     lost(node, from, err.to_string());
                 }
             }
@@ -496,6 +829,8 @@ fn handle<N: Node>(node: &N, remote: &Remote, incoming: Incoming) {
                     rank: frame.source,
                     message,
                 }
+            } else if frame.tag == 2 {
+                Error::Deadlock { report: message }
             } else {
                 Error::Comm(CommError::ProcessFailed {
                     process: from.get(),
@@ -654,7 +989,124 @@ pub(super) fn release<N: Node>(node: &N, msg: RemoteMessage) {
     let Some(remote) = node.p2p().remote() else {
         return;
     };
-    if let Err(err) = remote.transport.send(msg.from, &reply) {
+    if let Err(err) = remote.send(msg.from, &reply) {
         lost(node, msg.from, err.to_string());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sched::Threading;
+    use crate::transport::loopback::Loopback;
+
+    /// An idle process's answer with its counts (sent, handled) per process.
+    fn idle(counts: &[(u64, u64)], open: &[bool]) -> Option<Idle> {
+        Some(Idle {
+            report: Some("idle".into()),
+            sent: counts.iter().map(|c| c.0).collect(),
+            handled: counts.iter().map(|c| c.1).collect(),
+            open: open.to_vec(),
+        })
+    }
+
+    /// A wave is clean only if every member is idle, every pair's frames
+    /// were handled as sent, and no member may still hear from a process
+    /// outside the wave.
+    #[test]
+    fn a_clean_wave_is_idle_balanced_and_agrees_on_who_left() {
+        let all = [true, true, true];
+        let (t, f) = (true, false);
+        // 0 sent 2 frames to 1, 1 handled them; 1 sent 1 to 2, handled.
+        let good = vec![
+            idle(&[(0, 0), (2, 0), (0, 0)], &[f, t, t]),
+            idle(&[(0, 2), (0, 0), (1, 0)], &[t, f, t]),
+            idle(&[(0, 0), (0, 1), (0, 0)], &[t, t, f]),
+        ];
+        assert!(clean(&all, &good).is_some());
+        // A frame from 1 to 2 still in flight.
+        let mut in_flight = good.clone();
+        in_flight[1] = idle(&[(0, 2), (0, 0), (2, 0)], &[t, f, t]);
+        assert!(clean(&all, &in_flight).is_none());
+        // Process 2 busy.
+        let mut busy = good.clone();
+        busy[2].as_mut().unwrap().report = None;
+        assert!(clean(&all, &busy).is_none());
+        // Process 2 left (goodbye): clean once every member saw it leave,
+        // whatever the counts with it.
+        let members = [true, true, false];
+        let mut left = good.clone();
+        left[2] = None;
+        left[0] = idle(&[(0, 0), (2, 0), (5, 0)], &[f, t, f]);
+        left[1] = idle(&[(0, 2), (0, 0), (1, 7)], &[t, f, t]);
+        assert!(clean(&members, &left).is_none(), "1 did not see 2 leave");
+        left[1].as_mut().unwrap().open[2] = false;
+        assert!(clean(&members, &left).is_some());
+    }
+
+    /// The verdict needs two consecutive clean waves with the same counts:
+    /// a clean wave followed by one with other counts (a frame was handled
+    /// between them) is no deadlock.
+    #[test]
+    fn a_deadlock_takes_two_clean_waves_with_the_same_counts() {
+        let run = |second: (u64, u64)| {
+            let transport = Loopback::join(2).remove(0);
+            let remote = Remote::new(transport);
+            let sched = Scheduler::new(
+                std::iter::once(WorldRank::new(0)),
+                Box::new([]),
+                Threading::Single,
+                |c| c.to_string(),
+            );
+            let (t, f) = (true, false);
+            let mut verdicts = Vec::new();
+            for counts in [(3, 4), second] {
+                {
+                    let mut wave = lock(&remote.wave);
+                    wave.number += 1;
+                    wave.members = vec![true, true];
+                    wave.answers = vec![idle(&[(0, 0), counts], &[f, t]), None];
+                }
+                let number = lock(&remote.wave).number;
+                let answer = idle(&[(counts.1, counts.0), (0, 0)], &[t, f]).unwrap();
+                remote.answered(&sched, ProcessId::new(1), number, answer);
+                verdicts.push(sched.is_aborting());
+            }
+            (verdicts, sched.take_failure())
+        };
+        let (verdicts, failure) = run((3, 4));
+        assert_eq!(verdicts, [false, true]);
+        match failure {
+            Some(Error::Deadlock { report }) => assert!(
+                report.starts_with("every process of the job is idle") && report.contains("idle"),
+                "{report}"
+            ),
+            other => panic!("expected a deadlock, got {other:?}"),
+        }
+        let (verdicts, failure) = run((4, 4));
+        assert_eq!(verdicts, [false, false]);
+        assert!(failure.is_none());
+    }
+
+    /// An `Idle` frame decodes to the answer it encodes; a short one is
+    /// refused.
+    #[test]
+    fn idle_answers_survive_the_wire() {
+        let answer = Idle {
+            report: Some("all 1 live ranks of process 1 are blocked".into()),
+            sent: vec![1, 2, 3],
+            handled: vec![4, 5, u64::MAX],
+            open: vec![true, false, true],
+        };
+        let frame = Frame::decode(&encode_idle(&answer).to_bytes()).unwrap();
+        assert_eq!(decode_idle(&frame, 3), Some(answer.clone()));
+        let busy = Idle {
+            report: None,
+            ..answer
+        };
+        assert_eq!(decode_idle(&encode_idle(&busy), 3), Some(busy.clone()));
+        let mut short = encode_idle(&busy);
+        short.payload.pop();
+        assert_eq!(decode_idle(&short, 3), None);
     }
 }

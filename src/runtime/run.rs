@@ -14,7 +14,9 @@
 //! plus a progress thread that blocks in the transport's wait and hands
 //! arrivals to the ranks when no worker is idle to poll; when its ranks
 //! are done the process tells the others (goodbye, or the error that ended
-//! its job) and closes the transport. [`run_joined`] runs several such
+//! its job) and closes the transport. The progress thread also runs the
+//! termination-detection wave (`p2p::remote::Remote::detect`) that reports
+//! a deadlock across processes. [`run_joined`] runs several such
 //! processes as threads of this one, joined by the loopback transport.
 
 use std::cell::UnsafeCell;
@@ -36,6 +38,9 @@ use crate::sched::worker::{self, WorkerArgs, WorkerShared};
 use crate::transport::loopback::Loopback;
 use crate::transport::tcp::{self, TcpTransport};
 use crate::transport::Transport;
+
+/// The longest the progress thread blocks in the transport's wait.
+const POLL: Duration = Duration::from_millis(100);
 
 /// One result slot per rank of this process (by local index), each written
 /// once by its rank.
@@ -273,9 +278,15 @@ where
             std::thread::Builder::new()
                 .name("myriad-progress".into())
                 .spawn_scoped(scope, move || {
+                    let mut timeout = POLL;
                     while !stop.load(Ordering::Acquire) {
-                        transport.wait(Some(Duration::from_millis(100)));
+                        transport.wait(Some(timeout));
                         sched::Host::progress(&**job);
+                        // The termination wave, while this process idles.
+                        timeout = job
+                            .remote()
+                            .and_then(|remote| remote.detect(job.sched()))
+                            .map_or(POLL, |next| next.min(POLL));
                     }
                 })
         });

@@ -7,9 +7,17 @@
 //! rank (a safety net against counting mistakes) and writes the report: for
 //! each waiting rank, the operation, peer, tag, communicator and the user's
 //! call site (`#[track_caller]`).
+//!
+//! A job of several processes counts its transport as an external waker
+//! (a peer may still send), so the check above never runs there while a
+//! peer is open. [`quiescent`] is the same check minus that waker: this
+//! process is idle until a frame arrives. `p2p::remote`'s termination
+//! wave asks it in every process and reports a deadlock once every process
+//! is idle and no frame is in flight.
 
 use std::collections::BTreeMap;
 use std::fmt::Write;
+use std::sync::atomic::Ordering;
 
 use super::rank::{Life, WaitInfo, WaitOp};
 use super::Scheduler;
@@ -27,8 +35,39 @@ pub(crate) fn check_stable(sched: &Scheduler) -> Option<String> {
     (sched.threads.epoch() == epoch).then_some(report)
 }
 
+/// This process's report if it is idle apart from `wakers` external
+/// wakers (the transport): every worker asleep, no timer, no micro-task,
+/// no other external waker, and every live rank, task and OS thread acting
+/// for a rank parked (confirmed as [`check_stable`] does). `whose` names
+/// the ranks' owner in the report ("process 1"). Until a frame arrives
+/// nothing in the process can change this.
+pub(crate) fn quiescent(sched: &Scheduler, wakers: usize, whose: &str) -> Option<String> {
+    if !idle(sched, wakers) {
+        return None;
+    }
+    let epoch = sched.threads.epoch();
+    let report = check_of(sched, whose)?;
+    (idle(sched, wakers) && sched.threads.epoch() == epoch).then_some(report)
+}
+
+/// The cheap half of [`quiescent`] (a few loads, no rank visited):
+/// every worker asleep, no timer, no micro-task, no external waker but
+/// `wakers`. `false` means the process is not idle now.
+pub(crate) fn idle(sched: &Scheduler, wakers: usize) -> bool {
+    !sched.is_aborting()
+        && sched.sleep.all_asleep()
+        && sched.timers.load(Ordering::SeqCst) == 0
+        && sched.external.load(Ordering::SeqCst) == wakers
+        && sched.micro.is_empty()
+}
+
 /// The deadlock report if every live rank of the job is parked, else `None`.
 pub(crate) fn check(sched: &Scheduler) -> Option<String> {
+    check_of(sched, "the job")
+}
+
+/// [`check`], naming the ranks' owner `whose`.
+fn check_of(sched: &Scheduler, whose: &str) -> Option<String> {
     let slots = &sched.slots;
     let mut waiting: Vec<Waiting> = Vec::new();
     for slot in slots.rank_slots() {
@@ -66,7 +105,7 @@ pub(crate) fn check(sched: &Scheduler) -> Option<String> {
     if waiting.is_empty() {
         return None;
     }
-    Some(report(sched, &waiting, ranks_waiting))
+    Some(report(sched, &waiting, ranks_waiting, whose))
 }
 
 /// Who waits for a rank.
@@ -97,10 +136,10 @@ impl Waiting {
     }
 }
 
-fn report(sched: &Scheduler, waiting: &[Waiting], ranks_waiting: usize) -> String {
+fn report(sched: &Scheduler, waiting: &[Waiting], ranks_waiting: usize, whose: &str) -> String {
     let finished = sched.slots.ranks() - ranks_waiting;
     let mut out = format!(
-        "all {ranks_waiting} live ranks of the job are blocked and nothing can wake them ({finished} ranks finished):"
+        "all {ranks_waiting} live ranks of {whose} are blocked and nothing can wake them ({finished} ranks finished):"
     );
     for w in waiting.iter().take(LISTED) {
         let _ = write!(out, "\n  {}: {}", w.who(), describe(sched, w.info.as_ref()));

@@ -38,7 +38,7 @@ use crate::datatype::{BaseKind, Run};
 /// The first bytes of every frame's header after its length.
 const MAGIC: u16 = 0x794d;
 /// The version of this format; a peer speaking another is refused.
-pub(crate) const FORMAT: u8 = 1;
+pub(crate) const FORMAT: u8 = 2;
 /// Bytes of the fixed header, the length word included.
 pub(crate) const HEADER: usize = 64;
 /// Bytes per signature run.
@@ -57,7 +57,8 @@ pub(crate) enum Kind {
     /// A synchronous send's message was matched (`id` names it).
     Ack = 2,
     /// The sender's job failed: `payload` is the UTF-8 message, `source`
-    /// the world rank that failed (or -1), `tag` 1 if it panicked.
+    /// the world rank that failed (or -1), `tag` 1 if it panicked, 2 if
+    /// the job deadlocked (the payload is the whole job's report).
     Abort = 3,
     /// The sender's job finished: it sends nothing more.
     Bye = 4,
@@ -70,6 +71,15 @@ pub(crate) enum Kind {
     ClearToSend = 6,
     /// The data of an announced message for receive `id`.
     Data = 7,
+    /// A termination-detection wave asks whether the receiver is idle:
+    /// `id` is the wave's number. Not counted as a message (it wakes no
+    /// rank).
+    Probe = 8,
+    /// The answer to [`Probe`](Kind::Probe) `id`: `tag` 1 if the sender is
+    /// idle; `payload` its counts of frames sent to and received from
+    /// each process, which peers may still send to it, and its deadlock
+    /// report (`p2p::remote` encodes it). Not counted either.
+    Idle = 9,
 }
 
 impl Kind {
@@ -82,6 +92,8 @@ impl Kind {
             5 => Kind::RequestToSend,
             6 => Kind::ClearToSend,
             7 => Kind::Data,
+            8 => Kind::Probe,
+            9 => Kind::Idle,
             _ => return None,
         })
     }

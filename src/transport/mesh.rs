@@ -427,7 +427,7 @@ fn handshake(
 /// The version of the bytes processes exchange over TCP: part of the
 /// handshake and of the build id, so processes that frame messages
 /// differently never join one job.
-pub(crate) const WIRE_VERSION: u32 = 1;
+pub(crate) const WIRE_VERSION: u32 = 2;
 
 /// What proves that a connection comes from a process of this job.
 #[derive(Clone, Copy, PartialEq, Eq)]
