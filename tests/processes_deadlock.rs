@@ -296,7 +296,10 @@ fn real_processes_of_the_built_in_launcher_all_report_the_deadlock() {
         let process = process.expect("a process of the launcher");
         match result {
             Err(err @ Error::Deadlock { .. }) => {
-                eprintln!("process {process} failed: {err}");
+                // One write: the processes share the launcher's stderr, and a
+                // message written in pieces interleaves with the others'.
+                let text = format!("process {process} failed: {err}\n");
+                let _ = std::io::Write::write_all(&mut std::io::stderr(), text.as_bytes());
                 std::process::exit(3);
             }
             other => panic!("process {process}: expected a deadlock, got {other:?}"),
