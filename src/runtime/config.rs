@@ -26,6 +26,8 @@ pub(crate) struct Config {
     pub(crate) stack_size: usize,
     pub(crate) bind: bool,
     pub(crate) report_bindings: bool,
+    /// Print the memory report when the job ends (`MYRIAD_REPORT_MEMORY`).
+    pub(crate) report_memory: bool,
     pub(crate) eager_limit: usize,
     pub(crate) guard: Option<GuardMode>,
     pub(crate) check_collectives: bool,

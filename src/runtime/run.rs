@@ -170,12 +170,15 @@ where
     let binds = config.bind && topo.binds_for_real();
     let workers = placements.len();
 
-    let pool = StackPool::new(config.stack_size, ranks, config.guard).map_err(|e| {
+    let mut pool = StackPool::new(config.stack_size, ranks, config.guard).map_err(|e| {
         Error::Resources(ResourceError::StackPool {
             reason: e.to_string(),
         })
     })?;
     pool.check_map_budget(ranks).map_err(Error::Resources)?;
+    if config.report_memory {
+        pool.record_touched(ranks);
+    }
 
     let assignment = RankAssignment::new(ranks, workers, config.rank_order);
     let deques: Vec<Deque<u32>> = (0..workers).map(|_| Deque::new_fifo()).collect();
@@ -305,6 +308,9 @@ where
             .map(|(i, n)| format!("worker {i}: {n}"))
             .collect();
         eprintln!("[myriad] ranks run per worker: {}", hosted.join(", "));
+    }
+    if config.report_memory {
+        super::memory_report::print(&job, &pool);
     }
     let failure = job.sched().take_failure();
     if let Some(remote) = job.remote() {

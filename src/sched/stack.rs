@@ -16,6 +16,16 @@
 //! worker (their pages stay warm); all memory is unmapped when the pool drops,
 //! after every coroutine of the job has been dropped.
 //!
+//! ## Touched pages (`MYRIAD_REPORT_MEMORY`)
+//!
+//! With [`StackPool::record_touched`] on, the worker hands each finished
+//! rank's stack to [`StackPool::note_finished`], which counts the resident
+//! pages of the slot with `mincore` (the rank's high-water mark: a stack
+//! never gives pages back while its rank runs) and then drops them
+//! (`MADV_DONTNEED`), so the next rank on that stack starts cold and is
+//! measured alone. Off (the default), `note_finished` is one branch on a
+//! `None`: warm reuse and no system calls.
+//!
 //! ## Under AddressSanitizer
 //!
 //! With the `sanitizer` feature (only with `-Zsanitizer=address`), corosensei
@@ -32,6 +42,7 @@
 //! chains to it for faults outside the guard pages).
 
 use std::io;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 use corosensei::stack::{Stack, StackPointer};
@@ -70,6 +81,9 @@ pub(crate) struct StackPool {
     chunk_slots: usize,
     mode: GuardMode,
     chunks: Mutex<Chunks>,
+    /// Per rank slot (local index), the bytes of stack its rank touched;
+    /// `None` unless the memory report is on.
+    touched: Option<Box<[AtomicUsize]>>,
 }
 
 #[derive(Debug, Default)]
@@ -139,7 +153,62 @@ impl StackPool {
             chunk_slots,
             mode,
             chunks: Mutex::new(Chunks::default()),
+            touched: None,
         })
+    }
+
+    /// Records, for each of `ranks` rank slots, the stack bytes its rank
+    /// touched (see the module's note on touched pages); read with
+    /// [`StackPool::touched`].
+    pub(crate) fn record_touched(&mut self, ranks: usize) {
+        self.touched = Some((0..ranks).map(|_| AtomicUsize::new(0)).collect());
+    }
+
+    /// The stack bytes each rank slot's rank touched, if recorded (0 for a
+    /// rank that did not finish).
+    pub(crate) fn touched(&self) -> Option<Vec<usize>> {
+        let touched = self.touched.as_ref()?;
+        Some(touched.iter().map(|t| t.load(Ordering::Relaxed)).collect())
+    }
+
+    /// Called by the worker with the stack of a finished rank or task (slot
+    /// `slot`): with recording on, measures and drops its touched pages.
+    #[inline]
+    pub(crate) fn note_finished(&self, stack: &PooledStack, slot: u32) {
+        if let Some(touched) = &self.touched {
+            self.measure_and_drop(stack, touched.get(slot as usize));
+        }
+    }
+
+    #[cold]
+    fn measure_and_drop(&self, stack: &PooledStack, into: Option<&AtomicUsize>) {
+        let start = stack.slot + self.page;
+        let len = stack.size - self.page;
+        let pages = len / self.page;
+        let mut residency = vec![0u8; pages];
+        // SAFETY: `[start, start + len)` is the usable part of a slot of a
+        // live mapping owned by the pool (page aligned); `residency` has one
+        // byte per page of it, which is what `mincore` writes.
+        let ret = unsafe {
+            libc::mincore(
+                start as *mut libc::c_void,
+                len,
+                residency.as_mut_ptr().cast(),
+            )
+        };
+        if ret != 0 {
+            return;
+        }
+        let resident = residency.iter().filter(|&&b| b & 1 != 0).count();
+        if let Some(into) = into {
+            // A task slot is not a rank's: its pages are dropped, not counted.
+            into.fetch_add(resident * self.page, Ordering::Relaxed);
+        }
+        // SAFETY: the stack's coroutine has finished (the worker passes only
+        // stacks from `into_stack`), so nothing lives in these pages; the
+        // next coroutine on this stack sees zeroed pages, which a fresh
+        // stack also has.
+        unsafe { libc::madvise(start as *mut libc::c_void, len, libc::MADV_DONTNEED) };
     }
 
     /// The guard mode in use.

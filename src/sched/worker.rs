@@ -591,7 +591,9 @@ impl Worker<'_> {
         } else {
             slots.release(task.slot);
         }
-        self.stacks.push(task.co.into_stack());
+        let stack = task.co.into_stack();
+        self.pool.note_finished(&stack, task.slot);
+        self.stacks.push(stack);
         self.free.push(index);
         if sched.live.fetch_sub(1, Ordering::SeqCst) == 1 {
             sched.wake_all();

@@ -1,0 +1,148 @@
+//! `MYRIAD_REPORT_MEMORY=1`: the report's lines parse, a rank that touches
+//! more stack shows more stack, an unreceived message shows as unexpected,
+//! the totals add up, and a bad value is an error naming the variable. Each
+//! job runs in a child process (the variable is process-global).
+
+mod common;
+
+use std::collections::HashMap;
+
+use myriad::traits::*;
+
+/// Stack one rank touches on top of what every rank touches.
+const DEEP: usize = 128 * 1024;
+
+#[inline(never)]
+fn recurse(depth: usize, sink: &mut [u8; 1024]) -> u8 {
+    let mut local = [depth as u8; 1024];
+    std::hint::black_box(&mut local);
+    sink[0] = sink[0].wrapping_add(local[3]);
+    if depth == 0 {
+        return sink[0];
+    }
+    recurse(depth - 1, &mut local).wrapping_add(1)
+}
+
+/// Four ranks on one worker, with no barrier, so that each runs to its end
+/// before the next starts and they reuse one stack (rank 3 runs on the
+/// stack rank 2 deepened: its figure must not include rank 2's pages);
+/// rank 2 recurses through `DEEP` bytes of locals; rank 0 sends rank 1 a
+/// message of 1000 bytes (eager: the send completes) that nobody receives.
+fn job() {
+    myriad::Runtime::builder()
+        .ranks(4)
+        .workers(1)
+        .run(|universe| {
+            let world = universe.world();
+            if world.rank() == 2 {
+                let mut sink = [0u8; 1024];
+                std::hint::black_box(recurse(DEEP / 1024, &mut sink));
+            }
+            if world.rank() == 0 {
+                world.process_at_rank(1).send_with_tag(&[7u8; 1000][..], 99);
+            }
+        })
+        .expect("job failed");
+}
+
+/// The `key=value` fields of each `[myriad] memory` line, by its first key
+/// (`ranks`, `rank`, `summary`, `total`).
+fn parse(stderr: &str) -> Vec<(String, HashMap<String, String>)> {
+    stderr
+        .lines()
+        .filter_map(|line| line.strip_prefix("[myriad] memory "))
+        .map(|rest| {
+            let mut kind = None;
+            let mut fields = HashMap::new();
+            for word in rest.split_whitespace() {
+                match word.split_once('=') {
+                    Some((k, v)) => {
+                        kind.get_or_insert_with(|| k.to_string());
+                        fields.insert(k.to_string(), v.to_string());
+                    }
+                    None => kind = Some(word.to_string()),
+                }
+            }
+            (kind.expect("a line has fields"), fields)
+        })
+        .collect()
+}
+
+fn num(fields: &HashMap<String, String>, key: &str) -> usize {
+    fields[key]
+        .parse()
+        .unwrap_or_else(|_| panic!("{key}: {fields:?}"))
+}
+
+#[test]
+fn memory_report_shows_stack_depth_and_adds_up() {
+    let Some(stderr) = common::in_child(
+        "memory_report_shows_stack_depth_and_adds_up",
+        &[("MYRIAD_REPORT_MEMORY", "1")],
+        job,
+    ) else {
+        return;
+    };
+    let lines = parse(&stderr);
+    let head = &lines.iter().find(|(k, _)| k == "ranks").expect(&stderr).1;
+    assert_eq!(num(head, "ranks"), 4);
+    assert!(num(head, "rss") > 0 && num(head, "rss_peak") >= num(head, "rss"));
+    let ranks: Vec<_> = lines
+        .iter()
+        .filter(|(k, _)| k == "rank")
+        .map(|l| &l.1)
+        .collect();
+    assert_eq!(ranks.len(), 4, "{stderr}");
+    let stack = |r: usize| num(ranks[r], "stack");
+    for r in [0, 1, 3] {
+        assert!(stack(r) > 0, "rank {r} touched no stack: {stderr}");
+        assert!(
+            stack(2) >= stack(r) + DEEP,
+            "rank 2 recursed through {DEEP} bytes more than rank {r}: {stderr}"
+        );
+    }
+    assert!(stack(2) <= num(head, "stack_size"), "{stderr}");
+    assert_eq!(num(ranks[1], "unexpected"), 1, "{stderr}");
+    assert_eq!(num(ranks[1], "unexpected_bytes"), 1000, "{stderr}");
+    let total = &lines.iter().find(|(k, _)| k == "total").expect(&stderr).1;
+    for key in ["stack", "mailbox", "unexpected", "unexpected_bytes"] {
+        let sum: usize = ranks.iter().map(|r| num(r, key)).sum();
+        assert_eq!(num(total, key), sum, "total {key}: {stderr}");
+    }
+    let accounted = [
+        "stack",
+        "mailbox",
+        "unexpected_bytes",
+        "eager_bytes",
+        "hls_bytes",
+    ]
+    .iter()
+    .map(|k| num(total, k))
+    .sum::<usize>();
+    assert_eq!(num(total, "accounted"), accounted, "{stderr}");
+}
+
+#[test]
+fn no_memory_report_unless_asked() {
+    let Some(stderr) = common::in_child("no_memory_report_unless_asked", &[], job) else {
+        return;
+    };
+    assert!(!stderr.contains("[myriad] memory"), "{stderr}");
+}
+
+#[test]
+fn a_bad_memory_report_value_names_the_variable() {
+    let Some(_) = common::in_child(
+        "a_bad_memory_report_value_names_the_variable",
+        &[("MYRIAD_REPORT_MEMORY", "sometimes")],
+        || {
+            let err = myriad::Runtime::builder()
+                .ranks(2)
+                .run(|_| ())
+                .expect_err("a bad MYRIAD_REPORT_MEMORY must fail the job");
+            assert!(err.to_string().contains("MYRIAD_REPORT_MEMORY"), "{err}");
+        },
+    ) else {
+        return;
+    };
+}
