@@ -2,8 +2,11 @@
 //! (×16 steps, as in seed 003's table), then the Hockney fit T(m) = α + β·m.
 //!
 //! ```text
-//! cargo run --release --example pingpong -- [--workers 1|2] [--iters N]
+//! cargo run --release --example pingpong -- [--workers 1|2] [--iters N] [--plot FILE.svg]
 //! ```
+//!
+//! `--plot` draws seed 003's figure: one-way time against message size
+//! (log–log), measured and the fitted α + β·m.
 //!
 //! Prints `bytes latency_us MB/s` rows (one-way time, half a round trip),
 //! the fitted α (µs) and β (µs per MiB), and a plain `memcpy` of 16 MiB for
@@ -16,10 +19,12 @@ use myriad::traits::*;
 
 mod common;
 use common::arg;
+use common::plot::{self, Axis, Series};
 
 fn main() {
     let workers: usize = arg("--workers").unwrap_or(1);
     let scale: f64 = arg("--iters").unwrap_or(1.0);
+    let plot_to = plot::plot_path();
     let sizes: Vec<usize> = (0..7).map(|i| 1usize << (4 * i)).collect(); // 1 B .. 16 MiB
     let rows = myriad::Runtime::builder()
         .ranks(2)
@@ -88,6 +93,22 @@ fn main() {
         1.0 / beta / 1e6,
         rows[0].1 * 1e6
     );
+    if let Some(path) = &plot_to {
+        let mut measured = Series::new("measured (one way)");
+        let mut fit = Series::new("fit: α + β·m");
+        for &(bytes, t) in rows {
+            measured.points.push((bytes as f64, t * 1e6));
+            fit.points
+                .push((bytes as f64, (alpha + beta * bytes as f64) * 1e6));
+        }
+        plot::save(
+            path,
+            &format!("ping-pong, 2 ranks, {workers} worker(s): T(m) = α + β·m"),
+            Axis::log("message size (bytes)"),
+            Axis::log("one-way time (µs)"),
+            &[measured, fit],
+        );
+    }
     // A plain memcpy of the largest size, for comparison.
     let big = *sizes.last().unwrap();
     let src = vec![1u8; big];
