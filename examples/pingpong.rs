@@ -94,19 +94,28 @@ fn main() {
         rows[0].1 * 1e6
     );
     if let Some(path) = &plot_to {
+        // Two models: the least-squares line (its intercept is dominated by
+        // the large messages) and α = the 1-byte latency with the fitted β.
+        let alpha1 = rows[0].1;
         let mut measured = Series::new("measured (one way)");
-        let mut fit = Series::new("fit: α + β·m");
+        let mut fit = Series::new(format!(
+            "least squares: α = {:.2} µs, β = {:.0} µs/MiB",
+            alpha * 1e6,
+            beta * 1e6 * (1 << 20) as f64
+        ));
+        let mut small = Series::new(format!("α = 1 B latency ({:.3} µs), same β", alpha1 * 1e6));
         for &(bytes, t) in rows {
-            measured.points.push((bytes as f64, t * 1e6));
-            fit.points
-                .push((bytes as f64, (alpha + beta * bytes as f64) * 1e6));
+            let m = bytes as f64;
+            measured.points.push((m, t * 1e6));
+            fit.points.push((m, (alpha + beta * m) * 1e6));
+            small.points.push((m, (alpha1 + beta * m) * 1e6));
         }
         plot::save(
             path,
             &format!("ping-pong, 2 ranks, {workers} worker(s): T(m) = α + β·m"),
             Axis::log("message size (bytes)"),
             Axis::log("one-way time (µs)"),
-            &[measured, fit],
+            &[measured, fit, small],
         );
     }
     // A plain memcpy of the largest size, for comparison.
