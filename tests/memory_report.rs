@@ -9,6 +9,11 @@ use std::collections::HashMap;
 
 use myriad::traits::*;
 
+myriad::rank_local! {
+    /// A per-rank table, created only by rank 3.
+    static TABLE: [u64; 512] = [3; 512];
+}
+
 /// Stack one rank touches on top of what every rank touches.
 const DEEP: usize = 128 * 1024;
 
@@ -27,7 +32,8 @@ fn recurse(depth: usize, sink: &mut [u8; 1024]) -> u8 {
 /// before the next starts and they reuse one stack (rank 3 runs on the
 /// stack rank 2 deepened: its figure must not include rank 2's pages);
 /// rank 2 recurses through `DEEP` bytes of locals; rank 0 sends rank 1 a
-/// message of 1000 bytes (eager: the send completes) that nobody receives.
+/// message of 1000 bytes (eager: the send completes) that nobody receives;
+/// rank 3 creates one `rank_local!` value of 4 KiB.
 fn job() {
     myriad::Runtime::builder()
         .ranks(4)
@@ -37,6 +43,9 @@ fn job() {
             if world.rank() == 2 {
                 let mut sink = [0u8; 1024];
                 std::hint::black_box(recurse(DEEP / 1024, &mut sink));
+            }
+            if world.rank() == 3 {
+                assert_eq!(TABLE.with(|t| t[511]), 3);
             }
             if world.rank() == 0 {
                 world.process_at_rank(1).send_with_tag(&[7u8; 1000][..], 99);
@@ -104,8 +113,20 @@ fn memory_report_shows_stack_depth_and_adds_up() {
     assert!(stack(2) <= num(head, "stack_size"), "{stderr}");
     assert_eq!(num(ranks[1], "unexpected"), 1, "{stderr}");
     assert_eq!(num(ranks[1], "unexpected_bytes"), 1000, "{stderr}");
+    for (r, fields) in ranks.iter().enumerate() {
+        let (count, bytes) = if r == 3 { (1, 4096) } else { (0, 0) };
+        assert_eq!(num(fields, "locals"), count, "rank {r}: {stderr}");
+        assert_eq!(num(fields, "locals_bytes"), bytes, "rank {r}: {stderr}");
+    }
     let total = &lines.iter().find(|(k, _)| k == "total").expect(&stderr).1;
-    for key in ["stack", "mailbox", "unexpected", "unexpected_bytes"] {
+    for key in [
+        "stack",
+        "mailbox",
+        "unexpected",
+        "unexpected_bytes",
+        "locals",
+        "locals_bytes",
+    ] {
         let sum: usize = ranks.iter().map(|r| num(r, key)).sum();
         assert_eq!(num(total, key), sum, "total {key}: {stderr}");
     }
@@ -113,6 +134,7 @@ fn memory_report_shows_stack_depth_and_adds_up() {
         "stack",
         "mailbox",
         "unexpected_bytes",
+        "locals_bytes",
         "eager_bytes",
         "hls_bytes",
     ]
@@ -145,4 +167,65 @@ fn a_bad_memory_report_value_names_the_variable() {
     ) else {
         return;
     };
+}
+
+static SHARED: myriad::hls::Hls<u64> = myriad::hls::Hls::new(myriad::hls::HlsLevel::Process);
+
+#[test]
+fn memory_report_counts_hls_values() {
+    let Some(stderr) = common::in_child(
+        "memory_report_counts_hls_values",
+        &[("MYRIAD_REPORT_MEMORY", "1")],
+        || {
+            myriad::Runtime::builder()
+                .ranks(3)
+                .workers(1)
+                .run(|_| {
+                    SHARED.single(|_| 5);
+                    assert_eq!(SHARED.with(|v| *v), 5);
+                })
+                .expect("job failed");
+        },
+    ) else {
+        return;
+    };
+    let lines = parse(&stderr);
+    let total = &lines.iter().find(|(k, _)| k == "total").expect(&stderr).1;
+    assert_eq!(num(total, "hls_values"), 1, "{stderr}");
+    assert!(num(total, "hls_bytes") >= 8, "{stderr}");
+}
+
+/// This test binary runs on myriad-alloc, whose figures the report shows
+/// when the program passes them.
+#[global_allocator]
+static ALLOC: myriad_alloc::MyriadAlloc = myriad_alloc::MyriadAlloc;
+
+fn allocator_figures() -> Vec<(&'static str, u64)> {
+    let s = myriad_alloc::stats();
+    vec![("in_use", s.in_use), ("mapped", s.mapped)]
+}
+
+#[test]
+fn memory_report_shows_the_programs_allocator_figures() {
+    let Some(stderr) = common::in_child(
+        "memory_report_shows_the_programs_allocator_figures",
+        &[("MYRIAD_REPORT_MEMORY", "1")],
+        || {
+            myriad::Runtime::builder()
+                .ranks(2)
+                .allocator_statistics(allocator_figures)
+                .run(|_| std::hint::black_box(vec![1u8; 1 << 20]).len())
+                .expect("job failed");
+        },
+    ) else {
+        return;
+    };
+    let lines = parse(&stderr);
+    let alloc = &lines
+        .iter()
+        .find(|(k, _)| k == "allocator")
+        .expect(&stderr)
+        .1;
+    assert!(num(alloc, "in_use") > 0, "{stderr}");
+    assert!(num(alloc, "mapped") >= num(alloc, "in_use"), "{stderr}");
 }

@@ -12,22 +12,25 @@
 //! `[myriad] memory` (the README's "Memory report" documents them); up to
 //! [`PER_RANK_LINES`] ranks get one `rank=` line each, larger jobs a
 //! `summary` line per owner (min / median / max and the ranks holding the
-//! extremes). The `total` line adds up the per-rank figures and the shared
+//! extremes). `rank_local!` values are counted (number and `size_of` bytes)
+//! by the rank's table when created, and handed to the pool when the rank's
+//! body returns, before they are destroyed. The `total` line adds up the per-rank figures and the shared
 //! owners; its `accounted` field is their sum, next to the process's RSS.
 
 use std::fmt::Write as _;
 
 use crate::p2p::mailbox::{Mailbox, Posted, Unexpected};
+use crate::runtime::config::AllocatorStatistics;
 use crate::runtime::job::Job;
-use crate::sched::stack::StackPool;
+use crate::sched::stack::{Footprint, StackPool};
 
-/// Prints the report of `job` (workers stopped) on stderr.
-pub(crate) fn print(job: &Job, pool: &StackPool) {
-    let touched = pool.touched().unwrap_or_default();
-    eprint!(
-        "{}",
-        MemoryReport::collect(job, &touched, pool.stack_size()).render()
-    );
+/// Prints the report of `job` (workers stopped) on stderr, with the
+/// program's allocator figures if it gave a way to read them.
+pub(crate) fn print(job: &Job, pool: &StackPool, allocator: Option<AllocatorStatistics>) {
+    let footprints = pool.footprints().unwrap_or_default();
+    let mut report = MemoryReport::collect(job, &footprints, pool.stack_size());
+    report.allocator = allocator.map(|read| read());
+    eprint!("{}", report.render());
 }
 
 /// Jobs of at most this many ranks get one line per rank.
@@ -40,6 +43,9 @@ struct RankMemory {
     rank: u32,
     /// Stack bytes the rank touched (high-water mark).
     stack: usize,
+    /// `rank_local!` values the rank created, and their inline bytes.
+    locals: usize,
+    locals_bytes: usize,
     /// The mailbox and its queues' capacity.
     mailbox: usize,
     /// Messages still unreceived when the job ended, and their data bytes.
@@ -59,12 +65,14 @@ pub(crate) struct MemoryReport {
     hls_bytes: usize,
     rss: Option<u64>,
     rss_peak: Option<u64>,
+    /// The program's allocator figures (`Runtime::allocator_statistics`).
+    allocator: Option<Vec<(&'static str, u64)>>,
 }
 
 impl MemoryReport {
-    /// Reads the report of `job`, whose workers have stopped; `touched` is
-    /// each local rank's stack high-water mark (from the stack pool).
-    pub(crate) fn collect(job: &Job, touched: &[usize], stack_size: usize) -> MemoryReport {
+    /// Reads the report of `job`, whose workers have stopped; `footprints`
+    /// are what each local rank touched and created (from the stack pool).
+    pub(crate) fn collect(job: &Job, footprints: &[Footprint], stack_size: usize) -> MemoryReport {
         let p2p = job.p2p();
         let ranks = job
             .processes()
@@ -73,9 +81,12 @@ impl MemoryReport {
             .enumerate()
             .map(|(local, (world, mailbox))| {
                 let (mailbox, unexpected, unexpected_bytes) = mailbox_memory(mailbox);
+                let footprint = footprints.get(local).copied().unwrap_or_default();
                 RankMemory {
                     rank: world.get(),
-                    stack: touched.get(local).copied().unwrap_or(0),
+                    stack: footprint.stack,
+                    locals: footprint.locals,
+                    locals_bytes: footprint.locals_bytes,
                     mailbox,
                     unexpected,
                     unexpected_bytes,
@@ -94,6 +105,7 @@ impl MemoryReport {
             hls_bytes,
             rss,
             rss_peak,
+            allocator: None,
         }
     }
 
@@ -113,15 +125,23 @@ impl MemoryReport {
             for r in &self.ranks {
                 let _ = writeln!(
                     out,
-                    "[myriad] memory rank={} stack={} mailbox={} unexpected={} unexpected_bytes={}",
-                    r.rank, r.stack, r.mailbox, r.unexpected, r.unexpected_bytes
+                    "[myriad] memory rank={} stack={} mailbox={} unexpected={} unexpected_bytes={} \
+                     locals={} locals_bytes={}",
+                    r.rank,
+                    r.stack,
+                    r.mailbox,
+                    r.unexpected,
+                    r.unexpected_bytes,
+                    r.locals,
+                    r.locals_bytes
                 );
             }
         } else {
-            let owners: [(&str, Field); 3] = [
+            let owners: [(&str, Field); 4] = [
                 ("stack", |r| r.stack),
                 ("mailbox", |r| r.mailbox),
                 ("unexpected_bytes", |r| r.unexpected_bytes),
+                ("locals_bytes", |r| r.locals_bytes),
             ];
             for (owner, field) in owners {
                 let s = summarise(&self.ranks, field);
@@ -136,20 +156,43 @@ impl MemoryReport {
         let mailbox: usize = self.ranks.iter().map(|r| r.mailbox).sum();
         let unexpected: usize = self.ranks.iter().map(|r| r.unexpected).sum();
         let unexpected_bytes: usize = self.ranks.iter().map(|r| r.unexpected_bytes).sum();
-        let accounted = stack + mailbox + unexpected_bytes + self.eager_bytes + self.hls_bytes;
+        let locals: usize = self.ranks.iter().map(|r| r.locals).sum();
+        let locals_bytes: usize = self.ranks.iter().map(|r| r.locals_bytes).sum();
+        let accounted =
+            stack + mailbox + unexpected_bytes + locals_bytes + self.eager_bytes + self.hls_bytes;
         let _ = writeln!(
             out,
             "[myriad] memory total stack={stack} mailbox={mailbox} unexpected={unexpected} \
-             unexpected_bytes={unexpected_bytes} eager_buffers={} eager_bytes={} hls_values={} \
-             hls_bytes={} accounted={accounted} rss={}",
+             unexpected_bytes={unexpected_bytes} locals={locals} locals_bytes={locals_bytes} \
+             eager_buffers={} eager_bytes={} hls_values={} hls_bytes={} accounted={accounted} rss={}",
             self.eager_buffers,
             self.eager_bytes,
             self.hls_values,
             self.hls_bytes,
             opt(self.rss)
         );
+        if let Some(figures) = &self.allocator {
+            let fields: Vec<String> = figures
+                .iter()
+                .map(|(name, value)| format!("{}={value}", field_name(name)))
+                .collect();
+            let _ = writeln!(out, "[myriad] memory allocator {}", fields.join(" "));
+        }
         out
     }
+}
+
+/// A name given by the program, made a field name: no spaces or `=`.
+fn field_name(name: &str) -> String {
+    name.chars()
+        .map(|c| {
+            if c.is_whitespace() || c == '=' {
+                '_'
+            } else {
+                c
+            }
+        })
+        .collect()
 }
 
 /// Reads one owner's figure of a rank.

@@ -45,6 +45,7 @@ pub struct Runtime {
     bind: Option<bool>,
     report_bindings: Option<bool>,
     report_memory: Option<bool>,
+    allocator_statistics: Option<config::AllocatorStatistics>,
     eager_limit: Option<usize>,
     stack_guard: Option<Option<GuardMode>>,
     check_collectives: Option<bool>,
@@ -128,11 +129,22 @@ impl Runtime {
     }
 
     /// Print, when the job ends, where its memory went: each rank's touched
-    /// stack, mailboxes, unexpected messages, the eager pool, `Hls` values,
+    /// stack, mailbox, unexpected messages and `rank_local!` values, the
+    /// eager pool, `Hls` values,
     /// next to the process RSS (`MYRIAD_REPORT_MEMORY`; default off; the
     /// line format is in the README's "Memory report").
     pub fn report_memory(mut self, report: bool) -> Self {
         self.report_memory = Some(report);
+        self
+    }
+
+    /// Figures of the program's global allocator for the memory report
+    /// (`name`, bytes), read when the job ends: myriad does not choose the
+    /// allocator, the program does. With `myriad-alloc`:
+    /// `.allocator_statistics(|| { let s = myriad_alloc::stats();
+    /// vec![("in_use", s.in_use), ("mapped", s.mapped)] })`.
+    pub fn allocator_statistics(mut self, read: fn() -> Vec<(&'static str, u64)>) -> Self {
+        self.allocator_statistics = Some(read);
         self
     }
 
@@ -314,6 +326,7 @@ impl Runtime {
             bind,
             report_bindings,
             report_memory,
+            allocator_statistics: self.allocator_statistics,
             eager_limit,
             guard,
         })

@@ -310,7 +310,7 @@ where
         eprintln!("[myriad] ranks run per worker: {}", hosted.join(", "));
     }
     if config.report_memory {
-        super::memory_report::print(&job, &pool);
+        super::memory_report::print(&job, &pool, config.allocator_statistics);
     }
     let failure = job.sched().take_failure();
     if let Some(remote) = job.remote() {

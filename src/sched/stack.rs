@@ -81,9 +81,9 @@ pub(crate) struct StackPool {
     chunk_slots: usize,
     mode: GuardMode,
     chunks: Mutex<Chunks>,
-    /// Per rank slot (local index), the bytes of stack its rank touched;
-    /// `None` unless the memory report is on.
-    touched: Option<Box<[AtomicUsize]>>,
+    /// Per rank slot (local index), the figures of the memory report;
+    /// `None` unless it is on.
+    touched: Option<Box<[RankFootprint]>>,
 }
 
 #[derive(Debug, Default)]
@@ -95,6 +95,26 @@ struct Chunks {
     end: usize,
     /// Slots handed back by workers that exited while the job still ran.
     free: Vec<usize>,
+}
+
+/// What the memory report records of one rank while the job runs: the
+/// stack bytes it touched (the pool) and the `rank_local!` values it
+/// created (the worker, when the rank's body returns).
+#[derive(Debug, Default)]
+struct RankFootprint {
+    stack: AtomicUsize,
+    locals: AtomicUsize,
+    locals_bytes: AtomicUsize,
+}
+
+/// [`RankFootprint`] read back.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Footprint {
+    /// Stack bytes touched (high-water mark).
+    pub(crate) stack: usize,
+    /// `rank_local!` values created, and their inline bytes.
+    pub(crate) locals: usize,
+    pub(crate) locals_bytes: usize,
 }
 
 /// One guarded stack slot of a [`StackPool`].
@@ -161,14 +181,34 @@ impl StackPool {
     /// touched (see the module's note on touched pages); read with
     /// [`StackPool::touched`].
     pub(crate) fn record_touched(&mut self, ranks: usize) {
-        self.touched = Some((0..ranks).map(|_| AtomicUsize::new(0)).collect());
+        self.touched = Some((0..ranks).map(|_| RankFootprint::default()).collect());
     }
 
-    /// The stack bytes each rank slot's rank touched, if recorded (0 for a
-    /// rank that did not finish).
-    pub(crate) fn touched(&self) -> Option<Vec<usize>> {
+    /// What each rank slot's rank touched and created, if recorded (zeros
+    /// for a rank that did not finish).
+    pub(crate) fn footprints(&self) -> Option<Vec<Footprint>> {
         let touched = self.touched.as_ref()?;
-        Some(touched.iter().map(|t| t.load(Ordering::Relaxed)).collect())
+        Some(
+            touched
+                .iter()
+                .map(|t| Footprint {
+                    stack: t.stack.load(Ordering::Relaxed),
+                    locals: t.locals.load(Ordering::Relaxed),
+                    locals_bytes: t.locals_bytes.load(Ordering::Relaxed),
+                })
+                .collect(),
+        )
+    }
+
+    /// Called by a rank (slot `slot`) whose body returned, with the
+    /// `rank_local!` values it created and their bytes, before they are
+    /// destroyed; nothing unless the report is on.
+    #[inline]
+    pub(crate) fn note_locals(&self, slot: u32, (count, bytes): (usize, usize)) {
+        if let Some(entry) = self.touched.as_ref().and_then(|t| t.get(slot as usize)) {
+            entry.locals.store(count, Ordering::Relaxed);
+            entry.locals_bytes.store(bytes, Ordering::Relaxed);
+        }
     }
 
     /// Called by the worker with the stack of a finished rank or task (slot
@@ -181,7 +221,7 @@ impl StackPool {
     }
 
     #[cold]
-    fn measure_and_drop(&self, stack: &PooledStack, into: Option<&AtomicUsize>) {
+    fn measure_and_drop(&self, stack: &PooledStack, into: Option<&RankFootprint>) {
         let start = stack.slot + self.page;
         let len = stack.size - self.page;
         let pages = len / self.page;
@@ -202,7 +242,8 @@ impl StackPool {
         let resident = residency.iter().filter(|&&b| b & 1 != 0).count();
         if let Some(into) = into {
             // A task slot is not a rank's: its pages are dropped, not counted.
-            into.fetch_add(resident * self.page, Ordering::Relaxed);
+            into.stack
+                .fetch_add(resident * self.page, Ordering::Relaxed);
         }
         // SAFETY: the stack's coroutine has finished (the worker passes only
         // stacks from `into_stack`), so nothing lives in these pages; the
