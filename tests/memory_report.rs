@@ -229,3 +229,37 @@ fn memory_report_shows_the_programs_allocator_figures() {
     assert!(num(alloc, "in_use") > 0, "{stderr}");
     assert!(num(alloc, "mapped") >= num(alloc, "in_use"), "{stderr}");
 }
+
+#[test]
+fn each_process_of_a_joined_job_reports_its_own_ranks() {
+    let Some(stderr) = common::in_child(
+        "each_process_of_a_joined_job_reports_its_own_ranks",
+        &[("MYRIAD_REPORT_MEMORY", "1")],
+        || {
+            let results = myriad::Runtime::builder()
+                .workers(1)
+                .run_joined(&[2, 3], |universe| universe.world().rank())
+                .expect("configuration");
+            for result in results {
+                result.expect("process failed");
+            }
+        },
+    ) else {
+        return;
+    };
+    let lines = parse(&stderr);
+    let mut heads: Vec<(usize, usize)> = lines
+        .iter()
+        .filter(|(k, _)| k == "ranks")
+        .map(|(_, f)| (num(f, "process"), num(f, "ranks")))
+        .collect();
+    heads.sort_unstable();
+    assert_eq!(heads, [(0, 2), (1, 3)], "{stderr}");
+    let mut ranks: Vec<usize> = lines
+        .iter()
+        .filter(|(k, _)| k == "rank")
+        .map(|(_, f)| num(f, "rank"))
+        .collect();
+    ranks.sort_unstable();
+    assert_eq!(ranks, [0, 1, 2, 3, 4], "world ranks, once each: {stderr}");
+}

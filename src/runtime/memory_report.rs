@@ -65,6 +65,8 @@ pub(crate) struct MemoryReport {
     hls_bytes: usize,
     rss: Option<u64>,
     rss_peak: Option<u64>,
+    /// This process and the job's process count, in a job of several.
+    process: Option<(u32, u32)>,
     /// The program's allocator figures (`Runtime::allocator_statistics`).
     allocator: Option<Vec<(&'static str, u64)>>,
 }
@@ -96,6 +98,8 @@ impl MemoryReport {
         let (eager_buffers, eager_bytes) = p2p.eager.idle();
         let (hls_values, hls_bytes) = job.hls().footprint();
         let (rss, rss_peak) = process_rss();
+        let processes = job.processes();
+        let process = (processes.count() > 1).then(|| (processes.this().get(), processes.count()));
         MemoryReport {
             ranks,
             stack_size,
@@ -105,6 +109,7 @@ impl MemoryReport {
             hls_bytes,
             rss,
             rss_peak,
+            process,
             allocator: None,
         }
     }
@@ -113,7 +118,7 @@ impl MemoryReport {
     pub(crate) fn render(&self) -> String {
         let mut out = String::new();
         let opt = |v: Option<u64>| v.map_or("unknown".to_string(), |v| v.to_string());
-        let _ = writeln!(
+        let _ = write!(
             out,
             "[myriad] memory ranks={} stack_size={} rss={} rss_peak={}",
             self.ranks.len(),
@@ -121,6 +126,12 @@ impl MemoryReport {
             opt(self.rss),
             opt(self.rss_peak)
         );
+        match self.process {
+            Some((this, count)) => {
+                let _ = writeln!(out, " process={this} processes={count}");
+            }
+            None => out.push('\n'),
+        }
         if self.ranks.len() <= PER_RANK_LINES {
             for r in &self.ranks {
                 let _ = writeln!(
