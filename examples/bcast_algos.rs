@@ -2,8 +2,11 @@
 //! experiment), on `--ranks N` ranks.
 //!
 //! ```text
-//! cargo run --release --example bcast_algos -- --ranks 16 [--sizes 8,65536]
+//! cargo run --release --example bcast_algos -- --ranks 16 [--sizes 8,65536] [--plot FILE.svg]
 //! ```
+//!
+//! `--plot` draws seed 001's figure: broadcast time against message size,
+//! one line per algorithm (log–log).
 //!
 //! Prints `algorithm bytes ranks time_us` rows (median over repetitions of
 //! the slowest rank's time), then where the symmetric algorithm overtakes
@@ -16,6 +19,7 @@ use myriad::collective::{Collective, SystemOperation};
 use myriad::traits::*;
 
 mod common;
+use common::plot::{self, Axis, Series};
 use common::{arg, list, median};
 
 fn main() {
@@ -23,6 +27,7 @@ fn main() {
         (0..8).map(|i| 8usize << (3 * i)).collect() // 8 B .. 16 MiB, ×8
     });
     let target_s: f64 = arg("--seconds").unwrap_or(0.3);
+    let plot_to = plot::plot_path();
     let algorithms = Collective::Broadcast.algorithms();
     let result = myriad::Runtime::from_env().run(|universe| {
         let world = universe.world();
@@ -74,6 +79,29 @@ fn main() {
     for &(alg, bytes, n, t) in &rows {
         println!("{} {bytes} {n} {t:.3}", alg.name());
         by.insert((bytes, alg.name()), t);
+    }
+    if let Some(path) = &plot_to {
+        let series: Vec<Series> = algorithms
+            .iter()
+            .map(|a| Series {
+                name: a.name().to_string(),
+                points: rows
+                    .iter()
+                    .filter(|r| r.0 == *a)
+                    .map(|r| (r.1 as f64, r.3))
+                    .collect(),
+            })
+            .collect();
+        plot::save(
+            path,
+            &format!(
+                "broadcast, {} ranks: time per algorithm",
+                rows.first().map_or(0, |r| r.2)
+            ),
+            Axis::log("message size (bytes)"),
+            Axis::log("time (µs, slowest rank, median)"),
+            &series,
+        );
     }
     // Where the symmetric algorithm overtakes the binomial tree for good.
     let mut overtakes = None;

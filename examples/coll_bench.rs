@@ -22,6 +22,10 @@
 //! latency_us algorithm` rows and, per case, the selector's time over the
 //! best one's;
 //! the last line gives the worst ratio (`selector: cases=... worst_ratio=...`).
+//!
+//! `--plot FILE.svg` draws latency against bytes (log–log), one line per
+//! collective (with `--algorithms`, per collective and algorithm); the
+//! barrier, which carries no data, is left out.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -34,6 +38,7 @@ use myriad::traits::*;
 use myriad::Count;
 
 mod common;
+use common::plot::{self, Axis, Series};
 use common::{arg, list, median};
 
 const COLLECTIVES: &[&str] = &[
@@ -197,6 +202,7 @@ fn main() {
     let target_s: f64 = arg("--seconds").unwrap_or(0.2);
     let compare = std::env::args().any(|a| a == "--algorithms");
     let rounds: usize = arg("--rounds").unwrap_or(3);
+    let plot_to = plot::plot_path();
     for c in &chosen {
         if !COLLECTIVES.contains(&c.as_str()) {
             eprintln!(
@@ -338,10 +344,55 @@ fn main() {
             for row in &rows[0] {
                 println!("{row}");
             }
+            if let Some(path) = &plot_to {
+                plot_rows(path, &rows[0], compare);
+            }
         }
         Err(err) => {
             eprintln!("coll_bench: {err}");
             std::process::exit(1);
         }
     }
+}
+
+/// `--plot`: latency against bytes from the printed rows (`collective bytes
+/// ranks latency_us loop_us|algorithm`), one series per collective (and
+/// algorithm, with `--algorithms`).
+fn plot_rows(path: &str, rows: &[String], compare: bool) {
+    let mut series: Vec<Series> = Vec::new();
+    let mut ranks = 0;
+    for row in rows.iter().filter(|r| !r.starts_with('#')) {
+        let f: Vec<&str> = row.split_whitespace().collect();
+        let (Some(&name), Some(bytes), Some(n), Some(t)) = (
+            f.first(),
+            f.get(1).and_then(|v| v.parse::<f64>().ok()),
+            f.get(2).and_then(|v| v.parse::<usize>().ok()),
+            f.get(3).and_then(|v| v.parse::<f64>().ok()),
+        ) else {
+            continue; // the selector's summary line
+        };
+        if name == "barrier" {
+            continue;
+        }
+        ranks = n;
+        let key = match (compare, f.get(4)) {
+            (true, Some(alg)) => format!("{name} {alg}"),
+            _ => name.to_string(),
+        };
+        let at = match series.iter().position(|s| s.name == key) {
+            Some(at) => at,
+            None => {
+                series.push(Series::new(key));
+                series.len() - 1
+            }
+        };
+        series[at].points.push((bytes, t));
+    }
+    plot::save(
+        path,
+        &format!("collectives, {ranks} ranks: latency"),
+        Axis::log("bytes per rank"),
+        Axis::log("latency (µs, slowest rank, median)"),
+        &series,
+    );
 }

@@ -3,8 +3,11 @@
 //! N = 2 … `--max-ranks` ranks (default 32,768).
 //!
 //! ```text
-//! cargo run --release --example gatherv_algos -- [--max-ranks 4096] [--bytes 8,8192]
+//! cargo run --release --example gatherv_algos -- [--max-ranks 4096] [--bytes 8,8192] [--plot FILE.svg]
 //! ```
+//!
+//! `--plot` draws seed 002's figure: time against the number of ranks, one
+//! line per algorithm and size (log–log).
 //!
 //! Prints `algorithm bytes_per_rank ranks time_us root_peers root_tmp_bytes`
 //! rows: the median of the slowest rank's time, the distinct peers the root
@@ -20,6 +23,7 @@ use myriad::traits::*;
 use myriad::Count;
 
 mod common;
+use common::plot::{self, Axis, Series};
 use common::{arg, list, median};
 
 fn main() {
@@ -27,6 +31,8 @@ fn main() {
     let sizes: Vec<usize> = list("--bytes").unwrap_or_else(|| vec![8, 8192]);
     let reversed = arg::<String>("--layout").as_deref() == Some("reversed");
     let target_s: f64 = arg("--seconds").unwrap_or(0.3);
+    let plot_to = plot::plot_path();
+    let mut series: Vec<Series> = Vec::new();
     let algorithms = [
         Algorithm::Linear,
         Algorithm::BinomialConservative,
@@ -116,6 +122,17 @@ fn main() {
                     stats.tmp_bytes
                 );
             }
+            for (alg, t, _) in rows {
+                let name = format!("{} {bytes} B", alg.name());
+                let at = match series.iter().position(|s| s.name == name) {
+                    Some(at) => at,
+                    None => {
+                        series.push(Series::new(name));
+                        series.len() - 1
+                    }
+                };
+                series[at].points.push((n as f64, *t));
+            }
             let time = |a: Algorithm| rows.iter().find(|r| r.0 == a).map(|r| r.1);
             if let (Some(l), Some(b)) =
                 (time(Algorithm::Linear), time(Algorithm::BinomialAggressive))
@@ -124,6 +141,15 @@ fn main() {
             }
         }
         n *= 2;
+    }
+    if let Some(path) = &plot_to {
+        plot::save(
+            path,
+            "Gatherv: linear vs binomial (conservative, aggressive) vs shared memory",
+            Axis::log("ranks"),
+            Axis::log("time (µs, slowest rank, median)"),
+            &series,
+        );
     }
     let summary: Vec<String> = speedups
         .iter()

@@ -9,7 +9,12 @@
 //! cargo run --release --example jacobi -- --scaling strong   # E = T1/Tp over worker counts
 //! cargo run --release --example jacobi -- --scaling weak     # rows grow with the workers
 //! cargo run --release --example jacobi -- --check            # compare with a serial solve
+//! cargo run --release --example jacobi -- --scaling strong --plot jacobi.svg
 //! ```
+//!
+//! `--plot FILE.svg` (with `--scaling`) draws seed 003's figure: the
+//! efficiency E and the communication fraction against the worker count,
+//! one line per mode, with the ideal E = 1.
 //!
 //! Flags: `--n N` (grid size, default 2048), `--iters K` (default 100),
 //! `--mode mpi|hybrid|both`, `--workers W` (default: all PUs),
@@ -29,6 +34,7 @@ mod common;
 
 use std::time::Instant;
 
+use common::plot::{self, Axis, Series};
 use common::{arg, list};
 use myriad::collective::SystemOperation;
 use myriad::point_to_point::send_receive_into;
@@ -237,6 +243,12 @@ fn main() {
     let ranks_per_worker: usize = arg("--ranks-per-worker").unwrap_or(1);
     let hybrid_ranks: usize = arg("--hybrid-ranks").unwrap_or(1);
     let scaling: Option<String> = arg("--scaling");
+    let plot_to = plot::plot_path();
+    if plot_to.is_some() && scaling.is_none() {
+        eprintln!("--plot: draws a scaling curve, give --scaling strong or weak");
+        std::process::exit(2);
+    }
+    let mut series: Vec<Series> = Vec::new();
     let check = std::env::args().any(|a| a == "--check");
     let modes = match arg::<String>("--mode").as_deref().unwrap_or("both") {
         "mpi" => vec![Mode::Mpi],
@@ -280,6 +292,8 @@ fn main() {
             });
             for &mode in &modes {
                 let mut t1 = None;
+                let mut efficiency = Series::new(format!("E, {}", mode.name()));
+                let mut comm = Series::new(format!("communication fraction, {}", mode.name()));
                 for &w in &counts {
                     // Weak scaling: the rows (the decomposed dimension) grow
                     // with the workers, so each worker keeps n×n cells.
@@ -287,10 +301,26 @@ fn main() {
                     let o = run(mode, ranks_for(mode, w), w, rows, n, iters);
                     let t1 = *t1.get_or_insert(o.time_per_iter);
                     print_row(mode, &o, Some(t1 / o.time_per_iter));
+                    efficiency.points.push((w as f64, t1 / o.time_per_iter));
+                    comm.points.push((w as f64, o.comm_fraction));
                     if check {
                         failed |= !checks_out(&o, iters);
                     }
                 }
+                series.push(efficiency);
+                series.push(comm);
+            }
+            if let Some(path) = &plot_to {
+                let mut ideal = Series::new("ideal E = 1");
+                ideal.points = counts.iter().map(|&w| (w as f64, 1.0)).collect();
+                series.push(ideal);
+                plot::save(
+                    path,
+                    &format!("Jacobi {n}x{n}, {kind} scaling"),
+                    Axis::linear("workers"),
+                    Axis::linear("efficiency E = T1/Tp; communication fraction"),
+                    &series,
+                );
             }
         }
         Some(other) => {

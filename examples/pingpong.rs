@@ -2,12 +2,13 @@
 //! (×16 steps, as in seed 003's table), then the Hockney fit T(m) = α + β·m.
 //!
 //! ```text
-//! cargo run --release --example pingpong -- [--workers 1|2] [--iters N] [--processes 2]
+//! cargo run --release --example pingpong -- [--workers 1|2] [--iters N] [--processes 2] [--plot FILE.svg]
 //! ```
 //!
 //! With `--processes 2` (or under `mpiexec -n 2`) the two ranks live in two
 //! processes and the messages cross the TCP transport; the process of rank 0
-//! prints.
+//! prints. `--plot` draws seed 003's figure: one-way time against message
+//! size (log–log), measured and the fitted α + β·m.
 //!
 //! Prints `bytes latency_us MB/s` rows (one-way time, half a round trip),
 //! the fitted α (µs) and β (µs per MiB), and a plain `memcpy` of 16 MiB for
@@ -20,11 +21,14 @@ use myriad::traits::*;
 
 mod common;
 use common::arg;
+use common::plot::{self, Axis, Series};
 
 fn main() {
     let scale: f64 = arg("--iters").unwrap_or(1.0);
-    let sizes: Vec<usize> = (0..7).map(|i| 1usize << (4 * i)).collect(); // 1 B .. 16 MiB
-                                                                         // One worker unless `--workers` or MYRIAD_WORKERS says otherwise.
+    let plot_to = plot::plot_path();
+    // 1 B .. 16 MiB
+    let sizes: Vec<usize> = (0..7).map(|i| 1usize << (4 * i)).collect();
+    // One worker unless `--workers` or MYRIAD_WORKERS says otherwise.
     let mut runtime = myriad::Runtime::from_env().ranks(2);
     if arg::<usize>("--workers").is_none() && std::env::var_os("MYRIAD_WORKERS").is_none() {
         runtime = runtime.workers(1);
@@ -104,6 +108,31 @@ fn main() {
         1.0 / beta / 1e6,
         rows[0].1 * 1e6
     );
+    if let Some(path) = &plot_to {
+        // Two models: the least-squares line (its intercept is dominated by
+        // the large messages) and α = the 1-byte latency with the fitted β.
+        let alpha1 = rows[0].1;
+        let mut measured = Series::new("measured (one way)");
+        let mut fit = Series::new(format!(
+            "least squares: α = {:.2} µs, β = {:.0} µs/MiB",
+            alpha * 1e6,
+            beta * 1e6 * (1 << 20) as f64
+        ));
+        let mut small = Series::new(format!("α = 1 B latency ({:.3} µs), same β", alpha1 * 1e6));
+        for &(bytes, t) in rows {
+            let m = bytes as f64;
+            measured.points.push((m, t * 1e6));
+            fit.points.push((m, (alpha + beta * m) * 1e6));
+            small.points.push((m, (alpha1 + beta * m) * 1e6));
+        }
+        plot::save(
+            path,
+            &format!("ping-pong, 2 ranks, {workers} worker(s): T(m) = α + β·m"),
+            Axis::log("message size (bytes)"),
+            Axis::log("one-way time (µs)"),
+            &[measured, fit, small],
+        );
+    }
     // A plain memcpy of the largest size, for comparison.
     let big = *sizes.last().unwrap();
     let src = vec![1u8; big];

@@ -4,6 +4,8 @@
 
 use std::str::FromStr;
 
+pub(crate) mod plot;
+
 /// The value of `--name V` or `--name=V`, parsed.
 pub(crate) fn arg<T: FromStr>(name: &str) -> Option<T> {
     let args: Vec<String> = std::env::args().collect();

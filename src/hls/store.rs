@@ -21,6 +21,9 @@ pub(crate) struct JobHls {
     /// group of its level. Boxed and never removed before the job ends, so
     /// references to the cells stay valid for the job's life.
     vars: Mutex<HashMap<u32, Box<dyn Any + Send + Sync>>>,
+    /// Bytes of the group cells created so far (their inline size; what a
+    /// value owns on the heap is not known): the memory report.
+    bytes: std::sync::atomic::AtomicUsize,
 }
 
 impl std::fmt::Debug for JobHls {
@@ -43,7 +46,15 @@ impl JobHls {
             layout,
             barriers,
             vars: Mutex::new(HashMap::new()),
+            bytes: std::sync::atomic::AtomicUsize::new(0),
         }
+    }
+
+    /// The `Hls` statics used so far and the bytes of their group cells.
+    pub(crate) fn footprint(&self) -> (usize, usize) {
+        let vars = self.vars.lock().unwrap_or_else(|e| e.into_inner()).len();
+        let bytes = self.bytes.load(std::sync::atomic::Ordering::Relaxed);
+        (vars, bytes)
     }
 
     /// The group cells of `Hls` static `id` (of `level`, holding `T`),
@@ -61,6 +72,10 @@ impl JobHls {
                     GroupCell::new(size)
                 })
                 .collect();
+            self.bytes.fetch_add(
+                std::mem::size_of_val::<[GroupCell<T>]>(&cells),
+                std::sync::atomic::Ordering::Relaxed,
+            );
             Box::new(cells)
         });
         let cells: *const [GroupCell<T>] = &**cells

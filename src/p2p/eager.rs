@@ -122,6 +122,19 @@ impl EagerPool {
         }
     }
 
+    /// The buffers the pool keeps for reuse, and their bytes (the memory
+    /// report; racy while messages flow, exact once the job has ended).
+    pub(crate) fn idle(&self) -> (usize, usize) {
+        self.classes
+            .iter()
+            .zip(CLASSES)
+            .map(|(class, size)| {
+                let n = class.idle.load(Ordering::Relaxed);
+                (n, n * size)
+            })
+            .fold((0, 0), |(n, b), (cn, cb)| (n + cn, b + cb))
+    }
+
     /// The largest message the pool serves (the cap of the eager limit).
     pub(crate) const MAX_CLASS: usize = CLASSES[CLASSES.len() - 1];
 }

@@ -14,6 +14,9 @@ pub(crate) const DEFAULT_STACK_SIZE: usize = 256 * 1024;
 /// Default largest message sent eagerly when no receive is posted.
 pub(crate) const DEFAULT_EAGER_LIMIT: usize = 16 * 1024;
 
+/// Reads the program's allocator figures: `(name, bytes)` pairs.
+pub(crate) type AllocatorStatistics = fn() -> Vec<(&'static str, u64)>;
+
 /// A fully resolved configuration.
 #[derive(Debug, Clone)]
 pub(crate) struct Config {
@@ -26,6 +29,10 @@ pub(crate) struct Config {
     pub(crate) stack_size: usize,
     pub(crate) bind: bool,
     pub(crate) report_bindings: bool,
+    /// Print the memory report when the job ends (`MYRIAD_REPORT_MEMORY`).
+    pub(crate) report_memory: bool,
+    /// The program's allocator figures for the memory report.
+    pub(crate) allocator_statistics: Option<AllocatorStatistics>,
     pub(crate) eager_limit: usize,
     pub(crate) guard: Option<GuardMode>,
     pub(crate) check_collectives: bool,

@@ -118,6 +118,12 @@ impl Job {
         &self.hls
     }
 
+    /// The point-to-point state: mailboxes and the eager pool (the memory
+    /// report reads them).
+    pub(crate) fn p2p(&self) -> &p2p::Shared {
+        p2p::Node::p2p(&*self.core)
+    }
+
     /// The cross-process half of point-to-point, in a job of several
     /// processes.
     pub(crate) fn remote(&self) -> Option<&p2p::remote::Remote> {

@@ -6,6 +6,7 @@
 
 pub(crate) mod config;
 pub(crate) mod job;
+mod memory_report;
 pub(crate) mod panic_hook;
 mod run;
 
@@ -43,6 +44,8 @@ pub struct Runtime {
     stack_size: Option<usize>,
     bind: Option<bool>,
     report_bindings: Option<bool>,
+    report_memory: Option<bool>,
+    allocator_statistics: Option<config::AllocatorStatistics>,
     eager_limit: Option<usize>,
     stack_guard: Option<Option<GuardMode>>,
     check_collectives: Option<bool>,
@@ -122,6 +125,26 @@ impl Runtime {
     /// (`MYRIAD_REPORT_BINDINGS`; default off).
     pub fn report_bindings(mut self, report: bool) -> Self {
         self.report_bindings = Some(report);
+        self
+    }
+
+    /// Print, when the job ends, where its memory went: each rank's touched
+    /// stack, mailbox, unexpected messages and `rank_local!` values, the
+    /// eager pool, `Hls` values,
+    /// next to the process RSS (`MYRIAD_REPORT_MEMORY`; default off; the
+    /// line format is in the README's "Memory report").
+    pub fn report_memory(mut self, report: bool) -> Self {
+        self.report_memory = Some(report);
+        self
+    }
+
+    /// Figures of the program's global allocator for the memory report
+    /// (`name`, bytes), read when the job ends: myriad does not choose the
+    /// allocator, the program does. With `myriad-alloc`:
+    /// `.allocator_statistics(|| { let s = myriad_alloc::stats();
+    /// vec![("in_use", s.in_use), ("mapped", s.mapped)] })`.
+    pub fn allocator_statistics(mut self, read: fn() -> Vec<(&'static str, u64)>) -> Self {
+        self.allocator_statistics = Some(read);
         self
     }
 
@@ -251,6 +274,11 @@ impl Runtime {
             env("MYRIAD_REPORT_BINDINGS", parse_bool)?,
             false,
         );
+        let report_memory = pick(
+            self.report_memory,
+            env("MYRIAD_REPORT_MEMORY", parse_bool)?,
+            false,
+        );
         let eager_limit = pick(
             self.eager_limit,
             env("MYRIAD_EAGER_LIMIT", parse_size)?,
@@ -297,6 +325,8 @@ impl Runtime {
             stack_size,
             bind,
             report_bindings,
+            report_memory,
+            allocator_statistics: self.allocator_statistics,
             eager_limit,
             guard,
         })

@@ -175,12 +175,15 @@ where
     let binds = config.bind && topo.binds_for_real();
     let workers = placements.len();
 
-    let pool = StackPool::new(config.stack_size, ranks, config.guard).map_err(|e| {
+    let mut pool = StackPool::new(config.stack_size, ranks, config.guard).map_err(|e| {
         Error::Resources(ResourceError::StackPool {
             reason: e.to_string(),
         })
     })?;
     pool.check_map_budget(ranks).map_err(Error::Resources)?;
+    if config.report_memory {
+        pool.record_touched(ranks);
+    }
 
     let assignment = RankAssignment::new(ranks, workers, config.rank_order);
     let deques: Vec<Deque<u32>> = (0..workers).map(|_| Deque::new_fifo()).collect();
@@ -316,6 +319,9 @@ where
             .map(|(i, n)| format!("worker {i}: {n}"))
             .collect();
         eprintln!("[myriad] ranks run per worker: {}", hosted.join(", "));
+    }
+    if config.report_memory {
+        super::memory_report::print(&job, &pool, config.allocator_statistics);
     }
     let failure = job.sched().take_failure();
     if let Some(remote) = job.remote() {

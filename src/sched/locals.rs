@@ -180,6 +180,9 @@ pub(crate) struct RankLocals {
     entries: UnsafeCell<Vec<Entry>>,
     /// Keys of live values, in order of initialisation.
     order: UnsafeCell<Vec<u32>>,
+    /// Values created so far and their inline bytes (`size_of`; what a
+    /// value owns on the heap is not known): the memory report.
+    created: Cell<(usize, usize)>,
 }
 
 impl std::fmt::Debug for RankLocals {
@@ -197,7 +200,13 @@ impl RankLocals {
             values: UnsafeCell::new(Vec::new()),
             entries: UnsafeCell::new(Vec::new()),
             order: UnsafeCell::new(Vec::new()),
+            created: Cell::new((0, 0)),
         }
+    }
+
+    /// The values this table created and their inline bytes.
+    pub(crate) fn footprint(&self) -> (usize, usize) {
+        self.created.get()
     }
 
     /// The table of a rank's own context.
@@ -314,6 +323,8 @@ impl RankLocals {
         };
         // SAFETY: as in `get`.
         unsafe { &mut *self.order.get() }.push(id);
+        let (count, bytes) = self.created.get();
+        self.created.set((count + 1, bytes + mem::size_of::<T>()));
         Ok(value)
     }
 

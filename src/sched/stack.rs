@@ -16,6 +16,16 @@
 //! worker (their pages stay warm); all memory is unmapped when the pool drops,
 //! after every coroutine of the job has been dropped.
 //!
+//! ## Touched pages (`MYRIAD_REPORT_MEMORY`)
+//!
+//! With [`StackPool::record_touched`] on, the worker hands each finished
+//! rank's stack to [`StackPool::note_finished`], which counts the resident
+//! pages of the slot with `mincore` (the rank's high-water mark: a stack
+//! never gives pages back while its rank runs) and then drops them
+//! (`MADV_DONTNEED`), so the next rank on that stack starts cold and is
+//! measured alone. Off (the default), `note_finished` is one branch on a
+//! `None`: warm reuse and no system calls.
+//!
 //! ## Under AddressSanitizer
 //!
 //! With the `sanitizer` feature (only with `-Zsanitizer=address`), corosensei
@@ -32,6 +42,7 @@
 //! chains to it for faults outside the guard pages).
 
 use std::io;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 use corosensei::stack::{Stack, StackPointer};
@@ -70,6 +81,9 @@ pub(crate) struct StackPool {
     chunk_slots: usize,
     mode: GuardMode,
     chunks: Mutex<Chunks>,
+    /// Per rank slot (local index), the figures of the memory report;
+    /// `None` unless it is on.
+    touched: Option<Box<[RankFootprint]>>,
 }
 
 #[derive(Debug, Default)]
@@ -81,6 +95,26 @@ struct Chunks {
     end: usize,
     /// Slots handed back by workers that exited while the job still ran.
     free: Vec<usize>,
+}
+
+/// What the memory report records of one rank while the job runs: the
+/// stack bytes it touched (the pool) and the `rank_local!` values it
+/// created (the worker, when the rank's body returns).
+#[derive(Debug, Default)]
+struct RankFootprint {
+    stack: AtomicUsize,
+    locals: AtomicUsize,
+    locals_bytes: AtomicUsize,
+}
+
+/// [`RankFootprint`] read back.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Footprint {
+    /// Stack bytes touched (high-water mark).
+    pub(crate) stack: usize,
+    /// `rank_local!` values created, and their inline bytes.
+    pub(crate) locals: usize,
+    pub(crate) locals_bytes: usize,
 }
 
 /// One guarded stack slot of a [`StackPool`].
@@ -139,7 +173,83 @@ impl StackPool {
             chunk_slots,
             mode,
             chunks: Mutex::new(Chunks::default()),
+            touched: None,
         })
+    }
+
+    /// Records, for each of `ranks` rank slots, the stack bytes its rank
+    /// touched (see the module's note on touched pages); read with
+    /// [`StackPool::touched`].
+    pub(crate) fn record_touched(&mut self, ranks: usize) {
+        self.touched = Some((0..ranks).map(|_| RankFootprint::default()).collect());
+    }
+
+    /// What each rank slot's rank touched and created, if recorded (zeros
+    /// for a rank that did not finish).
+    pub(crate) fn footprints(&self) -> Option<Vec<Footprint>> {
+        let touched = self.touched.as_ref()?;
+        Some(
+            touched
+                .iter()
+                .map(|t| Footprint {
+                    stack: t.stack.load(Ordering::Relaxed),
+                    locals: t.locals.load(Ordering::Relaxed),
+                    locals_bytes: t.locals_bytes.load(Ordering::Relaxed),
+                })
+                .collect(),
+        )
+    }
+
+    /// Called by a rank (slot `slot`) whose body returned, with the
+    /// `rank_local!` values it created and their bytes, before they are
+    /// destroyed; nothing unless the report is on.
+    #[inline]
+    pub(crate) fn note_locals(&self, slot: u32, (count, bytes): (usize, usize)) {
+        if let Some(entry) = self.touched.as_ref().and_then(|t| t.get(slot as usize)) {
+            entry.locals.store(count, Ordering::Relaxed);
+            entry.locals_bytes.store(bytes, Ordering::Relaxed);
+        }
+    }
+
+    /// Called by the worker with the stack of a finished rank or task (slot
+    /// `slot`): with recording on, measures and drops its touched pages.
+    #[inline]
+    pub(crate) fn note_finished(&self, stack: &PooledStack, slot: u32) {
+        if let Some(touched) = &self.touched {
+            self.measure_and_drop(stack, touched.get(slot as usize));
+        }
+    }
+
+    #[cold]
+    fn measure_and_drop(&self, stack: &PooledStack, into: Option<&RankFootprint>) {
+        let start = stack.slot + self.page;
+        let len = stack.size - self.page;
+        let pages = len / self.page;
+        let mut residency = vec![0u8; pages];
+        // SAFETY: `[start, start + len)` is the usable part of a slot of a
+        // live mapping owned by the pool (page aligned); `residency` has one
+        // byte per page of it, which is what `mincore` writes.
+        let ret = unsafe {
+            libc::mincore(
+                start as *mut libc::c_void,
+                len,
+                residency.as_mut_ptr().cast(),
+            )
+        };
+        if ret != 0 {
+            return;
+        }
+        let resident = residency.iter().filter(|&&b| b & 1 != 0).count();
+        if let Some(into) = into {
+            // A task slot is not a rank's: its pages are dropped, not counted.
+            into.stack
+                .fetch_add(resident * self.page, Ordering::Relaxed);
+        }
+        // SAFETY: the stack's coroutine has finished (the worker passes only
+        // stacks from `into_stack`), so nothing lives in these pages; the
+        // next coroutine on this stack sees zeroed pages, which a fresh
+        // stack also has.
+        unsafe { libc::madvise(start as *mut libc::c_void, len, libc::MADV_DONTNEED) };
     }
 
     /// The guard mode in use.

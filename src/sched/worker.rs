@@ -507,6 +507,7 @@ impl Worker<'_> {
         }
         let body = self.body;
         let (sched_ptr, host) = (self.sched as *const Scheduler, self.host);
+        let pool = self.pool;
         let worker = self.local.index as u32;
         let entry = move |yielder: &Yielder<(), Suspend>, ()| {
             let ctx = RankCtx {
@@ -528,7 +529,10 @@ impl Worker<'_> {
             // unwinds (job failure), while `ctx` is still current.
             let _locals = ctx.locals.destroy_on_exit();
             match what {
-                Start::Rank(local) => body(rank, local),
+                Start::Rank(local) => {
+                    body(rank, local);
+                    pool.note_locals(local.slot(), ctx.locals.footprint());
+                }
                 Start::Task(spawn) => (spawn.body)(),
             }
         };
@@ -591,7 +595,9 @@ impl Worker<'_> {
         } else {
             slots.release(task.slot);
         }
-        self.stacks.push(task.co.into_stack());
+        let stack = task.co.into_stack();
+        self.pool.note_finished(&stack, task.slot);
+        self.stacks.push(stack);
         self.free.push(index);
         if sched.live.fetch_sub(1, Ordering::SeqCst) == 1 {
             sched.wake_all();

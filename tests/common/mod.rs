@@ -17,6 +17,7 @@ const CLEARED: &[&str] = &[
     "MYRIAD_MAP_BY",
     "MYRIAD_RANK_ORDER",
     "MYRIAD_REPORT_BINDINGS",
+    "MYRIAD_REPORT_MEMORY",
     "MYRIAD_WORKERS",
     "MYRIAD_RANKS",
 ];
