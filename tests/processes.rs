@@ -9,37 +9,13 @@ use std::time::Duration;
 
 use myriad::collective::SystemOperation;
 use myriad::datatype::{Partition, PartitionMut};
-use myriad::environment::Universe;
 use myriad::request::{self, multiple_scope, CancelGuard};
 use myriad::traits::*;
-use myriad::{Error, Runtime, ANY_TAG};
+use myriad::{Error, ANY_TAG};
 
 mod common;
 
-const LIMIT: Duration = Duration::from_secs(60);
-
-#[derive(Clone, Copy, Debug)]
-enum Via {
-    Loopback,
-    Tcp,
-}
-
-/// Runs `f` on a job whose process `p` hosts `layout[p]` ranks; each
-/// process's result.
-fn joined<T, F>(via: Via, layout: &'static [usize], f: F) -> Vec<Result<Vec<T>, Error>>
-where
-    T: Send + 'static,
-    F: Fn(Universe) -> T + Send + Sync + 'static,
-{
-    common::within_time_limit("a joined job", LIMIT, move || {
-        let rt = Runtime::builder().workers(2);
-        match via {
-            Via::Loopback => rt.run_joined(layout, f),
-            Via::Tcp => rt.run_joined_tcp(layout, f),
-        }
-        .expect("the job starts")
-    })
-}
+use common::joined::{joined, Via};
 
 /// Every process's ranks' results, in world rank order.
 fn all_ok<T: std::fmt::Debug>(results: Vec<Result<Vec<T>, Error>>) -> Vec<T> {

@@ -11,36 +11,12 @@
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use myriad::environment::Universe;
 use myriad::traits::*;
-use myriad::{Error, Runtime};
+use myriad::Error;
 
 mod common;
 
-const LIMIT: Duration = Duration::from_secs(60);
-
-#[derive(Clone, Copy, Debug)]
-enum Via {
-    Loopback,
-    Tcp,
-}
-
-/// Runs `f` on a job whose process `p` hosts `layout[p]` ranks; each
-/// process's result.
-fn joined<T, F>(via: Via, layout: &'static [usize], f: F) -> Vec<Result<Vec<T>, Error>>
-where
-    T: Send + 'static,
-    F: Fn(Universe) -> T + Send + Sync + 'static,
-{
-    common::within_time_limit("a joined job", LIMIT, move || {
-        let rt = Runtime::builder().workers(2);
-        match via {
-            Via::Loopback => rt.run_joined(layout, f),
-            Via::Tcp => rt.run_joined_tcp(layout, f),
-        }
-        .expect("the job starts")
-    })
-}
+use common::joined::{joined, Via, LIMIT};
 
 /// The deadlock report of process `p`'s failed job.
 fn report_of<T: std::fmt::Debug>(p: usize, result: &Result<Vec<T>, Error>) -> &str {

@@ -4,6 +4,8 @@
 
 use std::process::Command;
 
+pub(crate) mod joined;
+
 /// Set in a child process to the name of the test it runs.
 const CHILD: &str = "MYRIAD_TEST_CHILD";
 
