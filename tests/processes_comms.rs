@@ -88,6 +88,7 @@ cases!(
     unequal_groups_are_the_errors_of_one_process,
     group_collective_creation_across_processes_is_unsupported,
     inter_communicator_between_processes,
+    graph_topologies_across_processes,
     inter_communicator_with_a_side_spanning_processes_is_unsupported,
 );
 
@@ -459,6 +460,99 @@ fn inter_communicator_with_a_side_spanning_processes_is_unsupported(via: Via) {
     for text in texts {
         assert!(
             text.contains("InterCommunicator::create") && text.contains("not implemented"),
+            "{text}"
+        );
+    }
+}
+
+/// A graph (a ring over 4 of 5 ranks) and distributed graphs (each rank's
+/// own edges; edges contributed by rank 0 alone, weighted) across
+/// processes; a distributed graph whose ends disagree fails everywhere.
+fn graph_topologies_across_processes(via: Via) {
+    let out = all_ok(joined(via, &[2, 1, 2], |universe| {
+        let world = universe.world();
+        let rank = world.rank();
+        let ring = world.create_graph_communicator(&[2, 4, 6, 8], &[1, 3, 0, 2, 1, 3, 0, 2], false);
+        let ring = ring.map(|g| (g.rank(), g.neighbors(g.rank())));
+        let n = world.size();
+        let (next, prev) = ((rank + 1) % n, (rank + n - 1) % n);
+        let own = world.create_distributed_graph_communicator_adjacent(
+            &[prev],
+            None,
+            &[next],
+            None,
+            false,
+        );
+        let own = own.neighbors();
+        // Rank 0 contributes every edge r -> r + 1 with weight r.
+        let (sources, degrees, destinations, weights): (Vec<i32>, Vec<i32>, Vec<i32>, Vec<i32>) =
+            if rank == 0 {
+                (
+                    (0..n - 1).collect(),
+                    vec![1; n as usize - 1],
+                    (1..n).collect(),
+                    (0..n - 1).collect(),
+                )
+            } else {
+                Default::default()
+            };
+        let chain = world.create_distributed_graph_communicator(
+            &sources,
+            &degrees,
+            &destinations,
+            Some(&weights),
+            false,
+        );
+        let chain = chain.neighbors();
+        (
+            rank,
+            ring,
+            own.sources,
+            own.destinations,
+            chain.sources,
+            chain.source_weights,
+        )
+    }));
+    for (rank, ring, sources, destinations, chain, weights) in out {
+        match ring {
+            Some((r, neighbors)) => {
+                assert_eq!(r, rank);
+                let mut expected = vec![(rank + 1) % 4, (rank + 3) % 4];
+                expected.sort();
+                assert_eq!(neighbors, expected);
+            }
+            None => assert_eq!(rank, 4),
+        }
+        assert_eq!(
+            (sources, destinations),
+            (vec![(rank + 4) % 5], vec![(rank + 1) % 5])
+        );
+        if rank == 0 {
+            assert!(chain.is_empty());
+        } else {
+            assert_eq!((chain, weights), (vec![rank - 1], Some(vec![rank - 1])));
+        }
+    }
+    let texts = all_failed(joined(via, &[2, 2], |universe| {
+        let world = universe.world();
+        let rank = world.rank();
+        // Rank 3 forgets that rank 2 sends to it.
+        let sources: Vec<i32> = if rank == 3 {
+            vec![]
+        } else {
+            vec![(rank + 3) % 4]
+        };
+        world.create_distributed_graph_communicator_adjacent(
+            &sources,
+            None,
+            &[(rank + 1) % 4],
+            None,
+            false,
+        );
+    }));
+    for text in texts {
+        assert!(
+            text.contains("the edge 2 -> 3 is listed by one of its ends only"),
             "{text}"
         );
     }

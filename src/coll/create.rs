@@ -36,6 +36,38 @@
 //! The last arrival does O(n log n) work (the sort), every other rank O(1)
 //! besides its push, lock and wake-up.
 //!
+//! ## Across processes
+//!
+//! A round lives in one process's memory; on a parent whose members live
+//! in several processes (its locality spans more than one) the asks travel
+//! instead, and there is no last arrival: every rank decides.
+//!
+//! 1. each rank takes the parent's next sequence number and checks the
+//!    call (the checker, as any message-based collective); `split_shared`
+//!    sets its color to its process's index (shared memory is the process);
+//! 2. it encodes its ask (`create/wire.rs`) and two all-gathers
+//!    (recursive doubling, in the parent's collective context with the
+//!    call's tag) give every rank every ask: the lengths, then the asks
+//!    padded to the longest;
+//! 3. every rank runs [`decide`] on the same asks: the same checks, so the
+//!    same error at every rank, in every process; then it makes only its
+//!    own class's communicator. Its members in this process share one
+//!    (`Registry::share`: the first makes it, with the collision check of
+//!    `Registry::create`; the last takes it out of the table).
+//!
+//! The context pair is derived as in one process, so every process makes
+//! the same pair without a further round. The collision check is per
+//! process: a pair held by a live communicator in one process fails the
+//! creation there only (its ranks raise the error, which ends the job),
+//! the members elsewhere get the communicator. Every rank decodes and sorts
+//! all n asks (O(n log n) at every rank instead of at the last one) and
+//! receives O(n · longest ask) bytes. A rank of another process is named in
+//! errors with this rank's call site (sites do not travel, `wire.rs`).
+//! Creations on an inter-communicator whose side spans processes, and
+//! inter-communicator sides over such a communicator, are
+//! `Error::Unsupported`: an inter-communicator's collective context
+//! reaches the other side.
+//!
 //! `MPI_Comm_create`'s groups are reduced to a split: a member of the group
 //! it passes uses the group's lowest world rank as its color (groups must be
 //! equal or disjoint, so that names one group) and its rank in the group as
@@ -67,6 +99,8 @@
 //! in the same order by every member, or carry different tags (MPI's rule);
 //! otherwise they wait for each other and the deadlock report names them.
 //! A rank outside the group it passes returns `None` at once (a local call).
+//! The members meet in one process's memory: a group holding a rank of
+//! another process is `Error::Unsupported`.
 //! The new communicator's context pair is derived from the parent's
 //! context, the key, and how many meetings of that key completed before on
 //! the parent (`comm/context.rs`, [`Derivation::Group`]; counted under the
@@ -91,8 +125,9 @@
 //! in the inter-communicator's collective pairs), then each side's last
 //! arrival orders the groups and makes the merged communicator, or takes
 //! the one the other side made (`Registry::meet`: one collective state for
-//! both). A side whose partner lives in another process leaves its entry
-//! there until the job ends (no transport yet).
+//! both). When the other side has no member in this process, its process
+//! makes its own merged communicator from the same values, and nothing is
+//! kept for it here.
 //!
 //! Identifying the group by a digest instead of the whole list keeps a
 //! meeting's key small; two different groups of the same size, tag and
