@@ -252,8 +252,12 @@ pub(crate) struct Registry {
     /// Communicators made by one member in this process of a creation
     /// across processes and not yet taken by all the others, by context id,
     /// with how many are still to take it ([`Registry::share`]).
-    shares: Mutex<HashMap<u64, (Box<dyn Any + Send + Sync>, usize)>>,
+    shares: Mutex<HashMap<u64, Share>>,
 }
+
+/// A communicator of [`Registry::share`] (its type erased, as the job's
+/// collective state is a layer above) and how many are still to take it.
+type Share = (Box<dyn Any + Send + Sync>, usize);
 
 impl Registry {
     pub(crate) fn new(processes: &Processes, check_collectives: bool) -> Registry {
