@@ -53,7 +53,6 @@ cases!(
     a_wait_nobody_can_end_is_reported_once_every_peer_left,
     collectives_on_the_world,
     more_collectives_on_the_world,
-    communicator_creation_across_processes_is_unsupported,
 );
 
 fn every_rank_sends_to_every_other_both_ways(via: Via) {
@@ -483,25 +482,6 @@ fn collectives_on_the_world(via: Via) {
         }
         assert_eq!(*scattered, rank as i32 * 3);
         assert!(a2a, "rank {rank}'s all-to-all");
-    }
-}
-
-/// Creations meet in shared memory: across processes they fail clearly
-/// (the panicking form raises the error in every rank) instead of hanging.
-fn communicator_creation_across_processes_is_unsupported(via: Via) {
-    let results = joined(via, &[2, 1], |universe| {
-        let _ = universe.world().duplicate();
-    });
-    for (p, result) in results.into_iter().enumerate() {
-        let err = result
-            .err()
-            .unwrap_or_else(|| panic!("process {p} succeeded"));
-        let text = err.to_string();
-        assert!(
-            text.contains("duplicate") && text.contains("2 processes"),
-            "process {p}: {text}"
-        );
-        assert!(text.contains("not implemented yet"), "process {p}: {text}");
     }
 }
 

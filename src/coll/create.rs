@@ -36,6 +36,38 @@
 //! The last arrival does O(n log n) work (the sort), every other rank O(1)
 //! besides its push, lock and wake-up.
 //!
+//! ## Across processes
+//!
+//! A round lives in one process's memory; on a parent whose members live
+//! in several processes (its locality spans more than one) the asks travel
+//! instead, and there is no last arrival: every rank decides.
+//!
+//! 1. each rank takes the parent's next sequence number and checks the
+//!    call (the checker, as any message-based collective); `split_shared`
+//!    sets its color to its process's index (shared memory is the process);
+//! 2. it encodes its ask (`create/wire.rs`) and two all-gathers
+//!    (recursive doubling, in the parent's collective context with the
+//!    call's tag) give every rank every ask: the lengths, then the asks
+//!    padded to the longest;
+//! 3. every rank runs [`decide`] on the same asks: the same checks, so the
+//!    same error at every rank, in every process; then it makes only its
+//!    own class's communicator. Its members in this process share one
+//!    (`Registry::share`: the first makes it, with the collision check of
+//!    `Registry::create`; the last takes it out of the table).
+//!
+//! The context pair is derived as in one process, so every process makes
+//! the same pair without a further round. The collision check is per
+//! process: a pair held by a live communicator in one process fails the
+//! creation there only (its ranks raise the error, which ends the job),
+//! the members elsewhere get the communicator. Every rank decodes and sorts
+//! all n asks (O(n log n) at every rank instead of at the last one) and
+//! receives O(n · longest ask) bytes. A rank of another process is named in
+//! errors with this rank's call site (sites do not travel, `wire.rs`).
+//! Creations on an inter-communicator whose side spans processes, and
+//! inter-communicator sides over such a communicator, are
+//! `Error::Unsupported`: an inter-communicator's collective context
+//! reaches the other side.
+//!
 //! `MPI_Comm_create`'s groups are reduced to a split: a member of the group
 //! it passes uses the group's lowest world rank as its color (groups must be
 //! equal or disjoint, so that names one group) and its rank in the group as
@@ -67,6 +99,8 @@
 //! in the same order by every member, or carry different tags (MPI's rule);
 //! otherwise they wait for each other and the deadlock report names them.
 //! A rank outside the group it passes returns `None` at once (a local call).
+//! The members meet in one process's memory: a group holding a rank of
+//! another process is `Error::Unsupported`.
 //! The new communicator's context pair is derived from the parent's
 //! context, the key, and how many meetings of that key completed before on
 //! the parent (`comm/context.rs`, [`Derivation::Group`]; counted under the
@@ -91,8 +125,9 @@
 //! in the inter-communicator's collective pairs), then each side's last
 //! arrival orders the groups and makes the merged communicator, or takes
 //! the one the other side made (`Registry::meet`: one collective state for
-//! both). A side whose partner lives in another process leaves its entry
-//! there until the job ends (no transport yet).
+//! both). When the other side has no member in this process, its process
+//! makes its own merged communicator from the same values, and nothing is
+//! kept for it here.
 //!
 //! Identifying the group by a digest instead of the whole list keeps a
 //! meeting's key small; two different groups of the same size, tag and
@@ -117,6 +152,8 @@ use crate::identity::WorldRank;
 use crate::sched::{self, WaitInfo, WaitOp};
 use crate::sync::spin::SpinLock;
 use crate::{Count, Rank, Tag};
+
+mod wire;
 
 /// Which creation call a rank made (they must all make the same).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -267,10 +304,15 @@ pub(crate) fn create(
     mut ask: Ask,
     site: &'static Location<'static>,
 ) -> Result<Option<CommCore>, Error> {
-    spans_processes(core, ask.creation.call())?;
     ask.rank = core.rank();
     ask.site = site;
     let inter = core.shared().is_inter();
+    if core.shared().locality.processes() > 1 {
+        if inter {
+            return Err(spanning_inter(core, ask.creation.call()));
+        }
+        return create_spanning(core, ask);
+    }
     match ask.creation {
         Creation::Duplicate | Creation::Merge if inter => {}
         Creation::Merge => {
@@ -313,7 +355,7 @@ pub(crate) fn create(
     round.comm_create.lock().asks.push(ask);
     let waited = if round.arrive() {
         let asks = std::mem::take(&mut round.comm_create.lock().asks);
-        let outcome = decide(core, call.seq, asks);
+        let outcome = decide(core, call.seq, asks, None);
         round.comm_create.lock().outcome = Some(outcome);
         round.wake_all(&call);
         Ok(())
@@ -332,25 +374,100 @@ pub(crate) fn create(
     Ok(picked?.map(|(shared, rank)| core.with_shared(shared, rank)))
 }
 
-/// Creations meet in shared-memory rounds, which cannot span processes:
-/// on a communicator that does, they are unsupported (for now), never a
-/// hang.
-fn spans_processes(core: &CommCore, call: &'static str) -> Result<(), Error> {
-    let processes = core.shared().locality.processes();
-    if processes > 1 {
-        return Err(Error::Unsupported {
-            what: format!(
-                "{call} on {}, whose ranks live in {processes} processes (communicator \
-                 creation across processes is not implemented yet)",
-                core.name()
-            ),
-        });
+/// [`create`] on a communicator whose members live in several processes
+/// (module docs, "Across processes"): the asks travel by two all-gathers in
+/// the parent's collective context, then every rank decides on all of them
+/// and makes (or, in its process, shares) its own new communicator.
+fn create_spanning(core: &CommCore, mut ask: Ask) -> Result<Option<CommCore>, Error> {
+    let site = ask.site;
+    let rank = core.rank();
+    if ask.creation == Creation::Shared {
+        // Shared memory is the process: its index names the part.
+        let processes = crate::p2p::Node::p2p(core.job()).processes();
+        ask.color = Some(processes.process_of(core.world()).get() as i32);
     }
-    Ok(())
+    let ctx = core.caller()?;
+    let state = core.coll();
+    let seq = state.seq[rank as usize].fetch_add(1, Ordering::Relaxed);
+    let algorithm = Algorithm::RecursiveDoubling;
+    let mut signature = Signature::new(Collective::CommCreate, None, None);
+    signature.algorithm = Some(algorithm);
+    state.checker.check(
+        seq,
+        core.size() as u32,
+        rank,
+        signature,
+        site,
+        &state.rounds,
+    )?;
+    let call = super::Call {
+        comm: core,
+        ctx,
+        seq,
+        kind: Collective::CommCreate,
+        algorithm,
+        site,
+        signature,
+    };
+    let mine = wire::encode(&ask);
+    let n = core.size() as usize;
+    let mut lengths = vec![0u64; n];
+    super::allgather::allgather(
+        &call,
+        &Layout::of(&(mine.len() as u64)),
+        &Layout::of_mut(&mut lengths[..]),
+    )?;
+    let width = lengths.iter().copied().max().unwrap_or(0) as usize;
+    let mut padded = mine;
+    padded.resize(width, 0);
+    let mut all = vec![0u8; width * n];
+    super::allgather::allgather(
+        &call,
+        &Layout::of(&padded[..]),
+        &Layout::of_mut(&mut all[..]),
+    )?;
+    let mut own = Some(ask);
+    let asks = (0..n)
+        .map(|r| match own.take_if(|_| r == rank as usize) {
+            Some(ask) => Ok(ask),
+            None => {
+                let bytes = &all[r * width..][..lengths[r] as usize];
+                wire::decode(bytes, r as Rank, site)
+            }
+        })
+        .collect::<Result<Vec<Ask>, Error>>()?;
+    let mut placed = decide(core, seq, asks, Some(rank))?;
+    Ok(placed[rank as usize]
+        .take()
+        .map(|(shared, new_rank)| core.with_shared(shared, new_rank)))
+}
+
+/// The error of a creation on an inter-communicator whose side spans
+/// processes: its collective context reaches the other side, so the asks
+/// of one side cannot travel there.
+#[cold]
+fn spanning_inter(core: &CommCore, call: &'static str) -> Error {
+    Error::Unsupported {
+        what: format!(
+            "{call} on the inter-communicator {}, whose side spans {} processes \
+             (inter-communicator creations across processes are not implemented)",
+            core.name(),
+            core.shared().locality.processes()
+        ),
+    }
 }
 
 /// The last rank's work: checks the asks and creates the communicators.
-fn decide(parent: &CommCore, seq: u32, mut asks: Vec<Ask>) -> Result<Vec<Option<Placed>>, Error> {
+/// With `me` (a creation across processes), every rank decides: all
+/// checks run as for the last rank, so every rank returns the same error,
+/// but only `me`'s communicator is made, shared by its members in this
+/// process (`Registry::share`).
+fn decide(
+    parent: &CommCore,
+    seq: u32,
+    mut asks: Vec<Ask>,
+    me: Option<Rank>,
+) -> Result<Vec<Option<Placed>>, Error> {
     let parent_name = parent.name();
     asks.sort_unstable_by_key(|a| a.rank);
     let first = &asks[0];
@@ -379,6 +496,9 @@ fn decide(parent: &CommCore, seq: u32, mut asks: Vec<Ask>) -> Result<Vec<Option<
     }
     let creation = first.creation;
     match creation {
+        Creation::InterSide | Creation::Merge if me.is_some() => {
+            return Err(spanning_inter(parent, creation.call()))
+        }
         Creation::InterSide => return decide_inter(parent, asks),
         Creation::Merge => return decide_merge(parent, seq, asks),
         _ => {}
@@ -395,6 +515,9 @@ fn decide(parent: &CommCore, seq: u32, mut asks: Vec<Ask>) -> Result<Vec<Option<
     for class in joining.chunk_by(|a, b| a.color == b.color) {
         if let Agree::Group { size, digest } = class[0].agree {
             check_group_class(class, size, digest, &parent_name)?;
+        }
+        if me.is_some_and(|me| class.iter().all(|a| a.rank != me)) {
+            continue;
         }
         // The parent's own order (a duplicate, or a split that keeps
         // everyone in order) shares the parent's member table.
@@ -423,13 +546,13 @@ fn decide(parent: &CommCore, seq: u32, mut asks: Vec<Ask>) -> Result<Vec<Option<
             ),
             members: remote.members,
         });
-        let shared = new_comm(
-            parent,
-            context::derive(parent.p2p_context(), Derivation::Collective { seq, lowest }),
-            members,
-            remote,
-            &name,
-        )?;
+        let context = context::derive(parent.p2p_context(), Derivation::Collective { seq, lowest });
+        let shared = match me {
+            None => new_comm(parent, context, members, remote, &name)?,
+            Some(_) => parent.job().comms().share(context, &members, || {
+                new_comm(parent, context, members.clone(), remote, &name)
+            })?,
+        };
         let topology = match (&class[0].agree, creation) {
             (Agree::Grid(grid), _) => Some(Topo::Cartesian(Arc::clone(grid))),
             (Agree::Graph(graph), _) => Some(Topo::Graph(Arc::clone(graph))),
@@ -668,7 +791,14 @@ fn decide_merge(side: &CommCore, seq: u32, asks: Vec<Ask>) -> Result<Vec<Option<
     let context = context::derive(lower, Derivation::Merge { seq, high: higher });
     let name = format!("merge of {}", side.name());
     let registry = side.job().comms();
-    let shared = registry.meet(context, || {
+    // The other side's decider is in this process if any of its members is
+    // (a side spanning processes never gets here).
+    let processes = crate::p2p::Node::p2p(side.job()).processes();
+    let partner = remote
+        .members
+        .iter()
+        .any(|w| processes.local(WorldRank::new(w)).is_some());
+    let shared = registry.meet(context, partner, || {
         new_comm(side, context, members.clone(), None, &name)
     })?;
     if !shared.group.same(&members) {

@@ -249,7 +249,15 @@ pub(crate) struct Registry {
     /// Merged communicators made by one side of an inter-communicator and
     /// not yet taken by the other, by context id ([`Registry::meet`]).
     merges: Mutex<HashMap<u64, Box<dyn Any + Send + Sync>>>,
+    /// Communicators made by one member in this process of a creation
+    /// across processes and not yet taken by all the others, by context id,
+    /// with how many are still to take it ([`Registry::share`]).
+    shares: Mutex<HashMap<u64, Share>>,
 }
+
+/// A communicator of [`Registry::share`] (its type erased, as the job's
+/// collective state is a layer above) and how many are still to take it.
+type Share = (Box<dyn Any + Send + Sync>, usize);
 
 impl Registry {
     pub(crate) fn new(processes: &Processes, check_collectives: bool) -> Registry {
@@ -263,6 +271,7 @@ impl Registry {
             universe_size: UniverseSize::new(ranks),
             appnum: AppNum::new(0),
             merges: Mutex::new(HashMap::new()),
+            shares: Mutex::new(HashMap::new()),
         }
     }
 
@@ -353,12 +362,18 @@ impl Registry {
     /// The communicator with context pair `context` that two parties make
     /// together (the two sides of an inter-communicator's merge, whose
     /// collective state must be one): the first to come makes it with
-    /// `make`, the second takes it.
+    /// `make`, the second takes it. Without a `partner` in this process
+    /// (the other side lives in another process, which makes its own), the
+    /// one made is not kept for anyone.
     pub(crate) fn meet<X: Send + Sync + 'static>(
         &self,
         context: u64,
+        partner: bool,
         make: impl FnOnce() -> Result<Arc<CommShared<X>>, Error>,
     ) -> Result<Arc<CommShared<X>>, Error> {
+        if !partner {
+            return make();
+        }
         let mut merges = self.merges.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(made) = merges.remove(&context) {
             let made = made
@@ -368,6 +383,45 @@ impl Registry {
         }
         let made = make()?;
         merges.insert(context, Box::new(Arc::clone(&made)));
+        Ok(made)
+    }
+
+    /// The communicator of `members` with context pair `context` that its
+    /// members in this process share, each deciding on its own (a creation
+    /// across processes): the first to come makes it with `make` (which
+    /// checks the pair, [`Registry::create`]), the others take it; the
+    /// last of them removes the entry. A pending entry of other members
+    /// under the same pair is a collision, refused like one.
+    pub(crate) fn share<X: Send + Sync + 'static>(
+        &self,
+        context: u64,
+        members: &Members,
+        make: impl FnOnce() -> Result<Arc<CommShared<X>>, Error>,
+    ) -> Result<Arc<CommShared<X>>, Error> {
+        let mut shares = self.shares.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((made, left)) = shares.get_mut(&context) {
+            let made = Arc::clone(
+                made.downcast_ref::<Arc<CommShared<X>>>()
+                    .expect("one kind of communicator state per job"),
+            );
+            if !made.group.same(members) {
+                return Err(Error::Comm(CommError::ContextCollision {
+                    name: "a new communicator".to_string(),
+                    context,
+                    holder: self.name(context),
+                }));
+            }
+            *left -= 1;
+            if *left == 0 {
+                shares.remove(&context);
+            }
+            return Ok(made);
+        }
+        let made = make()?;
+        let others = made.locality.local_count().saturating_sub(1);
+        if others > 0 {
+            shares.insert(context, (Box::new(Arc::clone(&made)), others));
+        }
         Ok(made)
     }
 
@@ -607,6 +661,7 @@ impl<X> Core<X> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::identity::ProcessId;
 
     #[test]
     fn members_are_canonical_and_names_go_with_their_communicator() {
@@ -663,5 +718,53 @@ mod tests {
         assert!(registry
             .create(0, Members::World(1), None, "x", ())
             .is_err());
+    }
+
+    /// The members of a creation across processes in this process share
+    /// one communicator; the last of them lets the registry forget it; a
+    /// pending pair of other members is a collision.
+    #[test]
+    fn local_members_share_a_communicator_made_once() {
+        // Process 1 of a job of blocks [2, 3]: world ranks 2, 3, 4 here.
+        let registry = Registry::new(&Processes::from_blocks(&[2, 3], ProcessId::new(1)), true);
+        let members = Members::from_vec(vec![4, 0, 2]);
+        let made = std::cell::Cell::new(0);
+        let make = || {
+            made.set(made.get() + 1);
+            registry.create(12, members.clone(), None, "split", ())
+        };
+        let first = registry.share(12, &members, make).unwrap();
+        let other = Members::from_vec(vec![4, 2]);
+        let err = registry
+            .share(12, &other, || -> Result<Arc<CommShared<()>>, Error> {
+                unreachable!("the pending pair is found")
+            })
+            .unwrap_err();
+        assert!(err.to_string().contains("12"), "{err}");
+        let second = registry.share(12, &members, make).unwrap();
+        assert!(Arc::ptr_eq(&first, &second));
+        assert_eq!(made.get(), 1);
+        // Two local members took it: the entry is gone, a later pair of
+        // the same value after both dropped is made anew.
+        drop((first, second));
+        let again = registry.share(12, &members, make).unwrap();
+        assert_eq!(made.get(), 2);
+        drop(again);
+    }
+
+    /// A merge whose other side lives in another process keeps nothing.
+    #[test]
+    fn a_meeting_without_a_partner_here_keeps_nothing() {
+        let registry = Registry::new(&Processes::single(4), true);
+        let made = registry
+            .meet(20, false, || {
+                registry.create(20, Members::World(4), None, "m", ())
+            })
+            .unwrap();
+        drop(made);
+        assert!(registry.merges.lock().unwrap().is_empty());
+        assert!(registry
+            .create(20, Members::World(2), None, "again", ())
+            .is_ok());
     }
 }

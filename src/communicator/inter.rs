@@ -43,6 +43,12 @@
 //! and the two sides' deciding ranks share one communicator through the
 //! registry (`Registry::meet`). Other collectives on an inter-communicator
 //! are `Error::Unsupported`.
+//!
+//! Across processes: sides that each live in one process work (the sides
+//! reach each other by point-to-point, each process makes its own side and
+//! its own merged communicator from values both know); a side whose ranks
+//! live in several processes is `Error::Unsupported` (its creation,
+//! `duplicate` and `merge`, `coll/create.rs`).
 
 use std::collections::HashSet;
 use std::panic::Location;

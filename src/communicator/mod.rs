@@ -278,9 +278,10 @@ pub trait Communicator: AsCore {
     }
 
     /// Splits the communicator into parts whose ranks share memory
-    /// (`MPI_Comm_split_type(MPI_COMM_TYPE_SHARED)`). Every rank of a myriad
-    /// job lives in one process, so this is one communicator of all ranks,
-    /// ordered by `key` and then by rank. Collective.
+    /// (`MPI_Comm_split_type(MPI_COMM_TYPE_SHARED)`): one communicator per
+    /// process (ranks of one process share its memory; processes on one
+    /// host do not share a myriad rank's memory), ordered by `key` and then
+    /// by rank; in a one-process job, all ranks. Collective.
     #[track_caller]
     fn split_shared(&self, key: Key) -> SimpleCommunicator {
         let core = self.core();
