@@ -144,7 +144,8 @@ impl Checker {
         calls.get(&seq).map(|f| (f.signature, f.rank, f.site))
     }
 
-    /// Checks call `seq` of a communicator of `size` ranks by `rank`.
+    /// Checks call `seq` by `rank`, where `size` ranks of the communicator
+    /// check in here (its members in this process).
     ///
     /// The first caller of a call also looks at `rounds`: calls that run a
     /// shared-memory algorithm are checked in their round, not here, and a

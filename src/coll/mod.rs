@@ -215,9 +215,12 @@ pub(crate) fn begin_as<'a>(
     // check, so two different collectives at one sequence number always
     // meet in the same round and are caught.
     if algorithm != Algorithm::SharedMemory {
+        // Only this process's members check in here: across processes a
+        // call's entry is done when they have (counting every member would
+        // leave it in the map for good).
         state.checker.check(
             seq,
-            comm.size() as u32,
+            comm.shared().locality.local_count() as u32,
             comm.rank(),
             *signature,
             site,

@@ -428,6 +428,38 @@ mod tests {
     use crate::runtime::Runtime;
     use crate::traits::*;
 
+    /// The mismatch checker of a communicator spanning processes forgets
+    /// each call once this process's members have checked it: after six
+    /// barriers on a world of 2 + 3 ranks, every process's map holds none
+    /// of the first five (it kept every one when it waited for all five
+    /// members).
+    #[test]
+    fn the_checker_forgets_calls_across_processes() {
+        let config = Runtime::builder()
+            .workers(2)
+            .check_collectives(true)
+            .config()
+            .unwrap();
+        let results = run_joined(&config, &[2, 3], |universe| {
+            let world = universe.world();
+            for _ in 0..6 {
+                world.barrier();
+            }
+            (0..5)
+                .filter(|&seq| {
+                    crate::communicator::AsCore::core(&world)
+                        .coll()
+                        .checker
+                        .first_of(seq)
+                        .is_some()
+                })
+                .count()
+        });
+        for result in results {
+            assert!(result.unwrap().iter().all(|&kept| kept == 0));
+        }
+    }
+
     /// Process 0 of a job of two runs one rank that waits for a message
     /// from process 1; `kill` ends process 1 without its goodbye. Process
     /// 0's job must fail naming process 1 and its world rank, not hang.
