@@ -84,6 +84,10 @@ fn num(fields: &HashMap<String, String>, key: &str) -> usize {
 }
 
 #[test]
+#[cfg_attr(
+    feature = "sanitizer",
+    ignore = "under ASan a function's locals live on its fake stack, not the rank's stack"
+)]
 fn memory_report_shows_stack_depth_and_adds_up() {
     let Some(stderr) = common::in_child(
         "memory_report_shows_stack_depth_and_adds_up",
