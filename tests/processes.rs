@@ -13,6 +13,7 @@ use myriad::request::{self, multiple_scope, CancelGuard};
 use myriad::traits::*;
 use myriad::{Error, ANY_TAG};
 
+#[macro_use]
 mod common;
 
 use common::joined::{joined, Via};
@@ -24,17 +25,6 @@ fn all_ok<T: std::fmt::Debug>(results: Vec<Result<Vec<T>, Error>>) -> Vec<T> {
         .enumerate()
         .flat_map(|(p, r)| r.unwrap_or_else(|e| panic!("process {p} failed: {e}")))
         .collect()
-}
-
-macro_rules! cases {
-    ($($name:ident),* $(,)?) => {
-        mod loopback {
-            $(#[test] fn $name() { super::$name(super::Via::Loopback) })*
-        }
-        mod tcp {
-            $(#[test] fn $name() { super::$name(super::Via::Tcp) })*
-        }
-    };
 }
 
 cases!(

@@ -12,6 +12,7 @@ use myriad::topology::{Color, CommunicatorRelation, InterCommunicator, MergeOrde
 use myriad::traits::*;
 use myriad::Error;
 
+#[macro_use]
 mod common;
 
 use common::joined::{joined, Via};
@@ -39,17 +40,6 @@ fn all_failed<T>(results: Vec<Result<Vec<T>, Error>>) -> Vec<String> {
 
 /// The layouts the cases run on: 2, 3 and 4 processes, several ranks each.
 const LAYOUTS: [&[usize]; 3] = [&[2, 3], &[3, 1, 2], &[2, 2, 1, 3]];
-
-macro_rules! cases {
-    ($($name:ident),* $(,)?) => {
-        mod loopback {
-            $(#[test] fn $name() { super::$name(super::Via::Loopback) })*
-        }
-        mod tcp {
-            $(#[test] fn $name() { super::$name(super::Via::Tcp) })*
-        }
-    };
-}
 
 cases!(
     duplicate_and_collectives_on_the_duplicate,

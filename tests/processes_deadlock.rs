@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 use myriad::traits::*;
 use myriad::Error;
 
+#[macro_use]
 mod common;
 
 use common::joined::{joined, Via, LIMIT};
@@ -24,17 +25,6 @@ fn report_of<T: std::fmt::Debug>(p: usize, result: &Result<Vec<T>, Error>) -> &s
         Err(Error::Deadlock { report }) => report,
         other => panic!("process {p}: expected a deadlock, got {other:?}"),
     }
-}
-
-macro_rules! cases {
-    ($($name:ident),* $(,)?) => {
-        mod loopback {
-            $(#[test] fn $name() { super::$name(super::Via::Loopback) })*
-        }
-        mod tcp {
-            $(#[test] fn $name() { super::$name(super::Via::Tcp) })*
-        }
-    };
 }
 
 cases!(

@@ -6,6 +6,20 @@ use std::time::Duration;
 
 use myriad::{Error, Runtime, Universe};
 
+/// `cases!(a, b)`: tests `loopback::a`, `tcp::a`, ... calling the test
+/// file's `fn a(via: Via)` once per transport (the file imports `Via`).
+#[allow(unused_macros)] // Only the processes tests use it.
+macro_rules! cases {
+    ($($name:ident),* $(,)?) => {
+        mod loopback {
+            $(#[test] fn $name() { super::$name(super::Via::Loopback) })*
+        }
+        mod tcp {
+            $(#[test] fn $name() { super::$name(super::Via::Tcp) })*
+        }
+    };
+}
+
 /// How long a joined job may take before the test fails as a hang.
 pub(crate) const LIMIT: Duration = Duration::from_secs(60);
 

@@ -4,6 +4,7 @@
 
 use std::process::Command;
 
+#[macro_use]
 pub(crate) mod joined;
 
 /// Set in a child process to the name of the test it runs.
