@@ -1,0 +1,117 @@
+#!/usr/bin/env bash
+# Ping-pong, myriad (examples/pingpong.rs) against MPICH and Open MPI
+# (../shared/mpi-anchors/pingpong.c, vendored as benches/pingpong_vs_mpi.c)
+# side by side in one run: seed 003's alpha-beta table, inside one host.
+#
+#   bash benches/vs_mpi.sh [ROUNDS] [ITERS]
+#   defaults: ROUNDS=3 (alternating rounds; the table shows medians)  ITERS=0.2
+#
+# Two tables, one-way time in microseconds per message size:
+#   shared memory: myriad's 2 ranks on 1 worker and on 2 workers of one
+#                  process; MPICH and Open MPI with 2 processes;
+#   TCP loopback:  myriad with 2 processes (built-in launcher, TCP transport);
+#                  MPICH with MPIR_CVAR_NOLOCAL=1 UCX_TLS=tcp,self (this
+#                  MPICH is ch4:ucx) and Open MPI with pml ob1, btl tcp,self.
+# The ratio column is the better MPI over myriad (> 1: myriad is faster).
+# Every configuration runs once per round, in the same order, so a noisy
+# machine spreads over all of them alike. Without mpicc.mpich/mpicc.openmpi
+# those columns are "-".
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROUNDS=${1:-3}
+ITERS=${2:-0.2}
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
+
+cargo build --release --quiet --example pingpong
+PP=target/release/examples/pingpong
+have_mpich=0
+have_ompi=0
+if command -v mpicc.mpich > /dev/null && command -v mpiexec.mpich > /dev/null; then
+    mpicc.mpich -O2 -o "$out/pp.mpich" benches/pingpong_vs_mpi.c && have_mpich=1
+fi
+if command -v mpicc.openmpi > /dev/null && command -v mpirun.openmpi > /dev/null; then
+    mpicc.openmpi -O2 -o "$out/pp.ompi" benches/pingpong_vs_mpi.c && have_ompi=1
+fi
+ompi() {
+    OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
+        mpirun.openmpi --oversubscribe "$@"
+}
+
+# Rows "bytes oneway_us" of one run, appended to $out/<config>.
+myriad_rows() { grep -v '^#' | awk '{ print $1, $2 }'; }
+mpi_rows() { grep -v '^#' | awk '{ print $1, $3 }'; }
+
+for round in $(seq "$ROUNDS"); do
+    echo "# round $round of $ROUNDS" >&2
+    MYRIAD_WORKERS=1 "$PP" --iters "$ITERS" | myriad_rows >> "$out/myriad_1w"
+    MYRIAD_WORKERS=2 "$PP" --iters "$ITERS" | myriad_rows >> "$out/myriad_2w"
+    "$PP" --iters "$ITERS" --processes 2 | myriad_rows >> "$out/myriad_tcp"
+    if [ $have_mpich = 1 ]; then
+        mpiexec.mpich -n 2 "$out/pp.mpich" "$ITERS" | mpi_rows >> "$out/mpich_shm"
+        MPIR_CVAR_NOLOCAL=1 UCX_TLS=tcp,self mpiexec.mpich -n 2 "$out/pp.mpich" "$ITERS" \
+            | mpi_rows >> "$out/mpich_tcp"
+    fi
+    if [ $have_ompi = 1 ]; then
+        ompi -n 2 "$out/pp.ompi" "$ITERS" | mpi_rows >> "$out/ompi_shm"
+        ompi --mca pml ob1 --mca btl tcp,self -n 2 "$out/pp.ompi" "$ITERS" \
+            | mpi_rows >> "$out/ompi_tcp"
+    fi
+done
+
+# The median per size of a configuration's rows ("-" when it did not run).
+medians() {
+    if [ -s "$out/$1" ]; then
+        sort -k1,1n -k2,2g "$out/$1" | awk '
+            { v[$1] = v[$1] " " $2; n[$1]++ }
+            END { for (b in v) { split(substr(v[b], 2), a, " "); m = n[b];
+                  med = (m % 2) ? a[(m + 1) / 2] : (a[m / 2] + a[m / 2 + 1]) / 2;
+                  print b, med } }' | sort -k1,1n > "$out/$1.med"
+    else
+        : > "$out/$1.med"
+    fi
+}
+for c in myriad_1w myriad_2w myriad_tcp mpich_shm mpich_tcp ompi_shm ompi_tcp; do
+    medians "$c"
+done
+
+# One table: a column per configuration named after "--", then for each
+# myriad configuration named before "--" the better MPI over it.
+table() {
+    local ratios=()
+    while [ "$1" != "--" ]; do ratios+=("$1"); shift; done
+    shift
+    awk -v cols="$*" -v ratios="${ratios[*]}" -v dir="$out" '
+        BEGIN {
+            n = split(cols, c, " "); nr = split(ratios, r, " ")
+            for (i = 1; i <= n; i++) {
+                f = dir "/" c[i] ".med"
+                while ((getline line < f) > 0) { split(line, p, " "); t[c[i], p[1]] = p[2]; sizes[p[1]] = 1 }
+            }
+            printf "# %9s", "bytes"
+            for (i = 1; i <= n; i++) printf " %11s", c[i]
+            for (i = 1; i <= nr; i++) printf " %16s", "mpi/" r[i]
+            printf "\n"
+            m = 0; for (b in sizes) s[++m] = b + 0
+            for (i = 1; i <= m; i++) for (j = i + 1; j <= m; j++) if (s[j] < s[i]) { x = s[i]; s[i] = s[j]; s[j] = x }
+            for (k = 1; k <= m; k++) {
+                b = s[k]; best = ""
+                printf "  %9d", b
+                for (i = 1; i <= n; i++) {
+                    v = ((c[i], b) in t) ? t[c[i], b] : "-"
+                    printf " %11s", v
+                    if (c[i] ~ /^(mpich|ompi)/ && v != "-" && (best == "" || v + 0 < best + 0)) best = v
+                }
+                for (i = 1; i <= nr; i++) {
+                    o = ((r[i], b) in t) ? t[r[i], b] : ""
+                    if (best != "" && o != "" && o + 0 > 0) printf " %16.2f", best / o; else printf " %16s", "-"
+                }
+                printf "\n"
+            }
+        }'
+}
+echo "# one-way time (us), medians of $ROUNDS alternating rounds, --iters $ITERS"
+echo "# shared memory (one host): myriad ranks of one process, MPI processes"
+table myriad_1w myriad_2w -- myriad_1w myriad_2w mpich_shm ompi_shm
+echo "# TCP loopback: 2 processes each"
+table myriad_tcp -- myriad_tcp mpich_tcp ompi_tcp
