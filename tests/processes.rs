@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use myriad::collective::SystemOperation;
-use myriad::datatype::{Partition, PartitionMut};
+use myriad::datatype::{MutView, Partition, PartitionMut, UserDatatype};
 use myriad::request::{self, multiple_scope, CancelGuard};
 use myriad::traits::*;
 use myriad::{Error, ANY_TAG};
@@ -35,6 +35,7 @@ cases!(
     probes_and_matched_probes,
     truncation_and_type_errors_are_those_of_one_process,
     large_messages,
+    large_messages_into_every_kind_of_buffer,
     synchronous_send_completes_only_when_matched,
     immediate_operations_and_request_collections,
     a_pending_remote_receive_can_be_cancelled,
@@ -230,6 +231,68 @@ fn large_messages(via: Via) {
         input.iter().enumerate().all(|(i, &x)| x == i as u32 ^ from)
     }));
     assert_eq!(out, [true, true, true]);
+}
+
+/// Large (announced) messages whose data the TCP transport writes straight
+/// into the receive buffer when it can: a larger buffer, a strided one
+/// (unpacked from a copy), one of another type (a type error) and one too
+/// small (truncation) all behave as in one process.
+fn large_messages_into_every_kind_of_buffer(via: Via) {
+    const N: usize = 1 << 19;
+    let out = all_ok(joined(via, &[1, 1], |universe| {
+        let world = universe.world();
+        let peer = world.process_at_rank(1 - world.rank());
+        if world.rank() == 0 {
+            let data: Vec<u32> = (0..N as u32)
+                .map(|i| i.wrapping_mul(2_654_435_761))
+                .collect();
+            for _ in 0..4 {
+                peer.send(&data[..]);
+            }
+            None
+        } else {
+            let expected: Vec<u32> = (0..N as u32)
+                .map(|i| i.wrapping_mul(2_654_435_761))
+                .collect();
+            // A larger buffer: the message fills its start.
+            let mut larger = vec![7u32; N + 5];
+            let status = peer.receive_into(&mut larger[..]);
+            let larger_ok = status.count(u32::equivalent_datatype()) == N as i32
+                && larger[..N] == expected[..]
+                && larger[N..] == [7; 5];
+            // Every other element of a buffer twice as long.
+            let every_other = UserDatatype::vector(N as i32, 1, 2, &u32::equivalent_datatype());
+            let mut strided = vec![1u32; 2 * N];
+            // SAFETY: the vector type spans 2N - 1 elements of `strided`.
+            let mut view =
+                unsafe { MutView::with_count_and_datatype(&mut strided[..], 1, &every_other) };
+            peer.receive_into(&mut view);
+            let strided_ok =
+                (0..N).all(|i| strided[2 * i] == expected[i] && strided[2 * i + 1] == 1);
+            // Another type, then a buffer too small.
+            let mut floats = vec![0f32; N];
+            let type_err = peer
+                .try_receive_into_with_tag(&mut floats[..], ANY_TAG)
+                .unwrap_err();
+            let mut small = vec![0u32; N / 2];
+            let trunc = peer
+                .try_receive_into_with_tag(&mut small[..], ANY_TAG)
+                .unwrap_err();
+            Some((
+                larger_ok,
+                strided_ok,
+                type_err.to_string(),
+                trunc.to_string(),
+                small[..4] == expected[..4],
+            ))
+        }
+    }));
+    let (larger_ok, strided_ok, type_err, trunc, small_ok) = out[1].clone().unwrap();
+    assert!(larger_ok, "a larger contiguous buffer");
+    assert!(strided_ok, "a strided buffer");
+    assert!(type_err.contains("sent u32, expected f32"), "{type_err}");
+    assert!(trunc.contains(&format!("{} bytes", 4 * N)), "{trunc}");
+    assert!(small_ok, "the part that fits is delivered");
 }
 
 fn synchronous_send_completes_only_when_matched(via: Via) {

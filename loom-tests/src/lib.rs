@@ -13,7 +13,8 @@
 //! switch, so a rank's suspension is modelled as a blocked loom thread.)
 //! The mailbox claim/withdraw protocol (`src/p2p/claim.rs`) is modelled in
 //! `claim_models`; the ring of collective rounds (`src/coll/ring.rs`) in
-//! `ring_models`.
+//! `ring_models`; the progress thread standing aside for polling workers
+//! (`src/p2p/pollers.rs`) in `pollers_models`.
 //! myriad-alloc's remote-free list is modelled in `tests/alloc_remote_free.rs`.
 
 #[cfg(loom)]
@@ -56,8 +57,16 @@ mod published;
 #[path = "../../src/coll/ring.rs"]
 mod ring;
 
+#[cfg(loom)]
+#[allow(dead_code)]
+#[path = "../../src/p2p/pollers.rs"]
+mod pollers;
+
 #[cfg(all(loom, test))]
 mod models;
+
+#[cfg(all(loom, test))]
+mod pollers_models;
 
 #[cfg(all(loom, test))]
 mod ring_models;

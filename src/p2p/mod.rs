@@ -62,6 +62,7 @@ pub(crate) mod claim;
 pub(crate) mod completion;
 pub(crate) mod eager;
 pub(crate) mod mailbox;
+pub(crate) mod pollers;
 pub(crate) mod remote;
 mod status;
 

@@ -17,7 +17,12 @@
 //!   sender answers with a `Data` frame that is unpacked straight into the
 //!   receive buffer. The send completes once its data has left (for a
 //!   synchronous send that is after the match, as MPI requires); the
-//!   receive when its data arrives. A matched probe's announced message
+//!   receive when its data arrives. Where the transport can (TCP), the
+//!   data of a contiguous send of at least [`ZERO_COPY`] bytes is written
+//!   from the sender's buffer (`send_borrowed`; the send completes when the
+//!   transport gives the buffer back) and read into a contiguous receive
+//!   buffer that takes it whole with matching types (`Sink::place`): no
+//!   copy in user space, as MPI over TCP does it. A matched probe's announced message
 //!   that is dropped releases its sender as cancelled (`ClearToSend` naming
 //!   no receive).
 //! * **Arrival**: [`progress`] polls the transport and hands each frame to
@@ -74,7 +79,11 @@
 //! touches the operation's buffer or completion. An owner that must settle
 //! without parking (unwinding, an abort) removes the entry itself
 //! ([`Remote::forget`]), after which nobody touches them; if the entry is
-//! gone, a handler holds it and completes without parking. A cancel
+//! gone, a handler holds it and completes without parking. A buffer lent
+//! to the transport (a borrowed send, a placed receive) is withdrawn from
+//! it by `forget` too before the owner goes (`Transport::withdraw_send`
+//! copies what was not written yet, `withdraw_place` drops the rest of the
+//! payload). A cancel
 //! cannot withdraw them (the message has left, or was matched).
 
 use std::collections::HashMap;
@@ -84,6 +93,7 @@ use std::time::{Duration, Instant};
 
 use super::completion::{Completion, Fault, Outcome};
 use super::mailbox::{Envelope, Mailbox, Payload, Unexpected};
+use super::pollers::Pollers;
 use super::{Node, SendMode, Started};
 use crate::datatype::copy::{self, Layout};
 use crate::datatype::{runs_mismatch, Run};
@@ -91,7 +101,7 @@ use crate::error::{CommError, Error};
 use crate::identity::{ProcessId, Processes, WorldRank};
 use crate::sched::{self, Scheduler};
 use crate::transport::frame::{self, Frame, Kind};
-use crate::transport::{Incoming, Transport};
+use crate::transport::{Borrowed, Incoming, Place, Sink, Transport};
 
 /// The cross-process half of a process's point-to-point state.
 #[derive(Debug)]
@@ -109,6 +119,9 @@ pub(crate) struct Remote {
     counted: AtomicBool,
     /// Announced sends waiting for their clear-to-send, by id.
     announced: Mutex<HashMap<u64, Announced>>,
+    /// Announced sends whose data the transport writes from their buffer
+    /// (`Transport::send_borrowed`), by id.
+    sending: Mutex<HashMap<u64, Sending>>,
     /// Receives matched with an announced message, waiting for its data,
     /// by id.
     pulls: Mutex<HashMap<u64, Pull>>,
@@ -118,6 +131,9 @@ pub(crate) struct Remote {
     handled: Box<[AtomicU64]>,
     /// The termination-detection wave this process coordinates.
     wave: Mutex<Wave>,
+    /// Idle workers polling the transport, for the progress thread to
+    /// stand aside.
+    pollers: Pollers,
 }
 
 /// The first and the longest pause after a wave that found work.
@@ -175,6 +191,15 @@ struct Announced {
     bytes: usize,
 }
 
+/// An announced send whose data the transport writes from its buffer: it
+/// completes when the transport gives the buffer back.
+#[derive(Debug)]
+struct Sending {
+    to: ProcessId,
+    completion: *const Completion,
+    bytes: usize,
+}
+
 /// A receive that matched an announced message: where its data goes.
 #[derive(Debug)]
 struct Pull {
@@ -183,6 +208,9 @@ struct Pull {
     completion: *const Completion,
     signature: Vec<Run>,
     count: usize,
+    /// The process whose transport writes the data straight into `dst`
+    /// (`Sink::place`), once it started.
+    placed: Option<ProcessId>,
 }
 
 // SAFETY: the buffers and completions of the three table entries are kept
@@ -194,6 +222,13 @@ unsafe impl Send for SyncSend {}
 unsafe impl Send for Announced {}
 // SAFETY: as above.
 unsafe impl Send for Pull {}
+// SAFETY: as above.
+unsafe impl Send for Sending {}
+
+/// Data frames at least this large leave from the sender's buffer and land
+/// in the receiver's (where the transport can and the layout is
+/// contiguous): below it, a copy costs less than the bookkeeping.
+const ZERO_COPY: usize = 64 * 1024;
 
 /// A message from another process waiting for its receive.
 #[derive(Debug)]
@@ -222,9 +257,11 @@ impl Remote {
             acks: Mutex::new(HashMap::new()),
             next_id: AtomicU64::new(1),
             progress: Mutex::new(()),
+            pollers: Pollers::new(),
             open: Mutex::new(open),
             counted: AtomicBool::new(false),
             announced: Mutex::new(HashMap::new()),
+            sending: Mutex::new(HashMap::new()),
             pulls: Mutex::new(HashMap::new()),
             sent: counters(transport.processes()),
             handled: counters(transport.processes()),
@@ -254,6 +291,11 @@ impl Remote {
     fn send_owned(&self, to: ProcessId, frame: Frame) -> Result<(), crate::transport::SendError> {
         self.sent[to.get() as usize].fetch_add(1, Ordering::Relaxed);
         self.transport.send_owned(to, frame)
+    }
+
+    /// The idle workers polling the transport (see `pollers.rs`).
+    pub(crate) fn pollers(&self) -> &Pollers {
+        &self.pollers
     }
 
     /// Starts a termination-detection wave if this process coordinates
@@ -405,14 +447,28 @@ impl Remote {
     /// for another process, or its answer is being handled right now,
     /// which completes it without parking).
     pub(crate) fn forget(&self, completion: &Completion) -> bool {
-        fn take<T>(table: &Mutex<HashMap<u64, T>>, is_it: impl Fn(&T) -> bool) -> bool {
+        fn take<T>(table: &Mutex<HashMap<u64, T>>, is_it: impl Fn(&T) -> bool) -> Option<(u64, T)> {
             let mut table = lock(table);
-            let id = table.iter().find(|(_, e)| is_it(e)).map(|(&id, _)| id);
-            id.is_some_and(|id| table.remove(&id).is_some())
+            let id = table.iter().find(|(_, e)| is_it(e)).map(|(&id, _)| id)?;
+            table.remove(&id).map(|entry| (id, entry))
         }
-        take(&self.acks, |s| std::ptr::eq(s.completion, completion))
-            || take(&self.announced, |s| std::ptr::eq(s.completion, completion))
-            || take(&self.pulls, |p| std::ptr::eq(p.completion, completion))
+        if take(&self.acks, |s| std::ptr::eq(s.completion, completion)).is_some()
+            || take(&self.announced, |s| std::ptr::eq(s.completion, completion)).is_some()
+        {
+            return true;
+        }
+        // Memory lent to the transport comes back before the owner goes.
+        if let Some((id, send)) = take(&self.sending, |s| std::ptr::eq(s.completion, completion)) {
+            self.transport.withdraw_send(send.to, id);
+            return true;
+        }
+        if let Some((id, pull)) = take(&self.pulls, |p| std::ptr::eq(p.completion, completion)) {
+            if let Some(from) = pull.placed {
+                self.transport.withdraw_place(from, id);
+            }
+            return true;
+        }
+        false
     }
 
     /// The job of this process ended (`failure` if it failed): tells every
@@ -685,6 +741,7 @@ pub(super) fn pull<N: Node>(
         completion,
         signature: msg.signature,
         count: msg.count,
+        placed: None,
     };
     lock(&remote.pulls).insert(id, entry);
     let mut clear = Frame::control(Kind::ClearToSend);
@@ -708,15 +765,74 @@ pub(crate) fn progress<N: Node>(node: &N) -> bool {
         Err(TryLockError::Poisoned(turn)) => turn.into_inner(),
         Err(TryLockError::WouldBlock) => return false,
     };
-    remote
-        .transport
-        .poll(&mut |incoming| handle(node, remote, incoming))
-        > 0
+    remote.transport.poll(&mut Arrivals { node, remote }) > 0
+}
+
+/// Where the transport hands what it received.
+struct Arrivals<'a, N> {
+    node: &'a N,
+    remote: &'a Remote,
+}
+
+impl<N: Node> Sink for Arrivals<'_, N> {
+    fn take(&mut self, incoming: Incoming) {
+        handle(self.node, self.remote, incoming);
+    }
+
+    /// The data of a matched receive goes straight into its buffer when
+    /// it is contiguous, takes the data whole and the types match (else
+    /// the frame keeps it, and `unpack_checked` reports what is wrong).
+    fn place(&mut self, from: ProcessId, head: &Frame, len: usize) -> Option<Place> {
+        let mut pulls = lock(&self.remote.pulls);
+        let pull = pulls.get_mut(&head.id)?;
+        let dst = pull.dst.as_bytes()?;
+        let fits = len <= dst.bytes()
+            && (pull.count == 0
+                || runs_mismatch(&pull.signature, pull.count, pull.dst.ty.map().signature())
+                    .is_none());
+        if !fits || pull.placed.is_some() {
+            return None;
+        }
+        pull.placed = Some(from);
+        // SAFETY: `dst` is the receive buffer of a rank that waits for this
+        // data (its entry is in `pulls`), writable for `dst.bytes()` ≥ `len`
+        // bytes; the rank takes the entry out and withdraws the place
+        // (`Remote::forget`) before its buffer can go, and nothing else
+        // touches the buffer until the frame is handed over.
+        Some(unsafe { Place::new(dst.base as *mut u8, len) })
+    }
 }
 
 fn handle<N: Node>(node: &N, remote: &Remote, incoming: Incoming) {
     let (from, frame) = match incoming {
         Incoming::Frame(from, frame) => (from, frame),
+        Incoming::Placed(from, frame, len) => {
+            count_handled(remote, from);
+            let entry = lock(&remote.pulls).remove(&frame.id);
+            if let Some(pull) = entry {
+                // The data is in the buffer already (checked by `place`).
+                let outcome = Outcome {
+                    source: pull.env.source,
+                    tag: pull.env.tag,
+                    bytes: len,
+                    ..Outcome::default()
+                };
+                complete(node, pull.completion, outcome);
+            }
+            return;
+        }
+        Incoming::Sent(to, id) => {
+            let entry = lock(&remote.sending).remove(&id);
+            if let Some(send) = entry {
+                debug_assert_eq!(send.to, to);
+                let outcome = Outcome {
+                    bytes: send.bytes,
+                    ..Outcome::default()
+                };
+                complete(node, send.completion, outcome);
+            }
+            return;
+        }
         Incoming::Lost(from, why) => {
             // Reported once, and only while the process may still send.
             lost(node, from, why);
@@ -725,9 +841,7 @@ fn handle<N: Node>(node: &N, remote: &Remote, incoming: Incoming) {
         }
     };
     if !matches!(frame.kind, Kind::Probe | Kind::Idle) {
-        let handled = &remote.handled[from.get() as usize];
-        // Only the holder of the progress lock changes it.
-        handled.store(handled.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
+        count_handled(remote, from);
     }
     match frame.kind {
         Kind::Probe => {
@@ -793,9 +907,47 @@ fn handle<N: Node>(node: &N, remote: &Remote, incoming: Incoming) {
             } else {
                 let mut data = Frame::control(Kind::Data);
                 data.id = frame.reply;
-                data.payload = packed(&send.src);
-                if let Err(err) = remote.send_owned(from, data) {
-                    lost(node, from, err.to_string());
+                match send.src.as_bytes().filter(|_| send.bytes >= ZERO_COPY) {
+                    Some(bytes) => {
+                        // The data leaves from the sender's buffer: the send
+                        // completes when the transport gives it back.
+                        let sending = Sending {
+                            to: from,
+                            completion: send.completion,
+                            bytes: send.bytes,
+                        };
+                        lock(&remote.sending).insert(frame.id, sending);
+                        // SAFETY: the sender's buffer is valid for reads of
+                        // its `bytes` and not written while it waits (the
+                        // send borrows it); it waits until its entry in
+                        // `sending` is completed, or takes the entry out and
+                        // withdraws the borrow (`Remote::forget`) first.
+                        let data_ref = unsafe { Borrowed::new(bytes.base, bytes.bytes()) };
+                        remote.sent[from.get() as usize].fetch_add(1, Ordering::Relaxed);
+                        let sent = remote
+                            .transport
+                            .send_borrowed(from, data, data_ref, frame.id);
+                        let done = match sent {
+                            Ok(done) => done,
+                            Err(err) => {
+                                lost(node, from, err.to_string());
+                                true
+                            }
+                        };
+                        if done {
+                            let entry = lock(&remote.sending).remove(&frame.id);
+                            if let Some(send) = entry {
+                                complete(node, send.completion, outcome);
+                            }
+                        }
+                        return;
+                    }
+                    None => {
+                        data.payload = packed(&send.src);
+                        if let Err(err) = remote.send_owned(from, data) {
+                            lost(node, from, err.to_string());
+                        }
+                    }
                 }
             }
             complete(node, send.completion, outcome);
@@ -839,6 +991,13 @@ fn handle<N: Node>(node: &N, remote: &Remote, incoming: Incoming) {
             });
         }
     }
+}
+
+/// Counts a frame from `from` as handled (for the termination waves).
+fn count_handled(remote: &Remote, from: ProcessId) {
+    let handled = &remote.handled[from.get() as usize];
+    // Only the holder of the progress lock changes it.
+    handled.store(handled.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
 }
 
 /// Completes an operation whose table entry the caller removed, and wakes

@@ -160,4 +160,14 @@ impl sched::Host for Job {
     fn progress(&self) -> bool {
         p2p::remote::progress(&*self.core)
     }
+
+    fn polling(&self, polling: bool, to_sleep: bool) {
+        if let Some(remote) = self.remote() {
+            if polling {
+                remote.pollers().begin();
+            } else {
+                remote.pollers().end(to_sleep);
+            }
+        }
+    }
 }

@@ -42,6 +42,10 @@ use crate::transport::Transport;
 /// The longest the progress thread blocks in the transport's wait.
 const POLL: Duration = Duration::from_millis(100);
 
+/// The longest the progress thread stands aside for polling workers before
+/// it looks again: how late it notices that they went back to computing.
+const ASIDE: Duration = Duration::from_millis(1);
+
 /// One result slot per rank of this process (by local index), each written
 /// once by its rank.
 struct Results<T> {
@@ -282,7 +286,13 @@ where
                 .name("myriad-progress".into())
                 .spawn_scoped(scope, move || {
                     let mut timeout = POLL;
+                    let pollers = job.remote().map(|remote| remote.pollers());
                     while !stop.load(Ordering::Acquire) {
+                        // Idle workers poll: waking for every arrival would
+                        // only preempt them (`p2p/pollers.rs`).
+                        if pollers.is_some_and(|p| p.stand_aside(ASIDE)) {
+                            continue;
+                        }
                         transport.wait(Some(timeout));
                         sched::Host::progress(&**job);
                         // The termination wave, while this process idles.
@@ -299,6 +309,9 @@ where
         stop.store(true, Ordering::Release);
         if let Some(transport) = &transport {
             transport.wake();
+        }
+        if let Some(remote) = job.remote() {
+            remote.pollers().release();
         }
         if let Some(Err(err)) = progress {
             job.sched()

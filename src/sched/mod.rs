@@ -97,6 +97,11 @@ pub(crate) trait Host: Send + Sync + 'static {
     fn progress(&self) -> bool {
         false
     }
+
+    /// An idle worker starts (`true`) or stops polling through
+    /// [`progress`](Self::progress) in a loop; `to_sleep` when it stops to
+    /// sleep. A progress thread stands aside while workers poll.
+    fn polling(&self, _polling: bool, _to_sleep: bool) {}
 }
 
 /// How the layer that owns the communicators names one by its context id

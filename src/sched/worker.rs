@@ -624,16 +624,19 @@ impl Worker<'_> {
     /// worker usually arrives sooner. Returns `true` if work appeared.
     fn spin(&self) -> bool {
         let deadline = Instant::now() + SPIN;
-        loop {
+        self.hooks.polling(true, false);
+        let found = loop {
             // One pause per look: PAUSE costs ~60 cycles on recent AMD cores.
             std::hint::spin_loop();
             if self.has_work() || self.hooks.progress() {
-                return true;
+                break true;
             }
             if Instant::now() >= deadline {
-                return false;
+                break false;
             }
-        }
+        };
+        self.hooks.polling(false, !found);
+        found
     }
 
     /// Whether another worker has unstarted ranks to spare.

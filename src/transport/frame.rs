@@ -158,8 +158,20 @@ impl Frame {
     ///
     /// As [`encode`](Self::encode).
     pub(crate) fn encode_head(&self, out: &mut Vec<u8>) {
-        assert!(self.payload.len() <= MAX_PAYLOAD && self.signature.len() <= MAX_RUNS);
-        let rest = (self.encoded_len() - 4) as u32;
+        self.encode_head_for(self.payload.len(), out);
+    }
+
+    /// [`encode_head`](Self::encode_head) of this frame with a payload of
+    /// `payload_len` bytes kept elsewhere (its own payload must be empty):
+    /// a stream transport writes them from the sender's buffer.
+    ///
+    /// # Panics
+    ///
+    /// As [`encode`](Self::encode), or if the frame has a payload of its own.
+    pub(crate) fn encode_head_for(&self, payload_len: usize, out: &mut Vec<u8>) {
+        assert!(self.payload.is_empty() || self.payload.len() == payload_len);
+        assert!(payload_len <= MAX_PAYLOAD && self.signature.len() <= MAX_RUNS);
+        let rest = (HEADER + RUN * self.signature.len() + payload_len - 4) as u32;
         out.extend_from_slice(&rest.to_le_bytes());
         out.extend_from_slice(&MAGIC.to_le_bytes());
         out.push(FORMAT);
@@ -172,7 +184,7 @@ impl Frame {
         out.extend_from_slice(&self.count.to_le_bytes());
         out.extend_from_slice(&self.id.to_le_bytes());
         out.extend_from_slice(&self.reply.to_le_bytes());
-        out.extend_from_slice(&(self.payload.len() as u64).to_le_bytes());
+        out.extend_from_slice(&(payload_len as u64).to_le_bytes());
         for run in &self.signature {
             out.push(kind_code(run.kind));
             out.extend_from_slice(&(run.count as u64).to_le_bytes());
@@ -196,7 +208,19 @@ impl Frame {
     /// own buffer: a stream transport reads a large payload once, straight
     /// into the buffer the frame keeps.
     pub(crate) fn decode_parts(head: &[u8], payload: Vec<u8>) -> Result<Frame, FrameError> {
-        Frame::decode_split(head, Some(payload))
+        Frame::decode_split(head, Some(Split::Own(payload)))
+    }
+
+    /// Decodes the header and signature `head` (all of it) of a `Data`
+    /// frame whose payload, `len` bytes as the header says, a stream
+    /// transport writes elsewhere ([`Sink::place`](super::Sink::place)):
+    /// the frame comes with an empty payload.
+    pub(crate) fn decode_placed(head: &[u8], len: usize) -> Result<Frame, FrameError> {
+        let frame = Frame::decode_split(head, Some(Split::Elsewhere(len)))?;
+        if frame.kind != Kind::Data {
+            return Err(FrameError::Garbled("a placed payload of a frame not data"));
+        }
+        Ok(frame)
     }
 
     /// The length of a frame's header and signature (where its payload
@@ -211,12 +235,17 @@ impl Frame {
         Ok(Some(HEADER + RUN * runs))
     }
 
-    fn decode_split(bytes: &[u8], split: Option<Vec<u8>>) -> Result<Frame, FrameError> {
+    fn decode_split(bytes: &[u8], split: Option<Split>) -> Result<Frame, FrameError> {
         let len = frame_len(bytes)?.ok_or(FrameError::Truncated {
             have: bytes.len(),
             need: HEADER,
         })?;
-        let have = bytes.len() + split.as_ref().map_or(0, Vec::len);
+        let have = bytes.len()
+            + match &split {
+                None => 0,
+                Some(Split::Own(payload)) => payload.len(),
+                Some(Split::Elsewhere(len)) => *len,
+            };
         if len != have {
             return Err(if len > have {
                 FrameError::Truncated { have, need: len }
@@ -250,7 +279,8 @@ impl Frame {
         }
         let payload = match split {
             None => r.take(payload_len)?.to_vec(),
-            Some(payload) if payload.len() == payload_len => payload,
+            Some(Split::Own(payload)) if payload.len() == payload_len => payload,
+            Some(Split::Elsewhere(len)) if len == payload_len => Vec::new(),
             Some(_) => return Err(FrameError::Garbled("lengths disagree")),
         };
         if r.at != bytes.len() {
@@ -288,6 +318,14 @@ impl Frame {
     pub(crate) fn message_bytes(&self) -> usize {
         message_bytes(&self.signature, self.count) as usize
     }
+}
+
+/// Where the payload of a frame decoded from its header is.
+enum Split {
+    /// Read into its own buffer.
+    Own(Vec<u8>),
+    /// Written elsewhere: this many bytes.
+    Elsewhere(usize),
 }
 
 fn message_bytes(signature: &[Run], count: u64) -> u128 {

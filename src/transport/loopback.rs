@@ -13,7 +13,7 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
 use super::frame::{self, Frame};
-use super::{Incoming, SendError, Transport};
+use super::{Incoming, SendError, Sink, Transport};
 use crate::identity::ProcessId;
 
 /// What one process of the hub receives.
@@ -112,7 +112,7 @@ impl Transport for Loopback {
         Ok(())
     }
 
-    fn poll(&self, sink: &mut dyn FnMut(Incoming)) -> usize {
+    fn poll(&self, sink: &mut dyn Sink) -> usize {
         let (inbox, _) = &self.hub.inboxes[self.this as usize];
         let frames = std::mem::take(&mut lock(inbox).frames);
         let mut handed = 0;
@@ -120,8 +120,8 @@ impl Transport for Loopback {
             handed += 1;
             let from = ProcessId::new(from);
             match Frame::decode(&bytes) {
-                Ok(frame) => sink(Incoming::Frame(from, frame)),
-                Err(err) => sink(Incoming::Lost(from, format!("a bad frame: {err}"))),
+                Ok(frame) => sink.take(Incoming::Frame(from, frame)),
+                Err(err) => sink.take(Incoming::Lost(from, format!("a bad frame: {err}"))),
             }
         }
         // Lost peers, reported after everything they sent (their frames
@@ -131,7 +131,7 @@ impl Transport for Loopback {
             if p as u32 != self.this && !reported[p] && *lock(ended) == Some(false) {
                 reported[p] = true;
                 handed += 1;
-                sink(Incoming::Lost(
+                sink.take(Incoming::Lost(
                     ProcessId::new(p as u32),
                     "the process ended without closing its connection".into(),
                 ));
@@ -184,6 +184,7 @@ mod tests {
         t.poll(&mut |i| match i {
             Incoming::Frame(p, f) => got.push((p.get(), f)),
             Incoming::Lost(p, why) => panic!("lost {p}: {why}"),
+            other => panic!("nothing was placed or borrowed: {other:?}"),
         });
         got
     }
@@ -222,6 +223,7 @@ mod tests {
             seen.push(match i {
                 Incoming::Frame(p, f) => format!("{p}:{:?}", f.kind),
                 Incoming::Lost(p, _) => format!("{p}:lost"),
+                other => format!("{other:?}"),
             })
         });
         assert_eq!(seen, ["0:Bye", "0:lost"]);

@@ -27,10 +27,19 @@
 //! A libfabric RDM endpoint fits the same shape: frames are `fi_send` /
 //! `fi_recv` of tagged or untagged messages, `poll` reads the completion
 //! queue and `wait` its wait set. Large messages there would be announced
-//! by a frame and fetched with `fi_read` from registered memory: that is a
-//! capability to add to this trait (register a buffer, read a peer's
-//! buffer into ours, completion through `poll`) used by `p2p`'s receive
-//! path, not a change of `p2p`'s matching.
+//! by a frame and fetched with `fi_read` from registered memory.
+//!
+//! Large payloads are not copied in user space where a transport can help
+//! it: a sender's data leaves from its own buffer
+//! ([`send_borrowed`](Transport::send_borrowed), done when
+//! [`Incoming::Sent`] comes back) and a receiver's data is written straight
+//! into its receive buffer ([`Sink::place`], asked when the frame's header
+//! arrives). Both lend memory of a waiting rank to the transport, so both
+//! have a withdrawal for an owner that must go first (a failing job):
+//! after it returns, the transport no longer touches that memory. TCP
+//! implements both; the loopback copies (the defaults). An `fi_read`
+//! transport would implement `place` by reading from the sender's
+//! registered memory.
 
 mod addr;
 pub(crate) mod frame;
@@ -50,10 +59,120 @@ use crate::identity::ProcessId;
 pub(crate) enum Incoming {
     /// A frame from a process (in the order that process sent them).
     Frame(ProcessId, Frame),
+    /// A data frame whose payload (`usize` bytes) went where
+    /// [`Sink::place`] said, in its place among the frames of its process;
+    /// the frame's own payload is empty. Also handed when the place was
+    /// withdrawn meanwhile (the rest of the payload was then dropped).
+    Placed(ProcessId, Frame, usize),
+    /// The transport is done with the memory of the
+    /// [`send_borrowed`](Transport::send_borrowed) call `token` to the
+    /// process (its bytes left).
+    Sent(ProcessId, u64),
     /// The connection to a process ended without its goodbye, or carried
     /// bytes that are not frames: nothing more comes from it.
     Lost(ProcessId, String),
 }
+
+/// Where a poll hands what it finds.
+pub(crate) trait Sink {
+    /// Takes one item (in order per process).
+    fn take(&mut self, incoming: Incoming);
+
+    /// Asked, where a transport can, for the header of a large frame from
+    /// `from` (payload still to come, `len` bytes): where its payload
+    /// should go instead of a buffer of the frame's own. `None` (the
+    /// default): into the frame.
+    fn place(&mut self, from: ProcessId, head: &Frame, len: usize) -> Option<Place> {
+        let _ = (from, head, len);
+        None
+    }
+}
+
+impl<F: FnMut(Incoming)> Sink for F {
+    fn take(&mut self, incoming: Incoming) {
+        self(incoming)
+    }
+}
+
+/// Memory a transport writes a frame's payload into: a receive buffer
+/// whose owner waits for the frame (see [`Sink::place`]).
+#[derive(Debug)]
+pub(crate) struct Place {
+    ptr: *mut u8,
+    len: usize,
+}
+
+impl Place {
+    /// `len` bytes at `ptr`.
+    ///
+    /// # Safety
+    ///
+    /// The memory must be valid for writes of `len` bytes, and neither read
+    /// nor written by anyone else, until the transport hands the frame's
+    /// [`Incoming::Placed`] or [`Transport::withdraw_place`] for it returns.
+    pub(crate) unsafe fn new(ptr: *mut u8, len: usize) -> Place {
+        Place { ptr, len }
+    }
+
+    /// The place's length.
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Writes `bytes` at offset `at`.
+    ///
+    /// # Panics
+    ///
+    /// If they do not fit.
+    pub(crate) fn write(&mut self, at: usize, bytes: &[u8]) {
+        assert!(at <= self.len && bytes.len() <= self.len - at);
+        // SAFETY: inside the place (checked), which `new`'s contract keeps
+        // valid and ours alone.
+        unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), self.ptr.add(at), bytes.len()) };
+    }
+
+    /// The place from offset `at` on, for a system call to fill.
+    pub(crate) fn rest(&mut self, at: usize) -> (*mut u8, usize) {
+        assert!(at <= self.len);
+        (self.ptr.wrapping_add(at), self.len - at)
+    }
+}
+
+// SAFETY: the memory is handed over to the transport by `new`'s contract;
+// whichever thread polls may write it.
+unsafe impl Send for Place {}
+
+/// Memory a transport sends a frame's payload from, without a copy: a send
+/// buffer whose owner waits until the transport is done with it (see
+/// [`Transport::send_borrowed`]).
+#[derive(Debug)]
+pub(crate) struct Borrowed {
+    ptr: *const u8,
+    len: usize,
+}
+
+impl Borrowed {
+    /// `len` bytes at `ptr`.
+    ///
+    /// # Safety
+    ///
+    /// The memory must be valid for reads of `len` bytes and not written by
+    /// anyone until the transport hands [`Incoming::Sent`] for it or
+    /// [`Transport::withdraw_send`] for it returns.
+    pub(crate) unsafe fn new(ptr: *const u8, len: usize) -> Borrowed {
+        Borrowed { ptr, len }
+    }
+
+    /// The bytes.
+    pub(crate) fn bytes(&self) -> &[u8] {
+        // SAFETY: `new`'s contract.
+        unsafe { std::slice::from_raw_parts(self.ptr, self.len) }
+    }
+}
+
+// SAFETY: as for `Place`: the memory is the transport's to read until it
+// gives it back.
+unsafe impl Send for Borrowed {}
 
 /// Why a frame could not be queued.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -99,12 +218,44 @@ pub(crate) trait Transport: Send + Sync + fmt::Debug {
         self.send(to, &frame)
     }
 
+    /// [`send`](Self::send) of `frame` (its own payload empty) with `data`
+    /// as its payload, written from the caller's memory. Returns `true` if
+    /// the transport is done with `data` already (the default copies it);
+    /// else a later poll hands [`Incoming::Sent`] with `token`, unless
+    /// [`withdraw_send`](Self::withdraw_send) comes first.
+    fn send_borrowed(
+        &self,
+        to: ProcessId,
+        mut frame: Frame,
+        data: Borrowed,
+        token: u64,
+    ) -> Result<bool, SendError> {
+        let _ = token;
+        frame.payload = data.bytes().to_vec();
+        self.send_owned(to, frame).map(|()| true)
+    }
+
+    /// The owner of the memory of `send_borrowed(to, .., token)` must go
+    /// before it was sent: the transport copies what it has not written
+    /// yet, so the frame still leaves whole. Nothing touches the memory
+    /// after this returns.
+    fn withdraw_send(&self, to: ProcessId, token: u64) {
+        let _ = (to, token);
+    }
+
+    /// The owner of a [`Place`] given for the data frame `id` from `from`
+    /// must go before it was filled: the rest of the payload is dropped.
+    /// Nothing touches the memory after this returns.
+    fn withdraw_place(&self, from: ProcessId, id: u64) {
+        let _ = (from, id);
+    }
+
     /// Flushes what it can of the queued output and hands every frame that
     /// arrived to `sink`, without blocking; returns how many items it
     /// handed over. Calls may come from several threads, but the caller
     /// serialises them (order per peer is kept by handing frames over in
     /// order, which concurrent polls could not).
-    fn poll(&self, sink: &mut dyn FnMut(Incoming)) -> usize;
+    fn poll(&self, sink: &mut dyn Sink) -> usize;
 
     /// Blocks until something may have arrived, [`wake`](Self::wake) was
     /// called, or `timeout` passed (a hint: it may return early).

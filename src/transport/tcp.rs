@@ -14,7 +14,14 @@
 //!   or carries bytes that are not frames is reported lost once and
 //!   dropped from the epoll set;
 //! * **wait** is `epoll_wait` on the streams and an `eventfd` that
-//!   [`wake`](Transport::wake) writes.
+//!   [`wake`](Transport::wake) writes;
+//! * **large payloads** (at least [`LARGE`] bytes) never pass through the
+//!   input buffer: a borrowed payload is written from its sender's memory
+//!   ([`Transport::send_borrowed`]; the next poll hands back
+//!   [`Incoming::Sent`] once its last byte is written), and when a frame's
+//!   header arrives the sink may give a [`Place`] (the receive buffer) that
+//!   the rest is read into; otherwise it is read into the frame's own
+//!   buffer. So a rendezvous message crosses with the kernel's copies only.
 //!
 //! Writes use `send(MSG_NOSIGNAL)`: a peer that closed its end is an
 //! error, not a `SIGPIPE`.
@@ -28,7 +35,7 @@ use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use super::frame::{frame_len, Frame};
-use super::{Incoming, SendError, Transport};
+use super::{Borrowed, Incoming, Place, SendError, Sink, Transport};
 use crate::identity::ProcessId;
 
 /// The epoll token of the wake-up eventfd (peers use their process id).
@@ -50,6 +57,9 @@ pub(crate) struct TcpTransport {
     epoll: OwnedFd,
     wake: OwnedFd,
     closed: AtomicBool,
+    /// Borrowed payloads written whole, by peer and token, for the next
+    /// poll to hand back ([`Incoming::Sent`]).
+    sent: Mutex<Vec<(ProcessId, u64)>>,
 }
 
 #[derive(Debug)]
@@ -61,13 +71,31 @@ struct Peer {
 
 #[derive(Debug, Default)]
 struct Output {
-    /// Encoded frames not yet written, the first from `written` on.
-    queue: VecDeque<Vec<u8>>,
+    /// Encoded frames (or parts of frames) not yet written, the first from
+    /// `written` on.
+    queue: VecDeque<Chunk>,
     written: usize,
     /// The stream's epoll interest includes `EPOLLOUT`.
     watching_out: bool,
     /// A write failed: the connection is gone.
     failed: Option<String>,
+}
+
+/// Bytes of the output queue.
+#[derive(Debug)]
+enum Chunk {
+    Owned(Vec<u8>),
+    /// A payload written from its sender's memory, named by a token.
+    Borrowed(Borrowed, u64),
+}
+
+impl Chunk {
+    fn bytes(&self) -> &[u8] {
+        match self {
+            Chunk::Owned(bytes) => bytes,
+            Chunk::Borrowed(data, _) => data.bytes(),
+        }
+    }
 }
 
 #[derive(Debug, Default)]
@@ -149,6 +177,7 @@ impl TcpTransport {
             epoll,
             wake,
             closed: AtomicBool::new(false),
+            sent: Mutex::default(),
         })
     }
 
@@ -175,10 +204,12 @@ impl TcpTransport {
     }
 
     /// Writes what the socket takes of `peer`'s queue; keeps the epoll
-    /// interest in `EPOLLOUT` while bytes remain.
-    fn flush(&self, peer: &Peer, p: usize, out: &mut Output) {
+    /// interest in `EPOLLOUT` while bytes remain. Returns whether it wrote
+    /// the last byte of a borrowed payload (whose token is then in `sent`).
+    fn flush(&self, peer: &Peer, p: usize, out: &mut Output) -> bool {
+        let mut lent_back = false;
         while let Some(front) = out.queue.front() {
-            let rest = &front[out.written..];
+            let rest = &front.bytes()[out.written..];
             // SAFETY: `rest` is a valid readable slice; the socket is open.
             let n = unsafe {
                 libc::send(
@@ -201,8 +232,11 @@ impl TcpTransport {
                 }
             }
             out.written += n as usize;
-            if out.written == front.len() {
-                out.queue.pop_front();
+            if out.written == front.bytes().len() {
+                if let Some(Chunk::Borrowed(_, token)) = out.queue.pop_front() {
+                    lock(&self.sent).push((ProcessId::new(p as u32), token));
+                    lent_back = true;
+                }
                 out.written = 0;
             }
         }
@@ -210,10 +244,11 @@ impl TcpTransport {
         if want != out.watching_out && out.failed.is_none() && self.watch(peer, p, want).is_ok() {
             out.watching_out = want;
         }
+        lent_back
     }
 
     /// Reads what `peer` sent and hands its complete frames to `sink`.
-    fn read(&self, peer: &Peer, p: usize, sink: &mut dyn FnMut(Incoming)) -> usize {
+    fn read(&self, peer: &Peer, p: usize, sink: &mut dyn Sink) -> usize {
         let mut guard = lock(&peer.input);
         let input = &mut *guard;
         if input.ended {
@@ -228,19 +263,19 @@ impl TcpTransport {
         let mut end: Option<String> = None;
         loop {
             if let Some(large) = &mut input.large {
-                let want = large.len - large.payload.len();
-                match recv_into(&peer.stream, &mut large.payload, want) {
+                let want = large.len - large.got();
+                match large.fill(&peer.stream, &mut chunk) {
                     Ok(0) if want > 0 => {
                         end = Some("the connection was closed".into());
                         break;
                     }
                     Ok(_) => {
-                        if large.payload.len() == large.len {
+                        if large.got() == large.len {
                             let large = input.large.take().expect("a large frame");
-                            match Frame::decode_parts(&large.head, large.payload) {
-                                Ok(frame) => {
+                            match large.finish() {
+                                Ok(incoming) => {
                                     handed += 1;
-                                    sink(Incoming::Frame(from, frame));
+                                    sink.take(incoming.into_incoming(from));
                                 }
                                 Err(err) => {
                                     end = Some(format!("a bad frame: {err}"));
@@ -292,21 +327,109 @@ impl TcpTransport {
                 )
             };
             handed += 1;
-            sink(Incoming::Lost(from, why));
+            sink.take(Incoming::Lost(from, why));
         }
         handed
     }
 }
 
-/// A frame whose payload is read into its own buffer.
+/// A frame with a [`LARGE`] payload, read into its own buffer or into a
+/// place the sink gave.
 #[derive(Debug)]
 struct Large {
-    /// The frame's header and signature.
-    head: Vec<u8>,
-    /// The payload read so far (its capacity is its whole length).
-    payload: Vec<u8>,
     /// The payload's length.
     len: usize,
+    into: Dest,
+}
+
+#[derive(Debug)]
+enum Dest {
+    Own {
+        /// The frame's header and signature.
+        head: Vec<u8>,
+        /// The payload read so far (its capacity is its whole length).
+        payload: Vec<u8>,
+    },
+    Placed {
+        /// The frame, its payload empty.
+        frame: Frame,
+        /// `None` once withdrawn: the rest of the payload is dropped.
+        place: Option<Place>,
+        got: usize,
+    },
+}
+
+/// A large frame read whole.
+enum Whole {
+    Frame(Frame),
+    Placed(Frame, usize),
+}
+
+impl Whole {
+    fn into_incoming(self, from: ProcessId) -> Incoming {
+        match self {
+            Whole::Frame(frame) => Incoming::Frame(from, frame),
+            Whole::Placed(frame, len) => Incoming::Placed(from, frame, len),
+        }
+    }
+}
+
+impl Large {
+    /// Payload bytes read so far.
+    fn got(&self) -> usize {
+        match &self.into {
+            Dest::Own { payload, .. } => payload.len(),
+            Dest::Placed { got, .. } => *got,
+        }
+    }
+
+    /// Reads more of the payload from `stream` (through `chunk` when it is
+    /// dropped).
+    fn fill(&mut self, stream: &TcpStream, chunk: &mut [u8]) -> io::Result<usize> {
+        let want = self.len - self.got();
+        match &mut self.into {
+            Dest::Own { payload, .. } => recv_into(stream, payload, want),
+            Dest::Placed {
+                place: Some(place),
+                got,
+                ..
+            } => {
+                let (at, room) = place.rest(*got);
+                // SAFETY: `at` is `room` writable bytes of the place, which
+                // is the transport's until the frame is handed over or the
+                // place withdrawn (`Place::new`'s contract), and `recv`
+                // writes at most `want` ≤ `room` of them.
+                let n = cvt_size(unsafe {
+                    libc::recv(stream.as_raw_fd(), at.cast(), want.min(room), 0)
+                })?;
+                *got += n;
+                Ok(n)
+            }
+            Dest::Placed {
+                place: None, got, ..
+            } => {
+                let n = (&*stream).read(&mut chunk[..want.min(CHUNK)])?;
+                *got += n;
+                Ok(n)
+            }
+        }
+    }
+
+    /// The frame, once its payload is all there.
+    fn finish(self) -> Result<Whole, super::frame::FrameError> {
+        match self.into {
+            Dest::Own { head, payload } => Frame::decode_parts(&head, payload).map(Whole::Frame),
+            Dest::Placed { frame, .. } => Ok(Whole::Placed(frame, self.len)),
+        }
+    }
+}
+
+fn cvt_size(ret: isize) -> io::Result<usize> {
+    if ret < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(ret as usize)
+    }
 }
 
 /// Reads at most `want` bytes from `stream` into the spare capacity of
@@ -336,7 +459,7 @@ fn hand_frames(
     input: &mut Input,
     from: ProcessId,
     handed: &mut usize,
-    sink: &mut dyn FnMut(Incoming),
+    sink: &mut dyn Sink,
 ) -> Result<(), String> {
     let mut at = 0;
     let result = loop {
@@ -350,7 +473,7 @@ fn hand_frames(
             match Frame::decode(&rest[..len]) {
                 Ok(frame) => {
                     *handed += 1;
-                    sink(Incoming::Frame(from, frame));
+                    sink.take(Incoming::Frame(from, frame));
                 }
                 Err(err) => break Err(format!("a bad frame: {err}")),
             }
@@ -359,13 +482,27 @@ fn hand_frames(
         }
         if let Ok(Some(head)) = Frame::head_len(rest) {
             if len - head >= LARGE && rest.len() >= head {
-                let mut payload = Vec::with_capacity(len - head);
-                payload.extend_from_slice(&rest[head..]);
-                input.large = Some(Large {
-                    head: rest[..head].to_vec(),
-                    payload,
-                    len: len - head,
+                let (head, already) = rest.split_at(head);
+                let len = len - head.len();
+                // A data frame may go straight where its receive wants it.
+                let placed = Frame::decode_placed(head, len).ok().and_then(|frame| {
+                    let mut place = sink.place(from, &frame, len).filter(|p| p.len() >= len)?;
+                    place.write(0, already);
+                    Some(Dest::Placed {
+                        frame,
+                        place: Some(place),
+                        got: already.len(),
+                    })
                 });
+                let into = placed.unwrap_or_else(|| {
+                    let mut payload = Vec::with_capacity(len);
+                    payload.extend_from_slice(already);
+                    Dest::Own {
+                        head: head.to_vec(),
+                        payload,
+                    }
+                });
+                input.large = Some(Large { len, into });
                 at = input.bytes.len();
             }
         }
@@ -389,7 +526,7 @@ impl TcpTransport {
 
     /// Queues the buffers of one frame for process `to`, in order, and
     /// writes what the socket takes if nothing was queued before them.
-    fn enqueue<const N: usize>(&self, to: ProcessId, bufs: [Vec<u8>; N]) -> Result<(), SendError> {
+    fn enqueue<const N: usize>(&self, to: ProcessId, bufs: [Chunk; N]) -> Result<(), SendError> {
         let p = to.get() as usize;
         let peer = self
             .peers
@@ -402,8 +539,9 @@ impl TcpTransport {
         }
         let idle = out.queue.is_empty();
         out.queue.extend(bufs);
-        if idle {
-            self.flush(peer, p, &mut out);
+        if idle && self.flush(peer, p, &mut out) {
+            // Whoever polls next hands the `Sent` back.
+            self.wake();
         }
         match &out.failed {
             Some(why) => Err(SendError::Lost(to, why.clone())),
@@ -430,7 +568,7 @@ impl Transport for TcpTransport {
 
     fn send(&self, to: ProcessId, frame: &Frame) -> Result<(), SendError> {
         self.check(frame)?;
-        self.enqueue(to, [frame.to_bytes()])
+        self.enqueue(to, [Chunk::Owned(frame.to_bytes())])
     }
 
     fn send_owned(&self, to: ProcessId, frame: Frame) -> Result<(), SendError> {
@@ -440,10 +578,66 @@ impl Transport for TcpTransport {
         let mut head = Vec::new();
         self.check(&frame)?;
         frame.encode_head(&mut head);
-        self.enqueue(to, [head, frame.payload])
+        self.enqueue(to, [Chunk::Owned(head), Chunk::Owned(frame.payload)])
     }
 
-    fn poll(&self, sink: &mut dyn FnMut(Incoming)) -> usize {
+    fn send_borrowed(
+        &self,
+        to: ProcessId,
+        frame: Frame,
+        data: Borrowed,
+        token: u64,
+    ) -> Result<bool, SendError> {
+        let len = data.bytes().len();
+        self.check(&frame)?;
+        if len > super::frame::MAX_PAYLOAD {
+            return Err(SendError::TooLarge(len));
+        }
+        let mut head = Vec::new();
+        frame.encode_head_for(len, &mut head);
+        self.enqueue(to, [Chunk::Owned(head), Chunk::Borrowed(data, token)])
+            .map(|()| false)
+    }
+
+    fn withdraw_send(&self, to: ProcessId, token: u64) {
+        let Some(peer) = self.peers.get(to.get() as usize).and_then(Option::as_ref) else {
+            return;
+        };
+        let mut out = lock(&peer.out);
+        let written = out.written;
+        for (i, chunk) in out.queue.iter_mut().enumerate() {
+            if let Chunk::Borrowed(data, t) = chunk {
+                if *t == token {
+                    // What is not written yet leaves from a copy: the frame
+                    // stays whole on the stream.
+                    let from = if i == 0 { written } else { 0 };
+                    *chunk = Chunk::Owned(data.bytes()[from..].to_vec());
+                    if i == 0 {
+                        out.written = 0;
+                    }
+                    return;
+                }
+            }
+        }
+    }
+
+    fn withdraw_place(&self, from: ProcessId, id: u64) {
+        let Some(peer) = self.peers.get(from.get() as usize).and_then(Option::as_ref) else {
+            return;
+        };
+        let mut input = lock(&peer.input);
+        if let Some(Large {
+            into: Dest::Placed { frame, place, .. },
+            ..
+        }) = &mut input.large
+        {
+            if frame.id == id {
+                *place = None;
+            }
+        }
+    }
+
+    fn poll(&self, sink: &mut dyn Sink) -> usize {
         let mut handed = 0;
         for (p, peer) in self.peers.iter().enumerate() {
             let Some(peer) = peer else { continue };
@@ -454,6 +648,11 @@ impl Transport for TcpTransport {
                 }
             }
             handed += self.read(peer, p, sink);
+        }
+        let sent = std::mem::take(&mut *lock(&self.sent));
+        handed += sent.len();
+        for (to, token) in sent {
+            sink.take(Incoming::Sent(to, token));
         }
         handed
     }
@@ -572,6 +771,7 @@ mod tests {
                         ids.push(f.id);
                     }
                     Incoming::Lost(_, why) => panic!("lost: {why}"),
+                    other => panic!("nothing was placed or borrowed: {other:?}"),
                 }
             }
         });
@@ -614,6 +814,7 @@ mod tests {
                 match item {
                     Incoming::Frame(_, f) => got.push(f),
                     Incoming::Lost(_, why) => panic!("lost: {why}"),
+                    other => panic!("nothing was placed or borrowed: {other:?}"),
                 }
             }
         });
@@ -638,7 +839,7 @@ mod tests {
             .iter()
             .map(|i| match i {
                 Incoming::Lost(p, why) => format!("{p}: {why}"),
-                Incoming::Frame(..) => panic!("no frame was sent"),
+                other => panic!("only losses: {other:?}"),
             })
             .collect();
         assert!(
@@ -661,5 +862,126 @@ mod tests {
             s.spawn(|| t[1].wait(None));
             t[1].wake();
         });
+    }
+
+    /// A sink that places data frames into `buf` (while `place` is set)
+    /// and records what it is handed.
+    struct Placer<'a> {
+        buf: Option<&'a mut Vec<u8>>,
+        got: Vec<Incoming>,
+    }
+
+    impl Sink for Placer<'_> {
+        fn take(&mut self, incoming: Incoming) {
+            self.got.push(incoming);
+        }
+
+        fn place(&mut self, _from: ProcessId, _head: &Frame, len: usize) -> Option<Place> {
+            let buf = self.buf.take()?;
+            assert!(buf.len() >= len);
+            // SAFETY: the test keeps `buf` borrowed (and untouched) until
+            // the frame is handed over or the place withdrawn.
+            Some(unsafe { Place::new(buf.as_mut_ptr(), len) })
+        }
+    }
+
+    fn data_frame(id: u64) -> Frame {
+        let mut f = Frame::control(Kind::Data);
+        f.id = id;
+        f
+    }
+
+    /// Polls `t` with `sink` until `n` items arrived, flushing `sender`;
+    /// returns what the sender's polls found.
+    fn drain(
+        t: &TcpTransport,
+        sender: &TcpTransport,
+        sink: &mut Placer<'_>,
+        n: usize,
+    ) -> Vec<Incoming> {
+        let mut at_sender = Vec::new();
+        while sink.got.len() < n {
+            sender.poll(&mut |i| at_sender.push(i));
+            t.poll(sink);
+        }
+        at_sender
+    }
+
+    #[test]
+    fn a_borrowed_payload_lands_in_its_place_without_a_frame_buffer() {
+        let t = transports(2);
+        let data: Vec<u8> = (0..(4usize << 20)).map(|i| (i % 251) as u8).collect();
+        // SAFETY: `data` outlives the transfer (checked through `Sent`) and
+        // is not written meanwhile.
+        let lent = unsafe { Borrowed::new(data.as_ptr(), data.len()) };
+        let done = t[0]
+            .send_borrowed(ProcessId::new(1), data_frame(7), lent, 99)
+            .unwrap();
+        assert!(!done, "4 MiB does not fit the socket at once");
+        let mut buf = vec![0u8; data.len() + 10];
+        let mut sink = Placer {
+            buf: Some(&mut buf),
+            got: Vec::new(),
+        };
+        let mut sent = drain(&t[1], &t[0], &mut sink, 1);
+        match &sink.got[0] {
+            Incoming::Placed(p, f, len) => {
+                assert_eq!((p.get(), f.id, *len), (0, 7, data.len()));
+                assert!(f.payload.is_empty());
+            }
+            other => panic!("not placed: {other:?}"),
+        }
+        assert_eq!(&buf[..data.len()], &data[..]);
+        // The sender learns that its buffer is free.
+        while sent.is_empty() {
+            t[0].poll(&mut |i| sent.push(i));
+        }
+        assert!(matches!(sent[0], Incoming::Sent(p, 99) if p.get() == 1));
+    }
+
+    #[test]
+    fn withdrawn_memory_is_not_touched_and_the_stream_stays_whole() {
+        let t = transports(2);
+        let len = 16usize << 20;
+        let mut data = vec![5u8; len];
+        // SAFETY: withdrawn below before `data` changes.
+        let lent = unsafe { Borrowed::new(data.as_ptr(), len) };
+        t[0].send_borrowed(ProcessId::new(1), data_frame(1), lent, 1)
+            .unwrap();
+        let mut next = data_frame(2);
+        next.payload = vec![6u8; 300 << 10];
+        t[0].send(ProcessId::new(1), &next).unwrap();
+        // Read a part into the place, then its owner goes.
+        let mut buf = vec![0u8; len];
+        let mut sink = Placer {
+            buf: Some(&mut buf),
+            got: Vec::new(),
+        };
+        t[1].poll(&mut sink);
+        t[1].withdraw_place(ProcessId::new(0), 1);
+        drop(sink);
+        let seen = buf.iter().filter(|&&b| b == 5).count();
+        // The sender's owner goes too: what was not written leaves from a
+        // copy, so overwriting the buffer changes nothing on the wire.
+        t[0].withdraw_send(ProcessId::new(1), 1);
+        data.fill(9);
+        buf.fill(0);
+        let mut sink = Placer {
+            buf: None,
+            got: Vec::new(),
+        };
+        drain(&t[1], &t[0], &mut sink, 2);
+        assert!(buf.iter().all(|&b| b == 0), "written after withdrawal");
+        assert!(
+            seen > 0 && seen < len,
+            "{seen} bytes placed before the withdrawal"
+        );
+        match &sink.got[..] {
+            [Incoming::Placed(_, a, n), Incoming::Frame(_, b)] => {
+                assert_eq!((a.id, *n, b.id), (1, len, 2));
+                assert!(b.payload.iter().all(|&x| x == 6));
+            }
+            other => panic!("{other:?}"),
+        }
     }
 }
