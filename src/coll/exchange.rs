@@ -8,13 +8,45 @@
 //! another collective call. If the rank unwinds (job abort), pending
 //! descriptors are withdrawn before the buffers they point to go away.
 
+use std::collections::{BTreeSet, HashMap};
+
 use super::Call;
 use crate::datatype::copy::Layout;
 use crate::error::{CountError, Error};
+use crate::identity::WorldRank;
 use crate::p2p::completion::Completion;
+use crate::p2p::Node;
 use crate::p2p::{self, Queued, SendMode, Started};
 use crate::sched;
+use crate::sync::spin::SpinLock;
 use crate::Rank;
+
+/// The processes the ranks of this process exchanged collective messages
+/// with, per world rank, since each last asked: counted where messages
+/// are sent and received (only those that cross processes), so what it
+/// reports is the traffic that happened, not an algorithm's plan. A
+/// communicator and its hierarchical tiers share one.
+#[derive(Debug, Default)]
+pub(crate) struct Traffic {
+    peers: SpinLock<HashMap<u32, BTreeSet<u32>>>,
+}
+
+impl Traffic {
+    fn record(&self, rank: WorldRank, process: u32) {
+        self.peers
+            .lock()
+            .entry(rank.get())
+            .or_default()
+            .insert(process);
+    }
+
+    /// The processes world rank `rank` exchanged collective messages with
+    /// since the last call, ascending; forgets them.
+    pub(crate) fn take(&self, rank: WorldRank) -> Vec<u32> {
+        let set = self.peers.lock().remove(&rank.get());
+        set.map(|s| s.into_iter().collect()).unwrap_or_default()
+    }
+}
 
 struct Pending {
     completion: Box<Completion>,
@@ -44,6 +76,7 @@ impl<'c, 'a> Exchange<'c, 'a> {
     /// silently unwritten data).
     pub(crate) fn recv(&mut self, src: Rank, dst: &Layout) -> Result<(), Error> {
         let call = self.call;
+        self.note_peer(WorldRank::new(call.comm.shared().group.world_rank(src)));
         let completion = Box::new(Completion::new(call.ctx.slot));
         let expect = (src, dst.bytes());
         let spec = call.comm.accept(call.context(), src, call.tag());
@@ -59,6 +92,21 @@ impl<'c, 'a> Exchange<'c, 'a> {
             }),
         }
         Ok(())
+    }
+
+    /// Counts a peer of another process in the communicator's traffic.
+    #[inline]
+    fn note_peer(&self, peer: WorldRank) {
+        let processes = self.call.comm.job().p2p().processes();
+        if processes.local(peer).is_none() {
+            self.note_remote(processes.process_of(peer).get());
+        }
+    }
+
+    #[cold]
+    fn note_remote(&self, process: u32) {
+        let call = self.call;
+        call.comm.coll().traffic.record(call.comm.world(), process);
     }
 
     fn check_size(&self, (src, expected): (Rank, usize), got: usize) -> Result<(), Error> {
@@ -80,6 +128,7 @@ impl<'c, 'a> Exchange<'c, 'a> {
         let call = self.call;
         let completion = Box::new(Completion::new(call.ctx.slot));
         let route = call.comm.route(call.context(), dest);
+        self.note_peer(route.dest_world);
         let started = p2p::start_send(
             call.comm.endpoint(),
             route,

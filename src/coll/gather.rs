@@ -117,6 +117,9 @@ pub(crate) fn gather(
     send: &Layout,
     recv: Option<&Layout>,
 ) -> Result<(), Error> {
+    if call.algorithm == Algorithm::Hierarchical {
+        return super::hier::gather(call, root, send, recv);
+    }
     let parts = match recv {
         Some(recv) => Some(Parts::uniform(
             "gather_into_root",

@@ -47,6 +47,7 @@ pub(crate) mod create;
 mod doubling;
 pub(crate) mod exchange;
 pub(crate) mod gather;
+mod hier;
 pub(crate) mod op;
 mod operand;
 pub(crate) mod parts;
@@ -91,6 +92,15 @@ pub struct State {
     /// `split_by_subgroup(_with_tag)` calls in progress, and how many of
     /// each key completed (`create.rs`).
     pub(crate) group_meetings: create::GroupMeetings,
+    /// The local part and the leaders that hierarchical collectives run
+    /// on, made on the first such call (`hier.rs`).
+    pub(crate) tiers: std::sync::OnceLock<Result<hier::Tiers, Error>>,
+    /// On the leaders of a communicator: the parent's rank of each rank
+    /// (what errors and checked signatures name).
+    pub(crate) parent_ranks: Option<Box<[crate::Rank]>>,
+    /// The processes each rank of this process exchanged collective
+    /// messages with (`exchange.rs`), shared with the tiers.
+    pub(crate) traffic: std::sync::Arc<exchange::Traffic>,
 }
 
 impl State {
@@ -107,6 +117,18 @@ impl State {
             rounds: round::Rounds::default(),
             selection,
             group_meetings: create::GroupMeetings::default(),
+            tiers: std::sync::OnceLock::new(),
+            parent_ranks: None,
+            traffic: std::sync::Arc::default(),
+        }
+    }
+
+    /// The rank of the communicator this one is a tier of (or its own)
+    /// that communicator rank `rank` stands for.
+    pub(crate) fn reported_rank(&self, rank: crate::Rank) -> crate::Rank {
+        match &self.parent_ranks {
+            Some(ranks) => ranks[rank as usize],
+            None => rank,
         }
     }
 }

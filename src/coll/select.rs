@@ -126,6 +126,10 @@ named_enum! {
         GatherBroadcast => "gather_broadcast",
         /// A reduce followed by a scatter.
         ReduceScatter => "reduce_scatter",
+        /// Hierarchical: a shared-memory step among each process's members,
+        /// a message-based step among one leader per process, a
+        /// shared-memory step back (`coll/hier.rs`).
+        Hierarchical => "hier",
     }
 }
 
@@ -139,23 +143,34 @@ impl Collective {
     pub fn algorithms(self) -> &'static [Algorithm] {
         use Algorithm::*;
         match self {
-            Collective::Barrier => &[SharedMemory, Dissemination, Linear],
-            Collective::Broadcast => &[SharedMemory, Linear, Binomial, Symmetric],
-            Collective::Gather => &[SharedMemory, Linear, Binomial],
+            Collective::Barrier => &[SharedMemory, Dissemination, Linear, Hierarchical],
+            Collective::Broadcast => &[SharedMemory, Linear, Binomial, Symmetric, Hierarchical],
+            Collective::Gather => &[SharedMemory, Linear, Binomial, Hierarchical],
             Collective::GatherVarcount => &[
                 SharedMemory,
                 Linear,
                 BinomialConservative,
                 BinomialAggressive,
             ],
-            Collective::Scatter => &[SharedMemory, Linear, Binomial],
+            Collective::Scatter => &[SharedMemory, Linear, Binomial, Hierarchical],
             Collective::ScatterVarcount => &[SharedMemory, Linear],
-            Collective::AllGather => &[SharedMemory, Ring, RecursiveDoubling, GatherBroadcast],
+            Collective::AllGather => &[
+                SharedMemory,
+                Ring,
+                RecursiveDoubling,
+                GatherBroadcast,
+                Hierarchical,
+            ],
             Collective::AllGatherVarcount => &[SharedMemory, Ring, GatherBroadcast],
             Collective::AllToAll => &[SharedMemory, Linear, Pairwise],
             Collective::AllToAllVarcount => &[SharedMemory, Linear, Pairwise],
-            Collective::Reduce => &[SharedMemory, Linear, Binomial],
-            Collective::AllReduce => &[SharedMemory, RecursiveDoubling, ReduceBroadcast],
+            Collective::Reduce => &[SharedMemory, Linear, Binomial, Hierarchical],
+            Collective::AllReduce => &[
+                SharedMemory,
+                RecursiveDoubling,
+                ReduceBroadcast,
+                Hierarchical,
+            ],
             Collective::ReduceScatterBlock => &[SharedMemory, ReduceScatter],
             Collective::Scan => &[SharedMemory, Linear, RecursiveDoubling],
             Collective::ExclusiveScan => &[SharedMemory, Linear, RecursiveDoubling],
@@ -393,14 +408,8 @@ impl Selection {
         let algorithm = Self::resolve_choice(collective, chosen, size, bytes, locality, name)?;
         // The same answer for every byte class: one entry serves them all.
         let everywhere = chosen != Algorithm::Auto
-            || class_members().all(|b| {
-                let here = if locality.is_all_local() {
-                    Some(select_local(collective, size, Some(b)))
-                } else {
-                    select_spanning(collective, size, Some(b))
-                };
-                here == Some(algorithm)
-            });
+            || class_members()
+                .all(|b| select(collective, size, Some(b), locality) == Some(algorithm));
         let entry = &self.cache[if everywhere { row } else { row + 1 + class }];
         entry.store(tag | u16::from(algorithm.index()), Ordering::Relaxed);
         Ok(algorithm)
@@ -421,12 +430,30 @@ impl Selection {
             check_local(collective, chosen, locality, name)?;
             return Ok(chosen);
         }
-        if locality.is_all_local() {
-            Ok(select_local(collective, size, bytes))
-        } else {
-            select_spanning(collective, size, bytes)
-                .ok_or_else(|| no_spanning_algorithm(collective, locality, name))
-        }
+        select(collective, size, bytes, locality)
+            .ok_or_else(|| no_spanning_algorithm(collective, locality, name))
+    }
+}
+
+/// The selector's choice on a communicator of `size` ranks and `locality`:
+/// [`select_local`] where every member is local; where they span
+/// processes, `hier` for the collectives that have it when some process
+/// holds several members (fewer leaders than members), else
+/// [`select_spanning`].
+fn select(
+    collective: Collective,
+    size: usize,
+    bytes: Option<usize>,
+    locality: &Locality,
+) -> Option<Algorithm> {
+    if locality.is_all_local() {
+        Some(select_local(collective, size, bytes))
+    } else if locality.processes() < size
+        && collective.algorithms().contains(&Algorithm::Hierarchical)
+    {
+        Some(Algorithm::Hierarchical)
+    } else {
+        select_spanning(collective, size, bytes)
     }
 }
 
@@ -527,11 +554,11 @@ pub(crate) fn select_local(collective: Collective, size: usize, bytes: Option<us
     }
 }
 
-/// The selector for a communicator whose members live in several
-/// processes: message-based algorithms only (the hierarchical ones, a
-/// shared-memory step per process and a message-based step among leaders,
-/// come with the transport). `None` for a collective that has none
-/// (communicator creation).
+/// The flat selector for a communicator whose members live in several
+/// processes: message-based algorithms only, over all its ranks (what the
+/// leaders of a hierarchical call run among themselves, and what runs where
+/// `hier` does not apply, see [`select`]). `None` for a collective that has
+/// none (communicator creation).
 pub(crate) fn select_spanning(
     collective: Collective,
     size: usize,

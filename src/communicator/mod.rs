@@ -277,6 +277,16 @@ pub trait Communicator: AsCore {
             .map(SimpleCommunicator::from_core)
     }
 
+    /// The processes (by index, ascending) that this rank exchanged
+    /// collective messages with on this communicator since it last asked,
+    /// counted from the messages themselves (not in rsmpi). A hierarchical
+    /// collective's messages between processes are its leaders', so the
+    /// peers of a root's process are those of its leader. Forgets them.
+    fn take_collective_peer_processes(&self) -> Vec<u32> {
+        let core = self.core();
+        core.coll().traffic.take(core.world())
+    }
+
     /// Splits the communicator into parts whose ranks share memory
     /// (`MPI_Comm_split_type(MPI_COMM_TYPE_SHARED)`): one communicator per
     /// process (ranks of one process share its memory; processes on one
