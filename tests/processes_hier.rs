@@ -47,6 +47,7 @@ cases!(
     interleaved_processes_fall_back_to_flat_algorithms,
     immediate_hierarchical_collectives,
     gather_root_talks_to_log2_p_processes,
+    a_mismatch_across_processes_names_both_calls,
 );
 
 /// What one rank computes with `hier` (set on a duplicate of the world),
@@ -397,5 +398,73 @@ fn gather_root_talks_to_log2_p_processes(via: Via) {
             let expected: Vec<i64> = (0..2 * p as i64).flat_map(|r| [r; 3]).collect();
             assert_eq!(out[root as usize].0, expected);
         }
+    }
+}
+
+/// Every process's error text (each must fail).
+fn all_failed<T>(results: Vec<Result<Vec<T>, Error>>) -> Vec<String> {
+    results
+        .into_iter()
+        .enumerate()
+        .map(|(p, r)| match r {
+            Ok(_) => panic!("process {p} succeeded"),
+            Err(e) => e.to_string(),
+        })
+        .collect()
+}
+
+fn a_mismatch_across_processes_names_both_calls(via: Via) {
+    // Process 0 calls an all-reduce where process 1 calls a broadcast: each
+    // process agrees with itself, so only the signature travelling with
+    // the leaders' messages can tell.
+    let errors = all_failed(joined(via, &[2, 3], |universe| {
+        let world = universe.world();
+        let mut x = world.rank() as u64;
+        if world.rank() < 2 {
+            let mine = x;
+            world.all_reduce_into(&mine, &mut x, SystemOperation::sum());
+        } else {
+            world.process_at_rank(0).broadcast_into(&mut x);
+        }
+    }));
+    for text in errors {
+        assert!(
+            text.contains("collective mismatch on call 0 of the communicator, across processes")
+                && text.contains("all_reduce of 8 bytes")
+                && text.contains("broadcast with root 0 of 8 bytes")
+                && text.contains("(algorithm hier)")
+                && text.contains("tests/processes_hier.rs:"),
+            "{text}"
+        );
+        // Both leaders named: rank 0 (process 0) and rank 2 (process 1).
+        assert!(
+            text.contains("rank 0 called") && text.contains("rank 2 called"),
+            "{text}"
+        );
+    }
+    // Flat: a broadcast of 8 bytes in process 0, of 16 in process 1. The
+    // root's process only sends, and may be done before process 1 finds
+    // the difference: process 1 fails, process 0 fails or is done.
+    let results = joined(via, &[2, 3], |universe| {
+        let world = universe.world();
+        world
+            .set_collective_algorithm(Collective::Broadcast, Algorithm::Linear)
+            .unwrap();
+        let mut x = [0u64; 2];
+        let len = if world.rank() < 2 { 1 } else { 2 };
+        world.process_at_rank(0).broadcast_into(&mut x[..len]);
+    });
+    assert!(results[1].is_err(), "process 1 found no mismatch");
+    for text in results
+        .into_iter()
+        .filter_map(|r| r.err())
+        .map(|e| e.to_string())
+    {
+        assert!(
+            text.contains("across processes")
+                && text.contains("rank 0 called broadcast with root 0 of 8 bytes")
+                && text.contains("called broadcast with root 0 of 16 bytes"),
+            "{text}"
+        );
     }
 }

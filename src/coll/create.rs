@@ -392,9 +392,10 @@ fn create_spanning(core: &CommCore, mut ask: Ask) -> Result<Option<CommCore>, Er
     let algorithm = Algorithm::RecursiveDoubling;
     let mut signature = Signature::new(Collective::CommCreate, None, None);
     signature.algorithm = Some(algorithm);
+    // This process's members check in here (as in `coll::begin_as`).
     state.checker.check(
         seq,
-        core.size() as u32,
+        core.shared().locality.local_count() as u32,
         rank,
         signature,
         site,

@@ -69,7 +69,7 @@ use crate::p2p::Node;
 use crate::Rank;
 
 /// Sequence numbers of the tiers per call of the parent.
-const STEPS: u32 = 4;
+pub(crate) const STEPS: u32 = 4;
 
 /// The two tiers of a communicator spanning processes (module docs).
 #[derive(Debug)]

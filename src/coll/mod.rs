@@ -123,6 +123,15 @@ impl State {
         }
     }
 
+    /// The number of the parent's call that call `seq` of this
+    /// communicator is a step of (its own number if it is no tier).
+    pub(crate) fn reported_seq(&self, seq: u32) -> u32 {
+        match &self.parent_ranks {
+            Some(_) => seq / hier::STEPS,
+            None => seq,
+        }
+    }
+
     /// The rank of the communicator this one is a tier of (or its own)
     /// that communicator rank `rank` stands for.
     pub(crate) fn reported_rank(&self, rank: crate::Rank) -> crate::Rank {

@@ -707,7 +707,7 @@ mod tests {
         assert_eq!(
             auto.resolve(c, Algorithm::Auto, 9, Some(8), &spanning, name)
                 .unwrap(),
-            Algorithm::RecursiveDoubling
+            Algorithm::Hierarchical
         );
         // From the environment (`MYRIAD_COLL_ALL_REDUCE=shm`).
         let env = selection_of(Algorithm::SharedMemory);
@@ -725,6 +725,57 @@ mod tests {
             Algorithm::SharedMemory
         );
         auto.set(c, Algorithm::SharedMemory, &here, name).unwrap();
+    }
+
+    /// Across processes `auto` is `hier` for the collectives that have it
+    /// when some process holds several members, the flat selector's
+    /// choice when every process holds one (a hierarchy would add steps
+    /// for nothing) and for the other collectives.
+    #[test]
+    fn auto_picks_hier_where_processes_hold_several_members() {
+        let name = || "MPI_COMM_WORLD".to_string();
+        let several = world_of(&[3, 1, 2]);
+        let single = world_of(&[1, 1, 1]);
+        for &c in Collective::ALL {
+            let has = c.algorithms().contains(&Algorithm::Hierarchical);
+            for bytes in BYTES {
+                let sel = selection_of(Algorithm::Auto);
+                let a = sel.resolve(c, Algorithm::Auto, 6, bytes, &several, name);
+                if has {
+                    assert_eq!(a.unwrap(), Algorithm::Hierarchical, "{c} {bytes:?}");
+                } else if let Ok(a) = a {
+                    assert_eq!(Some(a), select_spanning(c, 6, bytes), "{c} {bytes:?}");
+                }
+                let sel = selection_of(Algorithm::Auto);
+                if let Ok(a) = sel.resolve(c, Algorithm::Auto, 3, bytes, &single, name) {
+                    assert_eq!(Some(a), select_spanning(c, 3, bytes), "{c} {bytes:?}");
+                }
+            }
+        }
+        // Explicit `hier`, also where every member is local (one process:
+        // the local step alone); flat algorithms stay selectable.
+        let here = world_of(&[6]);
+        let sel = selection_of(Algorithm::Auto);
+        let c = Collective::Broadcast;
+        for (algorithm, locality) in [
+            (Algorithm::Hierarchical, &here),
+            (Algorithm::Binomial, &several),
+        ] {
+            sel.set(c, algorithm, locality, name).unwrap();
+            assert_eq!(
+                sel.resolve(c, Algorithm::Auto, 6, Some(8), locality, name)
+                    .unwrap(),
+                algorithm
+            );
+        }
+        let text = Algorithm::parse_for(Collective::AllToAll, "hier")
+            .unwrap_err()
+            .to_string();
+        assert!(text.contains("linear, pairwise"), "{text}");
+        assert_eq!(
+            Algorithm::parse_for(Collective::Gather, "HIER").unwrap(),
+            Algorithm::Hierarchical
+        );
     }
 
     #[test]

@@ -238,8 +238,10 @@ mod tests {
             <[Locality; 2]>::try_from(from_every_process(&Members::World(5), &[3, 2])).unwrap();
         assert_eq!(all(&p0), [0, 1, 2]);
         assert_eq!(all(&p1), [3, 4]);
+        assert_eq!((p1.local_index(4), p1.local_index(2)), (Some(1), None));
         for l in [&p0, &p1] {
-            assert!(!l.is_all_local());
+            assert!(!l.is_all_local() && l.is_blocked());
+            assert_eq!([l.block(0), l.block(1)], [0..3, 3..5]);
             assert_eq!(l.processes(), 2);
             assert_eq!(
                 l.leaders(),
@@ -286,6 +288,20 @@ mod tests {
                 l.leader_of(ProcessId::new(p as u32)),
                 l.local_ranks().next()
             );
+        }
+
+        // Processes 2, 0, 2, 0, 1 along the ranks: not blocked.
+        assert!(views.iter().all(|l| !l.is_blocked()));
+        assert_eq!(views[2].local_index(2), Some(1));
+        assert_eq!(views[2].local_index(1), None);
+        assert_eq!(views[1].position_of(ProcessId::new(1)), Some(1));
+
+        // Processes 0, 0, 1, 2, 2 along the ranks: blocked, and each
+        // process's block is its ranks.
+        let members = Members::from_vec(vec![1, 0, 3, 5, 4]);
+        for l in from_every_process(&members, &[2, 2, 2]) {
+            assert!(l.is_blocked());
+            assert_eq!([l.block(0), l.block(1), l.block(2)], [0..2, 2..3, 3..5]);
         }
 
         // Members of one process only: all local there.
