@@ -9,8 +9,9 @@
 //! a mismatch across processes.
 
 use myriad::collective::{Algorithm, Collective, SystemOperation, UserOperation};
+use myriad::datatype::PartitionMut;
 use myriad::traits::*;
-use myriad::Error;
+use myriad::{Count, Error};
 
 #[macro_use]
 mod common;
@@ -30,10 +31,11 @@ fn all_ok<T: std::fmt::Debug>(results: Vec<Result<Vec<T>, Error>>) -> Vec<T> {
 const LAYOUTS: [&[usize]; 3] = [&[2, 3], &[3, 1, 2], &[2, 2, 1, 3]];
 
 /// The collectives that have `hier`.
-const HIER: [Collective; 7] = [
+const HIER: [Collective; 8] = [
     Collective::Barrier,
     Collective::Broadcast,
     Collective::Gather,
+    Collective::GatherVarcount,
     Collective::Scatter,
     Collective::AllGather,
     Collective::Reduce,
@@ -92,6 +94,20 @@ fn run_all(comm: &impl Communicator, n: usize) -> Vec<i64> {
         } else {
             comm.process_at_rank(root).gather_into(&mine[..]);
         }
+        // Gatherv: rank r sends r % 3 + 1 elements; the root keeps the
+        // blocks in reverse rank order.
+        let mine: Vec<i64> = (0..rank % 3 + 1).map(|i| rank * 100 + i).collect();
+        if comm.rank() == root {
+            let counts: Vec<Count> = (0..n).map(|r| (r % 3 + 1) as Count).collect();
+            let displs: Vec<Count> = (0..n).map(|r| counts[r + 1..].iter().sum()).collect();
+            let mut all = vec![-1i64; counts.iter().sum::<Count>() as usize];
+            let mut part = PartitionMut::new(&mut all[..], &counts[..], &displs[..]);
+            comm.process_at_rank(root)
+                .gather_varcount_into_root(&mine[..], &mut part);
+            out.extend(all);
+        } else {
+            comm.process_at_rank(root).gather_varcount_into(&mine[..]);
+        }
         // Scatter: two elements per rank.
         let mut part = [-1i64; 2];
         if comm.rank() == root {
@@ -137,6 +153,12 @@ fn reference(me: usize, n: usize) -> Vec<i64> {
         }
         if me == root {
             out.extend(ranks.clone().flat_map(|r| [r * 10, r * 10 + 1]));
+            out.extend(
+                ranks
+                    .clone()
+                    .rev()
+                    .flat_map(|r| (0..r % 3 + 1).map(move |i| r * 100 + i)),
+            );
         }
         out.extend([
             (2 * me_i) * 3 + root as i64,
@@ -168,6 +190,11 @@ fn the_selector_picks_hier_across_processes(via: Via) {
                 .unwrap();
             flat.set_collective_algorithm(Collective::Gather, Algorithm::Linear)
                 .unwrap();
+            flat.set_collective_algorithm(
+                Collective::GatherVarcount,
+                Algorithm::BinomialConservative,
+            )
+            .unwrap();
             flat.set_collective_algorithm(Collective::Barrier, Algorithm::Dissemination)
                 .unwrap();
             let flat = run_all(&flat, n);
@@ -381,20 +408,38 @@ fn gather_root_talks_to_log2_p_processes(via: Via) {
                 } else {
                     world.process_at_rank(root).gather_into(&mine[..]);
                 }
-                (all, world.take_collective_peer_processes())
+                let gather_peers = world.take_collective_peer_processes();
+                world.barrier();
+                world.take_collective_peer_processes();
+                // Gatherv (conservative: only the root knows the counts).
+                let mut allv = vec![0i64; 3 * n];
+                if me == root {
+                    let counts = vec![3 as Count; n];
+                    let displs: Vec<Count> = (0..n as Count).map(|r| 3 * r).collect();
+                    let mut part = PartitionMut::new(&mut allv[..], &counts[..], &displs[..]);
+                    world
+                        .process_at_rank(root)
+                        .gather_varcount_into_root(&mine[..], &mut part);
+                } else {
+                    world.process_at_rank(root).gather_varcount_into(&mine[..]);
+                }
+                assert_eq!(all, allv);
+                (all, gather_peers, world.take_collective_peer_processes())
             }));
             // The peers of the root's process: those its ranks (the
             // leader, which does the talking) exchanged messages with.
-            let peers: std::collections::BTreeSet<u32> = out
-                [2 * root_process..2 * root_process + 2]
-                .iter()
-                .flat_map(|(_, peers)| peers.iter().copied())
-                .collect();
-            assert_eq!(
-                peers.len(),
-                log2_ceil(p),
-                "{p} processes, root in process {root_process}: {peers:?}"
-            );
+            for (what, pick) in [("gather", 1), ("gatherv", 2)] {
+                let peers: std::collections::BTreeSet<u32> = out
+                    [2 * root_process..2 * root_process + 2]
+                    .iter()
+                    .flat_map(|r| if pick == 1 { &r.1 } else { &r.2 }.iter().copied())
+                    .collect();
+                assert_eq!(
+                    peers.len(),
+                    log2_ceil(p),
+                    "{what}, {p} processes, root in process {root_process}: {peers:?}"
+                );
+            }
             let expected: Vec<i64> = (0..2 * p as i64).flat_map(|r| [r; 3]).collect();
             assert_eq!(out[root as usize].0, expected);
         }

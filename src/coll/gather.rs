@@ -92,6 +92,7 @@ pub(crate) fn gatherv(
         check_elements(call, send, &parts.buf, Sides::GatherRoot)?;
     }
     match call.algorithm {
+        Algorithm::Hierarchical => super::hier::gatherv(call, root, send, parts, known),
         Algorithm::Linear => linear(call, root, send, parts),
         Algorithm::BinomialConservative | Algorithm::Binomial => {
             binomial_conservative(call, root, send, parts)

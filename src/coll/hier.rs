@@ -398,8 +398,9 @@ fn hand_up(
     root: Rank,
     from: Option<&Layout>,
     into: Option<&Layout>,
+    n: u32,
 ) -> Result<(), Error> {
-    let hop = step(call, &plan.local, call.kind, Algorithm::Linear, 2);
+    let hop = step(call, &plan.local, call.kind, Algorithm::Linear, n);
     let local_root = locality(call).local_index(root).expect("the root is here");
     let mut ex = Exchange::new(&hop);
     if plan.rl == 0 {
@@ -490,6 +491,149 @@ pub(crate) fn gather(
     Ok(())
 }
 
+/// Gatherv of `send` to `root` (whose partition is `parts`; `known`: the
+/// table a non-root passed, which the flat fallback may need).
+///
+/// Only the leaders need the counts: the root's leader gets them from the
+/// root (a hop if they differ) and broadcasts them among the leaders
+/// (binomial tree: the same ⌈log2 P⌉ peers as the gather's); each leader
+/// gathers its members' blocks packed, the leaders run the binomial
+/// Gatherv on the packed blocks (aggressive: each knows them all), and the
+/// root (after a hop if it is not the leader) unpacks into its parts.
+pub(crate) fn gatherv(
+    call: &Call<'_>,
+    root: Rank,
+    send: &Layout,
+    parts: Option<&Parts>,
+    known: Option<(&[usize], &[usize])>,
+) -> Result<(), Error> {
+    if !locality(call).is_blocked() {
+        return gather::gatherv(&flat(call), root, send, parts, known);
+    }
+    let plan = Plan::new(call)?;
+    let n = call.size() as usize;
+    let rp = process_position(call, root);
+    let root_leads = locality(call).leaders()[rp].1 == root;
+    let here = rp == plan.tiers.me;
+    let is_root = call.rank() == root;
+    // 1. The counts reach every leader.
+    let mut counts: Vec<u64> = if plan.rl == 0 || is_root {
+        vec![0; n]
+    } else {
+        Vec::new()
+    };
+    if let Some(parts) = parts {
+        let table = parts.table();
+        for (r, c) in counts.iter_mut().enumerate() {
+            *c = table.count(r) as u64;
+        }
+    }
+    let table = Layout::of_mut(&mut counts[..]);
+    if here && !root_leads {
+        hand_up(call, &plan, root, Some(&table), Some(&table), 3)?;
+    }
+    if let Some(comm) = &plan.leaders {
+        let among = step(call, comm, Kind::Broadcast, Algorithm::Binomial, 1);
+        bcast::broadcast(&among, rp as Rank, &table)?;
+    }
+    let counts: Vec<usize> = counts.iter().map(|&c| c as usize).collect();
+    let packed = |counts: &[usize]| -> Vec<usize> {
+        counts
+            .iter()
+            .scan(0, |at, &c| {
+                let start = *at;
+                *at += c;
+                Some(start)
+            })
+            .collect()
+    };
+    // 2. The members gather to their leader, packed.
+    let nl = plan.nl();
+    let mine_block = locality(call).block(plan.tiers.me);
+    let local_counts: Vec<usize> = if plan.rl == 0 {
+        mine_block.map(|r| counts[r as usize]).collect()
+    } else {
+        Vec::new()
+    };
+    let block_storage = (plan.rl == 0 && nl > 1).then(|| scratch(send, local_counts.iter().sum()));
+    let block = block_storage.as_ref().map(|storage| Parts {
+        buf: (**storage).clone(),
+        displs: packed(&local_counts),
+        counts: local_counts.clone(),
+        uniform: None,
+    });
+    if nl > 1 {
+        let shm = step(
+            call,
+            &plan.local,
+            Kind::GatherVarcount,
+            Algorithm::SharedMemory,
+            0,
+        );
+        gather::gatherv(&shm, 0, send, block.as_ref(), None)?;
+    }
+    // 3. The leaders gather the packed blocks to the root's leader.
+    let total: usize = counts.iter().sum();
+    let all = (here && plan.rl == 0).then(|| scratch(send, total));
+    if let Some(comm) = &plan.leaders {
+        let proc_counts: Vec<usize> = (0..plan.processes() as usize)
+            .map(|i| locality(call).block(i).map(|r| counts[r as usize]).sum())
+            .collect();
+        let proc_displs = packed(&proc_counts);
+        let mine: &Layout = block.as_ref().map_or(send, |b| &b.buf);
+        let leader_parts = all.as_ref().map(|all| Parts {
+            buf: (**all).clone(),
+            counts: proc_counts.clone(),
+            displs: proc_displs.clone(),
+            uniform: None,
+        });
+        let among = step(
+            call,
+            comm,
+            Kind::GatherVarcount,
+            Algorithm::BinomialAggressive,
+            0,
+        );
+        gather::gatherv(
+            &among,
+            rp as Rank,
+            mine,
+            leader_parts.as_ref(),
+            Some((&proc_counts, &proc_displs)),
+        )?;
+    }
+    // 4. The root unpacks into its parts.
+    if !here {
+        return Ok(());
+    }
+    let received = (is_root && !root_leads).then(|| {
+        let buf = &parts.expect("the root has a partition").buf;
+        scratch(buf, total)
+    });
+    if !root_leads {
+        hand_over(
+            call,
+            &plan,
+            root,
+            all.as_deref(),
+            received.as_deref(),
+            total,
+        )?;
+    }
+    if is_root {
+        let parts = parts.expect("the root has a partition");
+        let from: &Layout = match (&all, &received) {
+            (Some(all), _) if root_leads => all,
+            (_, Some(received)) => received,
+            _ => unreachable!("the root holds the packed blocks"),
+        };
+        for (r, at) in packed(&counts).into_iter().enumerate() {
+            super::copy_checked(call, r as Rank, &from.slice(at, counts[r]), &parts.part(r))?;
+        }
+    }
+    Ok(())
+}
+
 /// Scatter of `root`'s `send` (blocks of `recv.count` elements).
 pub(crate) fn scatter(
     call: &Call<'_>,
@@ -512,7 +656,7 @@ pub(crate) fn scatter(
     let all = (here && !root_leads && plan.rl == 0).then(|| scratch(recv, n * count));
     if here && !root_leads {
         let from = send.map(|s| s.slice(0, n * count));
-        hand_up(call, &plan, root, from.as_ref(), all.as_deref())?;
+        hand_up(call, &plan, root, from.as_ref(), all.as_deref(), 2)?;
     }
     // The leaders scatter the processes' blocks.
     let block = (plan.rl == 0 && nl > 1).then(|| scratch(recv, nl as usize * count));

@@ -151,6 +151,7 @@ impl Collective {
                 Linear,
                 BinomialConservative,
                 BinomialAggressive,
+                Hierarchical,
             ],
             Collective::Scatter => &[SharedMemory, Linear, Binomial, Hierarchical],
             Collective::ScatterVarcount => &[SharedMemory, Linear],
