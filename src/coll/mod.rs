@@ -10,12 +10,15 @@
 //!   binomial Gatherv with message chains, ring, recursive doubling,
 //!   pairwise exchange, ...) exchange point-to-point messages in the
 //!   communicator's collective context, tagged with the sequence number, so
-//!   they work on any communicator and, later, across processes
-//!   ([`exchange`]);
+//!   they work on any communicator, also across processes ([`exchange`]);
 //! * the **shared-memory** path, for ranks that share the process: ranks meet
 //!   in a [`round::Round`], publish their buffers' addresses, copy or reduce
 //!   straight between buffers, and park until the round is where they need
-//!   it.
+//!   it;
+//! * the **hierarchical** ones (`hier`), for communicators spanning
+//!   processes: a shared-memory step among each process's members, a
+//!   message-based step among one leader per process, a shared-memory
+//!   step back (`hier.rs`).
 //!
 //! Immediate collectives run the same algorithms on a task
 //! (`sched::task`) with the sequence number taken at the call, so several

@@ -12,7 +12,9 @@
 //! only there, and an explicit `shm` (for the call, the communicator or the
 //! environment) on a communicator that spans processes is an error that
 //! names the communicator and its process count. Elsewhere the selector
-//! picks message-based algorithms ([`select_spanning`]).
+//! picks `hier` (hierarchical: `hier.rs`) for the collectives that have it
+//! when some process holds several members, else message-based algorithms
+//! ([`select_spanning`]); see [`select`].
 
 use std::fmt;
 use std::str::FromStr;

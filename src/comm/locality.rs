@@ -9,9 +9,12 @@
 //! every member in this process.
 //!
 //! The leader of a process is its member of lowest communicator rank; the
-//! leaders are listed by process. A hierarchical collective (the transport
-//! issue) runs a shared-memory step among each process's members and a
-//! message-based step among the leaders.
+//! leaders are listed by process. A hierarchical collective (`coll/hier.rs`)
+//! runs a shared-memory step among each process's members and a
+//! message-based step among the leaders; it keeps rank order, and finds
+//! each process's data in one block, where the communicator is *blocked*
+//! ([`Locality::is_blocked`]: each process's members are consecutive
+//! ranks, the processes in rank order).
 //!
 //! Cost: O(1) for any communicator of a one-process job (all its members
 //! are local; no table), O(processes) for `Members::World` (the world's
