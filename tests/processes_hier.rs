@@ -5,8 +5,8 @@
 //! compared with a reference computed here, with roots in every process,
 //! non-commutative reductions in rank order, communicators whose
 //! processes' ranks are not consecutive (the flat fallback), immediate
-//! calls, the peers of a Gather's root counted from the real traffic, and
-//! a mismatch across processes.
+//! calls, the peers of a Gather's root counted from the real traffic, a
+//! mismatch across processes, and `split_by_host` with two emulated hosts.
 
 use myriad::collective::{Algorithm, Collective, SystemOperation, UserOperation};
 use myriad::datatype::PartitionMut;
@@ -50,6 +50,7 @@ cases!(
     immediate_hierarchical_collectives,
     gather_root_talks_to_log2_p_processes,
     a_mismatch_across_processes_names_both_calls,
+    split_by_host_with_two_emulated_hosts,
 );
 
 /// What one rank computes with `hier` (set on a duplicate of the world),
@@ -512,4 +513,51 @@ fn a_mismatch_across_processes_names_both_calls(via: Via) {
             "{text}"
         );
     }
+}
+
+fn split_by_host_with_two_emulated_hosts(via: Via) {
+    // Jobs of 4 processes see processes 0, 1 on host 0 and 2, 3 on host 1
+    // (never reset: both transports' cases set the same, and no other case
+    // of this file splits by host with 4 processes).
+    myriad::topology::emulate_hosts(Some(vec![0, 0, 1, 1]));
+    let layout: &[usize] = &[2, 3, 1, 2];
+    let out = all_ok(joined(via, layout, |universe| {
+        let world = universe.world();
+        let me = world.rank();
+        // Reversed order within each host.
+        let host = world.split_by_host(-me);
+        let members = {
+            let mut all = vec![0i32; host.size() as usize];
+            host.all_gather_into(&me, &mut all[..]);
+            all
+        };
+        // Collectives on a part spanning two processes (hierarchical).
+        let mut sum = 0i32;
+        host.all_reduce_into(&me, &mut sum, SystemOperation::sum());
+        let mut from_first = if host.rank() == 0 { me } else { -1 };
+        host.process_at_rank(0).broadcast_into(&mut from_first);
+        // `split_shared` stays by process.
+        let shared = world.split_shared(0).size();
+        (members, sum, from_first, shared)
+    }));
+    let blocks = [0..2, 2..5, 5..6, 6..8];
+    for (me, (members, sum, from_first, shared)) in out.into_iter().enumerate() {
+        let on_host0 = me < 5;
+        let expected: Vec<i32> = if on_host0 {
+            (0..5).rev().collect()
+        } else {
+            (5..8).rev().collect()
+        };
+        assert_eq!(members, expected, "rank {me}");
+        assert_eq!(sum, expected.iter().sum::<i32>(), "rank {me}");
+        assert_eq!(from_first, expected[0], "rank {me}");
+        let block = blocks.iter().find(|b| b.contains(&me)).unwrap();
+        assert_eq!(shared, block.len() as i32, "rank {me}");
+    }
+    // Three processes (no emulation for that count): one host, one part.
+    let out = all_ok(joined(via, &[2, 1, 2], |universe| {
+        let world = universe.world();
+        world.split_by_host(0).size()
+    }));
+    assert_eq!(out, [5; 5]);
 }
