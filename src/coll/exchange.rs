@@ -43,14 +43,20 @@ use crate::Rank;
 /// with, per world rank, since each last asked: counted where messages
 /// are sent and received (only those that cross processes), so what it
 /// reports is the traffic that happened, not an algorithm's plan. A
-/// communicator and its hierarchical tiers share one.
+/// communicator and its hierarchical tiers share one. Off until a rank
+/// first asks ([`take`](Self::take)), so a job that never asks keeps no
+/// table (one load per message to another process).
 #[derive(Debug, Default)]
 pub(crate) struct Traffic {
+    on: std::sync::atomic::AtomicBool,
     peers: SpinLock<HashMap<u32, BTreeSet<u32>>>,
 }
 
 impl Traffic {
     fn record(&self, rank: WorldRank, process: u32) {
+        if !self.on.load(std::sync::atomic::Ordering::Relaxed) {
+            return;
+        }
         self.peers
             .lock()
             .entry(rank.get())
@@ -61,6 +67,7 @@ impl Traffic {
     /// The processes world rank `rank` exchanged collective messages with
     /// since the last call, ascending; forgets them.
     pub(crate) fn take(&self, rank: WorldRank) -> Vec<u32> {
+        self.on.store(true, std::sync::atomic::Ordering::Relaxed);
         let set = self.peers.lock().remove(&rank.get());
         set.map(|s| s.into_iter().collect()).unwrap_or_default()
     }

@@ -317,6 +317,9 @@ pub trait Communicator: AsCore {
     /// counted from the messages themselves (not in rsmpi). A hierarchical
     /// collective's messages between processes are its leaders', so the
     /// peers of a root's process are those of its leader. Forgets them.
+    /// Counting starts at the first call on the communicator (by any rank
+    /// of this process): call it once before what you measure, and from
+    /// the same rank after it. A communicator nobody asks keeps no table.
     fn take_collective_peer_processes(&self) -> Vec<u32> {
         let core = self.core();
         core.coll().traffic.take(core.world())
