@@ -561,3 +561,23 @@ fn split_by_host_with_two_emulated_hosts(via: Via) {
     }));
     assert_eq!(out, [5; 5]);
 }
+
+/// Explicit `hier` on a communicator of one process is its shared-memory
+/// step alone (the leaders' step has one member).
+#[test]
+fn explicit_hier_in_one_process() {
+    let n = 5;
+    let out = myriad::run(n, move |universe| {
+        let world = universe.world();
+        for c in HIER {
+            world
+                .set_collective_algorithm(c, Algorithm::Hierarchical)
+                .unwrap();
+        }
+        run_all(&world, n)
+    })
+    .unwrap();
+    for (me, results) in out.into_iter().enumerate() {
+        assert_eq!(results, reference(me, n), "rank {me}");
+    }
+}
