@@ -8,9 +8,18 @@
 //! `--plot` draws seed 001's figure: broadcast time against message size,
 //! one line per algorithm (log–log).
 //!
-//! Prints `algorithm bytes ranks time_us` rows (median over repetitions of
-//! the slowest rank's time), then where the symmetric algorithm overtakes
-//! the binomial tree and their ratio at the largest size.
+//! Prints `algorithm bytes ranks time_us root_peer_processes` rows (median
+//! over repetitions of the slowest rank's time; the distinct other
+//! processes the root exchanged messages with in one call, counted from the
+//! traffic: 0 in one process), then where the symmetric algorithm
+//! overtakes the binomial tree and their ratio at the largest size.
+//!
+//! Across processes (the built-in launcher or `mpiexec`), `shm` is left
+//! out (it needs every rank in one process) and `hier` is in:
+//!
+//! ```text
+//! cargo run --release --example bcast_algos -- --ranks 64 --processes 4 --sizes 8,65536
+//! ```
 
 use std::collections::BTreeMap;
 use std::time::Instant;
@@ -36,9 +45,14 @@ fn main() {
         for &bytes in &sizes {
             let mut buf = vec![world.rank() as u8; bytes];
             for &alg in algorithms {
-                world
+                // `shm` needs every rank in one process: refused (on every
+                // rank alike) across processes.
+                if world
                     .set_collective_algorithm(Collective::Broadcast, alg)
-                    .expect("a broadcast algorithm");
+                    .is_err()
+                {
+                    continue;
+                }
                 world.barrier();
                 let root = world.process_at_rank(0);
                 root.broadcast_into(&mut buf[..]);
@@ -56,16 +70,26 @@ fn main() {
                     root.broadcast_into(&mut buf[..]);
                     *t = start.elapsed().as_secs_f64();
                 }
+                // One more call, its traffic alone.
+                world.barrier();
+                world.take_collective_peer_processes();
+                root.broadcast_into(&mut buf[..]);
+                let peers = world.take_collective_peer_processes().len();
                 let mut maxima = vec![0.0f64; reps];
                 world.all_reduce_into(&times[..], &mut maxima[..], SystemOperation::max());
-                rows.push((alg, bytes, n, median(&mut maxima) * 1e6));
+                rows.push((alg, bytes, n, median(&mut maxima) * 1e6, peers));
             }
             assert!(
                 buf.iter().all(|&b| b == 0),
                 "every rank got the root's data"
             );
         }
-        rows
+        // Rank 0's rows, printed by its process alone.
+        if world.rank() == 0 {
+            rows
+        } else {
+            Vec::new()
+        }
     });
     let rows = match result {
         Ok(rows) => rows.into_iter().next().unwrap_or_default(),
@@ -74,10 +98,13 @@ fn main() {
             std::process::exit(1);
         }
     };
-    println!("# algorithm bytes ranks time_us");
+    if rows.is_empty() {
+        return;
+    }
+    println!("# algorithm bytes ranks time_us root_peer_processes");
     let mut by: BTreeMap<(usize, &str), f64> = BTreeMap::new();
-    for &(alg, bytes, n, t) in &rows {
-        println!("{} {bytes} {n} {t:.3}", alg.name());
+    for &(alg, bytes, n, t, peers) in &rows {
+        println!("{} {bytes} {n} {t:.3} {peers}", alg.name());
         by.insert((bytes, alg.name()), t);
     }
     if let Some(path) = &plot_to {

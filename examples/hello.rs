@@ -1,4 +1,5 @@
-//! Every rank says hello through a barrier; rank 0 measures the memory.
+//! Every rank says hello through a barrier and counts the ranks with an
+//! all-reduce; rank 0 measures the memory.
 //!
 //! ```text
 //! cargo run --release --example hello -- --ranks 100000
@@ -35,6 +36,13 @@ fn main() {
                 println!("hello from rank {rank} of {size}");
             }
             world.barrier();
+            let mut total = 0u64;
+            world.all_reduce_into(
+                &1u64,
+                &mut total,
+                myriad::collective::SystemOperation::sum(),
+            );
+            assert_eq!(total, size as u64, "the all-reduce counts every rank");
             let hosted = universe.process_ranks();
             if rank == hosted.start {
                 first.store(hosted.start as u64, Ordering::Relaxed);

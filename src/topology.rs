@@ -88,6 +88,8 @@
 //! ```
 
 pub use crate::comm::{Group, GroupRelation, SystemGroup, UserGroup};
+#[doc(hidden)]
+pub use crate::communicator::emulate_hosts;
 pub use crate::communicator::{
     dims_create, AnyCommunicator, AnyProcess, CartesianCommunicator, CartesianLayout, Color,
     Communicator, CommunicatorRelation, CommunicatorTopology, DistributedGraphCommunicator,

@@ -51,6 +51,9 @@ use crate::Rank;
 /// Every rank gets every rank's `send`, block by block in rank order.
 pub(crate) fn allgather(call: &Call<'_>, send: &Layout, recv: &Layout) -> Result<(), Error> {
     check_elements(call, send, recv, Sides::EveryRank)?;
+    if call.algorithm == Algorithm::Hierarchical {
+        return super::hier::allgather(call, send, recv);
+    }
     let n = call.size() as usize;
     let block = send.count;
     let parts = Parts::receive_blocks(call, recv, block)?;

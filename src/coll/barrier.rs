@@ -19,6 +19,7 @@ pub(crate) fn barrier(call: &Call<'_>) -> Result<(), Error> {
     }
     let empty = Layout::empty();
     match call.algorithm {
+        Algorithm::Hierarchical => super::hier::barrier(call),
         Algorithm::Dissemination => {
             let mut step = 1;
             while step < size {

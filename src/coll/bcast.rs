@@ -28,6 +28,7 @@ pub(crate) fn broadcast(call: &Call<'_>, root: i32, buf: &Layout) -> Result<(), 
         Algorithm::Linear => linear(call, root, buf),
         Algorithm::Binomial => binomial(call, root, buf),
         Algorithm::Symmetric => symmetric(call, root, buf),
+        Algorithm::Hierarchical => super::hier::broadcast(call, root, buf),
         _ => shm(call, root, buf),
     }
 }

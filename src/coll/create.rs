@@ -172,6 +172,8 @@ pub(crate) enum Creation {
     InterSide,
     /// The merge of an inter-communicator (each side over its own side).
     Merge,
+    /// `split_by_host`: the color is the process's host.
+    Host,
 }
 
 impl Creation {
@@ -187,6 +189,7 @@ impl Creation {
             Creation::DistGraph => "create_distributed_graph_communicator",
             Creation::InterSide => "InterCommunicator::create",
             Creation::Merge => "InterCommunicator::merge",
+            Creation::Host => "split_by_host",
         }
     }
 
@@ -194,7 +197,7 @@ impl Creation {
     fn prefix(self) -> &'static str {
         match self {
             Creation::Duplicate => "dup",
-            Creation::Split | Creation::Shared => "split",
+            Creation::Split | Creation::Shared | Creation::Host => "split",
             Creation::Subgroup => "subgroup",
             Creation::Cartesian => "cartesian",
             Creation::CartesianSub => "cartesian sub-grid",
@@ -392,9 +395,10 @@ fn create_spanning(core: &CommCore, mut ask: Ask) -> Result<Option<CommCore>, Er
     let algorithm = Algorithm::RecursiveDoubling;
     let mut signature = Signature::new(Collective::CommCreate, None, None);
     signature.algorithm = Some(algorithm);
+    // This process's members check in here (as in `coll::begin_as`).
     state.checker.check(
         seq,
-        core.size() as u32,
+        core.shared().locality.local_count() as u32,
         rank,
         signature,
         site,

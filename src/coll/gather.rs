@@ -92,6 +92,7 @@ pub(crate) fn gatherv(
         check_elements(call, send, &parts.buf, Sides::GatherRoot)?;
     }
     match call.algorithm {
+        Algorithm::Hierarchical => super::hier::gatherv(call, root, send, parts, known),
         Algorithm::Linear => linear(call, root, send, parts),
         Algorithm::BinomialConservative | Algorithm::Binomial => {
             binomial_conservative(call, root, send, parts)
@@ -117,6 +118,9 @@ pub(crate) fn gather(
     send: &Layout,
     recv: Option<&Layout>,
 ) -> Result<(), Error> {
+    if call.algorithm == Algorithm::Hierarchical {
+        return super::hier::gather(call, root, send, recv);
+    }
     let parts = match recv {
         Some(recv) => Some(Parts::uniform(
             "gather_into_root",

@@ -10,12 +10,15 @@
 //!   binomial Gatherv with message chains, ring, recursive doubling,
 //!   pairwise exchange, ...) exchange point-to-point messages in the
 //!   communicator's collective context, tagged with the sequence number, so
-//!   they work on any communicator and, later, across processes
-//!   ([`exchange`]);
+//!   they work on any communicator, also across processes ([`exchange`]);
 //! * the **shared-memory** path, for ranks that share the process: ranks meet
 //!   in a [`round::Round`], publish their buffers' addresses, copy or reduce
 //!   straight between buffers, and park until the round is where they need
-//!   it.
+//!   it;
+//! * the **hierarchical** ones (`hier`), for communicators spanning
+//!   processes: a shared-memory step among each process's members, a
+//!   message-based step among one leader per process, a shared-memory
+//!   step back (`hier.rs`).
 //!
 //! Immediate collectives run the same algorithms on a task
 //! (`sched::task`) with the sequence number taken at the call, so several
@@ -47,6 +50,7 @@ pub(crate) mod create;
 mod doubling;
 pub(crate) mod exchange;
 pub(crate) mod gather;
+mod hier;
 pub(crate) mod op;
 mod operand;
 pub(crate) mod parts;
@@ -91,6 +95,15 @@ pub struct State {
     /// `split_by_subgroup(_with_tag)` calls in progress, and how many of
     /// each key completed (`create.rs`).
     pub(crate) group_meetings: create::GroupMeetings,
+    /// The local part and the leaders that hierarchical collectives run
+    /// on, made on the first such call (`hier.rs`).
+    pub(crate) tiers: std::sync::OnceLock<Result<hier::Tiers, Error>>,
+    /// On the leaders of a communicator: the parent's rank of each rank
+    /// (what errors and checked signatures name).
+    pub(crate) parent_ranks: Option<Box<[crate::Rank]>>,
+    /// The processes each rank of this process exchanged collective
+    /// messages with (`exchange.rs`), shared with the tiers.
+    pub(crate) traffic: std::sync::Arc<exchange::Traffic>,
 }
 
 impl State {
@@ -107,6 +120,27 @@ impl State {
             rounds: round::Rounds::default(),
             selection,
             group_meetings: create::GroupMeetings::default(),
+            tiers: std::sync::OnceLock::new(),
+            parent_ranks: None,
+            traffic: std::sync::Arc::default(),
+        }
+    }
+
+    /// The number of the parent's call that call `seq` of this
+    /// communicator is a step of (its own number if it is no tier).
+    pub(crate) fn reported_seq(&self, seq: u32) -> u32 {
+        match &self.parent_ranks {
+            Some(_) => seq / hier::STEPS,
+            None => seq,
+        }
+    }
+
+    /// The rank of the communicator this one is a tier of (or its own)
+    /// that communicator rank `rank` stands for.
+    pub(crate) fn reported_rank(&self, rank: crate::Rank) -> crate::Rank {
+        match &self.parent_ranks {
+            Some(ranks) => ranks[rank as usize],
+            None => rank,
         }
     }
 }

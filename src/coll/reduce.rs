@@ -74,6 +74,9 @@ pub(crate) fn reduce(
         return Ok(());
     }
     match (call.algorithm, root) {
+        (Algorithm::Hierarchical, _) => {
+            super::hier::reduce(call, root, op, commutative, send, recv)
+        }
         (Algorithm::Linear, Some(root)) => linear(call, root, op, send, recv),
         (Algorithm::Binomial, Some(root)) => binomial(call, root, op, commutative, send, recv),
         (Algorithm::RecursiveDoubling, None) => {

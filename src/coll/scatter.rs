@@ -45,6 +45,9 @@ pub(crate) fn scatter(
     send: Option<&Layout>,
     recv: &Layout,
 ) -> Result<(), Error> {
+    if call.algorithm == Algorithm::Hierarchical {
+        return super::hier::scatter(call, root, send, recv);
+    }
     let parts = match send {
         Some(send) => Some(Parts::uniform(
             "scatter_into_root",

@@ -12,7 +12,9 @@
 //! only there, and an explicit `shm` (for the call, the communicator or the
 //! environment) on a communicator that spans processes is an error that
 //! names the communicator and its process count. Elsewhere the selector
-//! picks message-based algorithms ([`select_spanning`]).
+//! picks `hier` (hierarchical: `hier.rs`) for the collectives that have it
+//! when some process holds several members, else message-based algorithms
+//! ([`select_spanning`]); see [`select`].
 
 use std::fmt;
 use std::str::FromStr;
@@ -126,6 +128,10 @@ named_enum! {
         GatherBroadcast => "gather_broadcast",
         /// A reduce followed by a scatter.
         ReduceScatter => "reduce_scatter",
+        /// Hierarchical: a shared-memory step among each process's members,
+        /// a message-based step among one leader per process, a
+        /// shared-memory step back (`coll/hier.rs`).
+        Hierarchical => "hier",
     }
 }
 
@@ -139,23 +145,35 @@ impl Collective {
     pub fn algorithms(self) -> &'static [Algorithm] {
         use Algorithm::*;
         match self {
-            Collective::Barrier => &[SharedMemory, Dissemination, Linear],
-            Collective::Broadcast => &[SharedMemory, Linear, Binomial, Symmetric],
-            Collective::Gather => &[SharedMemory, Linear, Binomial],
+            Collective::Barrier => &[SharedMemory, Dissemination, Linear, Hierarchical],
+            Collective::Broadcast => &[SharedMemory, Linear, Binomial, Symmetric, Hierarchical],
+            Collective::Gather => &[SharedMemory, Linear, Binomial, Hierarchical],
             Collective::GatherVarcount => &[
                 SharedMemory,
                 Linear,
                 BinomialConservative,
                 BinomialAggressive,
+                Hierarchical,
             ],
-            Collective::Scatter => &[SharedMemory, Linear, Binomial],
+            Collective::Scatter => &[SharedMemory, Linear, Binomial, Hierarchical],
             Collective::ScatterVarcount => &[SharedMemory, Linear],
-            Collective::AllGather => &[SharedMemory, Ring, RecursiveDoubling, GatherBroadcast],
+            Collective::AllGather => &[
+                SharedMemory,
+                Ring,
+                RecursiveDoubling,
+                GatherBroadcast,
+                Hierarchical,
+            ],
             Collective::AllGatherVarcount => &[SharedMemory, Ring, GatherBroadcast],
             Collective::AllToAll => &[SharedMemory, Linear, Pairwise],
             Collective::AllToAllVarcount => &[SharedMemory, Linear, Pairwise],
-            Collective::Reduce => &[SharedMemory, Linear, Binomial],
-            Collective::AllReduce => &[SharedMemory, RecursiveDoubling, ReduceBroadcast],
+            Collective::Reduce => &[SharedMemory, Linear, Binomial, Hierarchical],
+            Collective::AllReduce => &[
+                SharedMemory,
+                RecursiveDoubling,
+                ReduceBroadcast,
+                Hierarchical,
+            ],
             Collective::ReduceScatterBlock => &[SharedMemory, ReduceScatter],
             Collective::Scan => &[SharedMemory, Linear, RecursiveDoubling],
             Collective::ExclusiveScan => &[SharedMemory, Linear, RecursiveDoubling],
@@ -393,14 +411,8 @@ impl Selection {
         let algorithm = Self::resolve_choice(collective, chosen, size, bytes, locality, name)?;
         // The same answer for every byte class: one entry serves them all.
         let everywhere = chosen != Algorithm::Auto
-            || class_members().all(|b| {
-                let here = if locality.is_all_local() {
-                    Some(select_local(collective, size, Some(b)))
-                } else {
-                    select_spanning(collective, size, Some(b))
-                };
-                here == Some(algorithm)
-            });
+            || class_members()
+                .all(|b| select(collective, size, Some(b), locality) == Some(algorithm));
         let entry = &self.cache[if everywhere { row } else { row + 1 + class }];
         entry.store(tag | u16::from(algorithm.index()), Ordering::Relaxed);
         Ok(algorithm)
@@ -421,12 +433,30 @@ impl Selection {
             check_local(collective, chosen, locality, name)?;
             return Ok(chosen);
         }
-        if locality.is_all_local() {
-            Ok(select_local(collective, size, bytes))
-        } else {
-            select_spanning(collective, size, bytes)
-                .ok_or_else(|| no_spanning_algorithm(collective, locality, name))
-        }
+        select(collective, size, bytes, locality)
+            .ok_or_else(|| no_spanning_algorithm(collective, locality, name))
+    }
+}
+
+/// The selector's choice on a communicator of `size` ranks and `locality`:
+/// [`select_local`] where every member is local; where they span
+/// processes, `hier` for the collectives that have it when some process
+/// holds several members (fewer leaders than members), else
+/// [`select_spanning`].
+fn select(
+    collective: Collective,
+    size: usize,
+    bytes: Option<usize>,
+    locality: &Locality,
+) -> Option<Algorithm> {
+    if locality.is_all_local() {
+        Some(select_local(collective, size, bytes))
+    } else if locality.processes() < size
+        && collective.algorithms().contains(&Algorithm::Hierarchical)
+    {
+        Some(Algorithm::Hierarchical)
+    } else {
+        select_spanning(collective, size, bytes)
     }
 }
 
@@ -527,11 +557,11 @@ pub(crate) fn select_local(collective: Collective, size: usize, bytes: Option<us
     }
 }
 
-/// The selector for a communicator whose members live in several
-/// processes: message-based algorithms only (the hierarchical ones, a
-/// shared-memory step per process and a message-based step among leaders,
-/// come with the transport). `None` for a collective that has none
-/// (communicator creation).
+/// The flat selector for a communicator whose members live in several
+/// processes: message-based algorithms only, over all its ranks (what the
+/// leaders of a hierarchical call run among themselves, and what runs where
+/// `hier` does not apply, see [`select`]). `None` for a collective that has
+/// none (communicator creation).
 pub(crate) fn select_spanning(
     collective: Collective,
     size: usize,
@@ -680,7 +710,7 @@ mod tests {
         assert_eq!(
             auto.resolve(c, Algorithm::Auto, 9, Some(8), &spanning, name)
                 .unwrap(),
-            Algorithm::RecursiveDoubling
+            Algorithm::Hierarchical
         );
         // From the environment (`MYRIAD_COLL_ALL_REDUCE=shm`).
         let env = selection_of(Algorithm::SharedMemory);
@@ -698,6 +728,57 @@ mod tests {
             Algorithm::SharedMemory
         );
         auto.set(c, Algorithm::SharedMemory, &here, name).unwrap();
+    }
+
+    /// Across processes `auto` is `hier` for the collectives that have it
+    /// when some process holds several members, the flat selector's
+    /// choice when every process holds one (a hierarchy would add steps
+    /// for nothing) and for the other collectives.
+    #[test]
+    fn auto_picks_hier_where_processes_hold_several_members() {
+        let name = || "MPI_COMM_WORLD".to_string();
+        let several = world_of(&[3, 1, 2]);
+        let single = world_of(&[1, 1, 1]);
+        for &c in Collective::ALL {
+            let has = c.algorithms().contains(&Algorithm::Hierarchical);
+            for bytes in BYTES {
+                let sel = selection_of(Algorithm::Auto);
+                let a = sel.resolve(c, Algorithm::Auto, 6, bytes, &several, name);
+                if has {
+                    assert_eq!(a.unwrap(), Algorithm::Hierarchical, "{c} {bytes:?}");
+                } else if let Ok(a) = a {
+                    assert_eq!(Some(a), select_spanning(c, 6, bytes), "{c} {bytes:?}");
+                }
+                let sel = selection_of(Algorithm::Auto);
+                if let Ok(a) = sel.resolve(c, Algorithm::Auto, 3, bytes, &single, name) {
+                    assert_eq!(Some(a), select_spanning(c, 3, bytes), "{c} {bytes:?}");
+                }
+            }
+        }
+        // Explicit `hier`, also where every member is local (one process:
+        // the local step alone); flat algorithms stay selectable.
+        let here = world_of(&[6]);
+        let sel = selection_of(Algorithm::Auto);
+        let c = Collective::Broadcast;
+        for (algorithm, locality) in [
+            (Algorithm::Hierarchical, &here),
+            (Algorithm::Binomial, &several),
+        ] {
+            sel.set(c, algorithm, locality, name).unwrap();
+            assert_eq!(
+                sel.resolve(c, Algorithm::Auto, 6, Some(8), locality, name)
+                    .unwrap(),
+                algorithm
+            );
+        }
+        let text = Algorithm::parse_for(Collective::AllToAll, "hier")
+            .unwrap_err()
+            .to_string();
+        assert!(text.contains("linear, pairwise"), "{text}");
+        assert_eq!(
+            Algorithm::parse_for(Collective::Gather, "HIER").unwrap(),
+            Algorithm::Hierarchical
+        );
     }
 
     #[test]

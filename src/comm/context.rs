@@ -29,7 +29,12 @@
 //!   creation on that side, and the sides' sequence numbers on the
 //!   inter-communicator stay equal (both sides make the same calls on it),
 //!   so either side derives both new pairs; a merge comes from both pairs
-//!   and that sequence number ([`Creation::Merge`]).
+//!   and that sequence number ([`Creation::Merge`]);
+//! * **tiers** of a communicator spanning processes (its members in one
+//!   process, its leaders: what its hierarchical collectives run on): the
+//!   parent's context and which tier, plus the process for a local part
+//!   ([`Creation::Tier`]). Each parent has one of each, so the inputs never
+//!   repeat either.
 //!
 //! The inputs are mixed into 64 bits by a fixed function ([`derive`]: a
 //! multiply-xor fold and the splitmix64 finaliser; no `Hasher` whose output
@@ -100,6 +105,13 @@ pub(crate) enum Creation {
     /// `MPI_COMM_SELF` of world rank `world` (derived from the world's
     /// pair): the same pair every time that rank asks.
     SelfComm { world: u32 },
+    /// A part of a communicator spanning processes that its hierarchical
+    /// collectives run on (`coll/hier.rs`), made by each process on first
+    /// use without a round: its members in process `process` (`leaders`
+    /// false: a pair of this process only, the part's messages never leave
+    /// it), or its leaders (`leaders` true, `process` 0: the same pair in
+    /// every process).
+    Tier { leaders: bool, process: u32 },
 }
 
 /// The even context id of the communicator that `creation` makes from the
@@ -126,6 +138,9 @@ pub(crate) fn derive(parent: u64, creation: Creation) -> u64 {
         } => [3, parent & !1, seq.into(), remote & !1, remote_seq.into()],
         Creation::Merge { seq, high } => [4, parent & !1, seq.into(), high & !1, 0],
         Creation::SelfComm { world } => [5, parent & !1, world.into(), 0, 0],
+        Creation::Tier { leaders, process } => {
+            [6, parent & !1, u64::from(leaders), process.into(), 0]
+        }
     };
     let h = mix(&words);
     // The even ids but the world's and the last (whose odd id, u64::MAX,

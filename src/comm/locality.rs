@@ -9,9 +9,12 @@
 //! every member in this process.
 //!
 //! The leader of a process is its member of lowest communicator rank; the
-//! leaders are listed by process. A hierarchical collective (the transport
-//! issue) runs a shared-memory step among each process's members and a
-//! message-based step among the leaders.
+//! leaders are listed by process. A hierarchical collective (`coll/hier.rs`)
+//! runs a shared-memory step among each process's members and a
+//! message-based step among the leaders; it keeps rank order, and finds
+//! each process's data in one block, where the communicator is *blocked*
+//! ([`Locality::is_blocked`]: each process's members are consecutive
+//! ranks, the processes in rank order).
 //!
 //! Cost: O(1) for any communicator of a one-process job (all its members
 //! are local; no table), O(processes) for `Members::World` (the world's
@@ -33,6 +36,13 @@ pub(crate) struct Locality {
     leaders: Box<[(ProcessId, Rank)]>,
     /// Every member lives in this process.
     all_local: bool,
+    /// Each process's members are one run of consecutive ranks, the runs
+    /// in process order (the world, and most splits): a hierarchical
+    /// collective then keeps rank order and each process's data is one
+    /// block of a gathered buffer.
+    blocked: bool,
+    /// Members in all.
+    size: Rank,
 }
 
 /// The communicator ranks of the members in this process.
@@ -60,6 +70,8 @@ impl Locality {
                 local: Local::Range(0..size),
                 leaders,
                 all_local: true,
+                blocked: true,
+                size,
             };
         }
         match members {
@@ -79,17 +91,24 @@ impl Locality {
                     all_local: here.len() == n as usize,
                     local: Local::Range(here.start as Rank..here.end as Rank),
                     leaders,
+                    blocked: true,
+                    size,
                 }
             }
             Members::Ranks(table) => {
                 let this = processes.this();
                 let mut local = Vec::new();
                 let mut leaders: Vec<(ProcessId, Rank)> = Vec::new();
+                let mut blocked = true;
+                let mut previous = None;
                 for (rank, &world) in table.iter().enumerate() {
                     let process = processes.process_of(WorldRank::new(world));
                     if process == this {
                         local.push(rank as Rank);
                     }
+                    // Blocked: the processes along the ranks never go back.
+                    blocked &= previous.is_none_or(|p| p <= process);
+                    previous = Some(process);
                     // Ranks ascend: the first member seen of a process leads.
                     if let Err(i) = leaders.binary_search_by_key(&process, |&(p, _)| p) {
                         leaders.insert(i, (process, rank as Rank));
@@ -99,6 +118,8 @@ impl Locality {
                     all_local: local.len() == table.len(),
                     local: Local::List(local.into()),
                     leaders: leaders.into(),
+                    blocked,
+                    size,
                 }
             }
         }
@@ -124,10 +145,39 @@ impl Locality {
         }
     }
 
+    /// Whether each process's members are consecutive ranks, processes in
+    /// rank order (see the field).
+    pub(crate) fn is_blocked(&self) -> bool {
+        self.blocked
+    }
+
+    /// The ranks of the members of the `i`-th process with members (in
+    /// process order), on a [`blocked`](Self::is_blocked) communicator.
+    pub(crate) fn block(&self, i: usize) -> Range<Rank> {
+        debug_assert!(self.blocked);
+        let start = self.leaders[i].1;
+        let end = self.leaders.get(i + 1).map_or(self.size, |&(_, r)| r);
+        start..end
+    }
+
+    /// The position of communicator rank `rank` among the members in this
+    /// process, if it lives here.
+    pub(crate) fn local_index(&self, rank: Rank) -> Option<Rank> {
+        match &self.local {
+            Local::Range(r) => r.contains(&rank).then(|| rank - r.start),
+            Local::List(l) => l.binary_search(&rank).ok().map(|i| i as Rank),
+        }
+    }
+
+    /// The position of `process` among the processes with members (its
+    /// leader's rank among the leaders), if it has members.
+    pub(crate) fn position_of(&self, process: ProcessId) -> Option<usize> {
+        self.leaders
+            .binary_search_by_key(&process, |&(p, _)| p)
+            .ok()
+    }
+
     /// The communicator ranks of the members in this process, ascending.
-    // Read by the tests today, by the hierarchical collectives (the
-    // transport issue) next; as are the leaders below.
-    #[allow(dead_code)]
     pub(crate) fn local_ranks(&self) -> impl Iterator<Item = Rank> + '_ {
         let (range, list) = match &self.local {
             Local::Range(r) => (r.clone(), None),
@@ -137,7 +187,6 @@ impl Locality {
     }
 
     /// `(process, leader)` of every process with members, by process.
-    #[allow(dead_code)]
     pub(crate) fn leaders(&self) -> &[(ProcessId, Rank)] {
         &self.leaders
     }
@@ -192,8 +241,10 @@ mod tests {
             <[Locality; 2]>::try_from(from_every_process(&Members::World(5), &[3, 2])).unwrap();
         assert_eq!(all(&p0), [0, 1, 2]);
         assert_eq!(all(&p1), [3, 4]);
+        assert_eq!((p1.local_index(4), p1.local_index(2)), (Some(1), None));
         for l in [&p0, &p1] {
-            assert!(!l.is_all_local());
+            assert!(!l.is_all_local() && l.is_blocked());
+            assert_eq!([l.block(0), l.block(1)], [0..3, 3..5]);
             assert_eq!(l.processes(), 2);
             assert_eq!(
                 l.leaders(),
@@ -240,6 +291,20 @@ mod tests {
                 l.leader_of(ProcessId::new(p as u32)),
                 l.local_ranks().next()
             );
+        }
+
+        // Processes 2, 0, 2, 0, 1 along the ranks: not blocked.
+        assert!(views.iter().all(|l| !l.is_blocked()));
+        assert_eq!(views[2].local_index(2), Some(1));
+        assert_eq!(views[2].local_index(1), None);
+        assert_eq!(views[1].position_of(ProcessId::new(1)), Some(1));
+
+        // Processes 0, 0, 1, 2, 2 along the ranks: blocked, and each
+        // process's block is its ranks.
+        let members = Members::from_vec(vec![1, 0, 3, 5, 4]);
+        for l in from_every_process(&members, &[2, 2, 2]) {
+            assert!(l.is_blocked());
+            assert_eq!([l.block(0), l.block(1), l.block(2)], [0..2, 2..3, 3..5]);
         }
 
         // Members of one process only: all local there.

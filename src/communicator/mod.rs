@@ -86,6 +86,41 @@ pub enum CommunicatorRelation {
     Unequal,
 }
 
+/// Hosts emulated for tests of one process standing for several
+/// ([`emulate_hosts`]).
+static EMULATED_HOSTS: std::sync::Mutex<Option<Vec<u32>>> = std::sync::Mutex::new(None);
+
+/// Makes `split_by_host` see process `p` of a job of `hosts.len()`
+/// processes on host `hosts[p]` (`None`: the real host names again), in
+/// every job of this process with that many processes. For tests that run
+/// the processes of a job as threads of one process, all on one host.
+#[doc(hidden)]
+pub fn emulate_hosts(hosts: Option<Vec<u32>>) {
+    *EMULATED_HOSTS.lock().unwrap_or_else(|e| e.into_inner()) = hosts;
+}
+
+/// The color of this rank's host in `split_by_host`: the same in every
+/// process of the host, non-negative.
+fn host_color(core: &CommCore) -> Rank {
+    use crate::p2p::Node;
+    let processes = core.job().p2p().processes();
+    let emulated = EMULATED_HOSTS.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(hosts) = emulated
+        .as_ref()
+        .filter(|h| h.len() == processes.count() as usize)
+    {
+        return (hosts[processes.this().get() as usize] & 0x7fff_ffff) as Rank;
+    }
+    drop(emulated);
+    let name = crate::environment::processor_name().unwrap_or_default();
+    // FNV-1a, folded to 31 bits: a color is a non-negative `i32`.
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in name.bytes() {
+        h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+    }
+    ((h ^ (h >> 32)) & 0x7fff_ffff) as Rank
+}
+
 mod sealed {
     /// Access to a communicator's internals.
     pub trait AsCore {
@@ -277,6 +312,19 @@ pub trait Communicator: AsCore {
             .map(SimpleCommunicator::from_core)
     }
 
+    /// The processes (by index, ascending) that this rank exchanged
+    /// collective messages with on this communicator since it last asked,
+    /// counted from the messages themselves (not in rsmpi). A hierarchical
+    /// collective's messages between processes are its leaders', so the
+    /// peers of a root's process are those of its leader. Forgets them.
+    /// Counting starts at the first call on the communicator (by any rank
+    /// of this process): call it once before what you measure, and from
+    /// the same rank after it. A communicator nobody asks keeps no table.
+    fn take_collective_peer_processes(&self) -> Vec<u32> {
+        let core = self.core();
+        core.coll().traffic.take(core.world())
+    }
+
     /// Splits the communicator into parts whose ranks share memory
     /// (`MPI_Comm_split_type(MPI_COMM_TYPE_SHARED)`): one communicator per
     /// process (ranks of one process share its memory; processes on one
@@ -290,6 +338,35 @@ pub trait Communicator: AsCore {
             .or_raise()
             .map(SimpleCommunicator::from_core)
             .expect("every rank shares the process")
+    }
+
+    /// Splits the communicator into one part per host: the ranks of the
+    /// processes that run on one machine (by host name), ordered by `key`
+    /// and then by rank (not in rsmpi: `split_shared` splits by process,
+    /// whose ranks share memory). In a job of one process, or of processes
+    /// on one host, all ranks. Collective.
+    ///
+    /// Hosts are told apart by a 31-bit hash of their names (every process
+    /// hashes its own, no exchange of names): two hosts whose names collide
+    /// would share a part.
+    ///
+    /// ```
+    /// use myriad::traits::*;
+    /// let sizes = myriad::run(4, |universe| {
+    ///     let world = universe.world();
+    ///     world.split_by_host(world.rank()).size()
+    /// })
+    /// .unwrap();
+    /// assert_eq!(sizes, [4, 4, 4, 4]);
+    /// ```
+    #[track_caller]
+    fn split_by_host(&self, key: Key) -> SimpleCommunicator {
+        let core = self.core();
+        let ask = split::Ask::new(split::Creation::Host, Some(host_color(core)), key);
+        split::create(core, ask, std::panic::Location::caller())
+            .or_raise()
+            .map(SimpleCommunicator::from_core)
+            .expect("every rank has a host")
     }
 
     /// A communicator of the ranks of `group`, in the group's order

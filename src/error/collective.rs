@@ -27,6 +27,19 @@ pub enum CollectiveError {
         /// Where each rank called.
         sites: (&'static Location<'static>, &'static Location<'static>),
     },
+    /// Call `seq` of a communicator differs between two ranks of different
+    /// processes, as the signature that travelled with a message showed
+    /// (the sender's call site as text: a location of another process).
+    MismatchAcrossProcesses {
+        /// The call's number on the communicator.
+        seq: u32,
+        /// The sender, then the receiver that found the difference.
+        ranks: (Rank, Rank),
+        /// The calls, as the collective check describes them.
+        calls: (String, String),
+        /// Where each rank called (`file:line:column`).
+        sites: (String, String),
+    },
     /// Two ranks called different communicator creations at once.
     CreationMismatch {
         /// The parent communicator.
@@ -52,6 +65,16 @@ impl fmt::Display for CollectiveError {
                 f,
                 "collective mismatch on call {seq} of the communicator: rank {r0} called {c0} at \
                  {s0}, but rank {r1} called {c1} at {s1}"
+            ),
+            CollectiveError::MismatchAcrossProcesses {
+                seq,
+                ranks: (r0, r1),
+                calls: (c0, c1),
+                sites: (s0, s1),
+            } => write!(
+                f,
+                "collective mismatch on call {seq} of the communicator, across processes: rank \
+                 {r0} called {c0} at {s0}, but rank {r1} called {c1} at {s1}"
             ),
             CollectiveError::CreationMismatch {
                 comm,

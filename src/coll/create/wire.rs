@@ -25,7 +25,7 @@ use crate::comm::topo::{Adjacency, Graph};
 use crate::error::Error;
 use crate::{Count, Rank};
 
-const CREATIONS: [Creation; 10] = [
+const CREATIONS: [Creation; 11] = [
     Creation::Duplicate,
     Creation::Split,
     Creation::Shared,
@@ -36,6 +36,7 @@ const CREATIONS: [Creation; 10] = [
     Creation::DistGraph,
     Creation::InterSide,
     Creation::Merge,
+    Creation::Host,
 ];
 
 /// `ask` as bytes.

@@ -1,0 +1,723 @@
+//! Hierarchical collectives (`hier`): a shared-memory step among each
+//! process's members, a message-based step among one leader per process,
+//! a shared-memory step back.
+//!
+//! On a communicator whose members live in several processes, the flat
+//! message-based algorithms run over *all* its ranks: a million ranks in
+//! four processes exchange millions of messages where four leaders would
+//! do. Here each communicator gets two **tiers**, made by each process on
+//! the first hierarchical call and kept in its collective state
+//! ([`State::tiers`](super::State)):
+//!
+//! * the **local part**: its members in this process, in rank order (all
+//!   local, so the round-based `shm` algorithms run there);
+//! * the **leaders**: the lowest-ranked member of each process, in process
+//!   order (one per process, so message-based algorithms run there; only
+//!   this process's leader ever holds a handle to it).
+//!
+//! Their context pairs are derived from the parent's
+//! ([`Creation::Tier`](crate::comm::context::Creation)), so no process
+//! talks to another to make them, and they live as long as the parent.
+//!
+//! ## One call
+//!
+//! A call on the parent at sequence number `s` runs its steps as calls on
+//! the tiers at sequence numbers `s * STEPS + step`: derived from `s`, not
+//! taken from the tiers' own counters, so immediate collectives (whose
+//! tasks may run in any order) still meet the right calls. Signatures were
+//! checked on the parent (`coll::begin`); the steps carry the parent's
+//! signature, so a mismatch across processes that the leaders' messages
+//! reveal names the parent's calls (`exchange.rs`).
+//!
+//! | collective | local step | leaders | local step |
+//! |---|---|---|---|
+//! | barrier | arrive (the leader waits for all) | dissemination | release |
+//! | broadcast | `shm` broadcast in the root's process | the selector's broadcast among leaders | `shm` broadcast elsewhere |
+//! | reduce | `shm` reduce to the leader | reduce to the root's leader | leader → root if they differ |
+//! | all-reduce | `shm` reduce to the leader | all-reduce | `shm` broadcast |
+//! | gather | `shm` gather to the leader | seed 002's binomial Gatherv (aggressive: every leader knows the blocks) | leader → root if they differ |
+//! | scatter | root → leader if they differ | linear Scatterv | `shm` scatter |
+//! | all-gather | `shm` gather to the leader | all-gatherv (ring) | `shm` broadcast |
+//!
+//! The root of a Gather talks to ⌈log2 P⌉ processes for P processes.
+//!
+//! Rank order: a hierarchical reduction combines each process's members
+//! (in rank order) and then the processes (in process order), which is
+//! rank order when each process's members are consecutive ranks and the
+//! processes come in rank order ([`Locality::is_blocked`]: the world and
+//! most splits). Elsewhere a non-commutative reduction, and the gathers and
+//! scatters (whose blocks would not be contiguous), run the flat algorithm
+//! the selector would pick without `hier`, decided alike by every rank.
+
+use std::sync::Arc;
+
+use super::check::Signature;
+use super::exchange::Exchange;
+use super::op::OpRef;
+use super::operand::Scratch;
+use super::parts::Parts;
+use super::select::{select_local, select_spanning};
+use super::{allgather, barrier, bcast, gather, reduce, scatter};
+use super::{Algorithm, Call, CommCore, Kind, Selection, State};
+use crate::comm::context::{self, Creation};
+use crate::comm::locality::Locality;
+use crate::comm::{CommShared, Members};
+use crate::datatype::copy::Layout;
+use crate::error::Error;
+use crate::identity::WorldRank;
+use crate::p2p::Node;
+use crate::Rank;
+
+/// Sequence numbers of the tiers per call of the parent.
+pub(crate) const STEPS: u32 = 4;
+
+/// The two tiers of a communicator spanning processes (module docs).
+#[derive(Debug)]
+pub(crate) struct Tiers {
+    local: Arc<CommShared<State>>,
+    leaders: Arc<CommShared<State>>,
+    /// This process's position among the processes with members: its
+    /// leader's rank among the leaders.
+    me: usize,
+}
+
+/// The tiers of `comm`, made on first use.
+fn tiers(comm: &CommCore) -> Result<&Tiers, Error> {
+    comm.coll()
+        .tiers
+        .get_or_init(|| make_tiers(comm))
+        .as_ref()
+        .map_err(Clone::clone)
+}
+
+#[cold]
+fn make_tiers(comm: &CommCore) -> Result<Tiers, Error> {
+    let shared = comm.shared();
+    let locality = &shared.locality;
+    let registry = comm.job().comms();
+    let this = comm.job().p2p().processes().this();
+    let me = locality
+        .position_of(this)
+        .expect("a member calls, so its process has members");
+    let world = |r: Rank| shared.group.world_rank(r);
+    let name = comm.name();
+    let check = registry.check_collectives();
+    let local_members = Members::from_vec(locality.local_ranks().map(world).collect());
+    let mut state = State::new(locality.local_count(), check, Selection::from_env());
+    state.traffic = Arc::clone(&comm.coll().traffic);
+    let local = registry.create(
+        context::derive(
+            shared.context,
+            Creation::Tier {
+                leaders: false,
+                process: this.get(),
+            },
+        ),
+        local_members,
+        None,
+        &format!("{name} (part in process {this})"),
+        state,
+    )?;
+    let leader_ranks: Box<[Rank]> = locality.leaders().iter().map(|&(_, r)| r).collect();
+    let leader_members = Members::from_vec(leader_ranks.iter().map(|&r| world(r)).collect());
+    let mut state = State::new(leader_ranks.len(), check, Selection::from_env());
+    // Errors and signatures of the leaders' messages name parent ranks.
+    state.parent_ranks = Some(leader_ranks);
+    state.traffic = Arc::clone(&comm.coll().traffic);
+    let leaders = registry.create(
+        context::derive(
+            shared.context,
+            Creation::Tier {
+                leaders: true,
+                process: 0,
+            },
+        ),
+        leader_members,
+        None,
+        &format!("{name} (leaders)"),
+        state,
+    )?;
+    Ok(Tiers { local, leaders, me })
+}
+
+/// This rank's view of one call's hierarchy.
+struct Plan<'a> {
+    tiers: &'a Tiers,
+    /// This rank's handle to the local part.
+    local: CommCore,
+    /// Its rank there (0: the leader).
+    rl: Rank,
+    /// The handle to the leaders (the leader only).
+    leaders: Option<CommCore>,
+}
+
+impl<'a> Plan<'a> {
+    fn new(call: &Call<'a>) -> Result<Plan<'a>, Error> {
+        let tiers = tiers(call.comm)?;
+        let locality = &call.comm.shared().locality;
+        let rl = locality
+            .local_index(call.rank())
+            .expect("the caller lives here");
+        let local = call.comm.with_shared(Arc::clone(&tiers.local), rl);
+        let leaders = (rl == 0).then(|| {
+            call.comm
+                .with_shared(Arc::clone(&tiers.leaders), tiers.me as Rank)
+        });
+        Ok(Plan {
+            tiers,
+            local,
+            rl,
+            leaders,
+        })
+    }
+
+    /// Members in this process.
+    fn nl(&self) -> Rank {
+        self.local.size()
+    }
+
+    /// Processes with members.
+    fn processes(&self) -> Rank {
+        self.tiers.leaders.group.size() as Rank
+    }
+}
+
+/// A step of `call` on a tier (`comm`): its own sequence number, the
+/// parent's signature and call site.
+fn step<'c>(
+    call: &Call<'c>,
+    comm: &'c CommCore,
+    kind: Kind,
+    algorithm: Algorithm,
+    step: u32,
+) -> Call<'c> {
+    Call {
+        comm,
+        ctx: call.ctx,
+        seq: call.seq.wrapping_mul(STEPS).wrapping_add(step),
+        kind,
+        algorithm,
+        site: call.site,
+        signature: call.signature,
+    }
+}
+
+/// The message-based algorithm the leaders run for `kind`.
+fn among_leaders(kind: Kind, leaders: Rank, signature: &Signature) -> Algorithm {
+    select_spanning(kind, leaders as usize, signature.bytes).unwrap_or(Algorithm::Linear)
+}
+
+/// The call as the flat algorithm the selector picks without `hier`.
+fn flat<'c>(call: &Call<'c>) -> Call<'c> {
+    let (size, bytes) = (call.size() as usize, call.signature.bytes);
+    let algorithm = if call.comm.shared().locality.is_all_local() {
+        select_local(call.kind, size, bytes)
+    } else {
+        select_spanning(call.kind, size, bytes).unwrap_or(Algorithm::Linear)
+    };
+    Call { algorithm, ..*call }
+}
+
+/// The position among the leaders of the process hosting rank `rank`.
+fn process_position(call: &Call<'_>, rank: Rank) -> usize {
+    let shared = call.comm.shared();
+    let world = WorldRank::new(shared.group.world_rank(rank));
+    let process = call.comm.job().p2p().processes().process_of(world);
+    shared
+        .locality
+        .position_of(process)
+        .expect("a member's process has members")
+}
+
+fn locality<'c>(call: &Call<'c>) -> &'c Locality {
+    &call.comm.shared().locality
+}
+
+/// Barrier: the members arrive in their local round, where the leader waits
+/// for all of them, meets the other leaders, and releases them.
+pub(crate) fn barrier(call: &Call<'_>) -> Result<(), Error> {
+    let plan = Plan::new(call)?;
+    let local = step(call, &plan.local, Kind::Barrier, Algorithm::SharedMemory, 0);
+    let rounds = &plan.local.coll().rounds;
+    let round = rounds.join_checked(&local)?;
+    let result = if plan.rl == 0 {
+        let mut result = if round.arrive() {
+            Ok(())
+        } else {
+            round.wait(&local, || round.all_arrived())
+        };
+        if let (Ok(()), Some(leaders)) = (&result, &plan.leaders) {
+            let among = step(call, leaders, Kind::Barrier, Algorithm::Dissemination, 0);
+            result = barrier::barrier(&among);
+        }
+        // Released also on an error: the job fails with it either way.
+        round.set_ready(&local);
+        result
+    } else {
+        if round.arrive() {
+            round.wake_all(&local);
+        }
+        round.wait_ready(&local)
+    };
+    rounds.leave(&local, round);
+    result
+}
+
+/// Broadcast of `buf` from `root`.
+pub(crate) fn broadcast(call: &Call<'_>, root: Rank, buf: &Layout) -> Result<(), Error> {
+    let plan = Plan::new(call)?;
+    let rp = process_position(call, root);
+    let shm = |n| {
+        step(
+            call,
+            &plan.local,
+            Kind::Broadcast,
+            Algorithm::SharedMemory,
+            n,
+        )
+    };
+    let leaders = |comm| {
+        let algorithm = among_leaders(Kind::Broadcast, plan.processes(), &call.signature);
+        step(call, comm, Kind::Broadcast, algorithm, 0)
+    };
+    if rp == plan.tiers.me {
+        let local_root = locality(call).local_index(root).expect("the root is here");
+        if plan.nl() > 1 {
+            bcast::broadcast(&shm(0), local_root, buf)?;
+        }
+        if let Some(comm) = &plan.leaders {
+            bcast::broadcast(&leaders(comm), rp as Rank, buf)?;
+        }
+    } else {
+        if let Some(comm) = &plan.leaders {
+            bcast::broadcast(&leaders(comm), rp as Rank, buf)?;
+        }
+        if plan.nl() > 1 {
+            bcast::broadcast(&shm(1), 0, buf)?;
+        }
+    }
+    Ok(())
+}
+
+/// Reduce (`root`) or all-reduce (`None`) of `send` into `recv`.
+pub(crate) fn reduce(
+    call: &Call<'_>,
+    root: Option<Rank>,
+    op: &OpRef<'_>,
+    commutative: bool,
+    send: &Layout,
+    recv: Option<&Layout>,
+) -> Result<(), Error> {
+    if !commutative && !locality(call).is_blocked() {
+        return reduce::reduce(&flat(call), root, op, commutative, send, recv);
+    }
+    let plan = Plan::new(call)?;
+    let (nl, count) = (plan.nl(), send.count);
+    // Step 0: this process's members reduce to the leader.
+    let partial = (plan.rl == 0 && nl > 1).then(|| Scratch::like(send));
+    if nl > 1 {
+        let shm = step(call, &plan.local, Kind::Reduce, Algorithm::SharedMemory, 0);
+        reduce::reduce(&shm, Some(0), op, commutative, send, partial.as_deref())?;
+    }
+    let mine: &Layout = partial.as_deref().unwrap_or(send);
+    let Some(root) = root else {
+        // All-reduce: the leaders all-reduce, each leader broadcasts.
+        let recv = recv.expect("all-reduce").slice(0, count);
+        if let Some(comm) = &plan.leaders {
+            let algorithm = among_leaders(Kind::AllReduce, plan.processes(), &call.signature);
+            let among = step(call, comm, Kind::AllReduce, algorithm, 0);
+            reduce::reduce(&among, None, op, commutative, mine, Some(&recv))?;
+        }
+        if nl > 1 {
+            let shm = step(
+                call,
+                &plan.local,
+                Kind::Broadcast,
+                Algorithm::SharedMemory,
+                1,
+            );
+            bcast::broadcast(&shm, 0, &recv)?;
+        }
+        return Ok(());
+    };
+    let rp = process_position(call, root);
+    let root_leads = locality(call).leaders()[rp].1 == root;
+    let here = rp == plan.tiers.me;
+    let total = (here && !root_leads && plan.rl == 0).then(|| Scratch::like(send));
+    if let Some(comm) = &plan.leaders {
+        let dst = match (&total, here) {
+            (Some(total), _) => Some((**total).clone()),
+            (None, true) => Some(recv.expect("the root has a receive buffer").slice(0, count)),
+            (None, false) => None,
+        };
+        let algorithm = among_leaders(Kind::Reduce, plan.processes(), &call.signature);
+        let among = step(call, comm, Kind::Reduce, algorithm, 0);
+        reduce::reduce(
+            &among,
+            Some(rp as Rank),
+            op,
+            commutative,
+            mine,
+            dst.as_ref(),
+        )?;
+    }
+    if here && !root_leads {
+        hand_over(call, &plan, root, total.as_deref(), recv, count)?;
+    }
+    Ok(())
+}
+
+/// The last hop in the root's process when the root is not its leader:
+/// the leader sends `from` (its result), the root receives the first
+/// `count` elements of `into`.
+fn hand_over(
+    call: &Call<'_>,
+    plan: &Plan<'_>,
+    root: Rank,
+    from: Option<&Layout>,
+    into: Option<&Layout>,
+    count: usize,
+) -> Result<(), Error> {
+    let hop = step(call, &plan.local, call.kind, Algorithm::Linear, 2);
+    let local_root = locality(call).local_index(root).expect("the root is here");
+    let mut ex = Exchange::new(&hop);
+    if plan.rl == 0 {
+        ex.send(local_root, from.expect("the leader holds the result"));
+    } else if plan.rl == local_root {
+        let into = into.expect("the root has a receive buffer");
+        ex.recv(0, &into.slice(0, count))?;
+    }
+    ex.wait()
+}
+
+/// The first hop in the root's process when the root is not its leader:
+/// the root sends `from`, the leader receives `into`.
+fn hand_up(
+    call: &Call<'_>,
+    plan: &Plan<'_>,
+    root: Rank,
+    from: Option<&Layout>,
+    into: Option<&Layout>,
+    n: u32,
+) -> Result<(), Error> {
+    let hop = step(call, &plan.local, call.kind, Algorithm::Linear, n);
+    let local_root = locality(call).local_index(root).expect("the root is here");
+    let mut ex = Exchange::new(&hop);
+    if plan.rl == 0 {
+        ex.recv(local_root, into.expect("the leader receives"))?;
+    } else if plan.rl == local_root {
+        ex.send(0, from.expect("the root sends"));
+    }
+    ex.wait()
+}
+
+/// Each process's block of a gathered buffer of `count` elements per rank,
+/// in elements: counts and displacements by leader.
+fn blocks(locality: &Locality, count: usize) -> (Vec<usize>, Vec<usize>) {
+    (0..locality.processes())
+        .map(|i| {
+            let block = locality.block(i);
+            (block.len() * count, block.start as usize * count)
+        })
+        .unzip()
+}
+
+/// `count` elements like `like`'s.
+fn scratch(like: &Layout, count: usize) -> Scratch {
+    Scratch::like(&Layout {
+        count,
+        ..like.clone()
+    })
+}
+
+/// Gather of `send` to `root` (whose buffer is `recv`).
+pub(crate) fn gather(
+    call: &Call<'_>,
+    root: Rank,
+    send: &Layout,
+    recv: Option<&Layout>,
+) -> Result<(), Error> {
+    if !locality(call).is_blocked() {
+        return gather::gather(&flat(call), root, send, recv);
+    }
+    let plan = Plan::new(call)?;
+    let (nl, count, n) = (plan.nl(), send.count, call.size() as usize);
+    if let Some(recv) = recv {
+        // The root's buffer is checked before anything moves.
+        Parts::uniform("gather_into_root", recv.clone(), count, call.size())?;
+    }
+    // Step 0: the members gather to their leader.
+    let block = (plan.rl == 0 && nl > 1).then(|| scratch(send, nl as usize * count));
+    if nl > 1 {
+        let shm = step(call, &plan.local, Kind::Gather, Algorithm::SharedMemory, 0);
+        gather::gather(&shm, 0, send, block.as_deref())?;
+    }
+    let rp = process_position(call, root);
+    let root_leads = locality(call).leaders()[rp].1 == root;
+    let here = rp == plan.tiers.me;
+    let all = (here && !root_leads && plan.rl == 0).then(|| scratch(send, n * count));
+    if let Some(comm) = &plan.leaders {
+        let mine: &Layout = block.as_deref().unwrap_or(send);
+        let (counts, displs) = blocks(locality(call), count);
+        let parts = here.then(|| Parts {
+            buf: match &all {
+                Some(all) => (**all).clone(),
+                None => recv
+                    .expect("the root has a receive buffer")
+                    .slice(0, n * count),
+            },
+            counts: counts.clone(),
+            displs: displs.clone(),
+            uniform: None,
+        });
+        let among = step(
+            call,
+            comm,
+            Kind::GatherVarcount,
+            Algorithm::BinomialAggressive,
+            0,
+        );
+        gather::gatherv(
+            &among,
+            rp as Rank,
+            mine,
+            parts.as_ref(),
+            Some((&counts, &displs)),
+        )?;
+    }
+    if here && !root_leads {
+        hand_over(call, &plan, root, all.as_deref(), recv, n * count)?;
+    }
+    Ok(())
+}
+
+/// Gatherv of `send` to `root` (whose partition is `parts`; `known`: the
+/// table a non-root passed, which the flat fallback may need).
+///
+/// Only the leaders need the counts: the root's leader gets them from the
+/// root (a hop if they differ) and broadcasts them among the leaders
+/// (binomial tree: the same ⌈log2 P⌉ peers as the gather's); each leader
+/// gathers its members' blocks packed, the leaders run the binomial
+/// Gatherv on the packed blocks (aggressive: each knows them all), and the
+/// root (after a hop if it is not the leader) unpacks into its parts.
+pub(crate) fn gatherv(
+    call: &Call<'_>,
+    root: Rank,
+    send: &Layout,
+    parts: Option<&Parts>,
+    known: Option<(&[usize], &[usize])>,
+) -> Result<(), Error> {
+    if !locality(call).is_blocked() {
+        return gather::gatherv(&flat(call), root, send, parts, known);
+    }
+    let plan = Plan::new(call)?;
+    let n = call.size() as usize;
+    let rp = process_position(call, root);
+    let root_leads = locality(call).leaders()[rp].1 == root;
+    let here = rp == plan.tiers.me;
+    let is_root = call.rank() == root;
+    // 1. The counts reach every leader.
+    let mut counts: Vec<u64> = if plan.rl == 0 || is_root {
+        vec![0; n]
+    } else {
+        Vec::new()
+    };
+    if let Some(parts) = parts {
+        let table = parts.table();
+        for (r, c) in counts.iter_mut().enumerate() {
+            *c = table.count(r) as u64;
+        }
+    }
+    let table = Layout::of_mut(&mut counts[..]);
+    if here && !root_leads {
+        hand_up(call, &plan, root, Some(&table), Some(&table), 3)?;
+    }
+    if let Some(comm) = &plan.leaders {
+        let among = step(call, comm, Kind::Broadcast, Algorithm::Binomial, 1);
+        bcast::broadcast(&among, rp as Rank, &table)?;
+    }
+    let counts: Vec<usize> = counts.iter().map(|&c| c as usize).collect();
+    let packed = |counts: &[usize]| -> Vec<usize> {
+        counts
+            .iter()
+            .scan(0, |at, &c| {
+                let start = *at;
+                *at += c;
+                Some(start)
+            })
+            .collect()
+    };
+    // 2. The members gather to their leader, packed.
+    let nl = plan.nl();
+    let mine_block = locality(call).block(plan.tiers.me);
+    let local_counts: Vec<usize> = if plan.rl == 0 {
+        mine_block.map(|r| counts[r as usize]).collect()
+    } else {
+        Vec::new()
+    };
+    let block_storage = (plan.rl == 0 && nl > 1).then(|| scratch(send, local_counts.iter().sum()));
+    let block = block_storage.as_ref().map(|storage| Parts {
+        buf: (**storage).clone(),
+        displs: packed(&local_counts),
+        counts: local_counts.clone(),
+        uniform: None,
+    });
+    if nl > 1 {
+        let shm = step(
+            call,
+            &plan.local,
+            Kind::GatherVarcount,
+            Algorithm::SharedMemory,
+            0,
+        );
+        gather::gatherv(&shm, 0, send, block.as_ref(), None)?;
+    }
+    // 3. The leaders gather the packed blocks to the root's leader.
+    let total: usize = counts.iter().sum();
+    let all = (here && plan.rl == 0).then(|| scratch(send, total));
+    if let Some(comm) = &plan.leaders {
+        let proc_counts: Vec<usize> = (0..plan.processes() as usize)
+            .map(|i| locality(call).block(i).map(|r| counts[r as usize]).sum())
+            .collect();
+        let proc_displs = packed(&proc_counts);
+        let mine: &Layout = block.as_ref().map_or(send, |b| &b.buf);
+        let leader_parts = all.as_ref().map(|all| Parts {
+            buf: (**all).clone(),
+            counts: proc_counts.clone(),
+            displs: proc_displs.clone(),
+            uniform: None,
+        });
+        let among = step(
+            call,
+            comm,
+            Kind::GatherVarcount,
+            Algorithm::BinomialAggressive,
+            0,
+        );
+        gather::gatherv(
+            &among,
+            rp as Rank,
+            mine,
+            leader_parts.as_ref(),
+            Some((&proc_counts, &proc_displs)),
+        )?;
+    }
+    // 4. The root unpacks into its parts.
+    if !here {
+        return Ok(());
+    }
+    let received = (is_root && !root_leads).then(|| {
+        let buf = &parts.expect("the root has a partition").buf;
+        scratch(buf, total)
+    });
+    if !root_leads {
+        hand_over(
+            call,
+            &plan,
+            root,
+            all.as_deref(),
+            received.as_deref(),
+            total,
+        )?;
+    }
+    if is_root {
+        let parts = parts.expect("the root has a partition");
+        let from: &Layout = match (&all, &received) {
+            (Some(all), _) if root_leads => all,
+            (_, Some(received)) => received,
+            _ => unreachable!("the root holds the packed blocks"),
+        };
+        for (r, at) in packed(&counts).into_iter().enumerate() {
+            super::copy_checked(call, r as Rank, &from.slice(at, counts[r]), &parts.part(r))?;
+        }
+    }
+    Ok(())
+}
+
+/// Scatter of `root`'s `send` (blocks of `recv.count` elements).
+pub(crate) fn scatter(
+    call: &Call<'_>,
+    root: Rank,
+    send: Option<&Layout>,
+    recv: &Layout,
+) -> Result<(), Error> {
+    if !locality(call).is_blocked() {
+        return scatter::scatter(&flat(call), root, send, recv);
+    }
+    let plan = Plan::new(call)?;
+    let (nl, count, n) = (plan.nl(), recv.count, call.size() as usize);
+    if let Some(send) = send {
+        Parts::uniform("scatter_into_root", send.clone(), count, call.size())?;
+    }
+    let rp = process_position(call, root);
+    let root_leads = locality(call).leaders()[rp].1 == root;
+    let here = rp == plan.tiers.me;
+    // The root's data reaches its leader.
+    let all = (here && !root_leads && plan.rl == 0).then(|| scratch(recv, n * count));
+    if here && !root_leads {
+        let from = send.map(|s| s.slice(0, n * count));
+        hand_up(call, &plan, root, from.as_ref(), all.as_deref(), 2)?;
+    }
+    // The leaders scatter the processes' blocks.
+    let block = (plan.rl == 0 && nl > 1).then(|| scratch(recv, nl as usize * count));
+    if let Some(comm) = &plan.leaders {
+        let (counts, displs) = blocks(locality(call), count);
+        let parts = here.then(|| Parts {
+            buf: match &all {
+                Some(all) => (**all).clone(),
+                None => send.expect("the root sends").slice(0, n * count),
+            },
+            counts,
+            displs,
+            uniform: None,
+        });
+        let mine: &Layout = block.as_deref().unwrap_or(recv);
+        let among = step(call, comm, Kind::ScatterVarcount, Algorithm::Linear, 0);
+        scatter::scatterv(&among, rp as Rank, parts.as_ref(), mine)?;
+    }
+    if nl > 1 {
+        let shm = step(call, &plan.local, Kind::Scatter, Algorithm::SharedMemory, 1);
+        scatter::scatter(&shm, 0, block.as_deref(), recv)?;
+    }
+    Ok(())
+}
+
+/// All-gather of every rank's `send` into `recv`.
+pub(crate) fn allgather(call: &Call<'_>, send: &Layout, recv: &Layout) -> Result<(), Error> {
+    if !locality(call).is_blocked() {
+        return allgather::allgather(&flat(call), send, recv);
+    }
+    let plan = Plan::new(call)?;
+    let (nl, count, n) = (plan.nl(), send.count, call.size() as usize);
+    Parts::receive_blocks(call, recv, count)?;
+    let block = (plan.rl == 0 && nl > 1).then(|| scratch(send, nl as usize * count));
+    if nl > 1 {
+        let shm = step(call, &plan.local, Kind::Gather, Algorithm::SharedMemory, 0);
+        gather::gather(&shm, 0, send, block.as_deref())?;
+    }
+    let all = recv.slice(0, n * count);
+    if let Some(comm) = &plan.leaders {
+        let (counts, displs) = blocks(locality(call), count);
+        let parts = Parts {
+            buf: all.clone(),
+            counts,
+            displs,
+            uniform: None,
+        };
+        let mine: &Layout = block.as_deref().unwrap_or(send);
+        let algorithm = among_leaders(Kind::AllGatherVarcount, plan.processes(), &call.signature);
+        let among = step(call, comm, Kind::AllGatherVarcount, algorithm, 0);
+        allgather::allgatherv(&among, mine, &parts)?;
+    }
+    if nl > 1 {
+        let shm = step(
+            call,
+            &plan.local,
+            Kind::Broadcast,
+            Algorithm::SharedMemory,
+            1,
+        );
+        bcast::broadcast(&shm, 0, &all)?;
+    }
+    Ok(())
+}
