@@ -50,7 +50,7 @@ cases!(
     nested_splits,
     different_creations_are_the_errors_of_one_process,
     unequal_groups_are_the_errors_of_one_process,
-    group_collective_creation_across_processes_is_unsupported,
+    group_collective_creation_across_processes,
     inter_communicator_between_processes,
     graph_topologies_across_processes,
     inter_communicator_with_a_side_spanning_processes_is_unsupported,
@@ -332,10 +332,11 @@ fn unequal_groups_are_the_errors_of_one_process(via: Via) {
     }
 }
 
-/// `split_by_subgroup` (only the group's members call) meets in one
-/// process's memory: a group spanning processes fails clearly, a group
-/// inside one process works on a communicator that spans several.
-fn group_collective_creation_across_processes_is_unsupported(via: Via) {
+/// `split_by_subgroup` (only the group's members call): a group inside one
+/// process on a communicator that spans several, and groups spanning
+/// processes, in the group's order, twice with one tag (a second meeting
+/// gets its own context) and beside a disjoint group made at once.
+fn group_collective_creation_across_processes(via: Via) {
     let out = all_ok(joined(via, &[2, 2], |universe| {
         let world = universe.world();
         let rank = world.rank();
@@ -347,16 +348,44 @@ fn group_collective_creation_across_processes_is_unsupported(via: Via) {
         (made.rank(), sum)
     }));
     assert_eq!(out, [(1, 1), (0, 1), (0, 5), (1, 5)]);
-    let texts = all_failed(joined(via, &[2, 2], |universe| {
+    let out = all_ok(joined(via, &[2, 1, 2], |universe| {
         let world = universe.world();
-        world.split_by_subgroup(&world.group());
+        let rank = world.rank();
+        let g = world.group();
+        // Even ranks in reverse order (spanning all three processes), odd
+        // ranks apart; only members call.
+        let (mine, outside): (&[i32], &[i32]) = if rank % 2 == 0 {
+            (&[4, 2, 0], &[1, 3])
+        } else {
+            (&[3, 1], &[0, 2, 4])
+        };
+        assert!(world
+            .split_by_subgroup_with_tag(&g.include(outside), 3)
+            .is_none());
+        let first = world
+            .split_by_subgroup_with_tag(&g.include(mine), 3)
+            .expect("a member");
+        let second = world
+            .split_by_subgroup_with_tag(&g.include(mine), 3)
+            .expect("a member");
+        let order = world_ranks_of(&first, rank);
+        let mut sum = 0i32;
+        second.all_reduce_into(&rank, &mut sum, SystemOperation::sum());
+        // Point-to-point on the first: a ring in the group's order.
+        let n = first.size();
+        let next = first.process_at_rank((first.rank() + 1) % n);
+        let prev = first.process_at_rank((first.rank() + n - 1) % n);
+        let mut got = -1i32;
+        myriad::point_to_point::send_receive_into(&rank, &next, &mut got, &prev);
+        (first.rank(), order, sum, got)
     }));
-    for text in texts {
-        assert!(
-            text.contains("split_by_subgroup_with_tag") && text.contains("not implemented"),
-            "{text}"
-        );
-    }
+    let evens = vec![4, 2, 0];
+    let odds = vec![3, 1];
+    assert_eq!(out[0], (2, evens.clone(), 6, 2));
+    assert_eq!(out[1], (1, odds.clone(), 4, 3));
+    assert_eq!(out[2], (1, evens.clone(), 6, 4));
+    assert_eq!(out[3], (0, odds.clone(), 4, 1));
+    assert_eq!(out[4], (0, evens, 6, 0));
 }
 
 /// An inter-communicator whose sides are the ranks of two processes: each

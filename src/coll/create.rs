@@ -99,8 +99,12 @@
 //! in the same order by every member, or carry different tags (MPI's rule);
 //! otherwise they wait for each other and the deadlock report names them.
 //! A rank outside the group it passes returns `None` at once (a local call).
-//! The members meet in one process's memory: a group holding a rank of
-//! another process is `Error::Unsupported`.
+//! Across processes, each process's members meet in its memory (a meeting
+//! counts the group's members in this process) and its last one creates
+//! this process's share of the communicator: the context below needs no
+//! message between processes. Members that pass unequal groups then meet
+//! under different keys and wait for ever (reported as a deadlock), as in
+//! one process.
 //! The new communicator's context pair is derived from the parent's
 //! context, the key, and how many meetings of that key completed before on
 //! the parent (`comm/context.rs`, [`Derivation::Group`]; counted under the
@@ -935,6 +939,7 @@ type GroupKey = (Tag, u32, u64);
 /// One `split_by_subgroup_with_tag` call of a group's members.
 #[derive(Debug)]
 pub(crate) struct GroupMeeting {
+    /// The group's members in this process.
     size: u32,
     /// Members that arrived (changed under the table's lock).
     arrived: AtomicU32,
@@ -968,19 +973,20 @@ pub(crate) fn create_group(
     // Checked by every member: one outside the communicator would never
     // arrive.
     check_subset(core, members, OP)?;
-    // The members meet in this process's memory: all must live here.
+    // This process's members meet here; every process with members derives
+    // the same context from what all members know (the parent, the tag, the
+    // group and how many creations of that group with that tag came before,
+    // which MPI's ordering rule makes equal everywhere), so no round
+    // between processes is needed.
     let processes = crate::p2p::Node::p2p(core.job()).processes();
-    if let Some(away) = members
-        .iter()
-        .find(|&w| processes.local(WorldRank::new(w)).is_none())
-    {
-        return Err(Error::Unsupported {
-            what: format!(
-                "{OP} with a group holding world rank {away} of another process \
-                 (communicator creation across processes is not implemented yet)"
-            ),
-        });
-    }
+    let local = if processes.count() == 1 {
+        members.size()
+    } else {
+        members
+            .iter()
+            .filter(|&w| processes.local(WorldRank::new(w)).is_some())
+            .count() as u32
+    };
     let key = (tag, members.size(), digest(members));
     let table = &core.coll().group_meetings;
     // `Some(count)` for the member that completes the meeting.
@@ -988,7 +994,7 @@ pub(crate) fn create_group(
         let mut table = table.lock();
         let meeting = Arc::clone(table.active.entry(key).or_insert_with(|| {
             Arc::new(GroupMeeting {
-                size: key.1,
+                size: local,
                 arrived: AtomicU32::new(0),
                 waiters: SpinLock::new(Vec::new()),
                 outcome: SpinLock::new(None),
