@@ -8,8 +8,9 @@
 //!   the rest waits in the peer's output queue (FIFO: a frame never
 //!   overtakes queued bytes), and the stream's epoll interest gains
 //!   `EPOLLOUT` so a waiting progress thread wakes up to flush it;
-//! * **poll** flushes every output queue, then reads every stream until it
-//!   would block, cutting frames out of the bytes received so far
+//! * **poll** flushes every output queue, then reads every stream that
+//!   epoll reports readable (a zero-timeout `epoll_wait`) until it would
+//!   block, cutting frames out of the bytes received so far
 //!   ([`frame_len`]: partial frames wait for the rest); a stream that ends
 //!   or carries bytes that are not frames is reported lost once and
 //!   dropped from the epoll set;
@@ -641,13 +642,29 @@ impl Transport for TcpTransport {
         let mut handed = 0;
         for (p, peer) in self.peers.iter().enumerate() {
             let Some(peer) = peer else { continue };
-            {
-                let mut out = lock(&peer.out);
-                if !out.queue.is_empty() {
-                    self.flush(peer, p, &mut out);
+            let mut out = lock(&peer.out);
+            if !out.queue.is_empty() {
+                self.flush(peer, p, &mut out);
+            }
+        }
+        // Only the streams with something to read: asking epoll does not
+        // take the sockets' locks, which a `recv` on every stream would, in
+        // the way of the kernel delivering the peer's next segment.
+        let mut events = [libc::epoll_event { events: 0, u64: 0 }; 16];
+        loop {
+            // SAFETY: `events` has room for 16 entries; the epoll fd is
+            // open; a zero timeout does not block.
+            let n = unsafe { libc::epoll_wait(self.epoll.as_raw_fd(), events.as_mut_ptr(), 16, 0) };
+            let ready = &events[..n.max(0) as usize];
+            for event in ready {
+                let p = event.u64 as usize;
+                if let Some(Some(peer)) = self.peers.get(p) {
+                    handed += self.read(peer, p, sink);
                 }
             }
-            handed += self.read(peer, p, sink);
+            if ready.len() < events.len() {
+                break;
+            }
         }
         let sent = std::mem::take(&mut *lock(&self.sent));
         handed += sent.len();
