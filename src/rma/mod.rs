@@ -76,6 +76,9 @@
 //! also load and store directly.
 
 pub(crate) mod access;
+mod target;
+
+pub(crate) use target::{Elements, Placed};
 
 use std::sync::atomic::{
     fence, AtomicBool, AtomicI32, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering,
@@ -111,6 +114,56 @@ pub(crate) struct Region {
     pub(crate) base: *mut u8,
     pub(crate) bytes: usize,
     pub(crate) unit: usize,
+}
+
+/// The window's element type, as operations pass it: its map and what the
+/// placement check needs of it (computed once per window handle).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Element<'a> {
+    pub(crate) map: &'a TypeMap,
+    pub(crate) elements: &'a Elements,
+}
+
+/// The error of a base value that would not land on the window
+/// elements' own (`Elements::check`'s `Err`).
+fn misplaced(
+    op: &'static str,
+    target: Rank,
+    map: &TypeMap,
+    element: Element<'_>,
+    (index, kind, byte): (usize, crate::datatype::BaseKind, i128),
+) -> Error {
+    Error::Rma(RmaError::Misplaced {
+        op,
+        target,
+        datatype: map.name().to_string(),
+        element: element.map.name().to_string(),
+        index,
+        kind: kind.name(),
+        byte,
+    })
+}
+
+/// Calls `f(run, packed, len)` for each data run of `at`'s elements whose
+/// buffer address is `addr`, in type-map order: `run` its address, `len`
+/// its bytes, `packed` the bytes of the runs before it.
+fn for_runs(addr: *mut u8, at: Placed<'_>, mut f: impl FnMut(*mut u8, usize, usize)) {
+    let map = at.map;
+    let first = addr.wrapping_offset(map.lb());
+    if map.is_contiguous() {
+        if at.count > 0 {
+            f(first, 0, at.count * map.size());
+        }
+        return;
+    }
+    let mut packed = 0;
+    for e in 0..at.count {
+        let element = first.wrapping_add(e * map.extent());
+        for s in map.segments() {
+            f(element.wrapping_add(s.offset), packed, s.len);
+            packed += s.len;
+        }
+    }
 }
 
 /// Numbers windows for deadlock reports (process-wide, in creation order).
@@ -423,8 +476,10 @@ impl WinShared {
         }
     }
 
-    /// The address of `bytes` bytes at displacement `disp` of `target`'s
-    /// segment, checked to lie inside it.
+    /// The address of `bytes` bytes (whole elements of the window's type)
+    /// at displacement `disp` of `target`'s segment, checked to lie inside
+    /// it, and on its elements' base values when `disp` falls inside an
+    /// element.
     fn locate(
         &self,
         comm: &CommCore,
@@ -432,6 +487,7 @@ impl WinShared {
         target: Rank,
         disp: usize,
         bytes: usize,
+        element: Element<'_>,
     ) -> Result<*mut u8, Error> {
         self.check_rank(op, target)?;
         let region = self.region_ready(comm, target)?;
@@ -442,6 +498,13 @@ impl WinShared {
                     .checked_add(bytes)
                     .is_some_and(|end| end <= region.bytes) =>
             {
+                let extent = element.map.extent();
+                if region.unit % extent.max(1) != 0 && offset % extent != 0 {
+                    element
+                        .elements
+                        .check_own(offset, bytes / extent)
+                        .map_err(|miss| misplaced(op, target, element.map, element, miss))?;
+                }
                 Ok(region.base.wrapping_add(offset))
             }
             _ => Err(Error::Rma(RmaError::OutOfRange {
@@ -456,6 +519,7 @@ impl WinShared {
 
     /// Runs `access` on `bytes` bytes at `disp` of `target`'s segment while
     /// holding the segment's gate.
+    #[allow(clippy::too_many_arguments)]
     fn with_target<R>(
         &self,
         comm: &CommCore,
@@ -463,16 +527,179 @@ impl WinShared {
         target: Rank,
         disp: usize,
         bytes: usize,
+        element: Element<'_>,
         access: impl FnOnce(*mut u8) -> R,
     ) -> Result<R, Error> {
-        let at = self.locate(comm, op, target, disp, bytes)?;
+        let at = self.locate(comm, op, target, disp, bytes, element)?;
+        self.through_gate(op, target, || access(at))
+    }
+
+    /// Runs `access` while holding `target`'s gate.
+    fn through_gate<R>(
+        &self,
+        op: &'static str,
+        target: Rank,
+        access: impl FnOnce() -> R,
+    ) -> Result<R, Error> {
         let gate = &self.segments[target as usize].gate;
         if !gate.enter() {
             return Err(Error::Rma(RmaError::TargetGone { op, target }));
         }
-        let out = access(at);
+        let out = access();
         gate.leave();
         Ok(out)
+    }
+
+    /// The buffer address of a target datatype's elements in `target`'s
+    /// segment: their data checked to lie inside it ([`target::span`]) and
+    /// on the window elements' base values ([`Elements::check`]).
+    fn locate_placed(
+        &self,
+        comm: &CommCore,
+        op: &'static str,
+        target: Rank,
+        at: Placed<'_>,
+        element: Element<'_>,
+    ) -> Result<*mut u8, Error> {
+        self.check_rank(op, target)?;
+        let region = self.region_ready(comm, target)?;
+        let out_of_range = |start: i128, end: i128| {
+            Error::Rma(RmaError::TargetOutOfRange {
+                op,
+                target,
+                datatype: at.map.name().to_string(),
+                count: at.count,
+                start,
+                end,
+                segment: region.bytes,
+            })
+        };
+        let Some(offset) = at.disp.checked_mul(region.unit) else {
+            let start = at.disp as i128 * region.unit as i128;
+            return Err(out_of_range(start, start));
+        };
+        let (start, end) = target::span(offset, at.map, at.count);
+        if start < 0 || end > region.bytes as i128 {
+            return Err(out_of_range(start, end));
+        }
+        element
+            .elements
+            .check(offset, at.map, at.count)
+            .map_err(|miss| misplaced(op, target, at.map, element, miss))?;
+        Ok(region.base.wrapping_add(offset))
+    }
+
+    /// `MPI_Put` with a target datatype: the packed origin data at `src`
+    /// (`at.count * at.map.size()` bytes, the signature's base values in
+    /// order) goes to the data runs of `at` in `target`'s segment.
+    ///
+    /// # Safety
+    ///
+    /// `src` valid for reads of that many bytes that nobody writes
+    /// meanwhile.
+    pub(crate) unsafe fn put_placed(
+        &self,
+        comm: &CommCore,
+        target: Rank,
+        at: Placed<'_>,
+        element: Element<'_>,
+        src: *const u8,
+    ) -> Result<(), Error> {
+        let addr = self.locate_placed(comm, "put", target, at, element)?;
+        self.through_gate("put", target, || {
+            for_runs(addr, at, |run, packed, len| {
+                // SAFETY: [1] `run` is `len` bytes inside the target's
+                // segment (`locate_placed` checked the span of all runs),
+                // valid while the gate is held; [2] `packed + len` is
+                // within the caller's packed data (the runs' lengths sum
+                // to its size).
+                unsafe { access::store(run, src.add(packed), len) }
+            })
+        })
+    }
+
+    /// `MPI_Get` with a target datatype: the data runs of `at` in
+    /// `target`'s segment, packed into `dst`.
+    ///
+    /// # Safety
+    ///
+    /// `dst` valid for writes of `at.count * at.map.size()` bytes that
+    /// nobody else accesses.
+    pub(crate) unsafe fn get_placed(
+        &self,
+        comm: &CommCore,
+        target: Rank,
+        at: Placed<'_>,
+        element: Element<'_>,
+        dst: *mut u8,
+    ) -> Result<(), Error> {
+        let addr = self.locate_placed(comm, "get", target, at, element)?;
+        self.through_gate("get", target, || {
+            for_runs(addr, at, |run, packed, len| {
+                // SAFETY: as in `put_placed`, roles swapped.
+                unsafe { access::load(dst.add(packed), run, len) }
+            })
+        })
+    }
+
+    /// The accumulate family with a target datatype, under the target
+    /// segment's accumulate lock: the data runs of `at` are packed into
+    /// scratch, copied to `fetched` if given, combined with the packed
+    /// `input` (`op: None`: replaced by it) if given, and written back.
+    ///
+    /// # Safety
+    ///
+    /// `input` valid for reads and `fetched` for writes of `at.count *
+    /// at.map.size()` bytes, not window memory, nobody else writing them.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) unsafe fn accumulate_placed(
+        &self,
+        comm: &CommCore,
+        name: &'static str,
+        target: Rank,
+        at: Placed<'_>,
+        element: Element<'_>,
+        op: Option<&OpRef<'_>>,
+        input: Option<*const u8>,
+        fetched: Option<*mut u8>,
+    ) -> Result<(), Error> {
+        if let Some(op) = op {
+            check_supported(op, at.map)?;
+        }
+        let addr = self.locate_placed(comm, name, target, at, element)?;
+        let bytes = at.count * at.map.size();
+        let packed_map = TypeMap::packed(at.map);
+        let mut tmp = vec![0u8; bytes];
+        let seg = &self.segments[target as usize];
+        self.through_gate(name, target, || {
+            let _held = seg.acc.lock();
+            let tmp = tmp.as_mut_ptr();
+            for_runs(addr, at, |run, packed, len| {
+                // SAFETY: as in `get_placed`, into our scratch.
+                unsafe { access::load(tmp.add(packed), run, len) }
+            });
+            // SAFETY: [1] `tmp`, `fetched` and `input` hold `bytes` bytes
+            // each, disjoint (the caller's contract, our scratch); [2] the
+            // packed map has the target's signature, and `op` was checked
+            // for it; `apply` reads and writes base values unaligned.
+            unsafe {
+                if let Some(fetched) = fetched {
+                    std::ptr::copy_nonoverlapping(tmp, fetched, bytes);
+                }
+                let Some(input) = input else { return };
+                let result = match op {
+                    Some(op) => {
+                        apply(op, &packed_map, input, tmp, at.count);
+                        tmp.cast_const()
+                    }
+                    None => input,
+                };
+                for_runs(addr, at, |run, packed, len| {
+                    // SAFETY: as in `put_placed`.
+                    access::store(run, result.add(packed), len)
+                });
+            }
+        })
     }
 
     /// Copies `bytes` bytes from `src` to displacement `disp` of `target`.
@@ -485,10 +712,11 @@ impl WinShared {
         comm: &CommCore,
         target: Rank,
         disp: usize,
+        element: Element<'_>,
         src: *const u8,
         bytes: usize,
     ) -> Result<(), Error> {
-        self.with_target(comm, "put", target, disp, bytes, |at| {
+        self.with_target(comm, "put", target, disp, bytes, element, |at| {
             // SAFETY: `at` is `bytes` bytes inside the target's segment
             // (`locate`), which stays valid while the gate is held (the
             // owner drains the gate before its memory goes); `src` is the
@@ -507,10 +735,11 @@ impl WinShared {
         comm: &CommCore,
         target: Rank,
         disp: usize,
+        element: Element<'_>,
         dst: *mut u8,
         bytes: usize,
     ) -> Result<(), Error> {
-        self.with_target(comm, "get", target, disp, bytes, |at| {
+        self.with_target(comm, "get", target, disp, bytes, element, |at| {
             // SAFETY: as in `put`, roles swapped.
             unsafe { access::load(dst, at, bytes) }
         })
@@ -534,19 +763,20 @@ impl WinShared {
         name: &'static str,
         target: Rank,
         disp: usize,
-        map: &TypeMap,
+        element: Element<'_>,
         count: usize,
         op: Option<&OpRef<'_>>,
         input: Option<*const u8>,
         compare: Option<*const u8>,
         fetched: Option<*mut u8>,
     ) -> Result<(), Error> {
+        let map = element.map;
         if let Some(op) = op {
             check_supported(op, map)?;
         }
         let bytes = count * map.extent();
         let seg = self.segments.get(target as usize);
-        self.with_target(comm, name, target, disp, bytes, |at| {
+        self.with_target(comm, name, target, disp, bytes, element, |at| {
             let seg = seg.expect("checked by locate");
             // Scratch for the target's elements, aligned for any base type
             // (on the stack for the small cases: fetch_and_op, a few values).

@@ -110,6 +110,7 @@
 //! ```
 
 mod epoch;
+mod target;
 
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
@@ -120,12 +121,14 @@ use std::sync::Arc;
 
 use crate::coll::CommCore;
 use crate::communicator::Communicator;
+use crate::datatype::Datatype;
 use crate::datatype::Equivalence;
 use crate::error::{Error, RmaError};
-use crate::rma::{self, Caller, LockKind, Region, WinKind, WinShared};
+use crate::rma::{self, Caller, Element, Elements, LockKind, Region, WinKind, WinShared};
 use crate::Rank;
 
 pub use epoch::{Access, Epoch, Exposure, Fence, Lock, LockAll};
+pub use target::TargetView;
 
 /// Lock types of passive-target epochs (`MPI_LOCK_SHARED`,
 /// `MPI_LOCK_EXCLUSIVE`).
@@ -253,6 +256,8 @@ pub struct Window<'b, T> {
     shared: Arc<WinShared>,
     /// Memory the window owns (allocated windows), freed after the window.
     owned: Option<*mut [T]>,
+    /// `T`'s base values, for the placement checks of operations.
+    elements: Elements,
     epochs: Epochs,
     done: bool,
     _memory: PhantomData<&'b mut [T]>,
@@ -319,6 +324,7 @@ impl<'b, T: Equivalence + Copy> Window<'b, T> {
                 comm: comm.clone(),
                 shared,
                 owned,
+                elements: Elements::of(T::equivalent_datatype().type_map()),
                 epochs: Epochs::default(),
                 done: false,
                 _memory: PhantomData,
@@ -547,6 +553,7 @@ impl<'b, T: Equivalence + Copy> Window<'b, T> {
         Ok(SharedSegment {
             shared: &self.shared,
             comm: &self.comm,
+            elements: &self.elements,
             rank,
             base: region.base as *mut T,
             len: region.bytes / size_of::<T>(),
@@ -641,6 +648,7 @@ impl<T> Drop for Window<'_, T> {
 pub struct SharedSegment<'w, T> {
     shared: &'w WinShared,
     comm: &'w CommCore,
+    elements: &'w Elements,
     rank: Rank,
     base: *mut T,
     len: usize,
@@ -664,12 +672,18 @@ impl<T: Equivalence + Copy> SharedSegment<'_, T> {
 
     /// Copies elements `index..index + out.len()` into `out`.
     pub fn read(&self, index: usize, out: &mut [T]) -> Result<(), Error> {
+        let dt = T::equivalent_datatype();
+        let element = Element {
+            map: dt.type_map(),
+            elements: self.elements,
+        };
         // SAFETY: `out` is ours, exclusively borrowed, `size_of_val` bytes.
         unsafe {
             self.shared.get(
                 self.comm,
                 self.rank,
                 index,
+                element,
                 out.as_mut_ptr() as *mut u8,
                 std::mem::size_of_val(out),
             )
@@ -678,12 +692,18 @@ impl<T: Equivalence + Copy> SharedSegment<'_, T> {
 
     /// Copies `data` to elements `index..index + data.len()`.
     pub fn write(&self, index: usize, data: &[T]) -> Result<(), Error> {
+        let dt = T::equivalent_datatype();
+        let element = Element {
+            map: dt.type_map(),
+            elements: self.elements,
+        };
         // SAFETY: `data` is borrowed, so nobody writes it meanwhile.
         unsafe {
             self.shared.put(
                 self.comm,
                 self.rank,
                 index,
+                element,
                 data.as_ptr() as *const u8,
                 std::mem::size_of_val(data),
             )
