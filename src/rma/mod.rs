@@ -176,6 +176,26 @@ pub(crate) struct WinShared {
     kind: WinKind,
     segments: Box<[Segment]>,
     barrier: Barrier,
+    all: Padded<LockAll>,
+}
+
+/// The window-wide side of passive-target locks: `lock_all` epochs are
+/// one count here instead of a shared lock on every segment, and
+/// exclusive lockers announce themselves here so that `lock_all` can see
+/// them without looking at every segment. An exclusive locker first takes
+/// the segment's lock word, then adds itself to `exclusive` and waits
+/// until `shared` is zero; a `lock_all` adds itself to `shared` and
+/// proceeds only if `exclusive` is zero, else backs off and waits. Both
+/// counts are SeqCst: of an exclusive locker and a `lock_all` that race,
+/// at least one sees the other.
+#[derive(Debug, Default)]
+struct LockAll {
+    /// Open `lock_all` epochs.
+    shared: AtomicU32,
+    /// Exclusive locks held or being taken, on any rank.
+    exclusive: AtomicU32,
+    /// Ranks waiting for either count to drop to zero.
+    waiters: SpinLock<Vec<u32>>,
 }
 
 /// One rank's part of a window: its memory and the state of the epochs
@@ -271,6 +291,12 @@ impl LockWord {
             }
             LockKind::Shared => self.state.fetch_sub(1, Ordering::Release) == 1,
         }
+    }
+
+    /// The exclusive holder's rank, if an exclusive lock is held.
+    fn writer(&self) -> Option<i32> {
+        let s = self.state.load(Ordering::Relaxed);
+        (s & Self::WRITER != 0).then(|| self.holder.load(Ordering::Relaxed))
     }
 
     /// Who holds it, as `WaitOp::RmaLock`'s `tag` says: the exclusive
@@ -383,6 +409,7 @@ pub(crate) fn create(
                 generation: AtomicU32::new(0),
                 waiters: (0..workers).map(|_| Padded::default()).collect(),
             },
+            all: Padded::default(),
         })
     });
     let Some(shared) = shared else {
@@ -826,6 +853,8 @@ impl WinShared {
     }
 
     /// Takes `target`'s lock for the caller, parking while it is refused.
+    /// An exclusive lock also waits until no `lock_all` epoch is open
+    /// (those hold a shared lock on every rank: [`LockAll`]).
     pub(crate) fn lock(
         &self,
         caller: &Caller<'_>,
@@ -833,10 +862,20 @@ impl WinShared {
         kind: LockKind,
     ) -> Result<(), Error> {
         let seg = &self.segments[target as usize];
-        if seg.lock.try_lock(kind, caller.rank()) {
-            return Ok(());
+        if !seg.lock.try_lock(kind, caller.rank()) {
+            self.lock_slow(caller, target, kind)?;
         }
-        self.lock_slow(caller, target, kind)
+        if kind == LockKind::Exclusive {
+            let all = &self.all.0;
+            all.exclusive.fetch_add(1, Ordering::SeqCst);
+            if all.shared.load(Ordering::SeqCst) != 0 {
+                if let Err(err) = self.wait_for_lock_alls(caller, target) {
+                    self.unlock(caller.comm, target, kind);
+                    return Err(err);
+                }
+            }
+        }
+        Ok(())
     }
 
     #[cold]
@@ -858,11 +897,83 @@ impl WinShared {
         })
     }
 
+    /// An exclusive locker of `target` that holds the segment's lock word
+    /// waits until every `lock_all` epoch has ended (new ones wait for it:
+    /// they see its count).
+    #[cold]
+    fn wait_for_lock_alls(&self, caller: &Caller<'_>, target: Rank) -> Result<(), Error> {
+        let all = &self.all.0;
+        let info = || WaitInfo {
+            op: WaitOp::RmaLock,
+            label: Some(&"exclusive lock (behind lock_all epochs)"),
+            peer: target,
+            tag: -(all.shared.load(Ordering::Relaxed) as i32),
+            comm: self.id,
+            site: caller.site,
+        };
+        wait_on(&all.waiters, caller, info, || {
+            all.shared.load(Ordering::SeqCst) == 0
+        })
+    }
+
     /// Releases `target`'s lock and wakes whoever waits for it.
     pub(crate) fn unlock(&self, comm: &CommCore, target: Rank, kind: LockKind) {
         let seg = &self.segments[target as usize];
         if seg.lock.unlock(kind) {
             wake(&seg.waiters, comm);
+        }
+        if kind == LockKind::Exclusive && self.all.0.exclusive.fetch_sub(1, Ordering::SeqCst) == 1 {
+            wake(&self.all.0.waiters, comm);
+        }
+    }
+
+    /// `lock_all`: a shared lock on every rank, as one count of the window
+    /// (O(1), not one lock per rank); waits while an exclusive lock is
+    /// held or being taken on any rank.
+    pub(crate) fn lock_all(&self, caller: &Caller<'_>) -> Result<(), Error> {
+        let all = &self.all.0;
+        loop {
+            all.shared.fetch_add(1, Ordering::SeqCst);
+            if all.exclusive.load(Ordering::SeqCst) == 0 {
+                return Ok(());
+            }
+            // Back off (an exclusive locker may be waiting for the count
+            // to drop), then wait for the exclusive locks to end.
+            self.unlock_all(caller.comm);
+            self.wait_for_exclusives(caller)?;
+        }
+    }
+
+    #[cold]
+    fn wait_for_exclusives(&self, caller: &Caller<'_>) -> Result<(), Error> {
+        let all = &self.all.0;
+        // For the report: one exclusively locked rank and its holder.
+        let info = || {
+            let held = self
+                .segments
+                .iter()
+                .enumerate()
+                .find_map(|(r, s)| Some((r as Rank, s.lock.writer()?)));
+            let (peer, tag) = held.unwrap_or((0, 0));
+            WaitInfo {
+                op: WaitOp::RmaLock,
+                label: Some(&"shared lock (lock_all)"),
+                peer,
+                tag,
+                comm: self.id,
+                site: caller.site,
+            }
+        };
+        wait_on(&all.waiters, caller, info, || {
+            all.exclusive.load(Ordering::SeqCst) == 0
+        })
+    }
+
+    /// Ends a `lock_all` epoch.
+    pub(crate) fn unlock_all(&self, comm: &CommCore) {
+        let all = &self.all.0;
+        if all.shared.fetch_sub(1, Ordering::SeqCst) == 1 {
+            wake(&all.waiters, comm);
         }
     }
 

@@ -790,11 +790,7 @@ impl<T: Equivalence + Copy> LockAll<'_, '_, T> {
 impl<T: Equivalence + Copy> Drop for LockAll<'_, '_, T> {
     fn drop(&mut self) {
         if self.taken {
-            for target in 0..self.win.size() {
-                self.win
-                    .shared
-                    .unlock(&self.win.comm, target, LockKind::Shared);
-            }
+            self.win.shared.unlock_all(&self.win.comm);
         }
         self.win.epochs.lock_all.set(false);
     }

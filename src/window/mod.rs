@@ -475,15 +475,7 @@ impl<'b, T: Equivalence + Copy> Window<'b, T> {
         )?;
         let taken = assert == LockAssert::None;
         if taken {
-            let caller = self.caller(site)?;
-            for target in 0..self.size() {
-                if let Err(err) = self.shared.lock(&caller, target, LockKind::Shared) {
-                    for held in 0..target {
-                        self.shared.unlock(&self.comm, held, LockKind::Shared);
-                    }
-                    return Err(err);
-                }
-            }
+            self.shared.lock_all(&self.caller(site)?)?;
         }
         e.lock_all.set(true);
         Ok(LockAll { win: self, taken })
