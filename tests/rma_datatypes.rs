@@ -3,7 +3,7 @@
 //! one-sided examples that use them: the "mapvals" gather through indexed
 //! types (MPI-3.1 Example 11.1) and its accumulate twin (Example 11.2), a
 //! strided put of a column, a transposing get with a resized vector type,
-//! struct, subarray and resized targets, accumulates from every rank at
+//! struct, subarray and resized targets (with `MPI_REPLACE`), accumulates from every rank at
 //! once through a vector type, and the errors: a target span outside the
 //! segment, mismatched signatures, base values that would not land on the
 //! window's elements, user operations in accumulates.
@@ -251,6 +251,9 @@ fn struct_subarray_and_resized_targets() {
             let values = [1, 2, 3, 4];
             lock.put_typed(other, &TargetView::new(0, &block), &values[..])
                 .unwrap();
+            // MPI_REPLACE through the same type: the block becomes 5..=8.
+            lock.replace_typed(other, &TargetView::new(0, &block), &[5, 6, 7, 8][..])
+                .unwrap();
             lock.get_typed(other, &TargetView::new(0, &block), &mut corner[..])
                 .unwrap();
             // Three resized i32s one element apart, from element 13 on.
@@ -276,16 +279,16 @@ fn struct_subarray_and_resized_targets() {
     .unwrap();
     for (fetched, corner, three, mine, cells) in out {
         assert_eq!(fetched, [2.5, 3.5, 4.5]);
-        assert_eq!(corner, [1, 2, 3, 4]);
+        assert_eq!(corner, [5, 6, 7, 8]);
         assert_eq!(three, [-1, -2, -3]);
         let bs: Vec<f64> = mine.iter().map(|p| p.b).collect();
         assert_eq!(bs, [2.5, 3.5, 4.5]);
         assert!(mine.iter().all(|p| p.a == 0), "{mine:?}");
         let mut want = [0i32; 16];
-        want[5] = 1;
-        want[6] = 2;
-        want[9] = 3;
-        want[10] = 4;
+        want[5] = 5;
+        want[6] = 6;
+        want[9] = 7;
+        want[10] = 8;
         want[13] = -1;
         want[14] = -2;
         want[15] = -3;
@@ -336,6 +339,11 @@ fn vector_accumulates_from_every_rank_are_atomic() {
                         myriad::yield_now();
                     }
                 }
+                all.flush_local(0).unwrap();
+                assert_eq!(
+                    all.flush_local(N as i32).unwrap_err().class(),
+                    ErrorClass::Rank
+                );
             }
             win.fence().unwrap().end().unwrap();
             let mut final_values = [0i64; 32];

@@ -525,13 +525,10 @@ impl WinShared {
                     .checked_add(bytes)
                     .is_some_and(|end| end <= region.bytes) =>
             {
-                let extent = element.map.extent();
-                if region.unit % extent.max(1) != 0 && offset % extent != 0 {
-                    element
-                        .elements
-                        .check_own(offset, bytes / extent)
-                        .map_err(|miss| misplaced(op, target, element.map, element, miss))?;
-                }
+                element
+                    .elements
+                    .check_own(offset, bytes)
+                    .map_err(|miss| misplaced(op, target, element.map, element, miss))?;
                 Ok(region.base.wrapping_add(offset))
             }
             _ => Err(Error::Rma(RmaError::OutOfRange {

@@ -309,6 +309,37 @@ pub trait Epoch<T: Equivalence + Copy>: sealed::EpochGuard<T> {
         }
     }
 
+    /// `MPI_Accumulate` with `MPI_REPLACE` and a target datatype: writes
+    /// `data` like [`put_typed`](Self::put_typed), but atomically with
+    /// respect to other accumulates.
+    fn replace_typed<D: Datatype, B: Buffer + ?Sized>(
+        &self,
+        target: Rank,
+        to: &TargetView<'_, D>,
+        data: &B,
+    ) -> Result<(), Error> {
+        self.allows("replace", target)?;
+        let at = to.placed("replace")?;
+        let src = Layout::of(data);
+        check_signatures("replace", src.ty.map(), src.count, at)?;
+        let w = self.window();
+        let dt = T::equivalent_datatype();
+        // SAFETY: as in `put_typed`; nothing is fetched.
+        unsafe {
+            let packed = Packed::of(&src);
+            w.0.accumulate_placed(
+                w.1,
+                "replace",
+                target,
+                at,
+                w.element(&dt),
+                None,
+                Some(packed.as_ptr()),
+                None,
+            )
+        }
+    }
+
     /// `MPI_Get_accumulate` with a target datatype: `result` receives the
     /// target's data as it was, then it becomes `data op` it, atomically.
     /// `data` and `result` must both have the target's type signature.
@@ -769,6 +800,15 @@ impl<T: Equivalence + Copy> LockAll<'_, '_, T> {
     /// `MPI_Win_flush` on one target.
     pub fn flush(&self, target: Rank) -> Result<(), Error> {
         self.win.check_size("flush", target)?;
+        self.win.shared.sync();
+        Ok(())
+    }
+
+    /// `MPI_Win_flush_local` on one target: the origin's buffers of
+    /// operations on it may be reused (they may as soon as an operation
+    /// returns, in one process).
+    pub fn flush_local(&self, target: Rank) -> Result<(), Error> {
+        self.win.check_size("flush_local", target)?;
         self.win.shared.sync();
         Ok(())
     }
