@@ -51,7 +51,13 @@
 //!   the segment's waiter list, tries again, then parks; an unlock wakes the
 //!   list (register, re-check, park: no lost wake-up, as in `round.rs`).
 //!   The target takes no part: an origin completes its whole epoch while
-//!   the target computes.
+//!   the target computes. `lock_all` does not take a shared lock on each
+//!   segment (O(ranks) atomics per epoch): it is one window-wide count
+//!   ([`LockAll`]), and an exclusive locker, after taking its segment's
+//!   word, announces itself in a window-wide count and waits until no
+//!   `lock_all` epoch is open; a `lock_all` that sees an exclusive locker
+//!   backs off and waits for the exclusive locks to end. Shared locks of
+//!   one rank and `lock_all` never conflict, so they need not meet.
 //! * Fence and free: the window's [`Barrier`] (generation counting, one
 //!   list of parked ranks).
 //! * Post/start/complete/wait: per target, the number of exposure epochs it
@@ -62,7 +68,20 @@
 //!   its posts' group sizes.
 //! * Accumulates: one lock per segment ([`Segment::acc`]) held for the
 //!   whole read-modify-write of an operation, so accumulates to one
-//!   location are atomic with respect to each other, element by element.
+//!   location are atomic with respect to each other, element by element
+//!   (base value by base value through a target datatype: `target.rs`
+//!   gathers the target's runs, the operation combines the packed values,
+//!   the runs are written back, all under the lock).
+//!
+//! ## Target datatypes
+//!
+//! An operation with a target datatype (`*_placed`) names `count`
+//! elements of a type map at a displacement ([`Placed`]); `target.rs`
+//! checks their span against the segment and their base values against
+//! the window's element type ([`Elements`]), and `for_runs` walks their
+//! data runs in type-map order, each copied by `access.rs` like a simple
+//! put or get. The origin side arrives packed (the window layer packs it,
+//! or passes a contiguous buffer as it is).
 //!
 //! ## Memory ordering
 //!
