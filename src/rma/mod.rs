@@ -145,6 +145,7 @@ pub(crate) struct Element<'a> {
 
 /// The error of a base value that would not land on the window
 /// elements' own (`Elements::check`'s `Err`).
+#[cold]
 fn misplaced(
     op: &'static str,
     target: Rank,
@@ -526,6 +527,7 @@ impl WinShared {
     /// at displacement `disp` of `target`'s segment, checked to lie inside
     /// it, and on its elements' base values when `disp` falls inside an
     /// element.
+    #[inline(always)]
     fn locate(
         &self,
         comm: &CommCore,
@@ -879,16 +881,37 @@ impl WinShared {
     ) -> Result<(), Error> {
         let seg = &self.segments[target as usize];
         if !seg.lock.try_lock(kind, caller.rank()) {
-            self.lock_slow(caller, target, kind)?;
+            return self.lock_contended(caller, target, kind);
         }
-        if kind == LockKind::Exclusive {
-            let all = &self.all.0;
-            all.exclusive.fetch_add(1, Ordering::SeqCst);
-            if all.shared.load(Ordering::SeqCst) != 0 {
-                if let Err(err) = self.wait_for_lock_alls(caller, target) {
-                    self.unlock(caller.comm, target, kind);
-                    return Err(err);
-                }
+        match kind {
+            LockKind::Shared => Ok(()),
+            LockKind::Exclusive => self.announce_exclusive(caller, target),
+        }
+    }
+
+    #[cold]
+    fn lock_contended(
+        &self,
+        caller: &Caller<'_>,
+        target: Rank,
+        kind: LockKind,
+    ) -> Result<(), Error> {
+        self.lock_slow(caller, target, kind)?;
+        match kind {
+            LockKind::Shared => Ok(()),
+            LockKind::Exclusive => self.announce_exclusive(caller, target),
+        }
+    }
+
+    /// The window-wide step of an exclusive lock, once its segment's word
+    /// is held: counted, then waits for open `lock_all` epochs.
+    fn announce_exclusive(&self, caller: &Caller<'_>, target: Rank) -> Result<(), Error> {
+        let all = &self.all.0;
+        all.exclusive.fetch_add(1, Ordering::SeqCst);
+        if all.shared.load(Ordering::SeqCst) != 0 {
+            if let Err(err) = self.wait_for_lock_alls(caller, target) {
+                self.unlock(caller.comm, target, LockKind::Exclusive);
+                return Err(err);
             }
         }
         Ok(())
@@ -938,7 +961,13 @@ impl WinShared {
         if seg.lock.unlock(kind) {
             wake(&seg.waiters, comm);
         }
-        if kind == LockKind::Exclusive && self.all.0.exclusive.fetch_sub(1, Ordering::SeqCst) == 1 {
+        if kind == LockKind::Exclusive {
+            self.unannounce_exclusive(comm);
+        }
+    }
+
+    fn unannounce_exclusive(&self, comm: &CommCore) {
+        if self.all.0.exclusive.fetch_sub(1, Ordering::SeqCst) == 1 {
             wake(&self.all.0.waiters, comm);
         }
     }

@@ -107,7 +107,17 @@ fn value_runs(map: &TypeMap) -> Vec<ValueRun> {
 
 /// The window's element type as the placement check needs it.
 #[derive(Debug)]
-pub(crate) enum Elements {
+pub(crate) struct Elements {
+    /// Offsets with these bits clear are whole elements' starts, no check
+    /// needed: the element's size minus one when it is a power of two, else
+    /// all bits (only offset 0 passes without a look at the shape).
+    mask: usize,
+    shape: Shape,
+}
+
+/// The base values of the window's element type.
+#[derive(Debug)]
+enum Shape {
     /// Every byte is part of a base value of one kind (primitives, arrays
     /// of them, structs of one kind without padding).
     Uniform { kind: BaseKind },
@@ -118,15 +128,20 @@ pub(crate) enum Elements {
 impl Elements {
     pub(crate) fn of(element: &TypeMap) -> Elements {
         match element.uniform_kind() {
-            Some(kind) if element.is_contiguous() && element.lb() == 0 => {
-                Elements::Uniform { kind }
-            }
+            Some(kind) if element.is_contiguous() && element.lb() == 0 => Elements {
+                mask: kind.size() - 1,
+                shape: Shape::Uniform { kind },
+            },
             _ => {
                 let mut runs = value_runs(element);
                 runs.sort_by_key(|r| r.offset);
-                Elements::General {
-                    runs,
-                    extent: element.extent(),
+                let extent = element.extent();
+                Elements {
+                    mask: match extent.is_power_of_two() {
+                        true => extent - 1,
+                        false => usize::MAX,
+                    },
+                    shape: Shape::General { runs, extent },
                 }
             }
         }
@@ -136,20 +151,24 @@ impl Elements {
     /// number) at byte `offset` lie on its elements' base values of the
     /// same kind: always true at a multiple of the element's size; else
     /// e.g. `[u32; 2]` elements may start at byte 4, `u32` ones not at
-    /// byte 2. A mask for uniform elements (sizes are powers of two): no
-    /// division on the path of every simple `put` and `get`.
-    #[inline]
+    /// byte 2. One mask test on the path of every simple `put` and `get`.
+    #[inline(always)]
     pub(crate) fn check_own(
         &self,
         offset: usize,
         bytes: usize,
     ) -> Result<(), (usize, BaseKind, i128)> {
-        match self {
-            Elements::Uniform { kind } => match offset & (kind.size() - 1) {
-                0 => Ok(()),
-                _ => Err((0, *kind, offset as i128)),
-            },
-            Elements::General { runs, extent } => {
+        if offset & self.mask == 0 {
+            return Ok(());
+        }
+        self.check_own_slow(offset, bytes)
+    }
+
+    #[cold]
+    fn check_own_slow(&self, offset: usize, bytes: usize) -> Result<(), (usize, BaseKind, i128)> {
+        match &self.shape {
+            Shape::Uniform { kind } => Err((0, *kind, offset as i128)),
+            Shape::General { runs, extent } => {
                 if *extent == 0 || offset % extent == 0 {
                     return Ok(());
                 }
@@ -175,7 +194,7 @@ impl Elements {
             return Ok(());
         }
         let base = offset as i128 + map.lb() as i128;
-        let Elements::Uniform { kind } = self else {
+        let Shape::Uniform { kind } = &self.shape else {
             let mine = value_runs(map);
             let per = mine.iter().map(|r| r.count).sum();
             return self.check_values(base, &mine, per, map.extent(), count);
@@ -216,7 +235,7 @@ impl Elements {
         stride: usize,
         count: usize,
     ) -> Result<(), (usize, BaseKind, i128)> {
-        let Elements::General { runs, extent } = self else {
+        let Shape::General { runs, extent } = &self.shape else {
             unreachable!("uniform elements are checked by offsets");
         };
         let extent = *extent as i128;

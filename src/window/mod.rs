@@ -387,6 +387,7 @@ impl<'b, T: Equivalence + Copy> Window<'b, T> {
         Ok(self.shared.region_ready(&self.comm, rank)?.bytes)
     }
 
+    #[inline]
     fn caller(&self, site: &'static Location<'static>) -> Result<Caller<'_>, Error> {
         Ok(Caller {
             comm: &self.comm,
