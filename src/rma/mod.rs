@@ -623,13 +623,14 @@ impl WinShared {
             let start = at.disp as i128 * region.unit as i128;
             return Err(out_of_range(start, start));
         };
-        let (start, end) = target::span(offset, at.map, at.count);
+        let scan = target::Scan::of(at.map);
+        let (start, end) = target::span(offset, at.map, at.count, &scan);
         if start < 0 || end > region.bytes as i128 {
             return Err(out_of_range(start, end));
         }
         element
             .elements
-            .check(offset, at.map, at.count)
+            .check(offset, at.map, at.count, &scan)
             .map_err(|miss| misplaced(op, target, at.map, element, miss))?;
         Ok(region.base.wrapping_add(offset))
     }

@@ -44,16 +44,43 @@ pub(crate) struct Placed<'a> {
     pub(crate) map: &'a TypeMap,
 }
 
+/// One pass over a type map's data segments: where its data starts and
+/// ends (offsets from the lower bound) and the OR of the segments'
+/// offsets (whose low bits say their common alignment). A datatype may
+/// have many segments (a vector of single values has one per value), so
+/// the checks of an operation read them once.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Scan {
+    first: usize,
+    end: usize,
+    offsets: usize,
+}
+
+impl Scan {
+    pub(crate) fn of(map: &TypeMap) -> Scan {
+        let mut scan = Scan {
+            first: usize::MAX,
+            end: 0,
+            offsets: 0,
+        };
+        for s in map.segments() {
+            scan.first = scan.first.min(s.offset);
+            scan.end = scan.end.max(s.offset + s.len);
+            scan.offsets |= s.offset;
+        }
+        scan
+    }
+}
+
 /// The bytes `[start, end)` of the segment that `count` elements of `map`
-/// at byte `offset` touch (data bytes only: holes at either end of the
-/// type are not accessed). Empty for no data.
-pub(crate) fn span(offset: usize, map: &TypeMap, count: usize) -> (i128, i128) {
+/// (`scan` its [`Scan`]) at byte `offset` touch (data bytes only: holes at
+/// either end of the type are not accessed). Empty for no data.
+pub(crate) fn span(offset: usize, map: &TypeMap, count: usize, scan: &Scan) -> (i128, i128) {
     if count == 0 || map.size() == 0 {
         return (offset as i128, offset as i128);
     }
-    let (true_lb, true_extent) = map.true_extent();
-    let start = offset as i128 + true_lb as i128;
-    let end = start + (count as i128 - 1) * map.extent() as i128 + true_extent as i128;
+    let start = offset as i128 + map.lb() as i128 + scan.first as i128;
+    let end = start + (count as i128 - 1) * map.extent() as i128 + (scan.end - scan.first) as i128;
     (start, end)
 }
 
@@ -189,6 +216,7 @@ impl Elements {
         offset: usize,
         map: &TypeMap,
         count: usize,
+        scan: &Scan,
     ) -> Result<(), (usize, BaseKind, i128)> {
         if count == 0 || map.size() == 0 {
             return Ok(());
@@ -206,7 +234,7 @@ impl Elements {
             _ => return Err(first_other(map, *kind, base)),
         }
         let stride_ok = count == 1 || fits(map.extent() as i128);
-        if fits(base) && stride_ok && map.segments().iter().all(|s| fits(s.offset as i128)) {
+        if fits(base) && stride_ok && fits(scan.offsets as i128) {
             return Ok(());
         }
         // Find the first misplaced value, for the error.
@@ -296,12 +324,18 @@ mod tests {
         let f64t = f64::equivalent_datatype();
         // Elements 1 and 3 of four: data bytes 8..16 and 24..32.
         let v = UserDatatype::indexed(&[1, 1], &[1, 3], &f64t);
-        assert_eq!(span(16, v.type_map(), 1), (24, 48));
+        assert_eq!(span(16, v.type_map(), 1, &Scan::of(v.type_map())), (24, 48));
         // A column of a 3×3 matrix, resized to one element: three columns.
         let col = UserDatatype::vector(3, 1, 3, &f64t);
         let col = UserDatatype::create_resized(&col, 0, 8);
-        assert_eq!(span(0, col.type_map(), 3), (0, 72));
-        assert_eq!(span(0, col.type_map(), 0), (0, 0));
+        assert_eq!(
+            span(0, col.type_map(), 3, &Scan::of(col.type_map())),
+            (0, 72)
+        );
+        assert_eq!(
+            span(0, col.type_map(), 0, &Scan::of(col.type_map())),
+            (0, 0)
+        );
     }
 
     #[test]
@@ -309,19 +343,25 @@ mod tests {
         let f64s = Elements::of(&map::<f64>());
         let f64t = f64::equivalent_datatype();
         let col = UserDatatype::vector(3, 1, 3, &f64t);
-        assert_eq!(f64s.check(8, col.type_map(), 2), Ok(()));
+        assert_eq!(
+            f64s.check(8, col.type_map(), 2, &Scan::of(col.type_map())),
+            Ok(())
+        );
         // Byte 4 is inside an f64.
-        assert_eq!(f64s.check(4, col.type_map(), 1), Err((0, BaseKind::F64, 4)));
+        assert_eq!(
+            f64s.check(4, col.type_map(), 1, &Scan::of(col.type_map())),
+            Err((0, BaseKind::F64, 4))
+        );
         // A u32 is not an f64.
         let u32s = UserDatatype::contiguous(2, &u32::equivalent_datatype());
         assert_eq!(
-            f64s.check(0, u32s.type_map(), 1),
+            f64s.check(0, u32s.type_map(), 1, &Scan::of(u32s.type_map())),
             Err((0, BaseKind::U32, 0))
         );
         // A stride that is not a multiple of the element: the second value.
         let odd = UserDatatype::create_resized(&f64t, 0, 12);
         assert_eq!(
-            f64s.check(0, odd.type_map(), 2),
+            f64s.check(0, odd.type_map(), 2, &Scan::of(odd.type_map())),
             Err((1, BaseKind::F64, 12))
         );
     }
@@ -335,17 +375,26 @@ mod tests {
         let u32t = u32::equivalent_datatype();
         // The u32 fields of three elements: a vector of stride 2 u32s.
         let fields = UserDatatype::vector(3, 1, 2, &u32t);
-        assert_eq!(pairs.check(4, fields.type_map(), 1), Ok(()));
+        assert_eq!(
+            pairs.check(4, fields.type_map(), 1, &Scan::of(fields.type_map())),
+            Ok(())
+        );
         // Shifted onto the u8 and padding.
         assert_eq!(
-            pairs.check(0, fields.type_map(), 1),
+            pairs.check(0, fields.type_map(), 1, &Scan::of(fields.type_map())),
             Err((0, BaseKind::U32, 0))
         );
         // bool windows refuse anything but bools.
         let boolm = map::<bool>();
         let bools = Elements::of(&TypeMap::structure("B", &[(0, &boolm, 1), (1, &u8m, 1)], 2));
         let u8t = u8::equivalent_datatype();
-        assert_eq!(bools.check(0, u8t.type_map(), 1), Err((0, BaseKind::U8, 0)));
-        assert_eq!(bools.check(1, u8t.type_map(), 1), Ok(()));
+        assert_eq!(
+            bools.check(0, u8t.type_map(), 1, &Scan::of(u8t.type_map())),
+            Err((0, BaseKind::U8, 0))
+        );
+        assert_eq!(
+            bools.check(1, u8t.type_map(), 1, &Scan::of(u8t.type_map())),
+            Ok(())
+        );
     }
 }
