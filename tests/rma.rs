@@ -757,21 +757,23 @@ fn lock_all_deadlocks_name_the_other_side() {
                     let first = world.rank() == 0;
                     // Rank 0 opens its epoch, then rank 1 asks for the other
                     // kind and waits, while rank 0 waits for it in a barrier.
-                    let open = || -> Box<dyn Drop + '_> {
-                        if first == exclusive_first {
-                            Box::new(win.lock(1, LockType::Exclusive).unwrap())
-                        } else {
-                            Box::new(win.lock_all().unwrap())
-                        }
-                    };
+                    let exclusive = first == exclusive_first;
                     if first {
-                        let epoch = open();
+                        let held = if exclusive {
+                            (Some(win.lock(1, LockType::Exclusive).unwrap()), None)
+                        } else {
+                            (None, Some(win.lock_all().unwrap()))
+                        };
                         world.barrier();
                         world.barrier();
-                        drop(epoch);
+                        drop(held);
                     } else {
                         world.barrier();
-                        drop(open());
+                        if exclusive {
+                            drop(win.lock(1, LockType::Exclusive).unwrap());
+                        } else {
+                            drop(win.lock_all().unwrap());
+                        }
                         world.barrier();
                     }
                     win.free().unwrap();

@@ -3,6 +3,7 @@
 
 use std::fmt;
 
+use crate::datatype::BaseKind;
 use crate::Rank;
 
 /// A one-sided operation or synchronisation call that cannot be done:
@@ -79,7 +80,8 @@ pub enum RmaError {
     /// The data of a target datatype (`count` elements at the
     /// displacement) reaches outside the target's window segment: bytes
     /// `start..end` (counted from the segment's start; a negative start is
-    /// before it), for a segment of `segment` bytes (`MPI_ERR_RMA_RANGE`).
+    /// before it; saturated at the `i64` range), for a segment of `segment`
+    /// bytes (`MPI_ERR_RMA_RANGE`).
     TargetOutOfRange {
         /// The operation.
         op: &'static str,
@@ -90,9 +92,9 @@ pub enum RmaError {
         /// The target count.
         count: usize,
         /// The first data byte the access would touch.
-        start: i128,
+        start: i64,
         /// One past the last.
-        end: i128,
+        end: i64,
         /// The length of the target's segment in bytes.
         segment: usize,
     },
@@ -105,31 +107,25 @@ pub enum RmaError {
         op: &'static str,
         /// The target rank.
         target: Rank,
+        /// The type of the first misplaced base value.
+        kind: BaseKind,
+        /// The byte of the target's segment it would land on.
+        byte: i64,
         /// The target datatype's name (the element type's for a contiguous
         /// access at a displacement inside an element).
         datatype: String,
         /// The window element type's name.
         element: String,
-        /// The index of the first misplaced base value.
-        index: usize,
-        /// Its type.
-        kind: &'static str,
-        /// The byte of the target's segment it would land on.
-        byte: i128,
     },
     /// The origin's and the target's type signatures differ
     /// (`MPI_ERR_TYPE`): both named with their counts.
     SignatureMismatch {
         /// The operation.
         op: &'static str,
-        /// The origin datatype's name.
+        /// The origin's count and datatype (`3 × i32`).
         origin: String,
-        /// The origin count.
-        origin_count: usize,
-        /// The target datatype's name.
+        /// The target's count and datatype.
         target: String,
-        /// The target count.
-        target_count: usize,
         /// Where the signatures first differ (in base values), or `None`
         /// when they agree but hold different numbers of base values.
         index: Option<usize>,
@@ -245,40 +241,36 @@ impl fmt::Display for RmaError {
             RmaError::Misplaced {
                 op,
                 target,
-                datatype,
-                element,
-                index,
                 kind,
                 byte,
+                datatype,
+                element,
             } => write!(
                 f,
-                "{op}: base value {index} of {datatype} (a {kind}) would land at byte {byte} of \
+                "{op}: {datatype} has a base value (a {kind}) that would land at byte {byte} of \
                  rank {target}'s window, which is not the start of a {kind} of its elements of \
-                 type {element}"
+                 type {element}",
+                kind = kind.name()
             ),
             RmaError::SignatureMismatch {
                 op,
                 origin,
-                origin_count,
                 target,
-                target_count,
                 index: Some(index),
             } => write!(
                 f,
-                "{op}: the origin's {origin_count} × {origin} and the target's {target_count} × \
-                 {target} have different type signatures (they differ at base value {index})"
+                "{op}: the origin's {origin} and the target's {target} have different type \
+                 signatures (they differ at base value {index})"
             ),
             RmaError::SignatureMismatch {
                 op,
                 origin,
-                origin_count,
                 target,
-                target_count,
                 index: None,
             } => write!(
                 f,
-                "{op}: the origin's {origin_count} × {origin} and the target's {target_count} × \
-                 {target} hold different numbers of base values"
+                "{op}: the origin's {origin} and the target's {target} hold different numbers \
+                 of base values"
             ),
             RmaError::UserOperation { op } => write!(
                 f,

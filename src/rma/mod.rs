@@ -151,17 +151,21 @@ fn misplaced(
     target: Rank,
     map: &TypeMap,
     element: Element<'_>,
-    (index, kind, byte): (usize, crate::datatype::BaseKind, i128),
+    (_, kind, byte): (usize, crate::datatype::BaseKind, i128),
 ) -> Error {
     Error::Rma(RmaError::Misplaced {
         op,
         target,
+        kind,
+        byte: saturate(byte),
         datatype: map.name().to_string(),
         element: element.map.name().to_string(),
-        index,
-        kind: kind.name(),
-        byte,
     })
+}
+
+/// `x` as an `i64`, saturated (bytes of errors).
+fn saturate(x: i128) -> i64 {
+    i64::try_from(x).unwrap_or(if x < 0 { i64::MIN } else { i64::MAX })
 }
 
 /// Calls `f(run, packed, len)` for each data run of `at`'s elements whose
@@ -614,8 +618,8 @@ impl WinShared {
                 target,
                 datatype: at.map.name().to_string(),
                 count: at.count,
-                start,
-                end,
+                start: saturate(start),
+                end: saturate(end),
                 segment: region.bytes,
             })
         };

@@ -112,10 +112,8 @@ pub(super) fn check_signatures(
     let mismatch = |index| {
         Error::Rma(RmaError::SignatureMismatch {
             op,
-            origin: origin.name().to_string(),
-            origin_count,
-            target: at.map.name().to_string(),
-            target_count: at.count,
+            origin: format!("{origin_count} × {}", origin.name()),
+            target: format!("{} × {}", at.count, at.map.name()),
             index,
         })
     };
