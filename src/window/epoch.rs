@@ -278,7 +278,9 @@ pub trait Epoch<T: Equivalence + Copy>: sealed::EpochGuard<T> {
     /// accumulate lock (atomic per base value, and per call, with respect
     /// to other accumulates). Signatures, range and placement are checked
     /// as in [`put_typed`](Self::put_typed); `op` must be predefined and
-    /// defined for every base type.
+    /// defined for every base type. A target type that names one location
+    /// twice (MPI does not allow overlapping target entries) leaves it
+    /// holding one of the two results.
     fn accumulate_typed<D: Datatype, B: Buffer + ?Sized, O: Operation>(
         &self,
         target: Rank,
