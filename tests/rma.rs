@@ -1,8 +1,9 @@
 //! One-sided communication, modelled on the examples of the MPI standard's
 //! one-sided chapter (fence, post/start/complete/wait, lock), with a
 //! counter through `fetch_and_op`, `lock_all` + flush, several rank counts,
-//! a target that computes while an origin completes a passive epoch, and
-//! bad input.
+//! a target that computes while an origin completes a passive epoch,
+//! `lock_all` (one window-wide count) against exclusive locks and their
+//! deadlock reports, and bad input.
 
 mod common;
 
