@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char *ALL_OPS = "create_free,barrier,get,lock_get_unlock,lock_all_gets,put_flush,fetch_and_op";
+static const char *ALL_OPS = "create_free,barrier,get,lock_get_unlock,lock_all_gets,put_flush,put_vector,fetch_and_op";
 
 static int cmp_double(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
@@ -82,6 +82,21 @@ static double origin(MPI_Win win, const char *op, uint64_t *out, size_t elems, i
         MPI_Win_unlock(target, win);
         return t;
     }
+    if (!strcmp(op, "put_vector")) {
+        MPI_Datatype every_other;
+        MPI_Type_vector((int)elems, 1, 2, MPI_UINT64_T, &every_other);
+        MPI_Type_commit(&every_other);
+        MPI_Win_lock(MPI_LOCK_EXCLUSIVE, target, 0, win);
+        start = MPI_Wtime();
+        for (int i = 0; i < iters; i++) {
+            MPI_Put(out, (int)elems, MPI_UINT64_T, target, 0, 1, every_other, win);
+            MPI_Win_flush(target, win);
+        }
+        t = MPI_Wtime() - start;
+        MPI_Win_unlock(target, win);
+        MPI_Type_free(&every_other);
+        return t;
+    }
     if (!strcmp(op, "fetch_and_op")) {
         uint64_t one = 1, old;
         MPI_Win_lock_all(0, win);
@@ -102,8 +117,10 @@ static double origin(MPI_Win win, const char *op, uint64_t *out, size_t elems, i
 static double measure(const char *op, size_t bytes, int iters, int rank, int size) {
     size_t elems = (bytes + 7) / 8;
     if (!elems) elems = 1;
-    uint64_t *buf = malloc(elems * 8), *out = calloc(elems, 8);
-    for (size_t i = 0; i < elems; i++) buf[i] = (uint64_t)rank;
+    /* put_vector writes every other element: twice the room. */
+    size_t room = strcmp(op, "put_vector") ? elems : 2 * elems;
+    uint64_t *buf = malloc(room * 8), *out = calloc(elems, 8);
+    for (size_t i = 0; i < room; i++) buf[i] = (uint64_t)rank;
     double elapsed = 0, start;
     MPI_Barrier(MPI_COMM_WORLD);
     if (!strcmp(op, "create_free")) {
@@ -120,7 +137,7 @@ static double measure(const char *op, size_t bytes, int iters, int rank, int siz
         elapsed = MPI_Wtime() - start;
     } else {
         MPI_Win win;
-        MPI_Win_create(buf, (MPI_Aint)(elems * 8), 8, MPI_INFO_NULL, MPI_COMM_WORLD, &win);
+        MPI_Win_create(buf, (MPI_Aint)(room * 8), 8, MPI_INFO_NULL, MPI_COMM_WORLD, &win);
         MPI_Barrier(MPI_COMM_WORLD);
         if (rank == 0) elapsed = origin(win, op, out, elems, size, iters);
         MPI_Barrier(MPI_COMM_WORLD);

@@ -13,7 +13,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 RANKS=${1:-2,4,16}
 SIZES=${2:-8,1024,65536,1048576}
-OPS=${3:-create_free,barrier,get,lock_get_unlock,lock_all_gets,put_flush,fetch_and_op}
+OPS=${3:-create_free,barrier,get,lock_get_unlock,lock_all_gets,put_flush,put_vector,fetch_and_op}
 ITERS=${4:-200}
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT

@@ -3,7 +3,7 @@
 //!
 //! ```text
 //! cargo run --release --example rma_bench -- [--ranks 2,16,256] [--sizes 8,1024]
-//!     [--ops create_free,barrier,get,lock_get_unlock,lock_all_gets,put_flush,fetch_and_op]
+//!     [--ops create_free,barrier,get,lock_get_unlock,lock_all_gets,put_flush,put_vector,fetch_and_op]
 //!     [--iters 200] [--budget-s 60]
 //! ```
 //!
@@ -22,6 +22,9 @@
 //!   `unlock_all`, by rank 0 (per epoch).
 //! * `put_flush`: put `bytes` to rank 1 and flush, inside an exclusive
 //!   lock epoch, by rank 0.
+//! * `put_vector`: put `bytes` to every other `u64` of rank 1 through a
+//!   vector target type (`put_typed`, blocks of one element, stride two)
+//!   and flush, inside an exclusive lock epoch, by rank 0.
 //! * `fetch_and_op`: a `u64` sum on rank 1 inside `lock_all`, by rank 0
 //!   (printed at 8 bytes only).
 //!
@@ -37,9 +40,10 @@
 use std::time::Instant;
 
 use myriad::collective::SystemOperation;
+use myriad::datatype::UserDatatype;
 use myriad::topology::SimpleCommunicator;
 use myriad::traits::*;
-use myriad::window::{Epoch, LockType, WindowCreation};
+use myriad::window::{Epoch, LockType, TargetView, WindowCreation};
 
 mod common;
 use common::{arg, list, median};
@@ -51,6 +55,7 @@ const OPS: &[&str] = &[
     "lock_get_unlock",
     "lock_all_gets",
     "put_flush",
+    "put_vector",
     "fetch_and_op",
 ];
 
@@ -70,7 +75,9 @@ fn iterations(op: &str, bytes: usize, ranks: usize, iters: usize) -> usize {
 fn measure(world: &SimpleCommunicator, op: &str, bytes: usize, iters: usize) -> f64 {
     let rank = world.rank();
     let elems = bytes.div_ceil(8).max(1);
-    let mut buf = vec![rank as u64; elems];
+    // `put_vector` writes every other element: twice the room.
+    let room = if op == "put_vector" { 2 * elems } else { elems };
+    let mut buf = vec![rank as u64; room];
     let mut out = vec![0u64; elems];
     world.barrier();
     let mut elapsed = 0.0f64;
@@ -147,6 +154,20 @@ fn origin(win: &myriad::window::Window<'_, u64>, op: &str, out: &mut [u64], iter
             start = Instant::now();
             for _ in 0..iters {
                 lock.put(target, 0, out).unwrap();
+                lock.flush();
+            }
+            let t = start.elapsed().as_secs_f64();
+            drop(lock);
+            return t;
+        }
+        "put_vector" => {
+            let u64t = u64::equivalent_datatype();
+            let every_other = UserDatatype::vector(out.len() as i32, 1, 2, &u64t);
+            let to = TargetView::new(0, &every_other);
+            let lock = win.lock(target, LockType::Exclusive).unwrap();
+            start = Instant::now();
+            for _ in 0..iters {
+                lock.put_typed(target, &to, &out[..]).unwrap();
                 lock.flush();
             }
             let t = start.elapsed().as_secs_f64();

@@ -207,6 +207,9 @@ pub enum ErrorClass {
     RmaSync,
     /// `MPI_ERR_WIN`: a window that cannot be used that way.
     Win,
+    /// `MPI_ERR_OP`: an operation that cannot be used there (a user
+    /// operation in a one-sided accumulate).
+    Op,
 }
 
 impl ErrorClass {
@@ -233,6 +236,7 @@ impl ErrorClass {
             ErrorClass::RmaRange => "MPI_ERR_RMA_RANGE",
             ErrorClass::RmaSync => "MPI_ERR_RMA_SYNC",
             ErrorClass::Win => "MPI_ERR_WIN",
+            ErrorClass::Op => "MPI_ERR_OP",
         }
     }
 }
@@ -274,6 +278,7 @@ impl Error {
             Error::Rma(kind) if kind.is_range() => ErrorClass::RmaRange,
             Error::Rma(kind) if kind.is_type() => ErrorClass::Type,
             Error::Rma(kind) if kind.is_sync() => ErrorClass::RmaSync,
+            Error::Rma(kind) if kind.is_op() => ErrorClass::Op,
             Error::Rma(_) => ErrorClass::Win,
         }
     }

@@ -1,8 +1,9 @@
 //! One-sided communication, modelled on the examples of the MPI standard's
 //! one-sided chapter (fence, post/start/complete/wait, lock), with a
 //! counter through `fetch_and_op`, `lock_all` + flush, several rank counts,
-//! a target that computes while an origin completes a passive epoch, and
-//! bad input.
+//! a target that computes while an origin completes a passive epoch,
+//! `lock_all` (one window-wide count) against exclusive locks and their
+//! deadlock reports, and bad input.
 
 mod common;
 
@@ -690,5 +691,110 @@ fn swap_replace_and_fetch() {
         seen.sort_unstable();
         assert_eq!(seen, (0..=n as i64).collect::<Vec<_>>(), "{n} ranks");
         assert!(out.iter().all(|o| o.1 == 7));
+    }
+}
+
+/// `lock_all` is one window-wide count, not a lock per rank: exclusive
+/// locks on any rank still exclude it. Some ranks increment rank 0's
+/// counter under exclusive locks (get, yield, put), the others read it
+/// twice inside `lock_all` epochs with a yield between: the two reads
+/// agree (no exclusive epoch ran inside a `lock_all` one) and the count
+/// is exact (exclusive epochs serialise).
+#[test]
+fn lock_all_and_exclusive_locks_exclude_each_other() {
+    for &n in &[2usize, 5, 16] {
+        let out = myriad::Runtime::builder()
+            .ranks(n)
+            .workers(2)
+            .run(|universe| {
+                let world = universe.world();
+                let rank = world.rank();
+                let win = world.allocate_window::<u64>(1).unwrap();
+                let mut torn = 0;
+                for _ in 0..30 {
+                    if rank % 2 == 0 {
+                        let lock = win.lock(0, LockType::Exclusive).unwrap();
+                        let mut v = [0u64];
+                        lock.get(0, 0, &mut v).unwrap();
+                        myriad::yield_now();
+                        lock.put(0, 0, &[v[0] + 1]).unwrap();
+                    } else {
+                        let all = win.lock_all().unwrap();
+                        let (mut a, mut b) = ([0u64], [0u64]);
+                        all.get(0, 0, &mut a).unwrap();
+                        myriad::yield_now();
+                        myriad::yield_now();
+                        all.get(0, 0, &mut b).unwrap();
+                        torn += (a != b) as u32;
+                    }
+                }
+                win.fence().unwrap().end().unwrap();
+                let last = win.lock(0, LockType::Shared).unwrap().fetch(0, 0).unwrap();
+                (torn, last)
+            })
+            .unwrap();
+        let writers = n.div_ceil(2) as u64;
+        for (rank, &(torn, last)) in out.iter().enumerate() {
+            assert_eq!(
+                torn, 0,
+                "{n} ranks: rank {rank} saw a write inside lock_all"
+            );
+            assert_eq!(last, 30 * writers, "{n} ranks");
+        }
+    }
+}
+
+/// Deadlocks between `lock_all` and exclusive locks name both waits: a
+/// `lock_all` behind an exclusive lock names the locked rank and its
+/// holder; an exclusive lock behind `lock_all` epochs names their count.
+#[test]
+fn lock_all_deadlocks_name_the_other_side() {
+    for exclusive_first in [true, false] {
+        let err =
+            common::within_time_limit("lock_all deadlock", Duration::from_secs(120), move || {
+                myriad::run(2, move |universe| {
+                    let world = universe.world();
+                    let win = world.allocate_window::<u8>(8).unwrap();
+                    let first = world.rank() == 0;
+                    // Rank 0 opens its epoch, then rank 1 asks for the other
+                    // kind and waits, while rank 0 waits for it in a barrier.
+                    let exclusive = first == exclusive_first;
+                    if first {
+                        let held = if exclusive {
+                            (Some(win.lock(1, LockType::Exclusive).unwrap()), None)
+                        } else {
+                            (None, Some(win.lock_all().unwrap()))
+                        };
+                        world.barrier();
+                        world.barrier();
+                        drop(held);
+                    } else {
+                        world.barrier();
+                        if exclusive {
+                            drop(win.lock(1, LockType::Exclusive).unwrap());
+                        } else {
+                            drop(win.lock_all().unwrap());
+                        }
+                        world.barrier();
+                    }
+                    win.free().unwrap();
+                })
+                .unwrap_err()
+            });
+        let text = err.to_string();
+        assert_eq!(err.class(), ErrorClass::Deadlock, "{text}");
+        let want = if exclusive_first {
+            // Rank 1 waits in lock_all behind rank 0's exclusive lock.
+            "shared lock (lock_all) on rank 1 of window"
+        } else {
+            // Rank 1 waits for an exclusive lock on itself behind rank 0's lock_all.
+            "exclusive lock (behind lock_all epochs) on rank 1 of window"
+        };
+        let holder = if exclusive_first {
+            "held by rank 0"
+        } else {
+            "held by 1 ranks (shared)"
+        };
+        assert!(text.contains(want) && text.contains(holder), "{text}");
     }
 }

@@ -3,6 +3,7 @@
 
 use std::fmt;
 
+use crate::datatype::BaseKind;
 use crate::Rank;
 
 /// A one-sided operation or synchronisation call that cannot be done:
@@ -76,17 +77,89 @@ pub enum RmaError {
     },
     /// A displacement unit of zero.
     ZeroUnit,
+    /// The data of a target datatype (`count` elements at the
+    /// displacement) reaches outside the target's window segment: bytes
+    /// `start..end` (counted from the segment's start; a negative start is
+    /// before it; saturated at the `i64` range), for a segment of `segment`
+    /// bytes (`MPI_ERR_RMA_RANGE`).
+    TargetOutOfRange {
+        /// The operation.
+        op: &'static str,
+        /// The target rank.
+        target: Rank,
+        /// The target datatype's name.
+        datatype: String,
+        /// The target count.
+        count: usize,
+        /// The first data byte the access would touch.
+        start: i64,
+        /// One past the last.
+        end: i64,
+        /// The length of the target's segment in bytes.
+        segment: usize,
+    },
+    /// A base value the target side addresses does not lie on a base value
+    /// of the same type of the window's elements (a window is the owner's
+    /// typed memory: a `u32`'s byte over a `bool`, or an `f64` across two
+    /// fields, is refused; `MPI_ERR_TYPE`).
+    Misplaced {
+        /// The operation.
+        op: &'static str,
+        /// The target rank.
+        target: Rank,
+        /// The type of the first misplaced base value.
+        kind: BaseKind,
+        /// The byte of the target's segment it would land on.
+        byte: i64,
+        /// The target datatype's name (the element type's for a contiguous
+        /// access at a displacement inside an element).
+        datatype: String,
+        /// The window element type's name.
+        element: String,
+    },
+    /// The origin's and the target's type signatures differ
+    /// (`MPI_ERR_TYPE`): both named with their counts.
+    SignatureMismatch {
+        /// The operation.
+        op: &'static str,
+        /// The origin's count and datatype (`3 × i32`).
+        origin: String,
+        /// The target's count and datatype.
+        target: String,
+        /// Where the signatures first differ (in base values), or `None`
+        /// when they agree but hold different numbers of base values.
+        index: Option<usize>,
+    },
+    /// A user-defined operation in an accumulate: MPI allows only the
+    /// predefined operations there (`MPI_ERR_OP`).
+    UserOperation {
+        /// The operation (`accumulate`, ...).
+        op: &'static str,
+    },
 }
 
 impl RmaError {
     /// Whether it is a range error (`MPI_ERR_RMA_RANGE`).
     pub(crate) fn is_range(&self) -> bool {
-        matches!(self, RmaError::OutOfRange { .. })
+        matches!(
+            self,
+            RmaError::OutOfRange { .. } | RmaError::TargetOutOfRange { .. }
+        )
     }
 
     /// Whether it is a type error (`MPI_ERR_TYPE`).
     pub(crate) fn is_type(&self) -> bool {
-        matches!(self, RmaError::TypeMismatch { .. })
+        matches!(
+            self,
+            RmaError::TypeMismatch { .. }
+                | RmaError::Misplaced { .. }
+                | RmaError::SignatureMismatch { .. }
+        )
+    }
+
+    /// Whether it is an operation error (`MPI_ERR_OP`).
+    pub(crate) fn is_op(&self) -> bool {
+        matches!(self, RmaError::UserOperation { .. })
     }
 
     /// Whether it is a synchronisation error (`MPI_ERR_RMA_SYNC`).
@@ -152,6 +225,58 @@ impl fmt::Display for RmaError {
                 f.write_str("shared_query: the window was not allocated as a shared window")
             }
             RmaError::ZeroUnit => f.write_str("a window's displacement unit must not be zero"),
+            RmaError::TargetOutOfRange {
+                op,
+                target,
+                datatype,
+                count,
+                start,
+                end,
+                segment,
+            } => write!(
+                f,
+                "{op}: {count} elements of the target datatype {datatype} touch bytes \
+                 {start}..{end} of rank {target}'s window, outside its {segment} bytes"
+            ),
+            RmaError::Misplaced {
+                op,
+                target,
+                kind,
+                byte,
+                datatype,
+                element,
+            } => write!(
+                f,
+                "{op}: {datatype} has a base value (a {kind}) that would land at byte {byte} of \
+                 rank {target}'s window, which is not the start of a {kind} of its elements of \
+                 type {element}",
+                kind = kind.name()
+            ),
+            RmaError::SignatureMismatch {
+                op,
+                origin,
+                target,
+                index: Some(index),
+            } => write!(
+                f,
+                "{op}: the origin's {origin} and the target's {target} have different type \
+                 signatures (they differ at base value {index})"
+            ),
+            RmaError::SignatureMismatch {
+                op,
+                origin,
+                target,
+                index: None,
+            } => write!(
+                f,
+                "{op}: the origin's {origin} and the target's {target} hold different numbers \
+                 of base values"
+            ),
+            RmaError::UserOperation { op } => write!(
+                f,
+                "{op}: user-defined operations are not allowed in one-sided accumulates (MPI \
+                 allows only the predefined operations there)"
+            ),
         }
     }
 }

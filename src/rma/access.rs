@@ -84,7 +84,20 @@ impl Gate {
 /// `src` valid for reads of `len` bytes that nobody writes meanwhile; `dst`
 /// valid for `len` bytes of window memory that is only accessed through
 /// this module's functions while the copy runs (the segment's gate is held).
+#[inline]
 pub(crate) unsafe fn store(dst: *mut u8, src: *const u8, len: usize) {
+    if len == WORD && dst.align_offset(WORD) == 0 {
+        // One aligned word (a run of a strided datatype, a `u64`): no
+        // head or tail.
+        // SAFETY: `dst` is word-aligned and the word is the caller's
+        // window memory; the source word is read unaligned from the
+        // caller's memory.
+        unsafe {
+            let word = std::ptr::read_unaligned(src as *const usize);
+            AtomicUsize::from_ptr(dst as *mut usize).store(word, Ordering::Relaxed);
+        }
+        return;
+    }
     let mut i = 0;
     let head = dst.align_offset(WORD).min(len);
     while i < head {
@@ -117,7 +130,16 @@ pub(crate) unsafe fn store(dst: *mut u8, src: *const u8, len: usize) {
 ///
 /// As [`store`], with the roles swapped: `dst` is the caller's, valid for
 /// writes of `len` bytes that nobody else accesses meanwhile.
+#[inline]
 pub(crate) unsafe fn load(dst: *mut u8, src: *const u8, len: usize) {
+    if len == WORD && src.align_offset(WORD) == 0 {
+        // SAFETY: as in `store`'s one-word case, roles swapped.
+        unsafe {
+            let word = AtomicUsize::from_ptr(src as *mut usize).load(Ordering::Relaxed);
+            std::ptr::write_unaligned(dst as *mut usize, word);
+        }
+        return;
+    }
     let mut i = 0;
     let head = src.align_offset(WORD).min(len);
     while i < head {

@@ -51,7 +51,13 @@
 //!   the segment's waiter list, tries again, then parks; an unlock wakes the
 //!   list (register, re-check, park: no lost wake-up, as in `round.rs`).
 //!   The target takes no part: an origin completes its whole epoch while
-//!   the target computes.
+//!   the target computes. `lock_all` does not take a shared lock on each
+//!   segment (O(ranks) atomics per epoch): it is one window-wide count
+//!   ([`LockAll`]), and an exclusive locker, after taking its segment's
+//!   word, announces itself in a window-wide count and waits until no
+//!   `lock_all` epoch is open; a `lock_all` that sees an exclusive locker
+//!   backs off and waits for the exclusive locks to end. Shared locks of
+//!   one rank and `lock_all` never conflict, so they need not meet.
 //! * Fence and free: the window's [`Barrier`] (generation counting, one
 //!   list of parked ranks).
 //! * Post/start/complete/wait: per target, the number of exposure epochs it
@@ -62,7 +68,20 @@
 //!   its posts' group sizes.
 //! * Accumulates: one lock per segment ([`Segment::acc`]) held for the
 //!   whole read-modify-write of an operation, so accumulates to one
-//!   location are atomic with respect to each other, element by element.
+//!   location are atomic with respect to each other, element by element
+//!   (base value by base value through a target datatype: `target.rs`
+//!   gathers the target's runs, the operation combines the packed values,
+//!   the runs are written back, all under the lock).
+//!
+//! ## Target datatypes
+//!
+//! An operation with a target datatype (`*_placed`) names `count`
+//! elements of a type map at a displacement ([`Placed`]); `target.rs`
+//! checks their span against the segment and their base values against
+//! the window's element type ([`Elements`]), and `for_runs` walks their
+//! data runs in type-map order, each copied by `access.rs` like a simple
+//! put or get. The origin side arrives packed (the window layer packs it,
+//! or passes a contiguous buffer as it is).
 //!
 //! ## Memory ordering
 //!
@@ -76,6 +95,9 @@
 //! also load and store directly.
 
 pub(crate) mod access;
+mod target;
+
+pub(crate) use target::{Elements, Placed};
 
 use std::sync::atomic::{
     fence, AtomicBool, AtomicI32, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering,
@@ -113,6 +135,61 @@ pub(crate) struct Region {
     pub(crate) unit: usize,
 }
 
+/// The window's element type, as operations pass it: its map and what the
+/// placement check needs of it (computed once per window handle).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Element<'a> {
+    pub(crate) map: &'a TypeMap,
+    pub(crate) elements: &'a Elements,
+}
+
+/// The error of a base value that would not land on the window
+/// elements' own (`Elements::check`'s `Err`).
+#[cold]
+fn misplaced(
+    op: &'static str,
+    target: Rank,
+    map: &TypeMap,
+    element: Element<'_>,
+    (_, kind, byte): (usize, crate::datatype::BaseKind, i128),
+) -> Error {
+    Error::Rma(RmaError::Misplaced {
+        op,
+        target,
+        kind,
+        byte: saturate(byte),
+        datatype: map.name().to_string(),
+        element: element.map.name().to_string(),
+    })
+}
+
+/// `x` as an `i64`, saturated (bytes of errors).
+fn saturate(x: i128) -> i64 {
+    i64::try_from(x).unwrap_or(if x < 0 { i64::MIN } else { i64::MAX })
+}
+
+/// Calls `f(run, packed, len)` for each data run of `at`'s elements whose
+/// buffer address is `addr`, in type-map order: `run` its address, `len`
+/// its bytes, `packed` the bytes of the runs before it.
+fn for_runs(addr: *mut u8, at: Placed<'_>, mut f: impl FnMut(*mut u8, usize, usize)) {
+    let map = at.map;
+    let first = addr.wrapping_offset(map.lb());
+    if map.is_contiguous() {
+        if at.count > 0 {
+            f(first, 0, at.count * map.size());
+        }
+        return;
+    }
+    let mut packed = 0;
+    for e in 0..at.count {
+        let element = first.wrapping_add(e * map.extent());
+        for s in map.segments() {
+            f(element.wrapping_add(s.offset), packed, s.len);
+            packed += s.len;
+        }
+    }
+}
+
 /// Numbers windows for deadlock reports (process-wide, in creation order).
 static NEXT_ID: AtomicU64 = AtomicU64::new(0);
 
@@ -123,6 +200,26 @@ pub(crate) struct WinShared {
     kind: WinKind,
     segments: Box<[Segment]>,
     barrier: Barrier,
+    all: Padded<LockAll>,
+}
+
+/// The window-wide side of passive-target locks: `lock_all` epochs are
+/// one count here instead of a shared lock on every segment, and
+/// exclusive lockers announce themselves here so that `lock_all` can see
+/// them without looking at every segment. An exclusive locker first takes
+/// the segment's lock word, then adds itself to `exclusive` and waits
+/// until `shared` is zero; a `lock_all` adds itself to `shared` and
+/// proceeds only if `exclusive` is zero, else backs off and waits. Both
+/// counts are SeqCst: of an exclusive locker and a `lock_all` that race,
+/// at least one sees the other.
+#[derive(Debug, Default)]
+struct LockAll {
+    /// Open `lock_all` epochs.
+    shared: AtomicU32,
+    /// Exclusive locks held or being taken, on any rank.
+    exclusive: AtomicU32,
+    /// Ranks waiting for either count to drop to zero.
+    waiters: SpinLock<Vec<u32>>,
 }
 
 /// One rank's part of a window: its memory and the state of the epochs
@@ -218,6 +315,12 @@ impl LockWord {
             }
             LockKind::Shared => self.state.fetch_sub(1, Ordering::Release) == 1,
         }
+    }
+
+    /// The exclusive holder's rank, if an exclusive lock is held.
+    fn writer(&self) -> Option<i32> {
+        let s = self.state.load(Ordering::Relaxed);
+        (s & Self::WRITER != 0).then(|| self.holder.load(Ordering::Relaxed))
     }
 
     /// Who holds it, as `WaitOp::RmaLock`'s `tag` says: the exclusive
@@ -330,6 +433,7 @@ pub(crate) fn create(
                 generation: AtomicU32::new(0),
                 waiters: (0..workers).map(|_| Padded::default()).collect(),
             },
+            all: Padded::default(),
         })
     });
     let Some(shared) = shared else {
@@ -423,8 +527,11 @@ impl WinShared {
         }
     }
 
-    /// The address of `bytes` bytes at displacement `disp` of `target`'s
-    /// segment, checked to lie inside it.
+    /// The address of `bytes` bytes (whole elements of the window's type)
+    /// at displacement `disp` of `target`'s segment, checked to lie inside
+    /// it, and on its elements' base values when `disp` falls inside an
+    /// element.
+    #[inline(always)]
     fn locate(
         &self,
         comm: &CommCore,
@@ -432,6 +539,7 @@ impl WinShared {
         target: Rank,
         disp: usize,
         bytes: usize,
+        element: Element<'_>,
     ) -> Result<*mut u8, Error> {
         self.check_rank(op, target)?;
         let region = self.region_ready(comm, target)?;
@@ -442,6 +550,10 @@ impl WinShared {
                     .checked_add(bytes)
                     .is_some_and(|end| end <= region.bytes) =>
             {
+                element
+                    .elements
+                    .check_own(offset, bytes)
+                    .map_err(|miss| misplaced(op, target, element.map, element, miss))?;
                 Ok(region.base.wrapping_add(offset))
             }
             _ => Err(Error::Rma(RmaError::OutOfRange {
@@ -456,6 +568,7 @@ impl WinShared {
 
     /// Runs `access` on `bytes` bytes at `disp` of `target`'s segment while
     /// holding the segment's gate.
+    #[allow(clippy::too_many_arguments)]
     fn with_target<R>(
         &self,
         comm: &CommCore,
@@ -463,16 +576,180 @@ impl WinShared {
         target: Rank,
         disp: usize,
         bytes: usize,
+        element: Element<'_>,
         access: impl FnOnce(*mut u8) -> R,
     ) -> Result<R, Error> {
-        let at = self.locate(comm, op, target, disp, bytes)?;
+        let at = self.locate(comm, op, target, disp, bytes, element)?;
+        self.through_gate(op, target, || access(at))
+    }
+
+    /// Runs `access` while holding `target`'s gate.
+    fn through_gate<R>(
+        &self,
+        op: &'static str,
+        target: Rank,
+        access: impl FnOnce() -> R,
+    ) -> Result<R, Error> {
         let gate = &self.segments[target as usize].gate;
         if !gate.enter() {
             return Err(Error::Rma(RmaError::TargetGone { op, target }));
         }
-        let out = access(at);
+        let out = access();
         gate.leave();
         Ok(out)
+    }
+
+    /// The buffer address of a target datatype's elements in `target`'s
+    /// segment: their data checked to lie inside it ([`target::span`]) and
+    /// on the window elements' base values ([`Elements::check`]).
+    fn locate_placed(
+        &self,
+        comm: &CommCore,
+        op: &'static str,
+        target: Rank,
+        at: Placed<'_>,
+        element: Element<'_>,
+    ) -> Result<*mut u8, Error> {
+        self.check_rank(op, target)?;
+        let region = self.region_ready(comm, target)?;
+        let out_of_range = |start: i128, end: i128| {
+            Error::Rma(RmaError::TargetOutOfRange {
+                op,
+                target,
+                datatype: at.map.name().to_string(),
+                count: at.count,
+                start: saturate(start),
+                end: saturate(end),
+                segment: region.bytes,
+            })
+        };
+        let Some(offset) = at.disp.checked_mul(region.unit) else {
+            let start = at.disp as i128 * region.unit as i128;
+            return Err(out_of_range(start, start));
+        };
+        let scan = target::Scan::of(at.map);
+        let (start, end) = target::span(offset, at.map, at.count, &scan);
+        if start < 0 || end > region.bytes as i128 {
+            return Err(out_of_range(start, end));
+        }
+        element
+            .elements
+            .check(offset, at.map, at.count, &scan)
+            .map_err(|miss| misplaced(op, target, at.map, element, miss))?;
+        Ok(region.base.wrapping_add(offset))
+    }
+
+    /// `MPI_Put` with a target datatype: the packed origin data at `src`
+    /// (`at.count * at.map.size()` bytes, the signature's base values in
+    /// order) goes to the data runs of `at` in `target`'s segment.
+    ///
+    /// # Safety
+    ///
+    /// `src` valid for reads of that many bytes that nobody writes
+    /// meanwhile.
+    pub(crate) unsafe fn put_placed(
+        &self,
+        comm: &CommCore,
+        target: Rank,
+        at: Placed<'_>,
+        element: Element<'_>,
+        src: *const u8,
+    ) -> Result<(), Error> {
+        let addr = self.locate_placed(comm, "put", target, at, element)?;
+        self.through_gate("put", target, || {
+            for_runs(addr, at, |run, packed, len| {
+                // SAFETY: [1] `run` is `len` bytes inside the target's
+                // segment (`locate_placed` checked the span of all runs),
+                // valid while the gate is held; [2] `packed + len` is
+                // within the caller's packed data (the runs' lengths sum
+                // to its size).
+                unsafe { access::store(run, src.add(packed), len) }
+            })
+        })
+    }
+
+    /// `MPI_Get` with a target datatype: the data runs of `at` in
+    /// `target`'s segment, packed into `dst`.
+    ///
+    /// # Safety
+    ///
+    /// `dst` valid for writes of `at.count * at.map.size()` bytes that
+    /// nobody else accesses.
+    pub(crate) unsafe fn get_placed(
+        &self,
+        comm: &CommCore,
+        target: Rank,
+        at: Placed<'_>,
+        element: Element<'_>,
+        dst: *mut u8,
+    ) -> Result<(), Error> {
+        let addr = self.locate_placed(comm, "get", target, at, element)?;
+        self.through_gate("get", target, || {
+            for_runs(addr, at, |run, packed, len| {
+                // SAFETY: as in `put_placed`, roles swapped.
+                unsafe { access::load(dst.add(packed), run, len) }
+            })
+        })
+    }
+
+    /// The accumulate family with a target datatype, under the target
+    /// segment's accumulate lock: the data runs of `at` are packed into
+    /// scratch, copied to `fetched` if given, combined with the packed
+    /// `input` (`op: None`: replaced by it) if given, and written back.
+    ///
+    /// # Safety
+    ///
+    /// `input` valid for reads and `fetched` for writes of `at.count *
+    /// at.map.size()` bytes, not window memory, nobody else writing them.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) unsafe fn accumulate_placed(
+        &self,
+        comm: &CommCore,
+        name: &'static str,
+        target: Rank,
+        at: Placed<'_>,
+        element: Element<'_>,
+        op: Option<&OpRef<'_>>,
+        input: Option<*const u8>,
+        fetched: Option<*mut u8>,
+    ) -> Result<(), Error> {
+        if let Some(op) = op {
+            check_supported(op, at.map)?;
+        }
+        let addr = self.locate_placed(comm, name, target, at, element)?;
+        let bytes = at.count * at.map.size();
+        let packed_map = TypeMap::packed(at.map);
+        let mut tmp = vec![0u8; bytes];
+        let seg = &self.segments[target as usize];
+        self.through_gate(name, target, || {
+            let _held = seg.acc.lock();
+            let tmp = tmp.as_mut_ptr();
+            for_runs(addr, at, |run, packed, len| {
+                // SAFETY: as in `get_placed`, into our scratch.
+                unsafe { access::load(tmp.add(packed), run, len) }
+            });
+            // SAFETY: [1] `tmp`, `fetched` and `input` hold `bytes` bytes
+            // each, disjoint (the caller's contract, our scratch); [2] the
+            // packed map has the target's signature, and `op` was checked
+            // for it; `apply` reads and writes base values unaligned.
+            unsafe {
+                if let Some(fetched) = fetched {
+                    std::ptr::copy_nonoverlapping(tmp, fetched, bytes);
+                }
+                let Some(input) = input else { return };
+                let result = match op {
+                    Some(op) => {
+                        apply(op, &packed_map, input, tmp, at.count);
+                        tmp.cast_const()
+                    }
+                    None => input,
+                };
+                for_runs(addr, at, |run, packed, len| {
+                    // SAFETY: as in `put_placed`.
+                    access::store(run, result.add(packed), len)
+                });
+            }
+        })
     }
 
     /// Copies `bytes` bytes from `src` to displacement `disp` of `target`.
@@ -485,10 +762,11 @@ impl WinShared {
         comm: &CommCore,
         target: Rank,
         disp: usize,
+        element: Element<'_>,
         src: *const u8,
         bytes: usize,
     ) -> Result<(), Error> {
-        self.with_target(comm, "put", target, disp, bytes, |at| {
+        self.with_target(comm, "put", target, disp, bytes, element, |at| {
             // SAFETY: `at` is `bytes` bytes inside the target's segment
             // (`locate`), which stays valid while the gate is held (the
             // owner drains the gate before its memory goes); `src` is the
@@ -507,10 +785,11 @@ impl WinShared {
         comm: &CommCore,
         target: Rank,
         disp: usize,
+        element: Element<'_>,
         dst: *mut u8,
         bytes: usize,
     ) -> Result<(), Error> {
-        self.with_target(comm, "get", target, disp, bytes, |at| {
+        self.with_target(comm, "get", target, disp, bytes, element, |at| {
             // SAFETY: as in `put`, roles swapped.
             unsafe { access::load(dst, at, bytes) }
         })
@@ -534,19 +813,20 @@ impl WinShared {
         name: &'static str,
         target: Rank,
         disp: usize,
-        map: &TypeMap,
+        element: Element<'_>,
         count: usize,
         op: Option<&OpRef<'_>>,
         input: Option<*const u8>,
         compare: Option<*const u8>,
         fetched: Option<*mut u8>,
     ) -> Result<(), Error> {
+        let map = element.map;
         if let Some(op) = op {
             check_supported(op, map)?;
         }
         let bytes = count * map.extent();
         let seg = self.segments.get(target as usize);
-        self.with_target(comm, name, target, disp, bytes, |at| {
+        self.with_target(comm, name, target, disp, bytes, element, |at| {
             let seg = seg.expect("checked by locate");
             // Scratch for the target's elements, aligned for any base type
             // (on the stack for the small cases: fetch_and_op, a few values).
@@ -596,6 +876,8 @@ impl WinShared {
     }
 
     /// Takes `target`'s lock for the caller, parking while it is refused.
+    /// An exclusive lock also waits until no `lock_all` epoch is open
+    /// (those hold a shared lock on every rank: [`LockAll`]).
     pub(crate) fn lock(
         &self,
         caller: &Caller<'_>,
@@ -603,10 +885,41 @@ impl WinShared {
         kind: LockKind,
     ) -> Result<(), Error> {
         let seg = &self.segments[target as usize];
-        if seg.lock.try_lock(kind, caller.rank()) {
-            return Ok(());
+        if !seg.lock.try_lock(kind, caller.rank()) {
+            return self.lock_contended(caller, target, kind);
         }
-        self.lock_slow(caller, target, kind)
+        match kind {
+            LockKind::Shared => Ok(()),
+            LockKind::Exclusive => self.announce_exclusive(caller, target),
+        }
+    }
+
+    #[cold]
+    fn lock_contended(
+        &self,
+        caller: &Caller<'_>,
+        target: Rank,
+        kind: LockKind,
+    ) -> Result<(), Error> {
+        self.lock_slow(caller, target, kind)?;
+        match kind {
+            LockKind::Shared => Ok(()),
+            LockKind::Exclusive => self.announce_exclusive(caller, target),
+        }
+    }
+
+    /// The window-wide step of an exclusive lock, once its segment's word
+    /// is held: counted, then waits for open `lock_all` epochs.
+    fn announce_exclusive(&self, caller: &Caller<'_>, target: Rank) -> Result<(), Error> {
+        let all = &self.all.0;
+        all.exclusive.fetch_add(1, Ordering::SeqCst);
+        if all.shared.load(Ordering::SeqCst) != 0 {
+            if let Err(err) = self.wait_for_lock_alls(caller, target) {
+                self.unlock(caller.comm, target, LockKind::Exclusive);
+                return Err(err);
+            }
+        }
+        Ok(())
     }
 
     #[cold]
@@ -628,11 +941,89 @@ impl WinShared {
         })
     }
 
+    /// An exclusive locker of `target` that holds the segment's lock word
+    /// waits until every `lock_all` epoch has ended (new ones wait for it:
+    /// they see its count).
+    #[cold]
+    fn wait_for_lock_alls(&self, caller: &Caller<'_>, target: Rank) -> Result<(), Error> {
+        let all = &self.all.0;
+        let info = || WaitInfo {
+            op: WaitOp::RmaLock,
+            label: Some(&"exclusive lock (behind lock_all epochs)"),
+            peer: target,
+            tag: -(all.shared.load(Ordering::Relaxed) as i32),
+            comm: self.id,
+            site: caller.site,
+        };
+        wait_on(&all.waiters, caller, info, || {
+            all.shared.load(Ordering::SeqCst) == 0
+        })
+    }
+
     /// Releases `target`'s lock and wakes whoever waits for it.
     pub(crate) fn unlock(&self, comm: &CommCore, target: Rank, kind: LockKind) {
         let seg = &self.segments[target as usize];
         if seg.lock.unlock(kind) {
             wake(&seg.waiters, comm);
+        }
+        if kind == LockKind::Exclusive {
+            self.unannounce_exclusive(comm);
+        }
+    }
+
+    fn unannounce_exclusive(&self, comm: &CommCore) {
+        if self.all.0.exclusive.fetch_sub(1, Ordering::SeqCst) == 1 {
+            wake(&self.all.0.waiters, comm);
+        }
+    }
+
+    /// `lock_all`: a shared lock on every rank, as one count of the window
+    /// (O(1), not one lock per rank); waits while an exclusive lock is
+    /// held or being taken on any rank.
+    pub(crate) fn lock_all(&self, caller: &Caller<'_>) -> Result<(), Error> {
+        let all = &self.all.0;
+        loop {
+            all.shared.fetch_add(1, Ordering::SeqCst);
+            if all.exclusive.load(Ordering::SeqCst) == 0 {
+                return Ok(());
+            }
+            // Back off (an exclusive locker may be waiting for the count
+            // to drop), then wait for the exclusive locks to end.
+            self.unlock_all(caller.comm);
+            self.wait_for_exclusives(caller)?;
+        }
+    }
+
+    #[cold]
+    fn wait_for_exclusives(&self, caller: &Caller<'_>) -> Result<(), Error> {
+        let all = &self.all.0;
+        // For the report: one exclusively locked rank and its holder.
+        let info = || {
+            let held = self
+                .segments
+                .iter()
+                .enumerate()
+                .find_map(|(r, s)| Some((r as Rank, s.lock.writer()?)));
+            let (peer, tag) = held.unwrap_or((0, 0));
+            WaitInfo {
+                op: WaitOp::RmaLock,
+                label: Some(&"shared lock (lock_all)"),
+                peer,
+                tag,
+                comm: self.id,
+                site: caller.site,
+            }
+        };
+        wait_on(&all.waiters, caller, info, || {
+            all.exclusive.load(Ordering::SeqCst) == 0
+        })
+    }
+
+    /// Ends a `lock_all` epoch.
+    pub(crate) fn unlock_all(&self, comm: &CommCore) {
+        let all = &self.all.0;
+        if all.shared.fetch_sub(1, Ordering::SeqCst) == 1 {
+            wake(&all.waiters, comm);
         }
     }
 

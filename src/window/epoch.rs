@@ -4,12 +4,20 @@
 //! its window and ends its epoch when dropped; the operations check the
 //! target against the epoch ([`sealed::EpochGuard::allows`]) and go to the
 //! window's shared state (`rma`).
+//!
+//! Operations come in two shapes: the simple ones (`put`, `get`, ...) move
+//! whole elements of the window's type `T` between a slice and the
+//! elements at a displacement; the `_typed` ones take a [`TargetView`]
+//! (a count and a datatype at the target, MPI's `target_count` and
+//! `target_datatype`) and any origin buffer whose type signature equals
+//! the target's (`target.rs`).
 
 use std::mem::{size_of, MaybeUninit};
 use std::panic::Location;
 
+use super::target::{check_signatures, Packed, TargetView, Unpacked};
 use super::Window;
-use crate::coll::op::{OpRef, SystemOperation};
+use crate::coll::op::{OpRef, Operation};
 use crate::datatype::copy::{self, Layout};
 use crate::datatype::{signature_mismatch, Buffer, BufferMut, Datatype, Equivalence};
 use crate::error::{Error, RmaError};
@@ -24,7 +32,21 @@ mod sealed {
     pub struct Shared<'a>(
         pub(super) &'a crate::rma::WinShared,
         pub(super) &'a crate::coll::CommCore,
+        pub(super) &'a crate::rma::Elements,
     );
+
+    impl Shared<'_> {
+        /// The window's element type, whose map is `dt`'s.
+        pub(super) fn element<'d>(
+            &'d self,
+            dt: &'d impl crate::datatype::Datatype,
+        ) -> crate::rma::Element<'d> {
+            crate::rma::Element {
+                map: dt.type_map(),
+                elements: self.2,
+            }
+        }
+    }
 
     /// What an epoch guard tells the operations (internal).
     pub trait EpochGuard<T> {
@@ -35,8 +57,13 @@ mod sealed {
     }
 }
 
-fn op_ref(op: SystemOperation) -> OpRef<'static> {
-    OpRef::System(op)
+/// The predefined operation `op` is; a user operation is refused
+/// (`MPI_ERR_OP`: MPI allows only predefined operations in accumulates).
+fn predefined<O: Operation>(name: &'static str, op: &O) -> Result<OpRef<'static>, Error> {
+    match op.op() {
+        OpRef::System(op) => Ok(OpRef::System(op)),
+        OpRef::User(..) => Err(Error::Rma(RmaError::UserOperation { op: name })),
+    }
 }
 
 /// The RMA operations, available on every access epoch's guard
@@ -44,17 +71,25 @@ fn op_ref(op: SystemOperation) -> OpRef<'static> {
 /// the target's displacement unit; every access is checked against the
 /// target's segment. In one process each operation has completed when it
 /// returns.
+///
+/// Reductions take any [`Operation`], as rsmpi's reductions do, but MPI
+/// allows only the predefined ones
+/// ([`SystemOperation`](crate::collective::SystemOperation)) in
+/// accumulates: a user operation is an error of class `MPI_ERR_OP`
+/// ([`RmaError::UserOperation`]).
 pub trait Epoch<T: Equivalence + Copy>: sealed::EpochGuard<T> {
     /// `MPI_Put`: writes `data` at displacement `disp` of `target`.
     fn put(&self, target: Rank, disp: usize, data: &[T]) -> Result<(), Error> {
         self.allows("put", target)?;
         let w = self.window();
+        let dt = T::equivalent_datatype();
         // SAFETY: `data` is borrowed shared: nobody writes it meanwhile.
         unsafe {
             w.0.put(
                 w.1,
                 target,
                 disp,
+                w.element(&dt),
                 data.as_ptr() as *const u8,
                 std::mem::size_of_val(data),
             )
@@ -65,12 +100,14 @@ pub trait Epoch<T: Equivalence + Copy>: sealed::EpochGuard<T> {
     fn get(&self, target: Rank, disp: usize, out: &mut [T]) -> Result<(), Error> {
         self.allows("get", target)?;
         let w = self.window();
+        let dt = T::equivalent_datatype();
         // SAFETY: `out` is borrowed exclusively.
         unsafe {
             w.0.get(
                 w.1,
                 target,
                 disp,
+                w.element(&dt),
                 out.as_mut_ptr() as *mut u8,
                 std::mem::size_of_val(out),
             )
@@ -98,6 +135,7 @@ pub trait Epoch<T: Equivalence + Copy>: sealed::EpochGuard<T> {
             T::equivalent_datatype().handle(),
         );
         let w = self.window();
+        let dt = T::equivalent_datatype();
         // SAFETY: [1] `src` is the layout of the borrowed `data`, `dst` of
         // our zeroed scratch of `count` elements, disjoint; [2] the put
         // reads the scratch's `count` elements (initialised: zeroed, then
@@ -108,6 +146,7 @@ pub trait Epoch<T: Equivalence + Copy>: sealed::EpochGuard<T> {
                 w.1,
                 target,
                 disp,
+                w.element(&dt),
                 scratch.as_ptr() as *const u8,
                 count * size_of::<T>(),
             )
@@ -127,6 +166,7 @@ pub trait Epoch<T: Equivalence + Copy>: sealed::EpochGuard<T> {
         let count = elements_of::<T>("get", &dst)?;
         let mut scratch = zeroed::<T>(count);
         let w = self.window();
+        let dt = T::equivalent_datatype();
         // SAFETY: the get writes our scratch's `count` elements; then the
         // copy reads them and writes `out`'s layout (borrowed exclusively,
         // disjoint from the scratch).
@@ -135,6 +175,7 @@ pub trait Epoch<T: Equivalence + Copy>: sealed::EpochGuard<T> {
                 w.1,
                 target,
                 disp,
+                w.element(&dt),
                 scratch.as_mut_ptr() as *mut u8,
                 count * size_of::<T>(),
             )?;
@@ -148,16 +189,71 @@ pub trait Epoch<T: Equivalence + Copy>: sealed::EpochGuard<T> {
         Ok(())
     }
 
+    /// `MPI_Put` with a target datatype: `data` (any buffer: a slice, a
+    /// view, a user datatype) goes to the data of `to`'s elements at
+    /// `target`. The two type signatures must be equal (`MPI_ERR_TYPE`,
+    /// naming both); `to`'s data must lie inside the target's segment
+    /// (`MPI_ERR_RMA_RANGE`) and on base values of the same type of the
+    /// window's elements (`MPI_ERR_TYPE`).
+    fn put_typed<D: Datatype, B: Buffer + ?Sized>(
+        &self,
+        target: Rank,
+        to: &TargetView<'_, D>,
+        data: &B,
+    ) -> Result<(), Error> {
+        self.allows("put", target)?;
+        let at = to.placed("put")?;
+        let src = Layout::of(data);
+        check_signatures("put", src.ty.map(), src.count, at)?;
+        let w = self.window();
+        let dt = T::equivalent_datatype();
+        // SAFETY: `data` is borrowed shared, so its packed form (in place
+        // or copied) is valid and unchanged during the put; it holds the
+        // target's bytes (equal signatures).
+        unsafe {
+            let packed = Packed::of(&src);
+            w.0.put_placed(w.1, target, at, w.element(&dt), packed.as_ptr())
+        }
+    }
+
+    /// `MPI_Get` with a target datatype: the data of `from`'s elements at
+    /// `target` into `out` (any writable buffer), whose type signature must
+    /// equal the target's; checked as [`put_typed`](Self::put_typed).
+    fn get_typed<D: Datatype, B: BufferMut + ?Sized>(
+        &self,
+        target: Rank,
+        from: &TargetView<'_, D>,
+        out: &mut B,
+    ) -> Result<(), Error> {
+        self.allows("get", target)?;
+        let at = from.placed("get")?;
+        let dst = Layout::of_mut(out);
+        check_signatures("get", dst.ty.map(), dst.count, at)?;
+        let w = self.window();
+        let dt = T::equivalent_datatype();
+        let mut into = Unpacked::new(&dst);
+        // SAFETY: `out` is borrowed exclusively: the packed bytes go
+        // straight into it (contiguous) or into our scratch, then out into
+        // its layout; either holds the target's bytes (equal signatures).
+        unsafe {
+            w.0.get_placed(w.1, target, at, w.element(&dt), into.as_mut_ptr())?;
+            into.finish();
+        }
+        Ok(())
+    }
+
     /// `MPI_Accumulate`: `target[disp + i] = data[i] op target[disp + i]`,
-    /// atomic per element with respect to other accumulates.
-    fn accumulate(
+    /// atomic per element with respect to other accumulates. `op` must be
+    /// predefined.
+    fn accumulate<O: Operation>(
         &self,
         target: Rank,
         disp: usize,
         data: &[T],
-        op: SystemOperation,
+        op: O,
     ) -> Result<(), Error> {
         self.allows("accumulate", target)?;
+        let op = predefined("accumulate", &op)?;
         let dt = T::equivalent_datatype();
         let w = self.window();
         // SAFETY: `data` is borrowed shared, `data.len()` elements of `T`'s map.
@@ -167,9 +263,9 @@ pub trait Epoch<T: Equivalence + Copy>: sealed::EpochGuard<T> {
                 "accumulate",
                 target,
                 disp,
-                dt.type_map(),
+                w.element(&dt),
                 data.len(),
-                Some(&op_ref(op)),
+                Some(&op),
                 Some(data.as_ptr() as *const u8),
                 None,
                 None,
@@ -177,17 +273,133 @@ pub trait Epoch<T: Equivalence + Copy>: sealed::EpochGuard<T> {
         }
     }
 
+    /// `MPI_Accumulate` with a target datatype: each base value of `to`'s
+    /// data at `target` becomes `data`'s value `op` it, under the target's
+    /// accumulate lock (atomic per base value, and per call, with respect
+    /// to other accumulates). Signatures, range and placement are checked
+    /// as in [`put_typed`](Self::put_typed); `op` must be predefined and
+    /// defined for every base type. A target type that names one location
+    /// twice (MPI does not allow overlapping target entries) leaves it
+    /// holding one of the two results.
+    fn accumulate_typed<D: Datatype, B: Buffer + ?Sized, O: Operation>(
+        &self,
+        target: Rank,
+        to: &TargetView<'_, D>,
+        data: &B,
+        op: O,
+    ) -> Result<(), Error> {
+        self.allows("accumulate", target)?;
+        let op = predefined("accumulate", &op)?;
+        let at = to.placed("accumulate")?;
+        let src = Layout::of(data);
+        check_signatures("accumulate", src.ty.map(), src.count, at)?;
+        let w = self.window();
+        let dt = T::equivalent_datatype();
+        // SAFETY: as in `put_typed`; nothing is fetched.
+        unsafe {
+            let packed = Packed::of(&src);
+            w.0.accumulate_placed(
+                w.1,
+                "accumulate",
+                target,
+                at,
+                w.element(&dt),
+                Some(&op),
+                Some(packed.as_ptr()),
+                None,
+            )
+        }
+    }
+
+    /// `MPI_Accumulate` with `MPI_REPLACE` and a target datatype: writes
+    /// `data` like [`put_typed`](Self::put_typed), but atomically with
+    /// respect to other accumulates.
+    fn replace_typed<D: Datatype, B: Buffer + ?Sized>(
+        &self,
+        target: Rank,
+        to: &TargetView<'_, D>,
+        data: &B,
+    ) -> Result<(), Error> {
+        self.allows("replace", target)?;
+        let at = to.placed("replace")?;
+        let src = Layout::of(data);
+        check_signatures("replace", src.ty.map(), src.count, at)?;
+        let w = self.window();
+        let dt = T::equivalent_datatype();
+        // SAFETY: as in `put_typed`; nothing is fetched.
+        unsafe {
+            let packed = Packed::of(&src);
+            w.0.accumulate_placed(
+                w.1,
+                "replace",
+                target,
+                at,
+                w.element(&dt),
+                None,
+                Some(packed.as_ptr()),
+                None,
+            )
+        }
+    }
+
+    /// `MPI_Get_accumulate` with a target datatype: `result` receives the
+    /// target's data as it was, then it becomes `data op` it, atomically.
+    /// `data` and `result` must both have the target's type signature.
+    fn get_accumulate_typed<D, B, R, O>(
+        &self,
+        target: Rank,
+        to: &TargetView<'_, D>,
+        data: &B,
+        result: &mut R,
+        op: O,
+    ) -> Result<(), Error>
+    where
+        D: Datatype,
+        B: Buffer + ?Sized,
+        R: BufferMut + ?Sized,
+        O: Operation,
+    {
+        self.allows("get_accumulate", target)?;
+        let op = predefined("get_accumulate", &op)?;
+        let at = to.placed("get_accumulate")?;
+        let src = Layout::of(data);
+        check_signatures("get_accumulate", src.ty.map(), src.count, at)?;
+        let dst = Layout::of_mut(result);
+        check_signatures("get_accumulate", dst.ty.map(), dst.count, at)?;
+        let w = self.window();
+        let dt = T::equivalent_datatype();
+        let mut into = Unpacked::new(&dst);
+        // SAFETY: as in `put_typed` for `data` and `get_typed` for
+        // `result` (borrowed exclusively, so disjoint from `data`).
+        unsafe {
+            let packed = Packed::of(&src);
+            w.0.accumulate_placed(
+                w.1,
+                "get_accumulate",
+                target,
+                at,
+                w.element(&dt),
+                Some(&op),
+                Some(packed.as_ptr()),
+                Some(into.as_mut_ptr()),
+            )?;
+            into.finish();
+        }
+        Ok(())
+    }
+
     /// `MPI_Get_accumulate`: `result` receives the target's elements as
     /// they were, then `target = data op target`, atomically.
-    fn get_accumulate(
+    fn get_accumulate<O: Operation>(
         &self,
         target: Rank,
         disp: usize,
         data: &[T],
         result: &mut [T],
-        op: SystemOperation,
+        op: O,
     ) -> Result<(), Error> {
         self.allows("get_accumulate", target)?;
+        let op = predefined("get_accumulate", &op)?;
         if data.len() != result.len() {
             return Err(Error::Count(crate::error::CountError::ReduceLocalCount {
                 input: data.len(),
@@ -204,9 +416,9 @@ pub trait Epoch<T: Equivalence + Copy>: sealed::EpochGuard<T> {
                 "get_accumulate",
                 target,
                 disp,
-                dt.type_map(),
+                w.element(&dt),
                 data.len(),
-                Some(&op_ref(op)),
+                Some(&op),
                 Some(data.as_ptr() as *const u8),
                 None,
                 Some(result.as_mut_ptr() as *mut u8),
@@ -215,12 +427,12 @@ pub trait Epoch<T: Equivalence + Copy>: sealed::EpochGuard<T> {
     }
 
     /// `MPI_Fetch_and_op`: one element; returns the target's old value.
-    fn fetch_and_op(
+    fn fetch_and_op<O: Operation>(
         &self,
         target: Rank,
         disp: usize,
         value: T,
-        op: SystemOperation,
+        op: O,
     ) -> Result<T, Error> {
         let mut old = [value];
         self.get_accumulate(target, disp, &[value], &mut old, op)?;
@@ -241,7 +453,7 @@ pub trait Epoch<T: Equivalence + Copy>: sealed::EpochGuard<T> {
                 "replace",
                 target,
                 disp,
-                dt.type_map(),
+                w.element(&dt),
                 data.len(),
                 None,
                 Some(data.as_ptr() as *const u8),
@@ -265,7 +477,7 @@ pub trait Epoch<T: Equivalence + Copy>: sealed::EpochGuard<T> {
                 "swap",
                 target,
                 disp,
-                dt.type_map(),
+                w.element(&dt),
                 1,
                 None,
                 Some(&value as *const T as *const u8),
@@ -291,7 +503,7 @@ pub trait Epoch<T: Equivalence + Copy>: sealed::EpochGuard<T> {
                 "fetch",
                 target,
                 disp,
-                dt.type_map(),
+                w.element(&dt),
                 1,
                 None,
                 None,
@@ -322,7 +534,7 @@ pub trait Epoch<T: Equivalence + Copy>: sealed::EpochGuard<T> {
                 "compare_and_swap",
                 target,
                 disp,
-                dt.type_map(),
+                w.element(&dt),
                 1,
                 None,
                 Some(&value as *const T as *const u8),
@@ -342,7 +554,7 @@ pub trait Epoch<T: Equivalence + Copy>: sealed::EpochGuard<T> {
         data: &'a [T],
     ) -> Result<Request<'a, [T], S>, Error> {
         self.put(target, disp, data)?;
-        Ok(done(scope, target, data))
+        Ok(done(scope, target, data, std::mem::size_of_val(data)))
     }
 
     /// `MPI_Rget`: [`get`](Self::get) as a request of `scope`.
@@ -354,21 +566,69 @@ pub trait Epoch<T: Equivalence + Copy>: sealed::EpochGuard<T> {
         out: &'a mut [T],
     ) -> Result<Request<'a, [T], S>, Error> {
         self.get(target, disp, out)?;
-        Ok(done(scope, target, out))
+        Ok(done(scope, target, out, std::mem::size_of_val(out)))
     }
 
     /// `MPI_Raccumulate`: [`accumulate`](Self::accumulate) as a request of
     /// `scope`.
-    fn raccumulate<'a, S: Scope<'a>>(
+    fn raccumulate<'a, S: Scope<'a>, O: Operation>(
         &self,
         scope: S,
         target: Rank,
         disp: usize,
         data: &'a [T],
-        op: SystemOperation,
+        op: O,
     ) -> Result<Request<'a, [T], S>, Error> {
         self.accumulate(target, disp, data, op)?;
-        Ok(done(scope, target, data))
+        Ok(done(scope, target, data, std::mem::size_of_val(data)))
+    }
+
+    /// `MPI_Rput` with a target datatype: [`put_typed`](Self::put_typed)
+    /// as a request of `scope`.
+    fn rput_typed<'a, S: Scope<'a>, D: Datatype, B: Buffer + ?Sized>(
+        &self,
+        scope: S,
+        target: Rank,
+        to: &TargetView<'_, D>,
+        data: &'a B,
+    ) -> Result<Request<'a, B, S>, Error> {
+        self.put_typed(target, to, data)?;
+        Ok(done(scope, target, data, Layout::of(data).bytes()))
+    }
+
+    /// `MPI_Rget` with a target datatype: [`get_typed`](Self::get_typed)
+    /// as a request of `scope`.
+    fn rget_typed<'a, S: Scope<'a>, D: Datatype, B: BufferMut + ?Sized>(
+        &self,
+        scope: S,
+        target: Rank,
+        from: &TargetView<'_, D>,
+        out: &'a mut B,
+    ) -> Result<Request<'a, B, S>, Error> {
+        self.get_typed(target, from, out)?;
+        let bytes = Layout::of_mut(out).bytes();
+        Ok(done(scope, target, out, bytes))
+    }
+
+    /// `MPI_Raccumulate` with a target datatype:
+    /// [`accumulate_typed`](Self::accumulate_typed) as a request of
+    /// `scope`.
+    fn raccumulate_typed<'a, S, D, B, O>(
+        &self,
+        scope: S,
+        target: Rank,
+        to: &TargetView<'_, D>,
+        data: &'a B,
+        op: O,
+    ) -> Result<Request<'a, B, S>, Error>
+    where
+        S: Scope<'a>,
+        D: Datatype,
+        B: Buffer + ?Sized,
+        O: Operation,
+    {
+        self.accumulate_typed(target, to, data, op)?;
+        Ok(done(scope, target, data, Layout::of(data).bytes()))
     }
 }
 
@@ -404,9 +664,14 @@ fn elements_of<T: Equivalence>(op: &'static str, layout: &Layout) -> Result<usiz
 }
 
 /// The request of an operation that completed when it was issued.
-fn done<'a, T, S: Scope<'a>>(scope: S, target: Rank, data: &'a [T]) -> Request<'a, [T], S> {
-    let status = Status::new(target, 0, std::mem::size_of_val(data));
-    Request::new(Op::Done(Ok(status)), data as *const [T], scope)
+fn done<'a, B: ?Sized, S: Scope<'a>>(
+    scope: S,
+    target: Rank,
+    data: &'a B,
+    bytes: usize,
+) -> Request<'a, B, S> {
+    let status = Status::new(target, 0, bytes);
+    Request::new(Op::Done(Ok(status)), data as *const B, scope)
 }
 
 /// A fence epoch ([`Window::fence`]): every rank may access every other.
@@ -453,7 +718,7 @@ impl<T: Equivalence + Copy> Drop for Fence<'_, '_, T> {
 
 impl<T: Equivalence + Copy> sealed::EpochGuard<T> for Fence<'_, '_, T> {
     fn window(&self) -> sealed::Shared<'_> {
-        sealed::Shared(&self.win.shared, &self.win.comm)
+        sealed::Shared(&self.win.shared, &self.win.comm, &self.win.elements)
     }
     fn allows(&self, op: &'static str, target: Rank) -> Result<(), Error> {
         self.win.check_size(op, target)
@@ -509,7 +774,7 @@ impl<T: Equivalence + Copy> Drop for Lock<'_, '_, T> {
 
 impl<T: Equivalence + Copy> sealed::EpochGuard<T> for Lock<'_, '_, T> {
     fn window(&self) -> sealed::Shared<'_> {
-        sealed::Shared(&self.win.shared, &self.win.comm)
+        sealed::Shared(&self.win.shared, &self.win.comm, &self.win.elements)
     }
     fn allows(&self, op: &'static str, target: Rank) -> Result<(), Error> {
         self.win.check_size(op, target)?;
@@ -541,6 +806,15 @@ impl<T: Equivalence + Copy> LockAll<'_, '_, T> {
         Ok(())
     }
 
+    /// `MPI_Win_flush_local` on one target: the origin's buffers of
+    /// operations on it may be reused (they may as soon as an operation
+    /// returns, in one process).
+    pub fn flush_local(&self, target: Rank) -> Result<(), Error> {
+        self.win.check_size("flush_local", target)?;
+        self.win.shared.sync();
+        Ok(())
+    }
+
     /// `MPI_Win_flush_all`.
     pub fn flush_all(&self) {
         self.win.shared.sync();
@@ -558,11 +832,7 @@ impl<T: Equivalence + Copy> LockAll<'_, '_, T> {
 impl<T: Equivalence + Copy> Drop for LockAll<'_, '_, T> {
     fn drop(&mut self) {
         if self.taken {
-            for target in 0..self.win.size() {
-                self.win
-                    .shared
-                    .unlock(&self.win.comm, target, LockKind::Shared);
-            }
+            self.win.shared.unlock_all(&self.win.comm);
         }
         self.win.epochs.lock_all.set(false);
     }
@@ -570,7 +840,7 @@ impl<T: Equivalence + Copy> Drop for LockAll<'_, '_, T> {
 
 impl<T: Equivalence + Copy> sealed::EpochGuard<T> for LockAll<'_, '_, T> {
     fn window(&self) -> sealed::Shared<'_> {
-        sealed::Shared(&self.win.shared, &self.win.comm)
+        sealed::Shared(&self.win.shared, &self.win.comm, &self.win.elements)
     }
     fn allows(&self, op: &'static str, target: Rank) -> Result<(), Error> {
         self.win.check_size(op, target)
@@ -602,7 +872,7 @@ impl<T: Equivalence + Copy> Drop for Access<'_, '_, T> {
 
 impl<T: Equivalence + Copy> sealed::EpochGuard<T> for Access<'_, '_, T> {
     fn window(&self) -> sealed::Shared<'_> {
-        sealed::Shared(&self.win.shared, &self.win.comm)
+        sealed::Shared(&self.win.shared, &self.win.comm, &self.win.elements)
     }
     fn allows(&self, op: &'static str, target: Rank) -> Result<(), Error> {
         self.win.check_size(op, target)?;

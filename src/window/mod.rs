@@ -43,7 +43,9 @@
 //!   fail with [`RmaError::TargetGone`].
 //!   A window is a few pointers per rank: creation is one collective call
 //!   that waits for nobody (an access to a rank waits, if need be, until
-//!   that rank has made its part), and free is one barrier.
+//!   that rank has made its part), and free is one barrier. `lock_all` is
+//!   one window-wide count (O(1) in the number of ranks), which exclusive
+//!   lockers check.
 //! * **Displacements** count in the target's displacement unit, by default
 //!   the size of `T` (an element index); `with_window_unit` sets another.
 //! * **Epochs are guards**: [`Window::fence`] ([`Fence`]),
@@ -59,19 +61,43 @@
 //!   locked twice, ...) are [`RmaError::NestedEpoch`].
 //! * **Operations** ([`Epoch`]): `put`, `get`, `accumulate`,
 //!   `get_accumulate`, `fetch_and_op`, `compare_and_swap` with the
-//!   predefined [`SystemOperation`](crate::collective::SystemOperation)s (checked against `T`'s base types), and
-//!   request-based `rput`, `rget`, `raccumulate` in a request scope. In one
-//!   process an operation completes when it returns (the origin copies),
-//!   so its request is complete at once; the request form is there for the
-//!   transport, where it will not be. Element types are the window's `T`:
-//!   an operation with another type does not compile. `put_buffer` and
-//!   `get_buffer` take any origin buffer (a view, a user datatype) whose
-//!   type signature is `T`'s repeated, checked at run time as a receive
-//!   is. `replace`/`swap` are `MPI_REPLACE`, `fetch` is `MPI_NO_OP`.
+//!   predefined [`SystemOperation`](crate::collective::SystemOperation)s
+//!   (checked against `T`'s base types; a user operation is refused with
+//!   `MPI_ERR_OP`, as MPI allows none in accumulates), and request-based
+//!   `rput`, `rget`, `raccumulate` in a request scope. In one process an
+//!   operation completes when it returns (the origin copies), so its
+//!   request is complete at once; the request form is there for the
+//!   transport, where it will not be. The simple calls move elements of
+//!   the window's `T`: an operation with another type does not compile.
+//!   `put_buffer` and `get_buffer` take any origin buffer (a view, a user
+//!   datatype) whose type signature is `T`'s repeated, checked at run time
+//!   as a receive is. `replace`/`swap` are `MPI_REPLACE`, `fetch` is
+//!   `MPI_NO_OP`.
+//! * **Target datatypes**: `put_typed`, `get_typed`, `accumulate_typed`,
+//!   `get_accumulate_typed`, `replace_typed` and `rput_typed`,
+//!   `rget_typed`, `raccumulate_typed` describe the target side by a
+//!   [`TargetView`] (a displacement, a count and any datatype: vectors,
+//!   indexed and struct types, resized types, subarrays), MPI's
+//!   `target_disp`/`target_count`/`target_datatype`, and the origin by any
+//!   buffer. The two type signatures must be equal (`MPI_ERR_TYPE`,
+//!   naming both); the target's data, from its lowest to its highest
+//!   byte, must lie in the target's segment (`MPI_ERR_RMA_RANGE`); and
+//!   every base value it addresses must lie on a base value of the same
+//!   type of the window's elements (`MPI_ERR_TYPE`: the window is the
+//!   owner's `[T]`, so a `u8` written over a `bool`, or an `f64` across two
+//!   fields, is refused; the simple calls check the same when a byte
+//!   displacement falls inside an element). Accumulates through a target
+//!   type combine each base value with its own type's operation, under
+//!   the target's accumulate lock (atomic per base value, as MPI requires,
+//!   and in fact per call); MPI asks that all base values be of one type,
+//!   myriad also accepts mixed signatures (structs), as the simple calls
+//!   do.
 //! * **Errors**: a target outside the window (`MPI_ERR_RANK`), an access
 //!   past the end of the target's segment (`MPI_ERR_RMA_RANGE`), epochs
-//!   used the wrong way (`MPI_ERR_RMA_SYNC`), a window over ranks of several
-//!   processes (unsupported until the transport).
+//!   used the wrong way (`MPI_ERR_RMA_SYNC`), signatures that differ or
+//!   data that would not land on the window's elements (`MPI_ERR_TYPE`), a
+//!   user operation in an accumulate (`MPI_ERR_OP`), a window over ranks
+//!   of several processes (unsupported until the transport).
 //!
 //! What the types refuse: an operation outside an epoch,
 //!
@@ -110,6 +136,7 @@
 //! ```
 
 mod epoch;
+mod target;
 
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
@@ -120,12 +147,14 @@ use std::sync::Arc;
 
 use crate::coll::CommCore;
 use crate::communicator::Communicator;
+use crate::datatype::Datatype;
 use crate::datatype::Equivalence;
 use crate::error::{Error, RmaError};
-use crate::rma::{self, Caller, LockKind, Region, WinKind, WinShared};
+use crate::rma::{self, Caller, Element, Elements, LockKind, Region, WinKind, WinShared};
 use crate::Rank;
 
 pub use epoch::{Access, Epoch, Exposure, Fence, Lock, LockAll};
+pub use target::TargetView;
 
 /// Lock types of passive-target epochs (`MPI_LOCK_SHARED`,
 /// `MPI_LOCK_EXCLUSIVE`).
@@ -253,6 +282,8 @@ pub struct Window<'b, T> {
     shared: Arc<WinShared>,
     /// Memory the window owns (allocated windows), freed after the window.
     owned: Option<*mut [T]>,
+    /// `T`'s base values, for the placement checks of operations.
+    elements: Elements,
     epochs: Epochs,
     done: bool,
     _memory: PhantomData<&'b mut [T]>,
@@ -319,6 +350,7 @@ impl<'b, T: Equivalence + Copy> Window<'b, T> {
                 comm: comm.clone(),
                 shared,
                 owned,
+                elements: Elements::of(T::equivalent_datatype().type_map()),
                 epochs: Epochs::default(),
                 done: false,
                 _memory: PhantomData,
@@ -355,6 +387,7 @@ impl<'b, T: Equivalence + Copy> Window<'b, T> {
         Ok(self.shared.region_ready(&self.comm, rank)?.bytes)
     }
 
+    #[inline]
     fn caller(&self, site: &'static Location<'static>) -> Result<Caller<'_>, Error> {
         Ok(Caller {
             comm: &self.comm,
@@ -469,15 +502,7 @@ impl<'b, T: Equivalence + Copy> Window<'b, T> {
         )?;
         let taken = assert == LockAssert::None;
         if taken {
-            let caller = self.caller(site)?;
-            for target in 0..self.size() {
-                if let Err(err) = self.shared.lock(&caller, target, LockKind::Shared) {
-                    for held in 0..target {
-                        self.shared.unlock(&self.comm, held, LockKind::Shared);
-                    }
-                    return Err(err);
-                }
-            }
+            self.shared.lock_all(&self.caller(site)?)?;
         }
         e.lock_all.set(true);
         Ok(LockAll { win: self, taken })
@@ -547,6 +572,7 @@ impl<'b, T: Equivalence + Copy> Window<'b, T> {
         Ok(SharedSegment {
             shared: &self.shared,
             comm: &self.comm,
+            elements: &self.elements,
             rank,
             base: region.base as *mut T,
             len: region.bytes / size_of::<T>(),
@@ -641,6 +667,7 @@ impl<T> Drop for Window<'_, T> {
 pub struct SharedSegment<'w, T> {
     shared: &'w WinShared,
     comm: &'w CommCore,
+    elements: &'w Elements,
     rank: Rank,
     base: *mut T,
     len: usize,
@@ -664,12 +691,18 @@ impl<T: Equivalence + Copy> SharedSegment<'_, T> {
 
     /// Copies elements `index..index + out.len()` into `out`.
     pub fn read(&self, index: usize, out: &mut [T]) -> Result<(), Error> {
+        let dt = T::equivalent_datatype();
+        let element = Element {
+            map: dt.type_map(),
+            elements: self.elements,
+        };
         // SAFETY: `out` is ours, exclusively borrowed, `size_of_val` bytes.
         unsafe {
             self.shared.get(
                 self.comm,
                 self.rank,
                 index,
+                element,
                 out.as_mut_ptr() as *mut u8,
                 std::mem::size_of_val(out),
             )
@@ -678,12 +711,18 @@ impl<T: Equivalence + Copy> SharedSegment<'_, T> {
 
     /// Copies `data` to elements `index..index + data.len()`.
     pub fn write(&self, index: usize, data: &[T]) -> Result<(), Error> {
+        let dt = T::equivalent_datatype();
+        let element = Element {
+            map: dt.type_map(),
+            elements: self.elements,
+        };
         // SAFETY: `data` is borrowed, so nobody writes it meanwhile.
         unsafe {
             self.shared.put(
                 self.comm,
                 self.rank,
                 index,
+                element,
                 data.as_ptr() as *const u8,
                 std::mem::size_of_val(data),
             )
