@@ -302,6 +302,9 @@ pub(crate) struct RankCtx {
     /// The rank's `rank_local!` values (refusing every access in contexts
     /// that are not a rank's own: tasks, OS threads).
     pub(crate) locals: super::locals::RankLocals,
+    /// What this party records when the job traces or profiles it
+    /// (`crate::trace`); `None` otherwise, and in OS threads' contexts.
+    pub(crate) recorder: Option<Box<crate::trace::Recorder>>,
 }
 
 impl std::fmt::Debug for RankCtx {
@@ -324,6 +327,13 @@ impl RankCtx {
         // drop in `run`; a thread context is used only by a caller that
         // keeps the scheduler alive (`thread::context`).
         unsafe { &*self.sched }
+    }
+
+    /// The party's recorder, if the job traces or profiles it: what every
+    /// tracing hook checks (one load, one branch when `None`).
+    #[inline(always)]
+    pub(crate) fn recorder(&self) -> Option<&crate::trace::Recorder> {
+        self.recorder.as_deref()
     }
 
     /// The host pointer its job's owner gave (see the field); for that
@@ -474,6 +484,7 @@ mod tests {
             yielder: ptr::null(),
             initialized: Cell::new(false),
             locals: super::super::locals::RankLocals::for_thread(),
+            recorder: None,
         };
         let previous = set_current(&ctx);
         assert_eq!(
