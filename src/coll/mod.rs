@@ -158,8 +158,8 @@ impl<'a> Call<'a> {
     pub(crate) fn trace(&self) -> Option<crate::trace::Span<'a>> {
         let rec = self.ctx.recorder()?;
         let op = crate::trace::Op::Collective {
-            kind: self.kind.name(),
-            algorithm: self.algorithm.name(),
+            kind: self.kind.label(),
+            algorithm: self.algorithm.label(),
         };
         let bytes = self.signature.bytes.unwrap_or(0);
         Some(rec.span(op, crate::trace::NO_PEER, crate::trace::NO_TAG, bytes))

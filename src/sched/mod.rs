@@ -345,8 +345,8 @@ pub(crate) fn park_once(ctx: &RankCtx, info: &WaitInfo) -> Result<(), Error> {
 #[cold]
 fn park_op(info: &WaitInfo) -> trace::Op {
     trace::Op::Park {
-        what: info.op.describe(),
-        label: info.label.map_or("", |l| *l),
+        what: info.op.label(),
+        label: info.label.unwrap_or(&""),
     }
 }
 

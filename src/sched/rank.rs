@@ -90,20 +90,26 @@ impl WaitOp {
     }
 
     pub(crate) fn describe(self) -> &'static str {
+        self.label()
+    }
+
+    /// [`describe`](Self::describe) as a [`Label`] (one word: a trace's
+    /// park slices keep it).
+    pub(crate) fn label(self) -> Label {
         match self {
-            WaitOp::None => "running",
-            WaitOp::Receive => "receive",
-            WaitOp::Send => "send (waiting for a matching receive)",
-            WaitOp::SynchronousSend => "synchronous send",
-            WaitOp::Probe => "probe",
-            WaitOp::Wait => "wait on a request",
-            WaitOp::WaitAny => "wait_any",
-            WaitOp::WaitAll => "wait_all",
-            WaitOp::Barrier => "barrier",
-            WaitOp::Collective => "collective",
-            WaitOp::Sleep => "sleep",
-            WaitOp::Other => "wait",
-            WaitOp::RmaLock => "RMA lock",
+            WaitOp::None => &"running",
+            WaitOp::Receive => &"receive",
+            WaitOp::Send => &"send (waiting for a matching receive)",
+            WaitOp::SynchronousSend => &"synchronous send",
+            WaitOp::Probe => &"probe",
+            WaitOp::Wait => &"wait on a request",
+            WaitOp::WaitAny => &"wait_any",
+            WaitOp::WaitAll => &"wait_all",
+            WaitOp::Barrier => &"barrier",
+            WaitOp::Collective => &"collective",
+            WaitOp::Sleep => &"sleep",
+            WaitOp::Other => &"wait",
+            WaitOp::RmaLock => &"RMA lock",
         }
     }
 }

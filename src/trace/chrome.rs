@@ -85,7 +85,7 @@ pub(crate) fn write_to(w: &mut impl Write, out: &Output<'_>) -> io::Result<()> {
     let mut outs = HashSet::new();
     let mut ins = HashSet::new();
     for log in out.logs {
-        for e in &log.events {
+        for e in log.events.iter() {
             match e.what {
                 What::FlowOut => {
                     outs.insert(e.bytes);
@@ -209,7 +209,7 @@ fn track(log: &PartyLog, pid: u32, paired: &impl Fn(u64) -> bool, lines: &mut Ve
         ),
     );
     let mut outer: Vec<(u64, u64)> = Vec::new();
-    for e in &log.events {
+    for e in log.events.iter() {
         match e.what {
             What::Slice(op) => {
                 if e.depth == 0 {

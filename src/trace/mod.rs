@@ -37,15 +37,15 @@
 //!   monotonic clock every thread shares).
 
 pub(crate) mod chrome;
+mod clock;
 pub(crate) mod profile;
 
+use clock::Clock;
+use profile::RankProfile;
 use std::cell::{Cell, RefCell};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
-use std::time::Instant;
-
-use profile::RankProfile;
 
 /// The peer of a slice that has none.
 pub(crate) const NO_PEER: i32 = -2;
@@ -135,6 +135,9 @@ impl RankSet {
     }
 }
 
+/// A name as one word (a promoted `&"name"`), so that an event stays small.
+pub(crate) type Name = &'static &'static str;
+
 /// What an operation slice is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Op {
@@ -147,16 +150,10 @@ pub(crate) enum Op {
     /// A wait for a request.
     Wait,
     /// A collective: its kind and algorithm names.
-    Collective {
-        kind: &'static str,
-        algorithm: &'static str,
-    },
+    Collective { kind: Name, algorithm: Name },
     /// A park (the rank suspended until woken): what it waited in
     /// (`sched::WaitOp`'s description) and the collective's label, if any.
-    Park {
-        what: &'static str,
-        label: &'static str,
-    },
+    Park { what: Name, label: Name },
 }
 
 impl Op {
@@ -167,7 +164,7 @@ impl Op {
             Op::Receive => "receive",
             Op::Probe => "probe",
             Op::Wait => "wait",
-            Op::Collective { kind, .. } => kind,
+            Op::Collective { kind, .. } => *kind,
             Op::Park { .. } => "park",
         }
     }
@@ -224,8 +221,54 @@ pub(crate) struct PartyLog {
     pub(crate) task: bool,
     pub(crate) start: u64,
     pub(crate) end: u64,
-    pub(crate) events: Vec<Event>,
+    pub(crate) events: Events,
     pub(crate) profile: Option<Box<RankProfile>>,
+}
+
+/// A party's events, in chunks that never move once written: growing a
+/// single `Vec` would copy every event recorded so far each time it doubles
+/// (a ping-pong records millions), and a million parties must start small.
+#[derive(Debug, Default)]
+pub(crate) struct Events {
+    full: Vec<Vec<Event>>,
+    current: Vec<Event>,
+}
+
+impl Events {
+    /// The largest chunk, in events.
+    const CHUNK: usize = 4096;
+
+    #[inline]
+    fn push(&mut self, event: Event) {
+        if self.current.len() == self.current.capacity() {
+            self.grow();
+        }
+        self.current.push(event);
+    }
+
+    #[cold]
+    fn grow(&mut self) {
+        let capacity = (self.current.capacity() * 2).clamp(16, Self::CHUNK);
+        let chunk = std::mem::replace(&mut self.current, Vec::with_capacity(capacity));
+        if !chunk.is_empty() {
+            self.full.push(chunk);
+        }
+    }
+
+    fn iter_mut(&mut self) -> impl Iterator<Item = &mut Event> {
+        self.full.iter_mut().flatten().chain(&mut self.current)
+    }
+
+    /// The events in the order recorded.
+    pub(crate) fn iter(&self) -> impl Iterator<Item = &Event> {
+        self.full.iter().flatten().chain(&self.current)
+    }
+
+    /// How many there are.
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        self.full.iter().map(Vec::len).sum::<usize>() + self.current.len()
+    }
 }
 
 /// Tracks of tasks start here (plus their slot), above any world rank.
@@ -245,6 +288,8 @@ pub(crate) struct Lane {
     /// The last counter sample's time (written only by the worker's
     /// thread).
     sampled: AtomicU64,
+    /// Resumes since the worker started (written only by its thread).
+    resumes: AtomicU64,
     logs: Mutex<Vec<PartyLog>>,
     samples: Mutex<Vec<Sample>>,
 }
@@ -255,7 +300,7 @@ type EagerProbe = Box<dyn Fn() -> usize + Send + Sync>;
 /// A job's recording: settings, clock, one [`Lane`] per worker.
 pub(crate) struct Tracer {
     settings: Settings,
-    epoch: Instant,
+    clock: Clock,
     lanes: Box<[Lane]>,
     /// Bytes of events each lane may record.
     budget: usize,
@@ -285,7 +330,7 @@ impl Tracer {
         Tracer {
             budget: settings.max_bytes / workers,
             settings,
-            epoch: Instant::now(),
+            clock: Clock::new(),
             lanes: (0..workers).map(|_| Lane::default()).collect(),
             process,
             processes,
@@ -299,10 +344,13 @@ impl Tracer {
         let _ = self.eager.set(Box::new(probe));
     }
 
-    /// Nanoseconds since the job started.
+    /// Ticks since the job started (nanoseconds once [`finish`]
+    /// rescales them: see `clock`).
+    ///
+    /// [`finish`]: Self::finish
     #[inline]
     pub(crate) fn now(&self) -> u64 {
-        self.epoch.elapsed().as_nanos() as u64
+        self.clock.now()
     }
 
     /// The recorder of a party starting on `worker`: world rank `rank`, at
@@ -338,7 +386,8 @@ impl Tracer {
             trace,
             start: self.now(),
             depth: Cell::new(0),
-            events: RefCell::new(Vec::new()),
+            last: Cell::new(0),
+            events: RefCell::new(Events::default()),
             profile: profile.then(|| RefCell::new(RankProfile::default())),
         }))
     }
@@ -352,6 +401,12 @@ impl Tracer {
         let Some(lane) = self.lanes.get(worker) else {
             return;
         };
+        // A look at the clock every 32 resumes only.
+        let resumes = lane.resumes.load(Ordering::Relaxed).wrapping_add(1);
+        lane.resumes.store(resumes, Ordering::Relaxed);
+        if resumes % 32 != 1 {
+            return;
+        }
         let now = self.now();
         let last = lane.sampled.load(Ordering::Relaxed);
         if last != 0 && now < last + SAMPLE_NS {
@@ -374,6 +429,7 @@ impl Tracer {
     /// reported on standard error: the job's results stand.
     pub(crate) fn finish(&self) {
         let end = self.now();
+        let scale = self.clock.scale();
         let mut logs = Vec::new();
         let mut samples = Vec::new();
         let mut full = Vec::new();
@@ -386,6 +442,10 @@ impl Tracer {
                 full.push(w);
             }
         }
+        if scale != 1.0 {
+            rescale(&mut logs, &mut samples, scale);
+        }
+        let end = (end as f64 * scale) as u64;
         logs.sort_by_key(|log| (log.tid, log.start));
         if let Some(path) = &self.settings.trace {
             let path = self.trace_path(path);
@@ -440,6 +500,28 @@ impl Tracer {
     }
 }
 
+/// Turns clock ticks into nanoseconds (`scale` ns per tick).
+fn rescale(logs: &mut [PartyLog], samples: &mut [Vec<Sample>], scale: f64) {
+    let ns = |ticks: &mut u64| *ticks = (*ticks as f64 * scale) as u64;
+    for log in logs {
+        ns(&mut log.start);
+        ns(&mut log.end);
+        for e in log.events.iter_mut() {
+            // Start and end, so that slices stay nested after rounding.
+            let mut end = e.ts + e.dur;
+            ns(&mut e.ts);
+            ns(&mut end);
+            e.dur = end - e.ts;
+        }
+        if let Some(profile) = &mut log.profile {
+            profile.rescale(scale);
+        }
+    }
+    for s in samples.iter_mut().flatten() {
+        ns(&mut s.ts);
+    }
+}
+
 /// What one party records: its events and, when the job profiles, its
 /// counters. Touched only by the party itself (on its worker's thread).
 pub(crate) struct Recorder {
@@ -452,7 +534,9 @@ pub(crate) struct Recorder {
     trace: bool,
     start: u64,
     depth: Cell<u8>,
-    events: RefCell<Vec<Event>>,
+    /// The last time read from the clock (a span's start or end).
+    last: Cell<u64>,
+    events: RefCell<Events>,
     profile: Option<RefCell<RankProfile>>,
 }
 
@@ -491,10 +575,12 @@ impl Recorder {
     pub(crate) fn span(&self, op: Op, peer: i32, tag: i32, bytes: usize) -> Span<'_> {
         let depth = self.depth.get();
         self.depth.set(depth.saturating_add(1));
+        let start = self.tracer.now();
+        self.last.set(start);
         Span {
             rec: self,
             op,
-            start: self.tracer.now(),
+            start,
             peer,
             tag,
             bytes: bytes as u64,
@@ -506,6 +592,7 @@ impl Recorder {
     fn end(&self, span: &Span<'_>) {
         self.depth.set(span.depth);
         let now = self.tracer.now();
+        self.last.set(now);
         let dur = now.saturating_sub(span.start);
         if let Some(profile) = &self.profile {
             profile
@@ -551,7 +638,14 @@ impl Recorder {
     fn flow(&self, what: What, id: u64) {
         self.push(Event {
             what,
-            ts: self.tracer.now(),
+            // Inside an operation, the time of the last reading (its start,
+            // or the end of a park in it) stands for now: it lies within
+            // the operation, and saves a reading of the clock per message.
+            ts: if self.depth.get() > 0 {
+                self.last.get()
+            } else {
+                self.tracer.now()
+            },
             dur: 0,
             bytes: id,
             peer: 0,
@@ -574,7 +668,7 @@ impl Drop for Recorder {
             events: if self.trace {
                 std::mem::take(self.events.get_mut())
             } else {
-                Vec::new()
+                Events::default()
             },
             profile: self.profile.take().map(|p| Box::new(p.into_inner())),
         };
@@ -664,6 +758,16 @@ mod tests {
         assert_eq!(two.trace_path("x".as_ref()), PathBuf::from("x.1"));
     }
 
+    /// A ping-pong records five events per message: they must stay small.
+    #[test]
+    fn an_event_is_at_most_a_cache_line() {
+        assert!(
+            std::mem::size_of::<Event>() <= 64,
+            "{}",
+            std::mem::size_of::<Event>()
+        );
+    }
+
     #[test]
     fn a_full_lane_records_nothing_more() {
         let settings = Settings {
@@ -694,8 +798,8 @@ mod tests {
             let _outer = span(
                 Some(&rec),
                 Op::Collective {
-                    kind: "barrier",
-                    algorithm: "x",
+                    kind: &"barrier",
+                    algorithm: &"x",
                 },
                 -2,
                 0,
@@ -704,7 +808,7 @@ mod tests {
             let mut inner = span(Some(&rec), Op::Receive, 1, 0, 0);
             inner.as_mut().unwrap().set_bytes(16);
         }
-        let events = rec.events.borrow().clone();
+        let events: Vec<Event> = rec.events.borrow().iter().copied().collect();
         assert_eq!(events.len(), 2);
         assert_eq!((events[0].depth, events[0].bytes), (1, 16));
         assert_eq!(events[1].depth, 0);

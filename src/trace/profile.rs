@@ -68,6 +68,17 @@ impl RankProfile {
         stat.max_ns = stat.max_ns.max(dur);
     }
 
+    /// Turns clock ticks into nanoseconds (`scale` ns per tick).
+    pub(crate) fn rescale(&mut self, scale: f64) {
+        let ns = |ticks: &mut u64| *ticks = (*ticks as f64 * scale) as u64;
+        ns(&mut self.mpi_ns);
+        ns(&mut self.wait_ns);
+        for (_, stat) in &mut self.ops {
+            ns(&mut stat.total_ns);
+            ns(&mut stat.max_ns);
+        }
+    }
+
     /// Calls of operation `name` counted.
     #[cfg(test)]
     pub(crate) fn calls(&self, name: &str) -> u64 {
@@ -227,7 +238,7 @@ mod tests {
             task,
             start: 0,
             end: 1_000_000,
-            events: Vec::new(),
+            events: Default::default(),
             profile: Some(Box::new(profile)),
         }
     }
@@ -240,8 +251,8 @@ mod tests {
         a.record(Op::Receive, 8, 500, 1); // inside another call: not counted
         a.record(
             Op::Park {
-                what: "receive",
-                label: "",
+                what: &"receive",
+                label: &"",
             },
             0,
             700,
@@ -250,8 +261,8 @@ mod tests {
         let mut t = RankProfile::default();
         t.record(
             Op::Collective {
-                kind: "barrier",
-                algorithm: "shm",
+                kind: &"barrier",
+                algorithm: &"shm",
             },
             0,
             100,
