@@ -387,6 +387,7 @@ impl Tracer {
             start: self.now(),
             depth: Cell::new(0),
             last: Cell::new(0),
+            pending: Cell::new(None),
             events: RefCell::new(Events::default()),
             profile: profile.then(|| RefCell::new(RankProfile::default())),
         }))
@@ -536,6 +537,10 @@ pub(crate) struct Recorder {
     depth: Cell<u8>,
     /// The last time read from the clock (a span's start or end).
     last: Cell<u64>,
+    /// A park inside an operation that ended, and whose end is the next
+    /// reading of the clock (the operation's end, a few instructions
+    /// later): one reading less per park.
+    pending: Cell<Option<PendingPark>>,
     events: RefCell<Events>,
     profile: Option<RefCell<RankProfile>>,
 }
@@ -575,8 +580,7 @@ impl Recorder {
     pub(crate) fn span(&self, op: Op, peer: i32, tag: i32, bytes: usize) -> Span<'_> {
         let depth = self.depth.get();
         self.depth.set(depth.saturating_add(1));
-        let start = self.tracer.now();
-        self.last.set(start);
+        let start = self.stamp();
         Span {
             rec: self,
             op,
@@ -591,23 +595,51 @@ impl Recorder {
     #[inline(never)]
     fn end(&self, span: &Span<'_>) {
         self.depth.set(span.depth);
-        let now = self.tracer.now();
-        self.last.set(now);
-        let dur = now.saturating_sub(span.start);
-        if let Some(profile) = &self.profile {
-            profile
-                .borrow_mut()
-                .record(span.op, span.bytes, dur, span.depth);
-        }
-        if self.trace {
-            self.push(Event {
-                what: What::Slice(span.op),
-                ts: span.start,
-                dur,
-                bytes: span.bytes,
+        if let (Op::Park { .. }, 1..) = (span.op, span.depth) {
+            // Ended by the next reading of the clock (see `pending`).
+            self.pending.set(Some(PendingPark {
+                op: span.op,
+                start: span.start,
                 peer: span.peer,
                 tag: span.tag,
                 depth: span.depth,
+            }));
+            return;
+        }
+        let now = self.stamp();
+        self.record(
+            span.op, span.start, now, span.bytes, span.peer, span.tag, span.depth,
+        );
+    }
+
+    /// Reads the clock, and ends a pending park there.
+    #[inline]
+    fn stamp(&self) -> u64 {
+        let now = self.tracer.now();
+        self.last.set(now);
+        if let Some(park) = self.pending.take() {
+            self.record(park.op, park.start, now, 0, park.peer, park.tag, park.depth);
+        }
+        now
+    }
+
+    /// Records a slice from `start` to `now` (and counts it in the
+    /// profile).
+    #[allow(clippy::too_many_arguments)]
+    fn record(&self, op: Op, start: u64, now: u64, bytes: u64, peer: i32, tag: i32, depth: u8) {
+        let dur = now.saturating_sub(start);
+        if let Some(profile) = &self.profile {
+            profile.borrow_mut().record(op, bytes, dur, depth);
+        }
+        if self.trace {
+            self.push(Event {
+                what: What::Slice(op),
+                ts: start,
+                dur,
+                bytes,
+                peer,
+                tag,
+                depth,
             });
         }
     }
@@ -664,7 +696,7 @@ impl Drop for Recorder {
             worker: self.lane,
             task: self.task,
             start: self.start,
-            end: self.tracer.now(),
+            end: self.stamp(),
             events: if self.trace {
                 std::mem::take(self.events.get_mut())
             } else {
@@ -678,6 +710,16 @@ impl Drop for Recorder {
             .unwrap_or_else(|e| e.into_inner())
             .push(log);
     }
+}
+
+/// A park whose end is not read yet (see `Recorder::pending`).
+#[derive(Debug, Clone, Copy)]
+struct PendingPark {
+    op: Op,
+    start: u64,
+    peer: i32,
+    tag: i32,
+    depth: u8,
 }
 
 /// An operation in progress; its slice (and profile entry) is recorded
