@@ -164,7 +164,7 @@ impl Op {
             Op::Receive => "receive",
             Op::Probe => "probe",
             Op::Wait => "wait",
-            Op::Collective { kind, .. } => *kind,
+            Op::Collective { kind, .. } => kind,
             Op::Park { .. } => "park",
         }
     }
@@ -759,10 +759,7 @@ pub(crate) fn span(
     tag: i32,
     bytes: usize,
 ) -> Option<Span<'_>> {
-    match rec {
-        None => None,
-        Some(rec) => Some(rec.span(op, peer, tag, bytes)),
-    }
+    rec.map(|rec| rec.span(op, peer, tag, bytes))
 }
 
 #[cfg(test)]

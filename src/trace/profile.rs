@@ -200,7 +200,8 @@ pub(crate) fn report(logs: &[PartyLog], end: u64, process: u32, processes: u32) 
             "[myriad] per rank (ms)        {:>22} {:>22} {:>22}",
             "min (rank)", "median", "max (rank)"
         );
-        let summary: [(&str, fn(&RankTotals) -> u64); 4] = [
+        type Figure = fn(&RankTotals) -> u64;
+        let summary: [(&str, Figure); 4] = [
             ("compute", RankTotals::compute_ns),
             ("mpi", |r| r.mpi_ns),
             ("wait", |r| r.wait_ns),
