@@ -228,9 +228,12 @@ impl Op {
             Op::Pending(p) => {
                 // On an error `p` is dropped, which settles it.
                 let ctx = p.comm.caller()?;
-                let _span = p.trace(ctx);
+                let mut span = p.trace(ctx);
                 let info = p.wait_info(site);
                 sched::wait_until(ctx, &info, || p.completion.is_done())?;
+                if let Some(span) = &mut span {
+                    span.set_bytes(p.completion.outcome().bytes);
+                }
                 p.result()
             }
         }

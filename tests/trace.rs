@@ -303,6 +303,34 @@ fn no_trace_unless_asked() {
     assert!(!path.exists());
 }
 
+#[test]
+fn each_process_of_a_job_writes_its_own_file() {
+    let path = temp("processes");
+    let results = myriad::Runtime::builder()
+        .trace(&path)
+        .run_joined(&[2, 3], program)
+        .expect("configuration");
+    for result in results {
+        result.expect("process");
+    }
+    let stem = path.file_stem().unwrap().to_str().unwrap().to_string();
+    for (process, ranks) in [(0u64, vec![0, 1]), (1, vec![2, 3, 4])] {
+        let file = path.with_file_name(format!("{stem}.{process}.json"));
+        let trace = load(&file);
+        assert_eq!(check_well_formed(&trace), ranks.into_iter().collect());
+        assert!(trace
+            .events
+            .iter()
+            .all(|e| e["pid"].as_u64() == Some(process)));
+        assert!(
+            trace.notes.iter().any(|n| n.contains("between processes")),
+            "{:?}",
+            trace.notes
+        );
+    }
+    assert!(!path.exists(), "no file without a process index");
+}
+
 fn bad_value(test: &str, var: &str, value: &str) {
     let Some(_) = common::in_child(test, &[(var, value)], || {
         let err = myriad::Runtime::builder()
