@@ -366,8 +366,8 @@ fn a_bad_trace_size_names_the_variable() {
 }
 
 /// The target: `MYRIAD_TRACE` on 100,000 ranks finishes and the
-/// file loads with a track per rank (about 1 minute in a debug build:
-/// `cargo test --release --test trace -- --ignored`).
+/// file loads with a track per rank (about 30 s in a debug build:
+/// `cargo test --test trace -- --ignored`).
 #[test]
 #[ignore]
 fn a_trace_of_100_000_ranks_loads() {
