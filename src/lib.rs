@@ -90,6 +90,7 @@ mod sched;
 mod sync;
 pub mod thread;
 pub mod topology;
+mod trace;
 mod transport;
 pub mod window;
 

@@ -116,6 +116,17 @@ impl PendingOp {
         }
     }
 
+    /// The wait's slice in a trace and entry in the profile (`crate::trace`).
+    #[inline]
+    fn trace<'c>(&self, ctx: &'c crate::sched::RankCtx) -> Option<crate::trace::Span<'c>> {
+        let (peer, tag) = match self.kind {
+            Kind::Send { dest, tag } => (dest, tag),
+            Kind::Receive { source, tag } => (source, tag),
+            Kind::Collective => (crate::trace::NO_PEER, crate::trace::NO_TAG),
+        };
+        crate::trace::span(ctx.recorder(), crate::trace::Op::Wait, peer, tag, 0)
+    }
+
     fn wait_info(&self, site: &'static Location<'static>) -> WaitInfo {
         let (op, peer, tag) = match self.kind {
             Kind::Send { dest, tag } => (WaitOp::Wait, dest, tag),
@@ -217,8 +228,12 @@ impl Op {
             Op::Pending(p) => {
                 // On an error `p` is dropped, which settles it.
                 let ctx = p.comm.caller()?;
+                let mut span = p.trace(ctx);
                 let info = p.wait_info(site);
                 sched::wait_until(ctx, &info, || p.completion.is_done())?;
+                if let Some(span) = &mut span {
+                    span.set_bytes(p.completion.outcome().bytes);
+                }
                 p.result()
             }
         }

@@ -24,6 +24,7 @@ const LAYERS: &[(&str, u8)] = &[
     ("ffi", 0),
     ("hardware", 0),
     ("identity", 0),
+    ("trace", 0),
     ("sched", 1),
     ("p2p", 2),
     ("transport", 2),
@@ -41,7 +42,6 @@ const LAYERS: &[(&str, u8)] = &[
     ("topology", 5),
     ("window", 5),
     ("malleable", 5),
-    ("trace", 5),
     ("runtime", 6),
     ("launch", 6),
 ];

@@ -166,7 +166,7 @@ pub(crate) struct Call<'a> {
     pub(crate) signature: Signature,
 }
 
-impl Call<'_> {
+impl<'a> Call<'a> {
     /// The tag of this call's messages in the collective context.
     pub(crate) fn tag(&self) -> i32 {
         (self.seq & 0x7fff_ffff) as i32
@@ -183,6 +183,20 @@ impl Call<'_> {
 
     pub(crate) fn size(&self) -> i32 {
         self.comm.size()
+    }
+
+    /// The call's slice in a trace and entry in the profile (`None` when
+    /// the job records neither): kind, algorithm and bytes, recorded when
+    /// the returned span drops.
+    #[inline]
+    pub(crate) fn trace(&self) -> Option<crate::trace::Span<'a>> {
+        let rec = self.ctx.recorder()?;
+        let op = crate::trace::Op::Collective {
+            kind: self.kind.label(),
+            algorithm: self.algorithm.label(),
+        };
+        let bytes = self.signature.bytes.unwrap_or(0);
+        Some(rec.span(op, crate::trace::NO_PEER, crate::trace::NO_TAG, bytes))
     }
 
     pub(crate) fn wait_info(&self) -> WaitInfo {

@@ -65,6 +65,7 @@ fn blocking(
     body: impl FnOnce(&Call<'_>) -> Result<(), Error>,
 ) -> Result<(), Error> {
     let call = coll::begin(core, signature, Algorithm::Auto, site)?;
+    let _span = call.trace();
     body(&call)
 }
 
@@ -113,6 +114,7 @@ fn immediate<'a, D: ?Sized, Sc: Scope<'a>>(
                 site,
                 signature,
             };
+            let _span = call.trace();
             // A failure fails the job (the task panics with the error).
             body(&call).or_raise();
         });

@@ -41,6 +41,8 @@ pub(crate) struct Outcome {
     pub(crate) cancelled: bool,
     /// Why the data could not be delivered as is, if it could not.
     pub(crate) fault: Option<Fault>,
+    /// The received message's flow id in a trace (0: none; `crate::trace`).
+    pub(crate) flow: u64,
 }
 
 /// A delivery problem reported to the receiver.

@@ -45,6 +45,9 @@ pub(crate) struct Envelope {
     pub(crate) context: u64,
     pub(crate) source: Rank,
     pub(crate) tag: Tag,
+    /// The id of the message's flow in a trace (`crate::trace`; 0: its
+    /// sender is not traced). Not part of matching.
+    pub(crate) flow: u64,
 }
 
 /// What a receive accepts.
@@ -205,6 +208,7 @@ mod tests {
             context: 0,
             source,
             tag,
+            flow: 0,
         }
     }
 

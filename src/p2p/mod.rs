@@ -81,6 +81,7 @@ use crate::datatype::signature_mismatch;
 use crate::error::{CommError, Error, TypeError};
 use crate::identity::{LocalIndex, ProcessId, Processes, WorldRank};
 use crate::sched::{self, RankCtx, Scheduler, WaitInfo, WaitOp};
+use crate::trace;
 use crate::transport::Transport;
 use crate::{Rank, Tag};
 use remote::Remote;
@@ -325,6 +326,10 @@ pub(crate) fn start_send(
         context: route.context,
         source: route.source,
         tag,
+        flow: match ep.sched().tracer() {
+            None => 0,
+            Some(_) => sched::trace_flow_out(),
+        },
     };
     let arrival = Arrival::Local {
         src,
@@ -428,6 +433,7 @@ fn transfer(env: &Envelope, src: &Layout, dst: &Layout) -> Outcome {
         source: env.source,
         tag: env.tag,
         bytes,
+        flow: env.flow,
         ..Outcome::default()
     };
     if let Some(fault) = type_fault(src, dst) {
@@ -470,6 +476,7 @@ fn consume(ep: Endpoint<'_, impl Node>, msg: Unexpected, dst: &Layout) -> Outcom
                 source: msg.env.source,
                 tag: msg.env.tag,
                 bytes: buf.len(),
+                flow: msg.env.flow,
                 ..Outcome::default()
             };
             if let Some(fault) = type_fault(&src, dst) {
@@ -553,6 +560,9 @@ fn pull(
 /// communicator, named by the errors) into a status or the error it
 /// carries.
 pub(crate) fn receive_result(rank: Rank, outcome: Outcome) -> Result<Status, Error> {
+    if outcome.flow != 0 {
+        sched::trace_flow_in(outcome.flow);
+    }
     if outcome.cancelled {
         return Ok(Status::cancelled());
     }
@@ -749,6 +759,13 @@ pub(crate) fn send(
     mode: SendMode,
     site: &'static Location<'static>,
 ) -> Result<(), Error> {
+    let _span = trace::span(
+        ctx.recorder(),
+        trace::Op::Send,
+        route.dest,
+        tag,
+        src.bytes(),
+    );
     let completion = Completion::new(ctx.slot);
     match start_send(ep, route, tag, src, mode, &completion) {
         Started::Done(_) => Ok(()),
@@ -784,6 +801,7 @@ pub(crate) fn receive(
     dst: &Layout,
     site: &'static Location<'static>,
 ) -> Result<Status, Error> {
+    let mut span = trace::span(ctx.recorder(), trace::Op::Receive, spec.source, spec.tag, 0);
     let completion = Completion::new(ctx.slot);
     let outcome = match start_receive(ep, spec, dst, &completion) {
         Started::Done(outcome) => outcome,
@@ -800,6 +818,9 @@ pub(crate) fn receive(
             guard.wait(ctx, &info)?
         }
     };
+    if let Some(span) = &mut span {
+        span.set_bytes(outcome.bytes);
+    }
     receive_result(rank, outcome)
 }
 
@@ -871,6 +892,7 @@ fn wait_for_message<T>(
     site: &'static Location<'static>,
     mut look: impl FnMut(&mut mailbox::Queues, &MatchSpec) -> Option<T>,
 ) -> Result<Option<T>, Error> {
+    let _span = trace::span(ctx.recorder(), trace::Op::Probe, spec.source, spec.tag, 0);
     let mailbox = ep.own_mailbox();
     let info = WaitInfo {
         op: WaitOp::Probe,

@@ -869,6 +869,8 @@ fn handle<N: Node>(node: &N, remote: &Remote, incoming: Incoming) {
                 context: frame.context,
                 source: frame.source,
                 tag: frame.tag,
+                // Frames do not carry a trace's flow ids.
+                flow: 0,
             };
             let announce = frame.kind == Kind::RequestToSend;
             let msg = RemoteMessage {

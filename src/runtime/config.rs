@@ -8,6 +8,7 @@ use crate::environment::Threading;
 use crate::error::Error;
 use crate::hardware::{Level, RankOrder};
 use crate::sched::stack::GuardMode;
+use crate::trace::{ProfileTo, RankSet};
 
 /// Default usable stack size of a rank.
 pub(crate) const DEFAULT_STACK_SIZE: usize = 256 * 1024;
@@ -42,6 +43,9 @@ pub(crate) struct Config {
     /// What the job asks of the launch layer: the world's layout over
     /// processes, the built-in launcher.
     pub(crate) launch: crate::launch::Request,
+    /// What the job records: trace and profile (`MYRIAD_TRACE*`,
+    /// `MYRIAD_PROFILE`).
+    pub(crate) trace: crate::trace::Settings,
 }
 
 /// The most processes the built-in launcher starts.
@@ -132,6 +136,34 @@ pub(crate) fn parse_bool(knob: &str, value: &str) -> Result<bool, Error> {
             "{knob}={value:?} is not a boolean (use 1/0, true/false, yes/no or on/off)"
         ))),
     }
+}
+
+/// A set of world ranks: `0-63,100` (`MYRIAD_TRACE_RANKS`).
+pub(crate) fn parse_ranks(knob: &str, value: &str) -> Result<RankSet, Error> {
+    RankSet::parse(value).map_err(|why| Error::config(format!("{knob}={value:?}: {why}")))
+}
+
+/// A whole number of MiB, at least 1 (`MYRIAD_TRACE_MAX_MB`), in bytes.
+pub(crate) fn parse_mib(knob: &str, value: &str) -> Result<usize, Error> {
+    parse_count(knob, value)?
+        .checked_mul(1 << 20)
+        .ok_or_else(|| Error::config(format!("{knob}={value:?} is too large")))
+}
+
+/// Where the profile goes (`MYRIAD_PROFILE`): a boolean (on: standard
+/// error), or a file path (a value with a `/` or a `.`).
+pub(crate) fn parse_profile(knob: &str, value: &str) -> Result<Option<ProfileTo>, Error> {
+    if let Ok(on) = parse_bool(knob, value) {
+        return Ok(on.then_some(ProfileTo::Stderr));
+    }
+    let v = value.trim();
+    if v.contains('/') || v.contains('.') {
+        return Ok(Some(ProfileTo::File(v.into())));
+    }
+    Err(Error::config(format!(
+        "{knob}={value:?} is neither a boolean (1/0, true/false, yes/no, on/off) nor a \
+         file path (one with a '/' or a '.', e.g. ./profile.txt)"
+    )))
 }
 
 /// `auto`, `madvise` or `mprotect`.
@@ -259,6 +291,30 @@ mod tests {
             err.contains("MYRIAD_STACK_SIZE") && err.contains("unit"),
             "{err}"
         );
+    }
+
+    #[test]
+    fn trace_and_profile_values() {
+        assert!(parse_ranks("R", "0-3,9").unwrap().contains(9));
+        let err = parse_ranks("MYRIAD_TRACE_RANKS", "3-1")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("MYRIAD_TRACE_RANKS=\"3-1\""), "{err}");
+        assert_eq!(parse_mib("M", "2").unwrap(), 2 << 20);
+        assert!(parse_mib("MYRIAD_TRACE_MAX_MB", "0")
+            .unwrap_err()
+            .to_string()
+            .contains("MYRIAD_TRACE_MAX_MB"));
+        assert_eq!(parse_profile("P", "1").unwrap(), Some(ProfileTo::Stderr));
+        assert_eq!(parse_profile("P", "off").unwrap(), None);
+        assert_eq!(
+            parse_profile("P", "./p.txt").unwrap(),
+            Some(ProfileTo::File("./p.txt".into()))
+        );
+        let err = parse_profile("MYRIAD_PROFILE", "maybe")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("MYRIAD_PROFILE=\"maybe\""), "{err}");
     }
 
     #[test]

@@ -16,6 +16,8 @@ use crate::environment::{Threading, Universe};
 use crate::error::Error;
 use crate::hardware::{Level, RankOrder};
 use crate::sched::stack::GuardMode;
+use crate::trace::{ProfileTo, RankSet};
+use std::path::PathBuf;
 
 /// Configures and runs jobs.
 ///
@@ -52,6 +54,10 @@ pub struct Runtime {
     threading: Option<Threading>,
     map_by: Option<Level>,
     rank_order: Option<RankOrder>,
+    trace: Option<PathBuf>,
+    trace_ranks: Option<RankSet>,
+    trace_max_bytes: Option<usize>,
+    profile: Option<Option<ProfileTo>>,
     flags: Flags,
 }
 
@@ -203,6 +209,51 @@ impl Runtime {
         self
     }
 
+    /// Write a timeline trace of the job to `path` when it ends
+    /// (`MYRIAD_TRACE=path`; default none): Chrome trace-event JSON, which
+    /// ui.perfetto.dev and `chrome://tracing` open. In a job of several
+    /// processes each writes its own file, its index before the extension
+    /// (`trace.json` → `trace.1.json`). See the README's "Tracing and
+    /// profiling".
+    pub fn trace(mut self, path: impl Into<PathBuf>) -> Self {
+        self.trace = Some(path.into());
+        self
+    }
+
+    /// Trace only these world ranks, inclusive ranges
+    /// (`MYRIAD_TRACE_RANKS=0-63,100`; default all).
+    pub fn trace_ranks(mut self, ranges: &[std::ops::RangeInclusive<u32>]) -> Self {
+        self.trace_ranks = Some(RankSet::from_ranges(
+            ranges.iter().map(|r| (*r.start(), *r.end())),
+        ));
+        self
+    }
+
+    /// Stop recording trace events past this many bytes (each worker its
+    /// share), saying so in the file (`MYRIAD_TRACE_MAX_MB`, in MiB;
+    /// default 512 MiB).
+    pub fn trace_max_bytes(mut self, bytes: usize) -> Self {
+        self.trace_max_bytes = Some(bytes);
+        self
+    }
+
+    /// Print a profile on standard error when the job ends
+    /// (`MYRIAD_PROFILE=1`; default off): per operation calls, bytes, total
+    /// and longest time, the ranks that waited most, compute against MPI
+    /// time per rank.
+    pub fn profile(mut self, on: bool) -> Self {
+        self.profile = Some(on.then_some(ProfileTo::Stderr));
+        self
+    }
+
+    /// Write the profile (see [`profile`](Self::profile)) to `path` instead
+    /// (`MYRIAD_PROFILE=path`; numbered per process as for
+    /// [`trace`](Self::trace)).
+    pub fn profile_to(mut self, path: impl Into<PathBuf>) -> Self {
+        self.profile = Some(Some(ProfileTo::File(path.into())));
+        self
+    }
+
     /// Resolves every setting.
     ///
     /// A variable that is set must be valid even where a builder value or a
@@ -309,6 +360,25 @@ impl Runtime {
             env("MYRIAD_RANK_ORDER", parsed::<RankOrder>)?,
             RankOrder::Block,
         );
+        let env_trace = var("MYRIAD_TRACE").map(PathBuf::from);
+        let trace = crate::trace::Settings {
+            trace: self.trace.clone().or(env_trace),
+            ranks: pick(
+                self.trace_ranks.clone().map(Some),
+                env("MYRIAD_TRACE_RANKS", config::parse_ranks)?.map(Some),
+                None,
+            ),
+            max_bytes: pick(
+                self.trace_max_bytes,
+                env("MYRIAD_TRACE_MAX_MB", config::parse_mib)?,
+                crate::trace::DEFAULT_MAX_BYTES,
+            ),
+            profile: pick(
+                self.profile.clone(),
+                env("MYRIAD_PROFILE", config::parse_profile)?,
+                None,
+            ),
+        };
         let ranks_given = self.ranks.is_some() || self.flags.ranks.is_some() || env_ranks.is_some();
         let launch = config::launch_request(&self.flags, ranks, ranks_given)?;
         Ok(Config {
@@ -329,6 +399,7 @@ impl Runtime {
             allocator_statistics: self.allocator_statistics,
             eager_limit,
             guard,
+            trace,
         })
     }
 

@@ -210,6 +210,17 @@ where
         config.check_collectives,
         transport.clone(),
     );
+    if config.trace.any() {
+        let tracer = Arc::new(crate::trace::Tracer::new(
+            config.trace.clone(),
+            workers,
+            processes.this().get(),
+            processes.count(),
+        ));
+        let core = Arc::downgrade(&job);
+        tracer.set_eager_probe(move || core.upgrade().map_or(0, |job| job.p2p().eager.idle().1));
+        job.sched().install_tracer(tracer);
+    }
     // While a peer may still send, no local deadlock is reported.
     if let Some(remote) = job.remote() {
         remote.count_as_waker(job.sched());
@@ -335,6 +346,9 @@ where
     }
     if config.report_memory {
         super::memory_report::print(&job, &pool, config.allocator_statistics);
+    }
+    if let Some(tracer) = job.sched().tracer() {
+        tracer.finish();
     }
     let failure = job.sched().take_failure();
     if let Some(remote) = job.remote() {

@@ -34,7 +34,7 @@ pub(crate) mod worker;
 
 use std::panic::Location;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 pub use level::Threading;
@@ -42,6 +42,7 @@ pub(crate) use rank::{RankCtx, WaitInfo, WaitOp};
 
 use crate::error::{CommError, Error};
 use crate::identity::{LocalIndex, WorldRank};
+use crate::trace::{self, Tracer};
 use rank::Suspend;
 
 /// Scheduler state of one job, shared by its workers.
@@ -80,6 +81,9 @@ pub(crate) struct Scheduler {
     threading: Threading,
     /// Names communicators (by context id) in deadlock reports.
     namer: Namer,
+    /// The job's recording, when it traces or profiles (`crate::trace`),
+    /// installed before the workers start.
+    tracer: OnceLock<Arc<Tracer>>,
 }
 
 /// The job as the layer that owns it (`runtime::job`) hands it to OS threads
@@ -141,7 +145,20 @@ impl Scheduler {
             threads: thread::Threads::default(),
             threading,
             namer: Namer(Box::new(namer)),
+            tracer: OnceLock::new(),
         }
+    }
+
+    /// Makes the job record what `tracer` asks (before its workers start;
+    /// a second call is ignored).
+    pub(crate) fn install_tracer(&self, tracer: Arc<Tracer>) {
+        let _ = self.tracer.set(tracer);
+    }
+
+    /// The job's recording, if it traces or profiles.
+    #[inline]
+    pub(crate) fn tracer(&self) -> Option<&Arc<Tracer>> {
+        self.tracer.get()
     }
 
     /// Number of worker threads of the job.
@@ -317,6 +334,9 @@ pub(crate) fn park_once(ctx: &RankCtx, info: &WaitInfo) -> Result<(), Error> {
     let slot = sched.slots.get(ctx.slot);
     slot.set_wait(info);
     if slot.park.try_park() {
+        let _span = ctx
+            .recorder()
+            .map(|r| r.span(park_op(info), info.peer, info.tag, 0));
         ctx.suspend(Suspend::Parked);
         slot.park.resumed();
         if sched.is_aborting() {
@@ -324,6 +344,36 @@ pub(crate) fn park_once(ctx: &RankCtx, info: &WaitInfo) -> Result<(), Error> {
         }
     }
     Ok(())
+}
+
+/// How a park shows in a trace: what it waits in, and the label.
+#[cold]
+fn park_op(info: &WaitInfo) -> trace::Op {
+    trace::Op::Park {
+        what: info.op.label(),
+        label: info.label.unwrap_or(&""),
+    }
+}
+
+/// Where a message leaving the running party starts its flow: the flow's
+/// id (0 when the party is not traced), which rides in the message to its
+/// receive. Called only when the job has a tracer.
+#[cold]
+#[inline(never)]
+pub(crate) fn trace_flow_out() -> u64 {
+    rank::with_current(|ctx| ctx.and_then(RankCtx::recorder).map_or(0, |r| r.flow_out()))
+}
+
+/// The running party received the message of flow `id` (non-zero: its
+/// sender was traced).
+#[cold]
+#[inline(never)]
+pub(crate) fn trace_flow_in(id: u64) {
+    rank::with_current(|ctx| {
+        if let Some(rec) = ctx.and_then(RankCtx::recorder) {
+            rec.flow_in(id);
+        }
+    })
 }
 
 /// Parks the calling rank until `done()` holds.

@@ -90,20 +90,26 @@ impl WaitOp {
     }
 
     pub(crate) fn describe(self) -> &'static str {
+        self.label()
+    }
+
+    /// [`describe`](Self::describe) as a [`Label`] (one word: a trace's
+    /// park slices keep it).
+    pub(crate) fn label(self) -> Label {
         match self {
-            WaitOp::None => "running",
-            WaitOp::Receive => "receive",
-            WaitOp::Send => "send (waiting for a matching receive)",
-            WaitOp::SynchronousSend => "synchronous send",
-            WaitOp::Probe => "probe",
-            WaitOp::Wait => "wait on a request",
-            WaitOp::WaitAny => "wait_any",
-            WaitOp::WaitAll => "wait_all",
-            WaitOp::Barrier => "barrier",
-            WaitOp::Collective => "collective",
-            WaitOp::Sleep => "sleep",
-            WaitOp::Other => "wait",
-            WaitOp::RmaLock => "RMA lock",
+            WaitOp::None => &"running",
+            WaitOp::Receive => &"receive",
+            WaitOp::Send => &"send (waiting for a matching receive)",
+            WaitOp::SynchronousSend => &"synchronous send",
+            WaitOp::Probe => &"probe",
+            WaitOp::Wait => &"wait on a request",
+            WaitOp::WaitAny => &"wait_any",
+            WaitOp::WaitAll => &"wait_all",
+            WaitOp::Barrier => &"barrier",
+            WaitOp::Collective => &"collective",
+            WaitOp::Sleep => &"sleep",
+            WaitOp::Other => &"wait",
+            WaitOp::RmaLock => &"RMA lock",
         }
     }
 }
@@ -302,6 +308,9 @@ pub(crate) struct RankCtx {
     /// The rank's `rank_local!` values (refusing every access in contexts
     /// that are not a rank's own: tasks, OS threads).
     pub(crate) locals: super::locals::RankLocals,
+    /// What this party records when the job traces or profiles it
+    /// (`crate::trace`); `None` otherwise, and in OS threads' contexts.
+    pub(crate) recorder: Option<Box<crate::trace::Recorder>>,
 }
 
 impl std::fmt::Debug for RankCtx {
@@ -324,6 +333,13 @@ impl RankCtx {
         // drop in `run`; a thread context is used only by a caller that
         // keeps the scheduler alive (`thread::context`).
         unsafe { &*self.sched }
+    }
+
+    /// The party's recorder, if the job traces or profiles it: what every
+    /// tracing hook checks (one load, one branch when `None`).
+    #[inline(always)]
+    pub(crate) fn recorder(&self) -> Option<&crate::trace::Recorder> {
+        self.recorder.as_deref()
     }
 
     /// The host pointer its job's owner gave (see the field); for that
@@ -474,6 +490,7 @@ mod tests {
             yielder: ptr::null(),
             initialized: Cell::new(false),
             locals: super::super::locals::RankLocals::for_thread(),
+            recorder: None,
         };
         let previous = set_current(&ctx);
         assert_eq!(

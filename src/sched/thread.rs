@@ -189,6 +189,7 @@ fn create(
             yielder: ptr::null(),
             initialized: Cell::new(true),
             locals: super::locals::RankLocals::for_thread(),
+            recorder: None,
         },
         host: Weak::clone(host),
     });

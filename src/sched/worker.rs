@@ -41,7 +41,7 @@ use std::collections::{BinaryHeap, VecDeque};
 use std::panic::{self, AssertUnwindSafe};
 use std::ptr;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Barrier, Mutex, OnceLock};
+use std::sync::{Arc, Barrier, Mutex, OnceLock};
 use std::thread::Thread;
 use std::time::Instant;
 
@@ -57,6 +57,7 @@ use super::task::Spawn;
 use super::{Host, Scheduler};
 use crate::error::{Error, ResourceError};
 use crate::identity::{LocalIndex, WorldRank};
+use crate::trace::Tracer;
 
 /// What a rank runs: the job's body, called with the rank's world rank and
 /// local index. The layer that owns the job builds it (it makes the rank's
@@ -320,6 +321,7 @@ pub(crate) fn run(args: WorkerArgs<'_>) {
         tasks: Vec::new(),
         free: Vec::new(),
         stacks: Vec::new(),
+        tracer: sched.tracer().cloned(),
     };
     worker.run_loop();
     sched.worker_stopped();
@@ -341,6 +343,8 @@ struct Worker<'a> {
     tasks: Vec<Option<Task>>,
     free: Vec<u32>,
     stacks: Vec<PooledStack>,
+    /// The job's recording, if it traces or profiles.
+    tracer: Option<Arc<Tracer>>,
 }
 
 impl Worker<'_> {
@@ -509,6 +513,9 @@ impl Worker<'_> {
         let (sched_ptr, host) = (self.sched as *const Scheduler, self.host);
         let pool = self.pool;
         let worker = self.local.index as u32;
+        let recorder = self.tracer.as_ref().and_then(|tracer| {
+            tracer.recorder(rank.get(), worker, slot, matches!(what, Start::Task(_)))
+        });
         let entry = move |yielder: &Yielder<(), Suspend>, ()| {
             let ctx = RankCtx {
                 sched: sched_ptr,
@@ -523,6 +530,7 @@ impl Worker<'_> {
                     Start::Rank(_) => RankLocals::new(),
                     Start::Task(_) => RankLocals::for_task(rank.get()),
                 },
+                recorder,
             };
             rank::set_current(&ctx);
             // Drops the rank's `rank_local!` values when the body returns or
@@ -554,6 +562,9 @@ impl Worker<'_> {
         let Some(task) = self.tasks[index as usize].as_mut() else {
             return; // a stale wake-up of a finished rank
         };
+        if let Some(tracer) = &self.tracer {
+            tracer.sample(self.local.index, self.local.ready.borrow().len());
+        }
         // The rank's context pointer is what `rank::with_current`, the panic
         // hook and the overflow handler read while it runs.
         rank::set_current(task.ctx);

@@ -1,0 +1,292 @@
+//! Writing a trace as Chrome trace-event JSON, the format Perfetto
+//! (ui.perfetto.dev) and `chrome://tracing` open.
+//!
+//! The file is one object: `traceEvents` (the events), `displayTimeUnit`,
+//! and `otherData` (the process, and notes: a size cap reached, flows not
+//! drawn across processes). Per party a track: `pid` the process index,
+//! `tid` the world rank (tasks acting for a rank: above [`TASK_TID`]), named
+//! by `thread_name` metadata (`rank 5 (w1)`) and ordered by worker
+//! (`thread_sort_index`), so the tracks of a worker's ranks are
+//! neighbours. Each track holds the party's lifetime (`rank` or `task`),
+//! its operations as complete (`X`) slices with their arguments, its
+//! parks, `compute` slices filling the gaps between its outermost
+//! operations, and the ends of message flows (`s` at the send, `f` bound
+//! to the enclosing slice at the receive). Per worker a counter (`C`):
+//! runnable ranks and the eager pool's idle bytes. Events of a track are
+//! written in start order (a slice before those it encloses).
+
+use std::collections::HashSet;
+use std::fmt::Write as _;
+use std::fs::File;
+use std::io::{self, BufWriter, Write};
+use std::path::Path;
+
+use super::{Op, PartyLog, Sample, What, TASK_TID};
+
+/// What one process writes.
+pub(crate) struct Output<'a> {
+    /// Every party's log, sorted by track then start.
+    pub(crate) logs: &'a [PartyLog],
+    /// Counter samples, by worker.
+    pub(crate) samples: &'a [Vec<Sample>],
+    /// Workers whose share of the cap was reached.
+    pub(crate) full: &'a [usize],
+    pub(crate) max_bytes: usize,
+    pub(crate) process: u32,
+    pub(crate) processes: u32,
+}
+
+/// Nanoseconds as the microseconds the format counts in (exact: three
+/// decimals).
+struct Us(u64);
+
+impl std::fmt::Display for Us {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}.{:03}", self.0 / 1000, self.0 % 1000)
+    }
+}
+
+/// A JSON string literal.
+struct Str<'a>(&'a str);
+
+impl std::fmt::Display for Str<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_char('"')?;
+        for c in self.0.chars() {
+            match c {
+                '"' => f.write_str("\\\"")?,
+                '\\' => f.write_str("\\\\")?,
+                c if (c as u32) < 0x20 => write!(f, "\\u{:04x}", c as u32)?,
+                c => f.write_char(c)?,
+            }
+        }
+        f.write_char('"')
+    }
+}
+
+/// One line of a track, before sorting.
+struct Line {
+    ts: u64,
+    dur: u64,
+    text: String,
+}
+
+/// Writes `out` to `path`.
+pub(crate) fn write(path: &Path, out: &Output<'_>) -> io::Result<()> {
+    let mut file = BufWriter::new(File::create(path)?);
+    write_to(&mut file, out)?;
+    file.flush()
+}
+
+/// Writes `out` as JSON to `w`.
+pub(crate) fn write_to(w: &mut impl Write, out: &Output<'_>) -> io::Result<()> {
+    let pid = out.process;
+    // Flows whose both ends are here.
+    let mut outs = HashSet::new();
+    let mut ins = HashSet::new();
+    for log in out.logs {
+        for e in log.events.iter() {
+            match e.what {
+                What::FlowOut => {
+                    outs.insert(e.bytes);
+                }
+                What::FlowIn => {
+                    ins.insert(e.bytes);
+                }
+                What::Slice(_) => {}
+            }
+        }
+    }
+    let paired = |id: u64| outs.contains(&id) && ins.contains(&id);
+
+    let mut notes = Vec::new();
+    if !out.full.is_empty() {
+        notes.push(format!(
+            "recording stopped on workers {:?}: their share of the size cap \
+             (MYRIAD_TRACE_MAX_MB, {} MiB for the process) was reached; later events are missing",
+            out.full,
+            out.max_bytes >> 20
+        ));
+    }
+    if out.processes > 1 {
+        notes.push(
+            "messages between processes have no flow arrows: frames do not carry the flow id"
+                .to_string(),
+        );
+    }
+    write!(
+        w,
+        "{{\"displayTimeUnit\":\"ns\",\"otherData\":{{\"generator\":\"myriad\",\
+         \"process\":{pid},\"processes\":{},\"notes\":[",
+        out.processes
+    )?;
+    for (i, note) in notes.iter().enumerate() {
+        write!(w, "{}{}", if i > 0 { "," } else { "" }, Str(note))?;
+    }
+    writeln!(w, "]}},\"traceEvents\":[")?;
+    writeln!(
+        w,
+        "{{\"ph\":\"M\",\"pid\":{pid},\"tid\":0,\"name\":\"process_name\",\"args\":{{\"name\":{}}}}}",
+        Str(&format!("myriad process {pid}"))
+    )?;
+    if !notes.is_empty() {
+        let end = out.logs.iter().map(|l| l.end).max().unwrap_or(0);
+        writeln!(
+            w,
+            ",{{\"ph\":\"i\",\"s\":\"g\",\"pid\":{pid},\"tid\":0,\"ts\":{},\"name\":{}}}",
+            Us(end),
+            Str(&notes.join("; "))
+        )?;
+    }
+    let mut named: Option<u64> = None;
+    let mut lines: Vec<Line> = Vec::new();
+    for (i, log) in out.logs.iter().enumerate() {
+        let tid = log.tid;
+        if named != Some(tid) {
+            named = Some(tid);
+            let name = if log.task {
+                format!(
+                    "rank {} task {} (w{})",
+                    log.rank,
+                    tid - TASK_TID,
+                    log.worker
+                )
+            } else {
+                format!("rank {} (w{})", log.rank, log.worker)
+            };
+            writeln!(
+                w,
+                ",{{\"ph\":\"M\",\"pid\":{pid},\"tid\":{tid},\"name\":\"thread_name\",\"args\":{{\"name\":{}}}}}",
+                Str(&name)
+            )?;
+            writeln!(
+                w,
+                ",{{\"ph\":\"M\",\"pid\":{pid},\"tid\":{tid},\"name\":\"thread_sort_index\",\"args\":{{\"sort_index\":{}}}}}",
+                ((log.worker as u64) << 34) + tid
+            )?;
+        }
+        track(log, pid, &paired, &mut lines);
+        // One track's lines are written together, sorted (tasks reusing a
+        // slot share a track, one after the other).
+        let last_of_track = out.logs.get(i + 1).is_none_or(|next| next.tid != tid);
+        if last_of_track {
+            lines.sort_by(|a, b| a.ts.cmp(&b.ts).then(b.dur.cmp(&a.dur)));
+            for line in lines.drain(..) {
+                writeln!(w, ",{}", line.text)?;
+            }
+        }
+    }
+    for (worker, samples) in out.samples.iter().enumerate() {
+        for s in samples {
+            writeln!(
+                w,
+                ",{{\"ph\":\"C\",\"pid\":{pid},\"tid\":0,\"ts\":{},\"name\":\"worker {worker}\",\
+                 \"args\":{{\"runnable\":{},\"eager_bytes\":{}}}}}",
+                Us(s.ts),
+                s.runnable,
+                s.eager_bytes
+            )?;
+        }
+    }
+    writeln!(w, "]}}")
+}
+
+/// The lines of one party's track.
+fn track(log: &PartyLog, pid: u32, paired: &impl Fn(u64) -> bool, lines: &mut Vec<Line>) {
+    let tid = log.tid;
+    let mut push = |ts: u64, dur: u64, text: String| lines.push(Line { ts, dur, text });
+    let life = log.end.saturating_sub(log.start);
+    push(
+        log.start,
+        life,
+        format!(
+            "{{\"ph\":\"X\",\"cat\":\"rank\",\"name\":\"{}\",\"pid\":{pid},\"tid\":{tid},\"ts\":{},\"dur\":{},\"args\":{{\"rank\":{},\"worker\":{}}}}}",
+            if log.task { "task" } else { "rank" },
+            Us(log.start),
+            Us(life),
+            log.rank,
+            log.worker
+        ),
+    );
+    let mut outer: Vec<(u64, u64)> = Vec::new();
+    for e in log.events.iter() {
+        match e.what {
+            What::Slice(op) => {
+                if e.depth == 0 {
+                    outer.push((e.ts, e.ts + e.dur));
+                }
+                let (cat, args) = match op {
+                    Op::Send | Op::Receive | Op::Probe | Op::Wait => (
+                        "p2p",
+                        format!(
+                            "\"peer\":{},\"tag\":{},\"bytes\":{}",
+                            e.peer, e.tag, e.bytes
+                        ),
+                    ),
+                    Op::Collective { algorithm, .. } => (
+                        "collective",
+                        format!("\"algorithm\":{},\"bytes\":{}", Str(algorithm), e.bytes),
+                    ),
+                    Op::Park { what, label } => (
+                        "park",
+                        format!(
+                            "\"in\":{},\"label\":{},\"peer\":{},\"tag\":{}",
+                            Str(what),
+                            Str(label),
+                            e.peer,
+                            e.tag
+                        ),
+                    ),
+                };
+                push(
+                    e.ts,
+                    e.dur,
+                    format!(
+                        "{{\"ph\":\"X\",\"cat\":\"{cat}\",\"name\":{},\"pid\":{pid},\"tid\":{tid},\"ts\":{},\"dur\":{},\"args\":{{{args}}}}}",
+                        Str(op.name()),
+                        Us(e.ts),
+                        Us(e.dur)
+                    ),
+                );
+            }
+            What::FlowOut | What::FlowIn if paired(e.bytes) => {
+                let (ph, bind) = match e.what {
+                    What::FlowOut => ("s", ""),
+                    _ => ("f", ",\"bp\":\"e\""),
+                };
+                // Duration 0: after the slices starting at the same time
+                // (a flow binds to the slice enclosing it).
+                push(
+                    e.ts,
+                    0,
+                    format!(
+                        "{{\"ph\":\"{ph}\",\"cat\":\"message\",\"name\":\"message\",\"id\":{},\"pid\":{pid},\"tid\":{tid},\"ts\":{}{bind}}}",
+                        e.bytes,
+                        Us(e.ts)
+                    ),
+                );
+            }
+            What::FlowOut | What::FlowIn => {}
+        }
+    }
+    if log.task {
+        return;
+    }
+    // Compute: the rank's time outside its outermost operations.
+    outer.sort_unstable();
+    let mut at = log.start;
+    for (start, end) in outer.into_iter().chain([(log.end, log.end)]) {
+        if start > at {
+            push(
+                at,
+                start - at,
+                format!(
+                    "{{\"ph\":\"X\",\"cat\":\"compute\",\"name\":\"compute\",\"pid\":{pid},\"tid\":{tid},\"ts\":{},\"dur\":{}}}",
+                    Us(at),
+                    Us(start - at)
+                ),
+            );
+        }
+        at = at.max(end);
+    }
+}

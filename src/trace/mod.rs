@@ -1,0 +1,867 @@
+//! Seeing what ranks do: a timeline trace (`MYRIAD_TRACE=path`, Chrome
+//! trace-event JSON that Perfetto and `chrome://tracing` open) and a profile
+//! at exit (`MYRIAD_PROFILE=1`, an mpiP-like table).
+//!
+//! Layer L0: the scheduler, `p2p` and the collectives call it; it knows
+//! nothing of them (operations come in as names and numbers).
+//!
+//! ## Design note
+//!
+//! * **Who records.** Each party that runs on a worker (a rank, or a task
+//!   acting for one) gets a [`Recorder`] when it starts, if the job traces
+//!   it or profiles: boxed in its `RankCtx` (`sched::rank`), so every hook
+//!   is one load of that field and one branch when the job neither traces
+//!   nor profiles, and no allocation. OS threads acting for ranks record
+//!   nothing.
+//! * **No lock on the hot path.** A recorder is touched only by its own
+//!   party, on its worker's thread: events go into its own `Vec` (a
+//!   `RefCell`), profile counters into its own table. The worker's [`Lane`]
+//!   gets the recorder's events once, when the party ends (the recorder's
+//!   `Drop`, which also runs when a failing job unwinds the rank), under a
+//!   lock taken once per party. The size cap is per lane (`max_bytes /
+//!   workers`), counted by the lane's own worker with a relaxed load and
+//!   store (nobody else writes it): once a lane is full its parties record
+//!   no more events, and the file says so.
+//! * **Slices are written when they end** (`X` events with their start and
+//!   duration: one record per operation, begins never lack their end); the
+//!   writer sorts each track by start (a parent before the children it
+//!   starts with) and fills the gaps between a rank's outermost operations
+//!   with `compute` slices.
+//! * **Flows.** A traced send takes an id from its lane (the worker's
+//!   counter: ids are unique in the process) and records a flow start; the
+//!   id rides in the message's envelope and outcome to the receive, which
+//!   records the flow's end when it completes. The writer keeps only flows
+//!   whose two ends it has (a peer not traced, a message to another
+//!   process: frames do not carry the id).
+//! * **Time** is nanoseconds since the job's start (`Instant`, the
+//!   monotonic clock every thread shares).
+
+pub(crate) mod chrome;
+mod clock;
+pub(crate) mod profile;
+
+use clock::Clock;
+use profile::RankProfile;
+use std::cell::{Cell, RefCell};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+
+/// The peer of a slice that has none.
+pub(crate) const NO_PEER: i32 = -2;
+/// The tag of a slice that has none.
+pub(crate) const NO_TAG: i32 = i32::MIN;
+
+/// Default cap of a trace's recorded events (`MYRIAD_TRACE_MAX_MB`).
+pub(crate) const DEFAULT_MAX_BYTES: usize = 512 << 20;
+
+/// Where the profile goes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum ProfileTo {
+    /// Standard error (`MYRIAD_PROFILE=1`).
+    Stderr,
+    /// A file (`MYRIAD_PROFILE=path`).
+    File(PathBuf),
+}
+
+/// What a job records, resolved from the builder and the environment.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct Settings {
+    /// Where the trace goes (`MYRIAD_TRACE`); `None`: no trace.
+    pub(crate) trace: Option<PathBuf>,
+    /// The world ranks traced (`MYRIAD_TRACE_RANKS`); `None`: all.
+    pub(crate) ranks: Option<RankSet>,
+    /// The cap of recorded events, in bytes (`MYRIAD_TRACE_MAX_MB`).
+    pub(crate) max_bytes: usize,
+    /// Where the profile goes (`MYRIAD_PROFILE`); `None`: no profile.
+    pub(crate) profile: Option<ProfileTo>,
+}
+
+impl Settings {
+    /// Whether anything is recorded.
+    pub(crate) fn any(&self) -> bool {
+        self.trace.is_some() || self.profile.is_some()
+    }
+}
+
+/// A set of world ranks: `0-63,100`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct RankSet {
+    /// Inclusive ranges, sorted by start.
+    ranges: Vec<(u32, u32)>,
+}
+
+impl RankSet {
+    /// Parses `0-63,100` (ranges inclusive, comma-separated); the error
+    /// says what is wrong.
+    pub(crate) fn parse(text: &str) -> Result<RankSet, String> {
+        let mut ranges = Vec::new();
+        for part in text.split(',') {
+            let part = part.trim();
+            let number = |s: &str| {
+                s.trim()
+                    .parse::<u32>()
+                    .map_err(|_| format!("{s:?} is not a rank (a whole number ≥ 0)"))
+            };
+            let (lo, hi) = match part.split_once('-') {
+                Some((lo, hi)) => (number(lo)?, number(hi)?),
+                None => {
+                    let r = number(part)?;
+                    (r, r)
+                }
+            };
+            if lo > hi {
+                return Err(format!(
+                    "the range {part:?} is empty (its start is above its end)"
+                ));
+            }
+            ranges.push((lo, hi));
+        }
+        ranges.sort_unstable();
+        Ok(RankSet { ranges })
+    }
+
+    /// A set of explicit ranges (the builder's).
+    pub(crate) fn from_ranges(ranges: impl IntoIterator<Item = (u32, u32)>) -> RankSet {
+        let mut ranges: Vec<_> = ranges.into_iter().filter(|(lo, hi)| lo <= hi).collect();
+        ranges.sort_unstable();
+        RankSet { ranges }
+    }
+
+    /// Whether world rank `rank` is in the set.
+    pub(crate) fn contains(&self, rank: u32) -> bool {
+        let i = self.ranges.partition_point(|&(lo, _)| lo <= rank);
+        self.ranges[..i].iter().any(|&(_, hi)| rank <= hi)
+    }
+}
+
+/// A name as one word (a promoted `&"name"`), so that an event stays small.
+pub(crate) type Name = &'static &'static str;
+
+/// What an operation slice is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Op {
+    /// A blocking send (`peer`: destination, `tag`, `bytes`).
+    Send,
+    /// A blocking receive (`peer`: source asked for, `bytes` received).
+    Receive,
+    /// A probe or matched probe.
+    Probe,
+    /// A wait for a request.
+    Wait,
+    /// A collective: its kind and algorithm names.
+    Collective { kind: Name, algorithm: Name },
+    /// A park (the rank suspended until woken): what it waited in
+    /// (`sched::WaitOp`'s description) and the collective's label, if any.
+    Park { what: Name, label: Name },
+}
+
+impl Op {
+    /// The slice's name.
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Op::Send => "send",
+            Op::Receive => "receive",
+            Op::Probe => "probe",
+            Op::Wait => "wait",
+            Op::Collective { kind, .. } => kind,
+            Op::Park { .. } => "park",
+        }
+    }
+}
+
+/// One recorded event (32-bit fields where they suffice: a million ranks'
+/// events must stay small).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Event {
+    pub(crate) what: What,
+    /// Start (slices) or time (flows), ns since the job started.
+    pub(crate) ts: u64,
+    /// Duration of a slice, ns.
+    pub(crate) dur: u64,
+    /// Bytes of a slice; the id of a flow.
+    pub(crate) bytes: u64,
+    pub(crate) peer: i32,
+    pub(crate) tag: i32,
+    /// Nesting depth of a slice among the party's operations (0: called by
+    /// the user's code).
+    pub(crate) depth: u8,
+}
+
+/// What an [`Event`] records.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum What {
+    Slice(Op),
+    /// A message left: a flow begins (id in `bytes`).
+    FlowOut,
+    /// A message was received: its flow ends (id in `bytes`).
+    FlowIn,
+}
+
+/// A per-worker counter sample.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Sample {
+    pub(crate) ts: u64,
+    /// Ranks and tasks in the worker's run queue.
+    pub(crate) runnable: u64,
+    /// Bytes of idle buffers in the eager pool (the job's, sampled by this
+    /// worker).
+    pub(crate) eager_bytes: u64,
+}
+
+/// Everything one party recorded, handed to its lane when it ended.
+#[derive(Debug)]
+pub(crate) struct PartyLog {
+    /// The world rank it acts for.
+    pub(crate) rank: u32,
+    /// Its track: the world rank for a rank, above `TASK_TID` for a task.
+    pub(crate) tid: u64,
+    pub(crate) worker: u32,
+    /// A task acting for `rank` (an immediate collective), not the rank.
+    pub(crate) task: bool,
+    pub(crate) start: u64,
+    pub(crate) end: u64,
+    pub(crate) events: Events,
+    pub(crate) profile: Option<Box<RankProfile>>,
+}
+
+/// A party's events, in chunks that never move once written: growing a
+/// single `Vec` would copy every event recorded so far each time it doubles
+/// (a ping-pong records millions), and a million parties must start small.
+#[derive(Debug, Default)]
+pub(crate) struct Events {
+    full: Vec<Vec<Event>>,
+    current: Vec<Event>,
+}
+
+impl Events {
+    /// The largest chunk, in events.
+    const CHUNK: usize = 4096;
+
+    #[inline]
+    fn push(&mut self, event: Event) {
+        if self.current.len() == self.current.capacity() {
+            self.grow();
+        }
+        self.current.push(event);
+    }
+
+    #[cold]
+    fn grow(&mut self) {
+        let capacity = (self.current.capacity() * 2).clamp(16, Self::CHUNK);
+        let chunk = std::mem::replace(&mut self.current, Vec::with_capacity(capacity));
+        if !chunk.is_empty() {
+            self.full.push(chunk);
+        }
+    }
+
+    fn iter_mut(&mut self) -> impl Iterator<Item = &mut Event> {
+        self.full.iter_mut().flatten().chain(&mut self.current)
+    }
+
+    /// The events in the order recorded.
+    pub(crate) fn iter(&self) -> impl Iterator<Item = &Event> {
+        self.full.iter().flatten().chain(&self.current)
+    }
+
+    /// How many there are.
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        self.full.iter().map(Vec::len).sum::<usize>() + self.current.len()
+    }
+}
+
+/// Tracks of tasks start here (plus their slot), above any world rank.
+pub(crate) const TASK_TID: u64 = 1 << 32;
+
+/// What one worker gathers: the logs of the parties it ran, its counter
+/// samples, its share of the size cap.
+#[derive(Debug, Default)]
+pub(crate) struct Lane {
+    /// Bytes of events recorded by this worker's parties (written only by
+    /// the worker's thread).
+    used: AtomicUsize,
+    /// The cap was reached: nothing more is recorded here.
+    full: AtomicBool,
+    /// Flow ids handed out (written only by the worker's thread).
+    flows: AtomicU64,
+    /// The last counter sample's time (written only by the worker's
+    /// thread).
+    sampled: AtomicU64,
+    /// Resumes since the worker started (written only by its thread).
+    resumes: AtomicU64,
+    logs: Mutex<Vec<PartyLog>>,
+    samples: Mutex<Vec<Sample>>,
+}
+
+/// Reads the eager pool's idle bytes (given by the layer that owns it).
+type EagerProbe = Box<dyn Fn() -> usize + Send + Sync>;
+
+/// A job's recording: settings, clock, one [`Lane`] per worker.
+pub(crate) struct Tracer {
+    settings: Settings,
+    clock: Clock,
+    lanes: Box<[Lane]>,
+    /// Bytes of events each lane may record.
+    budget: usize,
+    /// This process's index and the job's process count (file names, `pid`).
+    process: u32,
+    processes: u32,
+    eager: OnceLock<EagerProbe>,
+}
+
+impl std::fmt::Debug for Tracer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Tracer")
+            .field("settings", &self.settings)
+            .field("workers", &self.lanes.len())
+            .finish()
+    }
+}
+
+/// How far apart a worker samples its counters.
+const SAMPLE_NS: u64 = 100_000;
+
+impl Tracer {
+    /// The recording of a job with `workers` workers, in process `process`
+    /// of `processes`.
+    pub(crate) fn new(settings: Settings, workers: usize, process: u32, processes: u32) -> Tracer {
+        let workers = workers.max(1);
+        Tracer {
+            budget: settings.max_bytes / workers,
+            settings,
+            clock: Clock::new(),
+            lanes: (0..workers).map(|_| Lane::default()).collect(),
+            process,
+            processes,
+            eager: OnceLock::new(),
+        }
+    }
+
+    /// Gives the tracer a way to read the eager pool's idle bytes (the
+    /// counters' second series).
+    pub(crate) fn set_eager_probe(&self, probe: impl Fn() -> usize + Send + Sync + 'static) {
+        let _ = self.eager.set(Box::new(probe));
+    }
+
+    /// Ticks since the job started (nanoseconds once [`finish`]
+    /// rescales them: see `clock`).
+    ///
+    /// [`finish`]: Self::finish
+    #[inline]
+    pub(crate) fn now(&self) -> u64 {
+        self.clock.now()
+    }
+
+    /// The recorder of a party starting on `worker`: world rank `rank`, at
+    /// park slot `slot`, a task acting for the rank if `task`; `None` if
+    /// nothing of it is recorded (the job only traces, and not this rank).
+    pub(crate) fn recorder(
+        self: &Arc<Self>,
+        rank: u32,
+        worker: u32,
+        slot: u32,
+        task: bool,
+    ) -> Option<Box<Recorder>> {
+        let trace = self.settings.trace.is_some()
+            && self
+                .settings
+                .ranks
+                .as_ref()
+                .is_none_or(|set| set.contains(rank));
+        let profile = self.settings.profile.is_some();
+        if !trace && !profile {
+            return None;
+        }
+        Some(Box::new(Recorder {
+            tracer: Arc::clone(self),
+            lane: worker.min(self.lanes.len() as u32 - 1),
+            rank,
+            tid: if task {
+                TASK_TID + slot as u64
+            } else {
+                rank as u64
+            },
+            task,
+            trace,
+            start: self.now(),
+            depth: Cell::new(0),
+            last: Cell::new(0),
+            pending: Cell::new(None),
+            events: RefCell::new(Events::default()),
+            profile: profile.then(|| RefCell::new(RankProfile::default())),
+        }))
+    }
+
+    /// Samples worker `worker`'s counters (`runnable`: its run queue's
+    /// length), at most every 100 µs. Called by the worker's own thread.
+    pub(crate) fn sample(&self, worker: usize, runnable: usize) {
+        if self.settings.trace.is_none() {
+            return;
+        }
+        let Some(lane) = self.lanes.get(worker) else {
+            return;
+        };
+        // A look at the clock every 32 resumes only.
+        let resumes = lane.resumes.load(Ordering::Relaxed).wrapping_add(1);
+        lane.resumes.store(resumes, Ordering::Relaxed);
+        if resumes % 32 != 1 {
+            return;
+        }
+        let now = self.now();
+        let last = lane.sampled.load(Ordering::Relaxed);
+        if last != 0 && now < last + SAMPLE_NS {
+            return;
+        }
+        lane.sampled.store(now.max(1), Ordering::Relaxed);
+        let eager_bytes = self.eager.get().map_or(0, |probe| probe()) as u64;
+        lane.samples
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(Sample {
+                ts: now,
+                runnable: runnable as u64,
+                eager_bytes,
+            });
+    }
+
+    /// Writes the trace and prints the profile, once every worker is done
+    /// (the job's owner calls it after joining them). Problems writing are
+    /// reported on standard error: the job's results stand.
+    pub(crate) fn finish(&self) {
+        let end = self.now();
+        let scale = self.clock.scale();
+        let mut logs = Vec::new();
+        let mut samples = Vec::new();
+        let mut full = Vec::new();
+        for (w, lane) in self.lanes.iter().enumerate() {
+            logs.append(&mut lane.logs.lock().unwrap_or_else(|e| e.into_inner()));
+            let lane_samples =
+                std::mem::take(&mut *lane.samples.lock().unwrap_or_else(|e| e.into_inner()));
+            samples.push(lane_samples);
+            if lane.full.load(Ordering::Relaxed) {
+                full.push(w);
+            }
+        }
+        if scale != 1.0 {
+            rescale(&mut logs, &mut samples, scale);
+        }
+        let end = (end as f64 * scale) as u64;
+        logs.sort_by_key(|log| (log.tid, log.start));
+        if let Some(path) = &self.settings.trace {
+            let path = self.trace_path(path);
+            let out = chrome::Output {
+                logs: &logs,
+                samples: &samples,
+                full: &full,
+                max_bytes: self.settings.max_bytes,
+                process: self.process,
+                processes: self.processes,
+            };
+            if let Err(err) = chrome::write(&path, &out) {
+                eprintln!(
+                    "[myriad] could not write the trace to {}: {err}",
+                    path.display()
+                );
+            }
+        }
+        if let Some(to) = &self.settings.profile {
+            let text = profile::report(&logs, end, self.process, self.processes);
+            match to {
+                ProfileTo::Stderr => eprint!("{text}"),
+                ProfileTo::File(path) => {
+                    let path = self.trace_path(path);
+                    if let Err(err) = std::fs::write(&path, text) {
+                        eprintln!(
+                            "[myriad] could not write the profile to {}: {err}",
+                            path.display()
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    /// The file of this process: `path` itself in a job of one process,
+    /// else `path` with `.<process index>` before its extension
+    /// (`trace.json` → `trace.1.json`).
+    pub(crate) fn trace_path(&self, path: &std::path::Path) -> PathBuf {
+        if self.processes <= 1 {
+            return path.to_path_buf();
+        }
+        let stem = path
+            .file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let name = match path.extension() {
+            Some(ext) => format!("{stem}.{}.{}", self.process, ext.to_string_lossy()),
+            None => format!("{stem}.{}", self.process),
+        };
+        path.with_file_name(name)
+    }
+}
+
+/// Turns clock ticks into nanoseconds (`scale` ns per tick).
+fn rescale(logs: &mut [PartyLog], samples: &mut [Vec<Sample>], scale: f64) {
+    let ns = |ticks: &mut u64| *ticks = (*ticks as f64 * scale) as u64;
+    for log in logs {
+        ns(&mut log.start);
+        ns(&mut log.end);
+        for e in log.events.iter_mut() {
+            // Start and end, so that slices stay nested after rounding.
+            let mut end = e.ts + e.dur;
+            ns(&mut e.ts);
+            ns(&mut end);
+            e.dur = end - e.ts;
+        }
+        if let Some(profile) = &mut log.profile {
+            profile.rescale(scale);
+        }
+    }
+    for s in samples.iter_mut().flatten() {
+        ns(&mut s.ts);
+    }
+}
+
+/// What one party records: its events and, when the job profiles, its
+/// counters. Touched only by the party itself (on its worker's thread).
+pub(crate) struct Recorder {
+    tracer: Arc<Tracer>,
+    lane: u32,
+    rank: u32,
+    tid: u64,
+    task: bool,
+    /// Its events are recorded (the job traces, and this rank).
+    trace: bool,
+    start: u64,
+    depth: Cell<u8>,
+    /// The last time read from the clock (a span's start or end).
+    last: Cell<u64>,
+    /// A park inside an operation that ended, and whose end is the next
+    /// reading of the clock (the operation's end, a few instructions
+    /// later): one reading less per park.
+    pending: Cell<Option<PendingPark>>,
+    events: RefCell<Events>,
+    profile: Option<RefCell<RankProfile>>,
+}
+
+impl std::fmt::Debug for Recorder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Recorder")
+            .field("rank", &self.rank)
+            .field("tid", &self.tid)
+            .finish()
+    }
+}
+
+impl Recorder {
+    fn lane(&self) -> &Lane {
+        &self.tracer.lanes[self.lane as usize]
+    }
+
+    /// Records `event` if its lane has room.
+    fn push(&self, event: Event) {
+        let lane = self.lane();
+        if lane.full.load(Ordering::Relaxed) {
+            return;
+        }
+        let size = std::mem::size_of::<Event>();
+        let used = lane.used.load(Ordering::Relaxed);
+        if used + size > self.tracer.budget {
+            lane.full.store(true, Ordering::Relaxed);
+            return;
+        }
+        lane.used.store(used + size, Ordering::Relaxed);
+        self.events.borrow_mut().push(event);
+    }
+
+    /// Starts an operation slice (see [`span`]).
+    #[inline(never)]
+    pub(crate) fn span(&self, op: Op, peer: i32, tag: i32, bytes: usize) -> Span<'_> {
+        let depth = self.depth.get();
+        self.depth.set(depth.saturating_add(1));
+        let start = self.stamp();
+        Span {
+            rec: self,
+            op,
+            start,
+            peer,
+            tag,
+            bytes: bytes as u64,
+            depth,
+        }
+    }
+
+    #[inline(never)]
+    fn end(&self, span: &Span<'_>) {
+        self.depth.set(span.depth);
+        if let (Op::Park { .. }, 1..) = (span.op, span.depth) {
+            // Ended by the next reading of the clock (see `pending`).
+            self.pending.set(Some(PendingPark {
+                op: span.op,
+                start: span.start,
+                peer: span.peer,
+                tag: span.tag,
+                depth: span.depth,
+            }));
+            return;
+        }
+        let now = self.stamp();
+        self.record(
+            span.op, span.start, now, span.bytes, span.peer, span.tag, span.depth,
+        );
+    }
+
+    /// Reads the clock, and ends a pending park there.
+    #[inline]
+    fn stamp(&self) -> u64 {
+        let now = self.tracer.now();
+        self.last.set(now);
+        if let Some(park) = self.pending.take() {
+            self.record(park.op, park.start, now, 0, park.peer, park.tag, park.depth);
+        }
+        now
+    }
+
+    /// Records a slice from `start` to `now` (and counts it in the
+    /// profile).
+    #[allow(clippy::too_many_arguments)]
+    fn record(&self, op: Op, start: u64, now: u64, bytes: u64, peer: i32, tag: i32, depth: u8) {
+        let dur = now.saturating_sub(start);
+        if let Some(profile) = &self.profile {
+            profile.borrow_mut().record(op, bytes, dur, depth);
+        }
+        if self.trace {
+            self.push(Event {
+                what: What::Slice(op),
+                ts: start,
+                dur,
+                bytes,
+                peer,
+                tag,
+                depth,
+            });
+        }
+    }
+
+    /// A message leaves: a new flow id (0 if this party is not traced),
+    /// and its start recorded.
+    #[cold]
+    pub(crate) fn flow_out(&self) -> u64 {
+        if !self.trace {
+            return 0;
+        }
+        let lane = self.lane();
+        let seq = lane.flows.load(Ordering::Relaxed) + 1;
+        lane.flows.store(seq, Ordering::Relaxed);
+        let id = ((self.lane as u64 + 1) << 40) | seq;
+        self.flow(What::FlowOut, id);
+        id
+    }
+
+    /// The message of flow `id` was received.
+    #[cold]
+    pub(crate) fn flow_in(&self, id: u64) {
+        if self.trace {
+            self.flow(What::FlowIn, id);
+        }
+    }
+
+    fn flow(&self, what: What, id: u64) {
+        self.push(Event {
+            what,
+            // Inside an operation, the time of the last reading (its start,
+            // or the end of a park in it) stands for now: it lies within
+            // the operation, and saves a reading of the clock per message.
+            ts: if self.depth.get() > 0 {
+                self.last.get()
+            } else {
+                self.tracer.now()
+            },
+            dur: 0,
+            bytes: id,
+            peer: 0,
+            tag: 0,
+            depth: self.depth.get(),
+        });
+    }
+}
+
+impl Drop for Recorder {
+    /// The party ended (or was unwound): its log goes to its lane.
+    fn drop(&mut self) {
+        let log = PartyLog {
+            rank: self.rank,
+            tid: self.tid,
+            worker: self.lane,
+            task: self.task,
+            start: self.start,
+            end: self.stamp(),
+            events: if self.trace {
+                std::mem::take(self.events.get_mut())
+            } else {
+                Events::default()
+            },
+            profile: self.profile.take().map(|p| Box::new(p.into_inner())),
+        };
+        self.lane()
+            .logs
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(log);
+    }
+}
+
+/// A park whose end is not read yet (see `Recorder::pending`).
+#[derive(Debug, Clone, Copy)]
+struct PendingPark {
+    op: Op,
+    start: u64,
+    peer: i32,
+    tag: i32,
+    depth: u8,
+}
+
+/// An operation in progress; its slice (and profile entry) is recorded
+/// when it drops, so every path out of the operation ends it.
+#[derive(Debug)]
+pub(crate) struct Span<'a> {
+    rec: &'a Recorder,
+    op: Op,
+    start: u64,
+    peer: i32,
+    tag: i32,
+    bytes: u64,
+    depth: u8,
+}
+
+impl Span<'_> {
+    /// Sets the bytes the operation moved (known at its end: a receive).
+    #[inline]
+    pub(crate) fn set_bytes(&mut self, bytes: usize) {
+        self.bytes = bytes as u64;
+    }
+}
+
+impl Drop for Span<'_> {
+    fn drop(&mut self) {
+        self.rec.end(self);
+    }
+}
+
+/// Starts a slice of `op` for the party whose recorder is `rec` (`None`:
+/// nothing recorded, the one branch a hook costs then).
+#[inline(always)]
+pub(crate) fn span(
+    rec: Option<&Recorder>,
+    op: Op,
+    peer: i32,
+    tag: i32,
+    bytes: usize,
+) -> Option<Span<'_>> {
+    rec.map(|rec| rec.span(op, peer, tag, bytes))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rank_sets_parse_and_contain() {
+        let set = RankSet::parse("100, 0-63,70-70").unwrap();
+        for r in [0, 5, 63, 70, 100] {
+            assert!(set.contains(r), "{r}");
+        }
+        for r in [64, 69, 71, 99, 101] {
+            assert!(!set.contains(r), "{r}");
+        }
+        assert!(RankSet::parse("5-3").unwrap_err().contains("empty"));
+        assert!(RankSet::parse("a").unwrap_err().contains("\"a\""));
+        assert!(RankSet::parse("1,,2").is_err());
+        assert!(RankSet::parse("-1").is_err());
+    }
+
+    #[test]
+    fn a_job_of_several_processes_numbers_its_files() {
+        let settings = Settings::default();
+        let one = Tracer::new(settings.clone(), 1, 0, 1);
+        assert_eq!(
+            one.trace_path("t/x.json".as_ref()),
+            PathBuf::from("t/x.json")
+        );
+        let two = Tracer::new(settings, 1, 1, 2);
+        assert_eq!(
+            two.trace_path("t/x.json".as_ref()),
+            PathBuf::from("t/x.1.json")
+        );
+        assert_eq!(two.trace_path("x".as_ref()), PathBuf::from("x.1"));
+    }
+
+    /// A ping-pong records five events per message: they must stay small.
+    #[test]
+    fn an_event_is_at_most_a_cache_line() {
+        assert!(
+            std::mem::size_of::<Event>() <= 64,
+            "{}",
+            std::mem::size_of::<Event>()
+        );
+    }
+
+    #[test]
+    fn a_full_lane_records_nothing_more() {
+        let settings = Settings {
+            trace: Some("unused".into()),
+            max_bytes: 3 * std::mem::size_of::<Event>(),
+            ..Settings::default()
+        };
+        let tracer = Arc::new(Tracer::new(settings, 1, 0, 1));
+        let rec = tracer.recorder(0, 0, 0, false).unwrap();
+        for _ in 0..5 {
+            drop(span(Some(&rec), Op::Send, 1, 0, 8));
+        }
+        assert_eq!(rec.events.borrow().len(), 3);
+        assert!(tracer.lanes[0].full.load(Ordering::Relaxed));
+    }
+
+    #[test]
+    fn spans_nest_and_the_profile_counts_outer_calls_as_mpi_time() {
+        let settings = Settings {
+            profile: Some(ProfileTo::Stderr),
+            trace: Some("unused".into()),
+            max_bytes: DEFAULT_MAX_BYTES,
+            ..Settings::default()
+        };
+        let tracer = Arc::new(Tracer::new(settings, 1, 0, 1));
+        let rec = tracer.recorder(3, 0, 3, false).unwrap();
+        {
+            let _outer = span(
+                Some(&rec),
+                Op::Collective {
+                    kind: &"barrier",
+                    algorithm: &"x",
+                },
+                -2,
+                0,
+                0,
+            );
+            let mut inner = span(Some(&rec), Op::Receive, 1, 0, 0);
+            inner.as_mut().unwrap().set_bytes(16);
+        }
+        let events: Vec<Event> = rec.events.borrow().iter().copied().collect();
+        assert_eq!(events.len(), 2);
+        assert_eq!((events[0].depth, events[0].bytes), (1, 16));
+        assert_eq!(events[1].depth, 0);
+        assert!(
+            events[1].ts <= events[0].ts
+                && events[0].ts + events[0].dur <= events[1].ts + events[1].dur
+        );
+        let profile = rec.profile.as_ref().unwrap().borrow();
+        assert_eq!(
+            profile.calls("receive"),
+            0,
+            "inside the barrier: not a call of its own"
+        );
+        assert_eq!(profile.calls("barrier"), 1);
+        assert_eq!(profile.mpi_ns, events[1].dur);
+    }
+}
