@@ -24,6 +24,7 @@ const LAYERS: &[(&str, u8)] = &[
     ("ffi", 0),
     ("hardware", 0),
     ("identity", 0),
+    ("grow", 0),
     ("sched", 1),
     ("p2p", 2),
     ("transport", 2),

@@ -29,7 +29,11 @@
 //!   creation on that side, and the sides' sequence numbers on the
 //!   inter-communicator stay equal (both sides make the same calls on it),
 //!   so either side derives both new pairs; a merge comes from both pairs
-//!   and that sequence number ([`Creation::Merge`]).
+//!   and that sequence number ([`Creation::Merge`]);
+//! * **spawned ranks**: their world comes from the parent's context and the
+//!   spawn call's sequence number there ([`Creation::Spawn`]); the
+//!   inter-communicator to them is an [`Creation::InterSide`] pair of the
+//!   parent and that world (at its sequence number 0).
 //!
 //! The inputs are mixed into 64 bits by a fixed function ([`derive`]: a
 //! multiply-xor fold and the splitmix64 finaliser; no `Hasher` whose output
@@ -100,6 +104,11 @@ pub(crate) enum Creation {
     /// `MPI_COMM_SELF` of world rank `world` (derived from the world's
     /// pair): the same pair every time that rank asks.
     SelfComm { world: u32 },
+    /// The world of the ranks spawned by a spawn call at sequence number
+    /// `seq` of the parent communicator. The inter-communicator between
+    /// parents and children is then derived as if the children's world had
+    /// met the parent at its sequence number 0 ([`Creation::InterSide`]).
+    Spawn { seq: u32 },
 }
 
 /// The even context id of the communicator that `creation` makes from the
@@ -126,6 +135,7 @@ pub(crate) fn derive(parent: u64, creation: Creation) -> u64 {
         } => [3, parent & !1, seq.into(), remote & !1, remote_seq.into()],
         Creation::Merge { seq, high } => [4, parent & !1, seq.into(), high & !1, 0],
         Creation::SelfComm { world } => [5, parent & !1, world.into(), 0, 0],
+        Creation::Spawn { seq } => [6, parent & !1, seq.into(), 0, 0],
     };
     let h = mix(&words);
     // The even ids but the world's and the last (whose odd id, u64::MAX,
