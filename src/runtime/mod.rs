@@ -207,10 +207,10 @@ impl Runtime {
     /// The most ranks the job may have at once, counting the ranks spawned
     /// while it runs (`MYRIAD_MAX_RANKS`; `MPI_UNIVERSE_SIZE`, which
     /// [`Universe::size`](crate::environment::Universe::size) returns).
-    /// Default: as many rank stacks as the stack budget allows (with
-    /// `mprotect` guards, those that fit under `vm.max_map_count`; else
-    /// 32 TiB of stack address space), at most 2^24, and never fewer than
-    /// the ranks started. Spawning beyond it is an error that names it.
+    /// Default: as many rank stacks as 32 TiB of address space hold, at
+    /// most 2^24, and never fewer than the ranks started. Spawning beyond
+    /// it is an error that names it; with `mprotect` guard pages each spawn
+    /// must also fit under `vm.max_map_count`.
     pub fn max_ranks(mut self, ranks: usize) -> Self {
         self.max_ranks = Some(ranks);
         self

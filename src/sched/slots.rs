@@ -85,18 +85,16 @@ impl Slots {
     /// The slot with id `id`.
     #[inline]
     pub(crate) fn get(&self, id: u32) -> &Slot {
-        if let Some(slot) = self.ranks.get(id as usize) {
-            return slot;
+        if Slots::is_rank(id) {
+            return &self.ranks[id as usize];
         }
         self.task(id)
     }
 
-    #[inline(never)]
+    /// The slot of task id `id` (at least [`TASK_BASE`]).
+    #[inline]
     fn task(&self, id: u32) -> &Slot {
-        let extra = id
-            .checked_sub(TASK_BASE)
-            .expect("a slot id is a published rank's or comes from `allocate`")
-            as usize;
+        let extra = (id - TASK_BASE) as usize;
         let segment = self.segments[extra / SEGMENT]
             .get()
             .expect("a task slot id comes from `allocate`");

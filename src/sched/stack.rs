@@ -155,21 +155,12 @@ impl StackBudget {
         Ok(())
     }
 
-    /// The most stacks this budget allows in all, the default limit of a
-    /// job's ranks: with `mprotect` guards, those that fit under
-    /// `vm.max_map_count` (two mappings each, beside the mappings in use
-    /// now); else those that fit in [`STACK_ADDRESS_SPACE`]. At most 2^24.
+    /// The most stacks the address space allows (the default limit of a
+    /// job's ranks): those that fit in [`STACK_ADDRESS_SPACE`], at most
+    /// 2^24. (With `mprotect` guards, [`check`](Self::check) bounds each
+    /// spawn by the mappings left besides.)
     pub(crate) fn max_stacks(&self) -> usize {
-        let by_space = STACK_ADDRESS_SPACE / self.slot_size;
-        let by_maps = match self.mode {
-            GuardMode::Madvise => usize::MAX,
-            GuardMode::Mprotect => {
-                let limit = read_max_map_count().unwrap_or(65530);
-                let used = count_maps().unwrap_or(0);
-                limit.saturating_sub(used + 1024) / 2
-            }
-        };
-        by_space.min(by_maps).min(1 << 24)
+        (STACK_ADDRESS_SPACE / self.slot_size).min(1 << 24)
     }
 }
 
