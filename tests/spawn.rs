@@ -285,6 +285,18 @@ fn spawning_beyond_the_limit_is_an_error_and_the_job_goes_on() {
     }
 }
 
+/// A limit below the ranks started is a configuration error.
+#[test]
+fn a_limit_below_the_started_ranks_is_refused() {
+    let err = Runtime::builder()
+        .ranks(4)
+        .max_ranks(3)
+        .run(|_| ())
+        .unwrap_err();
+    assert!(matches!(err, Error::Config { .. }), "{err}");
+    assert!(err.to_string().contains("MYRIAD_MAX_RANKS=3"), "{err}");
+}
+
 /// With mprotect guard pages every stack costs two memory mappings: a
 /// spawn of more stacks than `vm.max_map_count` allows fails with the
 /// budget's error at every parent, before anything is created; the job
@@ -361,6 +373,30 @@ fn a_spawned_rank_waiting_forever_is_reported() {
     assert!(report.contains("rank 2:"), "{report}");
     assert!(report.contains("receive"), "{report}");
     assert!(report.contains("spawned from MPI_COMM_WORLD"), "{report}");
+}
+
+/// HLS groups are fixed at start: a spawned rank asking for its group
+/// fails the job with a message that says so (not an index out of range).
+#[test]
+fn a_spawned_rank_has_no_hls_group() {
+    let err = myriad::run(2, |universe| {
+        let world = universe.world();
+        assert_eq!(myriad::hls::HlsLevel::Process.group().size(), 2);
+        let inter = world
+            .spawn_ranks(1, |child| {
+                let _ = myriad::hls::HlsLevel::Process.group();
+                child.parent().unwrap().merge(MergeOrder::High);
+            })
+            .unwrap();
+        inter.merge(MergeOrder::Low);
+    })
+    .unwrap_err();
+    match &err {
+        Error::Panic { rank: 2, message } => {
+            assert!(message.contains("spawned while the job ran"), "{message}")
+        }
+        other => panic!("expected rank 2's panic, got {other}"),
+    }
 }
 
 /// Bad arguments: no ranks, a root out of range, an inter-communicator

@@ -204,9 +204,11 @@ impl Runtime {
         self
     }
 
-    /// The most ranks the job may have at once, counting the ranks spawned
-    /// while it runs (`MYRIAD_MAX_RANKS`; `MPI_UNIVERSE_SIZE`, which
-    /// [`Universe::size`](crate::environment::Universe::size) returns).
+    /// The most ranks the job ever has (`MYRIAD_MAX_RANKS`): the ranks
+    /// started plus every rank spawned while it runs, finished ones
+    /// included (their slots are kept). When set, also
+    /// `MPI_UNIVERSE_SIZE`, which
+    /// [`Universe::size`](crate::environment::Universe::size) returns.
     /// Default: as many rank stacks as 32 TiB of address space hold, at
     /// most 2^24, and never fewer than the ranks started. Spawning beyond
     /// it is an error that names it; with `mprotect` guard pages each spawn
