@@ -505,6 +505,29 @@ pub trait Communicator: AsCore {
     /// (`MPI_Comm_spawn` with a closure instead of a program: ranks are
     /// coroutines of this program), with rank 0 as the root; see
     /// [`spawn_ranks_from`](Self::spawn_ranks_from).
+    ///
+    /// ```
+    /// use myriad::topology::MergeOrder;
+    /// use myriad::traits::*;
+    ///
+    /// let out = myriad::run(4, |universe| {
+    ///     let world = universe.world();
+    ///     let children = world
+    ///         .spawn_ranks(3, |child| {
+    ///             assert_eq!(child.world().size(), 3); // the children's own world
+    ///             let all = child.parent().unwrap().merge(MergeOrder::High);
+    ///             assert_eq!(all.rank(), 4 + child.world().rank());
+    ///             all.barrier();
+    ///             assert!(all.shrink(false).unwrap().is_none()); // retire
+    ///         })
+    ///         .unwrap();
+    ///     let all = children.merge(MergeOrder::Low); // parents first
+    ///     all.barrier();
+    ///     all.shrink(true).unwrap().unwrap().size()
+    /// })
+    /// .unwrap();
+    /// assert_eq!(out, [4, 4, 4, 4]); // the started ranks' results
+    /// ```
     #[track_caller]
     fn spawn_ranks<F>(&self, size: usize, body: F) -> Result<InterCommunicator, Error>
     where
