@@ -53,6 +53,13 @@ impl<T> GrowTable<T> {
         self.first.len()
     }
 
+    /// The entries the table was created with (a plain slice: callers
+    /// that tell their own kinds of index apart try it first).
+    #[inline]
+    pub(crate) fn initial_entries(&self) -> &[T] {
+        &self.first
+    }
+
     /// The number of entries published so far.
     #[inline]
     pub(crate) fn len(&self) -> usize {

@@ -13,7 +13,10 @@
 //! world ranks `0..n` at local indices `0..n`: the numbering is the one the
 //! runtime always had. Mapping a world rank to a local index of this process
 //! is a subtraction and a comparison ([`Processes::local`]), which is what
-//! point-to-point does on every send.
+//! point-to-point does on every send. A job of one process may grow: ranks
+//! spawned while it runs take the next world ranks, at the same local
+//! indices, up to the room [`Processes::with_room`] leaves (the job's rank
+//! limit); the comparison is against that room.
 //!
 //! A layer-0 module: the scheduler uses the two index types only (it knows
 //! local indices, and the world rank each acts for to name it in reports);
