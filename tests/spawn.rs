@@ -21,7 +21,8 @@ fn sum(comm: &impl Communicator, x: i64) -> i64 {
 }
 
 /// 4 parents spawn 3 children; both sides merge (parents low) and run an
-/// all-reduce, a barrier and point-to-point between a parent and a child.
+/// all-reduce, a barrier and point-to-point between a parent and a child;
+/// the children report over a duplicate of the inter-communicator.
 /// Fails if the merged order is not parents then children, if a child's
 /// world or parent() is wrong, or if a message goes astray.
 #[test]
@@ -51,8 +52,10 @@ fn spawned_children_merge_with_their_parents() {
                     assert_eq!(status.source_rank(), 1);
                     merged.process_at_rank(1).send(&(x * 10));
                 }
-                // And every child reports to parent 0 over the inter-communicator.
-                parent.process_at_rank(0).send(&(world.rank() as i64 + 100));
+                // And every child reports to parent 0 over a duplicate of
+                // the inter-communicator.
+                let dup = parent.duplicate();
+                dup.process_at_rank(0).send(&(world.rank() as i64 + 100));
             })
             .unwrap();
         assert_eq!((inter.size(), inter.remote_size()), (4, 3));
@@ -65,10 +68,11 @@ fn spawned_children_merge_with_their_parents() {
             merged.process_at_rank(4).send(&7i64);
             got = merged.process_at_rank(4).receive::<i64>().0;
         }
+        let dup = inter.duplicate();
         let mut reports = Vec::new();
         if world.rank() == 0 {
             for _ in 0..3 {
-                reports.push(inter.any_process().receive::<i64>().0);
+                reports.push(dup.any_process().receive::<i64>().0);
             }
             reports.sort();
         }
