@@ -100,8 +100,8 @@ KNOWN = {
     # The module holding rsmpi's `Equivalence` impls for complex numbers; myriad has the impls
     # (feature `complex`), not the module name.
     "complex_datatype": "impls exist, module name does not",
-    # Spawning processes: a thread runtime has no executables to start.
-    "Root::spawn": "no process spawning",
+    # Spawning programs: a thread runtime has no executables to start (`Root::spawn` exists
+    # and returns Error::Unsupported; `Communicator::spawn_ranks` spawns closures).
     "Root::spawn_multiple": "no process spawning",
 }
 

@@ -4,10 +4,10 @@
 use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 
-use crate::communicator::SimpleCommunicator;
+use crate::communicator::{InterCommunicator, SimpleCommunicator};
 use crate::error::{raise, CommError, Error};
 use crate::identity::WorldRank;
-use crate::runtime::job::Job;
+use crate::runtime::job::{Job, SpawnedGroup};
 use crate::sched;
 use crate::Rank;
 
@@ -21,6 +21,8 @@ pub struct Universe {
     job: Arc<Job>,
     rank: WorldRank,
     buffer_size: usize,
+    /// The group of a spawned rank: its world and parents.
+    spawned: Option<Arc<SpawnedGroup>>,
 }
 
 impl Universe {
@@ -29,17 +31,56 @@ impl Universe {
             job,
             rank,
             buffer_size: 0,
+            spawned: None,
         }
     }
 
-    /// The world communicator: every rank of the job.
-    pub fn world(&self) -> SimpleCommunicator {
-        SimpleCommunicator::from_core(self.job.world(self.rank))
+    /// The universe of a rank spawned while the job runs
+    /// ([`Communicator::spawn_ranks`](crate::traits::Communicator::spawn_ranks)).
+    pub(crate) fn spawned(job: Arc<Job>, rank: WorldRank, group: Arc<SpawnedGroup>) -> Universe {
+        Universe {
+            job,
+            rank,
+            buffer_size: 0,
+            spawned: Some(group),
+        }
     }
 
-    /// `MPI_UNIVERSE_SIZE`: the number of ranks of the job.
+    /// The world communicator: every rank of the job, or, for a rank
+    /// spawned while the job runs, every rank spawned with it by the same
+    /// call (`MPI_COMM_WORLD` of the spawned job, in which it has rank
+    /// `world rank - first spawned world rank`).
+    pub fn world(&self) -> SimpleCommunicator {
+        match &self.spawned {
+            None => SimpleCommunicator::from_core(self.job.world(self.rank)),
+            Some(group) => SimpleCommunicator::from_core(crate::coll::CommCore::new(
+                Arc::clone(self.job.core()),
+                Arc::clone(&group.world),
+                (self.rank.get() - group.first) as Rank,
+            )),
+        }
+    }
+
+    /// The inter-communicator to the parents of a spawned rank
+    /// (`MPI_Comm_get_parent`): its local group is the ranks spawned with
+    /// it, its remote group the parent communicator's ranks. `None` for
+    /// the ranks the job started with. The same as
+    /// [`Communicator::parent`](crate::traits::Communicator::parent).
+    pub fn parent(&self) -> Option<InterCommunicator> {
+        let group = self.spawned.as_ref()?;
+        Some(InterCommunicator::from_core(crate::coll::CommCore::new(
+            Arc::clone(self.job.core()),
+            Arc::clone(&group.parent),
+            (self.rank.get() - group.first) as Rank,
+        )))
+    }
+
+    /// `MPI_UNIVERSE_SIZE`: the most ranks the job may have
+    /// ([`Runtime::max_ranks`](crate::Runtime::max_ranks)) when it was
+    /// set, else the ranks the job started with (spawning beyond them
+    /// works up to the stack budget).
     pub fn size(&self) -> Option<usize> {
-        Some(self.job.size() as usize)
+        Some(self.job.universe_size() as usize)
     }
 
     /// The processes of the job (1 unless a launcher started several: then
@@ -86,9 +127,8 @@ impl Universe {
     }
 
     /// Disconnects from the parent job (`MPI_Comm_disconnect` of the
-    /// parent): a no-op, myriad jobs have no parent
-    /// ([`Communicator::parent`](crate::traits::Communicator::parent) is
-    /// always `None`).
+    /// parent): a no-op, spawned ranks share the job of their parents
+    /// (nothing to disconnect; [`parent`](Self::parent) still answers).
     pub fn disconnect_parent(&mut self) {}
 }
 

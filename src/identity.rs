@@ -13,7 +13,10 @@
 //! world ranks `0..n` at local indices `0..n`: the numbering is the one the
 //! runtime always had. Mapping a world rank to a local index of this process
 //! is a subtraction and a comparison ([`Processes::local`]), which is what
-//! point-to-point does on every send.
+//! point-to-point does on every send. A job of one process may grow: ranks
+//! spawned while it runs take the next world ranks, at the same local
+//! indices, up to the room [`Processes::with_room`] leaves (the job's rank
+//! limit); the comparison is against that room.
 //!
 //! A layer-0 module: the scheduler uses the two index types only (it knows
 //! local indices, and the world rank each acts for to name it in reports);
@@ -115,6 +118,11 @@ pub(crate) struct Processes {
     /// This process's block (kept apart: the hot path reads two words).
     first: u32,
     count: u32,
+    /// Local indices `0..bound` are this process's: its block, and in a job
+    /// of one process the room for ranks spawned later ([`with_room`]).
+    ///
+    /// [`with_room`]: Self::with_room
+    bound: u32,
 }
 
 impl Processes {
@@ -152,7 +160,23 @@ impl Processes {
             this,
             first,
             count,
+            bound: count,
         }
+    }
+
+    /// The same layout of one process, where world ranks up to `room`
+    /// (excluded) may be spawned while the job runs: [`local`](Self::local)
+    /// maps them to local indices, as it maps the block (world rank =
+    /// local index in a job of one process). The block, the world size and
+    /// [`local_count`](Self::local_count) stay those of the ranks started.
+    ///
+    /// # Panics
+    ///
+    /// If the job has several processes (spawning is one process's).
+    pub(crate) fn with_room(mut self, room: u32) -> Processes {
+        assert_eq!(self.count(), 1, "spawning is for a job of one process");
+        self.bound = room.max(self.count);
+        self
     }
 
     /// Ranks in the whole job.
@@ -170,7 +194,7 @@ impl Processes {
         self.this
     }
 
-    /// Ranks of this process.
+    /// Ranks of this process started with the job.
     #[inline]
     pub(crate) fn local_count(&self) -> u32 {
         self.count
@@ -181,7 +205,7 @@ impl Processes {
     #[inline]
     pub(crate) fn local(&self, world: WorldRank) -> Option<LocalIndex> {
         let index = world.0.wrapping_sub(self.first);
-        (index < self.count).then_some(LocalIndex(index))
+        (index < self.bound).then_some(LocalIndex(index))
     }
 
     /// The world ranks of this process, by local index.

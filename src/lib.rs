@@ -76,6 +76,7 @@ pub mod datatype;
 pub mod environment;
 mod error;
 pub mod ffi;
+mod grow;
 mod hardware;
 pub mod hls;
 pub mod hybrid;

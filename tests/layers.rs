@@ -25,6 +25,7 @@ const LAYERS: &[(&str, u8)] = &[
     ("hardware", 0),
     ("identity", 0),
     ("trace", 0),
+    ("grow", 0),
     ("sched", 1),
     ("p2p", 2),
     ("transport", 2),

@@ -696,7 +696,20 @@ fn new_comm(
     remote: Option<Remote>,
     name: &str,
 ) -> Result<Arc<CommShared<State>>, Error> {
-    let registry = parent.job().comms();
+    standalone(parent.job().comms(), context, members, remote, name)
+}
+
+/// A communicator one rank makes for ranks that do not run yet (the world
+/// of spawned ranks, their side of the inter-communicator to their
+/// parents): registered and given its collective state as in a collective
+/// creation, without a meeting.
+pub(crate) fn standalone(
+    registry: &Registry,
+    context: u64,
+    members: Members,
+    remote: Option<Remote>,
+    name: &str,
+) -> Result<Arc<CommShared<State>>, Error> {
     let state = State::new(
         members.size() as usize,
         registry.check_collectives(),

@@ -54,6 +54,7 @@ use crate::error::{Error, OrRaise};
 use crate::p2p::completion::{Completion, Outcome};
 use crate::p2p::Queued;
 use crate::request::{Kind as RequestKind, PendingOp, Request, Scope, StaticScope};
+use crate::runtime::job::PendingRoot;
 use crate::sched::{self, task};
 use crate::{Count, Rank};
 
@@ -96,6 +97,7 @@ fn immediate<'a, D: ?Sized, Sc: Scope<'a>>(
 ) -> Request<'a, D, Sc> {
     let site = Location::caller();
     let ctx = core.caller().or_raise();
+    let is_root = signature.root == Some(core.rank());
     let (seq, kind, algorithm, signature) = {
         let call = coll::begin_as(core, ctx, &mut signature, Algorithm::Auto, site).or_raise();
         (call.seq, call.kind, call.algorithm, call.signature)
@@ -103,6 +105,8 @@ fn immediate<'a, D: ?Sized, Sc: Scope<'a>>(
     let pending = PendingOp::new(core, ctx.slot, Queued::Task, RequestKind::Collective);
     let completion: *const Completion = &pending.completion;
     let comm = core.clone();
+    // A rank must not retire while it is the root of this call (`shrink`).
+    let root = is_root.then(|| PendingRoot::enter(ctx));
     let run = move || {
         sched::rank::with_current(|ctx| {
             let call = Call {
@@ -118,6 +122,7 @@ fn immediate<'a, D: ?Sized, Sc: Scope<'a>>(
             // A failure fails the job (the task panics with the error).
             body(&call).or_raise();
         });
+        drop(root);
         // SAFETY: the request keeps the completion alive until it is done
         // (dropping it early settles it: its rank waits for this task, and
         // where it cannot wait the job fails and this task never resumes);

@@ -12,6 +12,28 @@ pub trait Root: AsCore + AsCommunicator {
     /// The root's rank in the communicator.
     fn root_rank(&self) -> Rank;
 
+    /// Launches `maxprocs` copies of a program as new ranks (rsmpi's
+    /// `Root::spawn`, `MPI_Comm_spawn`): `Error::Unsupported` at every
+    /// rank. myriad's ranks are coroutines of one program, so a program
+    /// cannot join the job; spawn ranks running a closure with
+    /// [`Communicator::spawn_ranks_from`](crate::traits::Communicator::spawn_ranks_from)
+    /// instead (an inter-communicator to the children, as here).
+    fn spawn(
+        &self,
+        command: &std::process::Command,
+        maxprocs: Rank,
+    ) -> Result<crate::topology::InterCommunicator, Error> {
+        let _ = maxprocs;
+        Err(Error::Unsupported {
+            what: format!(
+                "spawning a program ({:?}) as ranks: myriad's ranks are coroutines of this \
+                 program; spawn ranks running a closure with \
+                 Communicator::spawn_ranks / spawn_ranks_from",
+                command.get_program()
+            ),
+        })
+    }
+
     /// Broadcasts the root's `buffer` into every rank's (`MPI_Bcast`).
     #[track_caller]
     fn broadcast_into<Buf: BufferMut + ?Sized>(&self, buffer: &mut Buf) {

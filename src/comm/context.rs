@@ -35,6 +35,10 @@
 //!   parent's context and which tier, plus the process for a local part
 //!   ([`Creation::Tier`]). Each parent has one of each, so the inputs never
 //!   repeat either.
+//! * **spawned ranks**: their world comes from the parent's context and the
+//!   spawn call's sequence number there ([`Creation::Spawn`]); the
+//!   inter-communicator to them is an [`Creation::InterSide`] pair of the
+//!   parent and that world (at its sequence number 0).
 //!
 //! The inputs are mixed into 64 bits by a fixed function ([`derive`]: a
 //! multiply-xor fold and the splitmix64 finaliser; no `Hasher` whose output
@@ -112,6 +116,11 @@ pub(crate) enum Creation {
     /// it), or its leaders (`leaders` true, `process` 0: the same pair in
     /// every process).
     Tier { leaders: bool, process: u32 },
+    /// The world of the ranks spawned by a spawn call at sequence number
+    /// `seq` of the parent communicator. The inter-communicator between
+    /// parents and children is then derived as if the children's world had
+    /// met the parent at its sequence number 0 ([`Creation::InterSide`]).
+    Spawn { seq: u32 },
 }
 
 /// The even context id of the communicator that `creation` makes from the
@@ -141,6 +150,7 @@ pub(crate) fn derive(parent: u64, creation: Creation) -> u64 {
         Creation::Tier { leaders, process } => {
             [6, parent & !1, u64::from(leaders), process.into(), 0]
         }
+        Creation::Spawn { seq } => [7, parent & !1, seq.into(), 0, 0],
     };
     let h = mix(&words);
     // The even ids but the world's and the last (whose odd id, u64::MAX,

@@ -275,6 +275,13 @@ impl Registry {
         }
     }
 
+    /// The registry, answering `MPI_UNIVERSE_SIZE` with `size` (the most
+    /// ranks the job may have; the world size by default).
+    pub(crate) fn with_universe_size(mut self, size: u32) -> Registry {
+        self.universe_size = UniverseSize::new(size);
+        self
+    }
+
     /// Whether new communicators check their collective calls.
     pub(crate) fn check_collectives(&self) -> bool {
         self.check_collectives

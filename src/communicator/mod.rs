@@ -14,11 +14,13 @@
 //! | `graph.rs` | graph and distributed-graph topologies: `GraphCommunicator`, `DistributedGraphCommunicator`, the topology kind (`CommunicatorTopology`, `IntoTopology`) |
 //! | `inter.rs` | inter-communicators: `InterCommunicator` (creation, remote group, `merge`, `duplicate`), `MergeOrder` |
 //! | `attribute.rs` | attributes cached on a rank's communicator handle: `CommAttribute`, `AnyCommunicator` |
+//! | `spawn.rs` | growing and shrinking a running job: `spawn_ranks` (children as new coroutines, an inter-communicator to them, their `parent()`), `shrink` (retiring ranks) |
 
 pub(crate) mod attribute;
 mod cartesian;
 mod graph;
 mod inter;
+mod spawn;
 
 pub use attribute::{AnyCommunicator, CommAttribute};
 pub use cartesian::{dims_create, CartesianCommunicator, CartesianLayout};
@@ -32,6 +34,7 @@ use crate::coll::create as split;
 use crate::coll::CommCore;
 use crate::comm::grid::Grid;
 use crate::comm::{Group, UserGroup};
+use crate::environment::Universe;
 use crate::error::{raise, ArgError, CommError, Error, OrRaise};
 use crate::runtime::job::Job;
 use crate::sched;
@@ -565,11 +568,122 @@ pub trait Communicator: AsCore {
             .or_raise()
     }
 
-    /// The inter-communicator to the parent job that spawned this one
-    /// (`MPI_Comm_get_parent`): always `None`, myriad jobs are not spawned
-    /// (rsmpi's `Communicator::parent`).
+    /// The inter-communicator to the parents of the calling rank
+    /// (`MPI_Comm_get_parent`, rsmpi's `Communicator::parent`): for a rank
+    /// spawned by [`spawn_ranks`](Self::spawn_ranks), its side (the ranks
+    /// spawned with it) facing the parent communicator's ranks; `None` for
+    /// the ranks the job started with, and outside of a rank. The answer
+    /// does not depend on `self` (MPI's is the process's).
     fn parent(&self) -> Option<InterCommunicator> {
-        None
+        spawn::parent()
+    }
+
+    /// Spawns `size` new ranks into the running job, each running `body`
+    /// (`MPI_Comm_spawn` with a closure instead of a program: ranks are
+    /// coroutines of this program), with rank 0 as the root; see
+    /// [`spawn_ranks_from`](Self::spawn_ranks_from).
+    ///
+    /// ```
+    /// use myriad::topology::MergeOrder;
+    /// use myriad::traits::*;
+    ///
+    /// let out = myriad::run(4, |universe| {
+    ///     let world = universe.world();
+    ///     let children = world
+    ///         .spawn_ranks(3, |child| {
+    ///             assert_eq!(child.world().size(), 3); // the children's own world
+    ///             let all = child.parent().unwrap().merge(MergeOrder::High);
+    ///             assert_eq!(all.rank(), 4 + child.world().rank());
+    ///             all.barrier();
+    ///             assert!(all.shrink(false).unwrap().is_none()); // retire
+    ///         })
+    ///         .unwrap();
+    ///     let all = children.merge(MergeOrder::Low); // parents first
+    ///     all.barrier();
+    ///     all.shrink(true).unwrap().unwrap().size()
+    /// })
+    /// .unwrap();
+    /// assert_eq!(out, [4, 4, 4, 4]); // the started ranks' results
+    /// ```
+    #[track_caller]
+    fn spawn_ranks<F>(&self, size: usize, body: F) -> Result<InterCommunicator, Error>
+    where
+        F: Fn(Universe) + Send + Sync + 'static,
+        Self: Sized,
+    {
+        spawn::spawn(
+            self,
+            0,
+            size,
+            Box::new(body),
+            std::panic::Location::caller(),
+        )
+    }
+
+    /// Spawns `size` new ranks into the running job, each running `body`
+    /// (`MPI_Comm_spawn`). Collective over this (intra-)communicator, the
+    /// parents; only the root's `size` and `body` count. Returns the
+    /// inter-communicator whose remote group is the children.
+    ///
+    /// The children get world ranks after the job's last rank and run on
+    /// the job's workers like its other ranks. A child's
+    /// [`Universe::world`] is the children of this call (`MPI_COMM_WORLD`
+    /// of the spawned job, ranks `0..size`), and its [`Universe::parent`]
+    /// (or [`parent`](Self::parent)) the other side of the returned
+    /// inter-communicator; [`InterCommunicator::merge`] gives parents and
+    /// children one intra-communicator (`MPI_Intercomm_merge`). `run`
+    /// returns the results of the ranks the job started with: a child's
+    /// `body` returns nothing (it sends what it has to a parent). A child
+    /// that panics fails the job, naming its world rank.
+    ///
+    /// # Errors
+    ///
+    /// At every parent, the same error: the job would exceed its rank limit
+    /// ([`Runtime::max_ranks`](crate::Runtime::max_ranks),
+    /// `MYRIAD_MAX_RANKS`) or the stack budget (`vm.max_map_count` with
+    /// `mprotect` guards), or `size` is 0 (the job is left as it was and
+    /// goes on); `root` is not a rank here; this is an inter-communicator;
+    /// the job spans several processes, or this is an OS thread acting for
+    /// a rank (`Error::Unsupported`).
+    #[track_caller]
+    fn spawn_ranks_from<F>(
+        &self,
+        root: Rank,
+        size: usize,
+        body: F,
+    ) -> Result<InterCommunicator, Error>
+    where
+        F: Fn(Universe) + Send + Sync + 'static,
+        Self: Sized,
+    {
+        spawn::spawn(
+            self,
+            root,
+            size,
+            Box::new(body),
+            std::panic::Location::caller(),
+        )
+    }
+
+    /// Shrinks the job by retiring ranks: collective over this
+    /// communicator; ranks that pass `keep` get a new communicator of the
+    /// survivors, in their order here, the others `None` (they go on to
+    /// return from their closure: a retired rank ends when its closure
+    /// does). The malleability counterpart of
+    /// [`spawn_ranks`](Self::spawn_ranks); a split with extra checks.
+    ///
+    /// # Errors
+    ///
+    /// At every member, the same error if a retiring rank is the root of an
+    /// immediate collective that has not completed (nothing is split);
+    /// this is an inter-communicator; the caller is an OS thread acting for
+    /// a rank (`Error::Unsupported`).
+    #[track_caller]
+    fn shrink(&self, keep: bool) -> Result<Option<SimpleCommunicator>, Error>
+    where
+        Self: Sized,
+    {
+        spawn::shrink(self, keep)
     }
 
     /// Bytes that packing `incount` elements of `datatype` takes

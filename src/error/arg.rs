@@ -240,6 +240,21 @@ pub enum ArgError {
         /// A world rank in both groups.
         world_rank: Rank,
     },
+    /// A spawn of no ranks (`Communicator::spawn_ranks`).
+    NoRanksToSpawn {
+        /// The parent communicator.
+        comm: String,
+    },
+    /// Ranks that retire (`Communicator::shrink`) while immediate
+    /// collectives they are the root of have not completed: the other
+    /// members would wait for a root that left.
+    RetiringRoot {
+        /// The communicator being shrunk.
+        comm: String,
+        /// The retiring roots (ranks of that communicator), and how many
+        /// such collectives each has pending.
+        roots: Vec<(Rank, u32)>,
+    },
     /// An operation that needs an intra-communicator got an
     /// inter-communicator, or the reverse.
     WrongKindOfCommunicator {
@@ -553,6 +568,24 @@ impl fmt::Display for ArgError {
                 "{op}: world rank {world_rank} is in both the local and the remote group; the \
                  groups of an inter-communicator must be disjoint"
             ),
+            ArgError::NoRanksToSpawn { comm } => {
+                write!(
+                    f,
+                    "spawning 0 ranks from {comm}: a spawn needs at least one"
+                )
+            }
+            ArgError::RetiringRoot { comm, roots } => {
+                let list: Vec<String> = roots
+                    .iter()
+                    .map(|(rank, n)| format!("rank {rank} ({n})"))
+                    .collect();
+                write!(
+                    f,
+                    "shrinking {comm}: retiring ranks are the root of immediate collectives that \
+                     have not completed: {}; complete them (wait) before retiring",
+                    list.join(", ")
+                )
+            }
             ArgError::WrongKindOfCommunicator { op, comm, needs } => {
                 write!(f, "{op} needs {needs}, but {comm} is not one")
             }

@@ -52,6 +52,16 @@ pub enum ResourceError {
         /// The most tasks alive at once.
         max: usize,
     },
+    /// Spawning ranks would take the job beyond its rank limit
+    /// (`MYRIAD_MAX_RANKS`, `MPI_UNIVERSE_SIZE`).
+    RankLimit {
+        /// Ranks asked for.
+        asked: usize,
+        /// Ranks the job has (started and spawned).
+        ranks: usize,
+        /// The limit.
+        max: usize,
+    },
 }
 
 impl fmt::Display for ResourceError {
@@ -72,6 +82,12 @@ impl fmt::Display for ResourceError {
                  {limit} and {used} are in use; raise the limit with `sudo sysctl -w \
                  vm.max_map_count={}`, run fewer ranks, or use Linux 6.13 or newer",
                 (used + needed).next_power_of_two()
+            ),
+            ResourceError::RankLimit { asked, ranks, max } => write!(
+                f,
+                "spawning {asked} ranks would take the job from {ranks} to {} ranks, beyond its \
+                 limit of {max} (MYRIAD_MAX_RANKS, Runtime::max_ranks; MPI_UNIVERSE_SIZE)",
+                ranks + asked
             ),
             ResourceError::WorkerThread { index, reason } => {
                 write!(f, "could not start worker thread {index}: {reason}")

@@ -63,7 +63,8 @@ impl HlsLevel {
     ///
     /// # Panics
     ///
-    /// Outside of any rank, or in a task acting for one.
+    /// Outside of any rank, in a task acting for one, or in a rank spawned
+    /// while the job runs (groups are fixed at start).
     #[track_caller]
     pub fn group(self) -> HlsGroup {
         with_own_rank(|ctx| Job::of(ctx).hls().layout.group(self, ctx.local))
@@ -215,6 +216,12 @@ impl Layout {
 
     /// The group of the rank of local index `rank` at `level`.
     pub(crate) fn group(&self, level: HlsLevel, rank: LocalIndex) -> HlsGroup {
+        assert!(
+            (rank.get() as usize) < self.assignment.ranks(),
+            "HLS groups are made of the ranks the job started with ({}): the rank of local \
+             index {rank} was spawned while the job ran and belongs to none",
+            self.assignment.ranks()
+        );
         let worker = self.assignment.worker_of(rank.get() as usize);
         let index = self.worker_group[level.index()][worker] as usize;
         HlsGroup {

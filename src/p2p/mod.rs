@@ -79,6 +79,7 @@ use mailbox::{Envelope, Mailbox, Payload, Posted, Unexpected};
 use crate::datatype::copy::{self, Layout};
 use crate::datatype::signature_mismatch;
 use crate::error::{CommError, Error, TypeError};
+use crate::grow::GrowTable;
 use crate::identity::{LocalIndex, ProcessId, Processes, WorldRank};
 use crate::sched::{self, RankCtx, Scheduler, WaitInfo, WaitOp};
 use crate::trace;
@@ -89,8 +90,9 @@ use remote::Remote;
 /// Point-to-point state of a process.
 #[derive(Debug)]
 pub(crate) struct Shared {
-    /// The mailboxes of this process's ranks, by local index.
-    pub(crate) mailboxes: Box<[Mailbox]>,
+    /// The mailboxes of this process's ranks, by local index (spawned
+    /// ranks append theirs: [`Shared::grow`]).
+    pub(crate) mailboxes: GrowTable<Mailbox>,
     pub(crate) eager: EagerPool,
     pub(crate) eager_limit: usize,
     /// Which process hosts which world ranks (routes resolve by it).
@@ -108,14 +110,22 @@ impl Shared {
         transport: Option<Arc<dyn Transport>>,
     ) -> Shared {
         Shared {
-            mailboxes: (0..processes.local_count())
-                .map(|_| Mailbox::default())
-                .collect(),
+            mailboxes: GrowTable::new(
+                (0..processes.local_count())
+                    .map(|_| Mailbox::default())
+                    .collect(),
+            ),
             eager: EagerPool::new(),
             eager_limit: eager_limit.min(EagerPool::MAX_CLASS),
             processes,
             remote: transport.map(Remote::new),
         }
+    }
+
+    /// Appends the mailboxes of `n` ranks spawned into this process;
+    /// returns their local indices.
+    pub(crate) fn grow(&self, n: usize) -> std::ops::Range<usize> {
+        self.mailboxes.append(n, |_| Mailbox::default())
     }
 
     /// The cross-process state, in a job with a transport.

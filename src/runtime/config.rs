@@ -40,6 +40,10 @@ pub(crate) struct Config {
     pub(crate) threading: Threading,
     pub(crate) map_by: Level,
     pub(crate) rank_order: RankOrder,
+    /// The most ranks the job may have, spawned ones included
+    /// (`MYRIAD_MAX_RANKS`, `MPI_UNIVERSE_SIZE`; `None`: what the stack
+    /// address space allows, `sched::stack::StackBudget::max_stacks`).
+    pub(crate) max_ranks: Option<usize>,
     /// What the job asks of the launch layer: the world's layout over
     /// processes, the built-in launcher.
     pub(crate) launch: crate::launch::Request,

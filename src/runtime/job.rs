@@ -1,13 +1,38 @@
 //! A job: everything the ranks of one `run` share (layer L5). Running it
 //! (workers, stacks, results) is the runtime's (`run.rs`, layer L6).
+//!
+//! ## Growing and shrinking
+//!
+//! A job of one process grows while it runs: [`Job::spawn`] appends ranks
+//! (their park slots and mailboxes go to the end of the scheduler's and
+//! `p2p`'s grow-only tables, `crate::grow`; their world ranks and local
+//! indices follow the job's last rank) and queues them for the workers,
+//! which start them as they start the job's own ranks. What a spawned
+//! rank runs, its world and its side of the inter-communicator to its
+//! parents are a [`SpawnedGroup`] the job keeps (one per spawn call); the
+//! runtime's body asks for it ([`Job::spawned_group`]) when a rank of local
+//! index beyond the started ones begins. Spawning takes one lock, held
+//! only by spawns (the limit check and the tables' growth are one step);
+//! lookups by the ranks never take it.
+//!
+//! Shrinking needs nothing here: retired ranks leave their communicators
+//! and return from their closure (`communicator::spawn`); the job tracks
+//! only, per rank, the immediate rooted collectives it still has pending
+//! ([`PendingRoot`]), which a retiring rank must not have.
 
-use std::sync::{Arc, Weak};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex, Weak};
 
 use crate::coll::{self, CommCore};
-use crate::comm::{CommShared, JobCore, Registry};
+use crate::comm::context::{self, Creation};
+use crate::comm::{CommShared, JobCore, Members, Registry, Remote};
+use crate::environment::Universe;
+use crate::error::{Error, ResourceError};
+use crate::grow::GrowTable;
 use crate::hardware::{RankAssignment, WorkerPlacement};
-use crate::identity::{Processes, WorldRank};
+use crate::identity::{LocalIndex, Processes, WorldRank};
 use crate::p2p;
+use crate::sched::stack::StackBudget;
 use crate::sched::worker::WorkerShared;
 use crate::sched::{self, RankCtx, Threading};
 use crate::transport::Transport;
@@ -27,7 +52,108 @@ pub(crate) struct Job {
     world: Arc<CommShared<coll::State>>,
     /// `Hls` values and the groups of ranks that share them.
     hls: crate::hls::JobHls,
-    size: u32,
+    /// Spawned ranks and what bounds them.
+    growth: Growth,
+}
+
+/// The limits of a job's growth, from the runtime's configuration.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct JobGrowth {
+    /// The most ranks the job may have.
+    pub(crate) max_ranks: usize,
+    /// What `MPI_UNIVERSE_SIZE` says: the limit when the user set one,
+    /// else the ranks started.
+    pub(crate) universe_size: u32,
+    /// What more rank stacks may cost.
+    pub(crate) budget: StackBudget,
+}
+
+/// What a job needs to grow (module docs).
+#[derive(Debug)]
+struct Growth {
+    /// The most ranks the job may have.
+    max_ranks: usize,
+    /// `MPI_UNIVERSE_SIZE` (see [`JobGrowth`]).
+    universe_size: u32,
+    /// What more rank stacks may cost.
+    budget: StackBudget,
+    /// The spawned groups, by first local index; taken by spawns and by
+    /// each spawned rank once, when it starts.
+    groups: Mutex<Vec<Arc<SpawnedGroup>>>,
+    /// Held by a spawn from its limit check to the ranks' queueing.
+    spawning: Mutex<()>,
+    /// Per rank (local index): immediate collectives it started as their
+    /// root and that have not completed.
+    pending_roots: GrowTable<AtomicU32>,
+}
+
+/// The ranks one spawn call added: what they run and the communicators
+/// they start with.
+pub(crate) struct SpawnedGroup {
+    /// Local index (= world rank: one process) of its first rank.
+    pub(crate) first: u32,
+    /// Its rank count.
+    pub(crate) size: u32,
+    /// What each of its ranks runs.
+    body: Box<dyn Fn(Universe) + Send + Sync>,
+    /// Its world (`MPI_COMM_WORLD` of the spawned ranks).
+    pub(crate) world: Arc<CommShared<coll::State>>,
+    /// Its side of the inter-communicator to the parents.
+    pub(crate) parent: Arc<CommShared<coll::State>>,
+}
+
+impl std::fmt::Debug for SpawnedGroup {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SpawnedGroup")
+            .field("first", &self.first)
+            .field("size", &self.size)
+            .finish_non_exhaustive()
+    }
+}
+
+/// What every parent of a spawn needs to make its side of the
+/// inter-communicator: plain numbers, which the root broadcasts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Spawned {
+    /// World rank of the first spawned rank (the others follow).
+    pub(crate) first: u32,
+    /// Spawned ranks.
+    pub(crate) size: u32,
+    /// The parents' side's context pair.
+    pub(crate) parents_context: u64,
+    /// The children's side's context pair.
+    pub(crate) children_context: u64,
+}
+
+impl Spawned {
+    /// The contexts of a spawn from the communicator of context `parent`
+    /// at its sequence number `seq` (`comm/context.rs`): the children's
+    /// world, the parents' side, the children's side.
+    pub(crate) fn contexts(parent: u64, seq: u32) -> (u64, u64, u64) {
+        let world = context::derive(parent, Creation::Spawn { seq });
+        let parents = context::derive(
+            parent,
+            Creation::InterSide {
+                seq,
+                remote: world,
+                remote_seq: 0,
+            },
+        );
+        let children = context::derive(
+            world,
+            Creation::InterSide {
+                seq: 0,
+                remote: parent,
+                remote_seq: seq,
+            },
+        );
+        (world, parents, children)
+    }
+
+    /// The children's world ranks.
+    pub(crate) fn members(&self) -> Members {
+        Members::from_vec((self.first..self.first + self.size).collect())
+    }
 }
 
 impl Job {
@@ -47,7 +173,13 @@ impl Job {
         eager_limit: usize,
         check_collectives: bool,
         transport: Option<Arc<dyn Transport>>,
+        growth: JobGrowth,
     ) -> Arc<Job> {
+        let JobGrowth {
+            max_ranks,
+            universe_size,
+            budget,
+        } = growth;
         Arc::new_cyclic(|this: &Weak<Job>| {
             // Deadlock reports name communicators through the job (alive while
             // any rank can be reported: the runtime holds it).
@@ -58,7 +190,8 @@ impl Job {
                         .map_or_else(|| context.to_string(), |job| job.core.comms().name(context))
                 }
             };
-            let comms = Registry::new(processes, check_collectives);
+            let comms =
+                Registry::new(processes, check_collectives).with_universe_size(universe_size);
             let world = coll::create::world(&comms, processes.world_size());
             let host: Weak<dyn sched::Host> = this.clone();
             Job {
@@ -69,8 +202,19 @@ impl Job {
                     host,
                 )),
                 world,
-                size: processes.world_size(),
                 hls: crate::hls::JobHls::new(placements, assignment),
+                growth: Growth {
+                    max_ranks,
+                    universe_size,
+                    budget,
+                    groups: Mutex::new(Vec::new()),
+                    spawning: Mutex::new(()),
+                    pending_roots: GrowTable::new(
+                        (0..processes.local_count())
+                            .map(|_| AtomicU32::new(0))
+                            .collect(),
+                    ),
+                },
             }
         })
     }
@@ -106,6 +250,11 @@ impl Job {
         std::ptr::eq(ctx.host(), (self as *const Job).cast())
     }
 
+    /// What the job's communicators run on.
+    pub(crate) fn core(&self) -> &Arc<JobCore> {
+        &self.core
+    }
+
     /// The job's scheduler.
     #[inline]
     pub(crate) fn sched(&self) -> &sched::Scheduler {
@@ -135,10 +284,112 @@ impl Job {
         p2p::Node::p2p(&*self.core).processes()
     }
 
-    /// The number of ranks the job started with.
-    #[inline]
-    pub(crate) fn size(&self) -> u32 {
-        self.size
+    /// `MPI_UNIVERSE_SIZE`: the rank limit the user set, else the ranks
+    /// started.
+    pub(crate) fn universe_size(&self) -> u32 {
+        self.growth.universe_size
+    }
+
+    /// Adds `size` ranks running `body`, spawned by the root of `parent`
+    /// at the parent's sequence number `seq`: checks the rank limit and
+    /// the stack budget (an error leaves the job as it was), makes the
+    /// children's world and their side of the inter-communicator, grows
+    /// the per-rank tables and queues the ranks.
+    pub(crate) fn spawn(
+        &self,
+        parent: &CommCore,
+        seq: u32,
+        size: usize,
+        body: Box<dyn Fn(Universe) + Send + Sync>,
+    ) -> Result<Spawned, Error> {
+        let growth = &self.growth;
+        let _spawning = growth.spawning.lock().unwrap_or_else(|e| e.into_inner());
+        let ranks = self.sched().rank_count();
+        if ranks + size > growth.max_ranks {
+            return Err(Error::Resources(ResourceError::RankLimit {
+                asked: size,
+                ranks,
+                max: growth.max_ranks,
+            }));
+        }
+        growth.budget.check(size).map_err(Error::Resources)?;
+        let (world_context, parents_context, children_context) =
+            Spawned::contexts(parent.p2p_context(), seq);
+        let spawned = Spawned {
+            first: ranks as u32,
+            size: size as u32,
+            parents_context,
+            children_context,
+        };
+        let registry = self.core.comms();
+        let name = parent.name();
+        let world = coll::create::standalone(
+            registry,
+            world_context,
+            spawned.members(),
+            None,
+            &format!("world of the ranks spawned from {name}"),
+        )?;
+        let side = coll::create::standalone(
+            registry,
+            children_context,
+            spawned.members(),
+            Some(Remote {
+                members: parent.shared().group.clone(),
+                context: parents_context,
+            }),
+            &format!("inter-communicator of the ranks spawned from {name} to their parents"),
+        )?;
+        let group = Arc::new(SpawnedGroup {
+            first: spawned.first,
+            size: spawned.size,
+            body,
+            world,
+            parent: side,
+        });
+        // Nothing can fail from here on: the tables grow, then the ranks
+        // are queued (their group first: a worker may start them at once).
+        p2p::Node::p2p(&*self.core).grow(size);
+        growth.pending_roots.append(size, |_| AtomicU32::new(0));
+        growth
+            .groups
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(group);
+        let locals = self.sched().spawn_ranks(size, |i| WorldRank::new(i as u32));
+        debug_assert_eq!(locals.start, ranks);
+        Ok(spawned)
+    }
+
+    /// The spawned group of the rank of local index `local`, if it was
+    /// spawned.
+    pub(crate) fn spawned_group(&self, local: LocalIndex) -> Option<Arc<SpawnedGroup>> {
+        if (local.get() as usize) < self.growth.pending_roots.initial() {
+            return None;
+        }
+        let groups = self.growth.groups.lock().unwrap_or_else(|e| e.into_inner());
+        let i = groups.partition_point(|g| g.first <= local.get());
+        let group = groups.get(i.checked_sub(1)?)?;
+        (local.get() < group.first + group.size).then(|| Arc::clone(group))
+    }
+
+    /// Runs spawned rank `rank` (local index `local`): its group's body,
+    /// with a universe whose world is its group's.
+    pub(crate) fn run_spawned(self: &Arc<Job>, rank: WorldRank, local: LocalIndex) {
+        let group = self
+            .spawned_group(local)
+            .expect("a rank beyond the started ones was spawned");
+        let universe = Universe::spawned(Arc::clone(self), rank, Arc::clone(&group));
+        (group.body)(universe);
+    }
+
+    /// Immediate collectives the rank of local index `local` started as
+    /// their root and that have not completed.
+    pub(crate) fn pending_roots(&self, local: LocalIndex) -> u32 {
+        self.growth
+            .pending_roots
+            .get(local.get() as usize)
+            .map_or(0, |n| n.load(Ordering::Acquire))
     }
 
     /// World rank `rank`'s handle to the world communicator.
@@ -148,6 +399,37 @@ impl Job {
             Arc::clone(&self.world),
             rank.as_rank(),
         )
+    }
+}
+
+/// An immediate collective its root started and that has not completed:
+/// counted for the root's rank while alive (a retiring rank must have
+/// none, `communicator::spawn`).
+#[derive(Debug)]
+pub(crate) struct PendingRoot {
+    job: Arc<Job>,
+    local: LocalIndex,
+}
+
+impl PendingRoot {
+    /// Counts one for the rank of `ctx`.
+    pub(crate) fn enter(ctx: &RankCtx) -> PendingRoot {
+        let job = Job::arc_of(ctx);
+        if let Some(n) = job.growth.pending_roots.get(ctx.local.get() as usize) {
+            n.fetch_add(1, Ordering::AcqRel);
+        }
+        PendingRoot {
+            job,
+            local: ctx.local,
+        }
+    }
+}
+
+impl Drop for PendingRoot {
+    fn drop(&mut self) {
+        if let Some(n) = self.job.growth.pending_roots.get(self.local.get() as usize) {
+            n.fetch_sub(1, Ordering::AcqRel);
+        }
     }
 }
 

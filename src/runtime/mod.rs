@@ -58,6 +58,7 @@ pub struct Runtime {
     trace_ranks: Option<RankSet>,
     trace_max_bytes: Option<usize>,
     profile: Option<Option<ProfileTo>>,
+    max_ranks: Option<usize>,
     flags: Flags,
 }
 
@@ -254,6 +255,20 @@ impl Runtime {
         self
     }
 
+    /// The most ranks the job ever has (`MYRIAD_MAX_RANKS`): the ranks
+    /// started plus every rank spawned while it runs, finished ones
+    /// included (their slots are kept). When set, also
+    /// `MPI_UNIVERSE_SIZE`, which
+    /// [`Universe::size`](crate::environment::Universe::size) returns.
+    /// Default: as many rank stacks as 32 TiB of address space hold, at
+    /// most 2^24, and never fewer than the ranks started. Spawning beyond
+    /// it is an error that names it; with `mprotect` guard pages each spawn
+    /// must also fit under `vm.max_map_count`.
+    pub fn max_ranks(mut self, ranks: usize) -> Self {
+        self.max_ranks = Some(ranks);
+        self
+    }
+
     /// Resolves every setting.
     ///
     /// A variable that is set must be valid even where a builder value or a
@@ -379,6 +394,20 @@ impl Runtime {
                 None,
             ),
         };
+        let max_ranks = match self.max_ranks {
+            Some(n) => Some(n),
+            None => env("MYRIAD_MAX_RANKS", parse_count)?,
+        };
+        if let Some(max) = max_ranks.filter(|&max| max < ranks) {
+            return Err(Error::config(format!(
+                "MYRIAD_MAX_RANKS={max} is fewer than the {ranks} ranks the job starts with"
+            )));
+        }
+        if max_ranks.is_some_and(|max| max > u32::MAX as usize / 2) {
+            return Err(Error::config(
+                "MYRIAD_MAX_RANKS is more ranks than myriad supports (2^31 - 1)",
+            ));
+        }
         let ranks_given = self.ranks.is_some() || self.flags.ranks.is_some() || env_ranks.is_some();
         let launch = config::launch_request(&self.flags, ranks, ranks_given)?;
         Ok(Config {
@@ -387,6 +416,7 @@ impl Runtime {
             threading,
             map_by,
             rank_order,
+            max_ranks,
             // Not clamped to the rank count: workers without ranks of their
             // own still run the micro-tasks of parallel regions.
             workers,

@@ -27,7 +27,7 @@ use std::time::Duration;
 use crossbeam_deque::Worker as Deque;
 
 use super::config::Config;
-use super::job::Job;
+use super::job::{Job, JobGrowth};
 use crate::environment::Universe;
 use crate::error::{Error, ResourceError};
 use crate::hardware::{self, RankAssignment, Topology};
@@ -185,6 +185,16 @@ where
         })
     })?;
     pool.check_map_budget(ranks).map_err(Error::Resources)?;
+    // A job of one process may grow to `max_ranks` (`Job::spawn`).
+    let max_ranks = config
+        .max_ranks
+        .unwrap_or_else(|| pool.budget().max_stacks())
+        .max(ranks);
+    let processes = if processes.count() == 1 {
+        processes.with_room(max_ranks as u32)
+    } else {
+        processes
+    };
     if config.report_memory {
         pool.record_touched(ranks);
     }
@@ -209,6 +219,11 @@ where
         config.eager_limit,
         config.check_collectives,
         transport.clone(),
+        JobGrowth {
+            max_ranks,
+            universe_size: config.max_ranks.unwrap_or(processes.world_size() as usize) as u32,
+            budget: pool.budget(),
+        },
     );
     if config.trace.any() {
         let tracer = Arc::new(crate::trace::Tracer::new(
@@ -234,13 +249,19 @@ where
     }
 
     let results = Results::new(ranks);
-    let body = |rank, local| {
-        let universe = Universe::new(Arc::clone(&job), rank);
+    let body = |rank, local: LocalIndex| {
         sched::rank::with_current(|ctx| {
             if let Some(ctx) = ctx {
                 ctx.initialized.set(true);
             }
         });
+        // Ranks spawned while the job runs come after the started ones and
+        // run their own closure; `run` returns the started ranks' results.
+        if local.get() as usize >= ranks {
+            job.run_spawned(rank, local);
+            return;
+        }
+        let universe = Universe::new(Arc::clone(&job), rank);
         let value = f(universe);
         // SAFETY: the body runs once per rank, on that rank.
         unsafe { results.set(local, value) };

@@ -58,7 +58,10 @@ pub(crate) struct Scheduler {
     slots: slots::Slots,
     workers: Box<[worker::WorkerShared]>,
     sleep: idle::Sleep,
-    /// Ranks not started yet.
+    /// Ranks spawned while the job runs, not taken by a worker yet (by
+    /// local index; any thread may push, unlike the workers' deques).
+    spawned: crossbeam_deque::Injector<u32>,
+    /// Ranks not started yet (in the deques and `spawned`).
     unstarted: AtomicUsize,
     /// Ranks and tasks not finished yet.
     live: AtomicUsize,
@@ -134,6 +137,7 @@ impl Scheduler {
             slots: slots::Slots::new(ranks),
             workers,
             sleep: idle::Sleep::new(count),
+            spawned: crossbeam_deque::Injector::new(),
             unstarted: AtomicUsize::new(ranks_here),
             live: AtomicUsize::new(ranks_here),
             timers: AtomicUsize::new(0),
@@ -159,6 +163,35 @@ impl Scheduler {
     #[inline]
     pub(crate) fn tracer(&self) -> Option<&Arc<Tracer>> {
         self.tracer.get()
+    }
+
+    /// Adds `n` ranks to the running job, the rank of local index `i`
+    /// acting for world rank `world(i)`, and queues them for the workers;
+    /// returns their local indices. The caller made room for them first
+    /// (their mailboxes, `p2p::Shared::grow`) and recorded what they run:
+    /// a worker may start them as soon as this returns.
+    ///
+    /// They count as live and unstarted before any worker can see them, so
+    /// neither the end of the job nor a deadlock check passes them by (the
+    /// caller is a live rank or acts for one: the job has not ended).
+    pub(crate) fn spawn_ranks(
+        &self,
+        n: usize,
+        world: impl Fn(usize) -> WorldRank,
+    ) -> std::ops::Range<usize> {
+        let locals = self.slots.grow(n, world);
+        self.live.fetch_add(n, Ordering::SeqCst);
+        self.unstarted.fetch_add(n, Ordering::SeqCst);
+        for local in locals.clone() {
+            self.spawned.push(local as u32);
+        }
+        self.wake_all();
+        locals
+    }
+
+    /// Ranks of this process so far: started with the job, then spawned.
+    pub(crate) fn rank_count(&self) -> usize {
+        self.slots.ranks()
     }
 
     /// Number of worker threads of the job.

@@ -117,6 +117,53 @@ pub(crate) struct Footprint {
     pub(crate) locals_bytes: usize,
 }
 
+/// The limits more stacks of a [`StackPool`] must fit in (see
+/// [`StackPool::budget`]).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct StackBudget {
+    mode: GuardMode,
+    chunk_slots: usize,
+    slot_size: usize,
+}
+
+/// Address space the stacks of one job may reserve at most (`MAP_NORESERVE`
+/// mappings cost no memory until touched, but x86-64 gives a process 128
+/// TiB): the default rank limit divides it by a stack slot.
+const STACK_ADDRESS_SPACE: usize = 1 << 45;
+
+impl StackBudget {
+    /// With `mprotect` guards every stack splits its mapping: check that
+    /// `stacks` more stacks fit under `vm.max_map_count` (reads
+    /// `/proc/self/maps`; nothing to check with `madvise` guards).
+    pub(crate) fn check(&self, stacks: usize) -> Result<(), ResourceError> {
+        if self.mode == GuardMode::Madvise {
+            return Ok(());
+        }
+        let limit = read_max_map_count().unwrap_or(65530);
+        let used = count_maps().unwrap_or(0);
+        // Two mappings per stack, plus one per chunk and headroom for the
+        // program's own mappings (threads, buffers).
+        let needed = 2 * stacks + stacks / self.chunk_slots + 1024;
+        if used + needed > limit {
+            return Err(ResourceError::MapCount {
+                stacks,
+                needed,
+                limit,
+                used,
+            });
+        }
+        Ok(())
+    }
+
+    /// The most stacks the address space allows (the default limit of a
+    /// job's ranks): those that fit in [`STACK_ADDRESS_SPACE`], at most
+    /// 2^24. (With `mprotect` guards, [`check`](Self::check) bounds each
+    /// spawn by the mappings left besides.)
+    pub(crate) fn max_stacks(&self) -> usize {
+        (STACK_ADDRESS_SPACE / self.slot_size).min(1 << 24)
+    }
+}
+
 /// One guarded stack slot of a [`StackPool`].
 #[derive(Debug)]
 pub(crate) struct PooledStack {
@@ -265,23 +312,17 @@ impl StackPool {
     /// With `mprotect` guards every stack splits its mapping: check that
     /// `stacks` more stacks fit under `vm.max_map_count`.
     pub(crate) fn check_map_budget(&self, stacks: usize) -> Result<(), ResourceError> {
-        if self.mode == GuardMode::Madvise {
-            return Ok(());
+        self.budget().check(stacks)
+    }
+
+    /// What more stacks cost in mappings and address space, for checks
+    /// made while the job runs (spawning ranks), away from the pool.
+    pub(crate) fn budget(&self) -> StackBudget {
+        StackBudget {
+            mode: self.mode,
+            chunk_slots: self.chunk_slots,
+            slot_size: self.slot_size,
         }
-        let limit = read_max_map_count().unwrap_or(65530);
-        let used = count_maps().unwrap_or(0);
-        // Two mappings per stack, plus one per chunk and headroom for the
-        // program's own mappings (threads, buffers).
-        let needed = 2 * stacks + stacks / self.chunk_slots + 1024;
-        if used + needed > limit {
-            return Err(ResourceError::MapCount {
-                stacks,
-                needed,
-                limit,
-                used,
-            });
-        }
-        Ok(())
     }
 
     /// Hands out a stack slot with its guard page installed.

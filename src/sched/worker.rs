@@ -6,8 +6,9 @@
 //! 1. ranks in its local run queue (woken by ranks of the same worker);
 //! 2. ranks woken from other threads, handed over through its inbox;
 //! 3. ranks whose `sleep` timer expired;
-//! 4. a rank that has not started yet: from its own deque, else stolen from
-//!    another worker's (crossbeam-deque);
+//! 4. a rank that has not started yet: from its own deque, else from the
+//!    queue of spawned ranks (`Scheduler::spawn_ranks`), else stolen from
+//!    another worker's deque (crossbeam-deque);
 //!
 //! and otherwise spins briefly, then announces sleep and parks (`idle`).
 //!
@@ -445,29 +446,41 @@ impl Worker<'_> {
         if sched.unstarted.load(Ordering::Acquire) == 0 {
             return None;
         }
-        let rank = self.deque.pop().or_else(|| {
-            let workers = &sched.workers;
-            let n = workers.len();
-            loop {
-                let mut retry = false;
-                for k in 1..n {
-                    let victim = &workers[(self.local.index + k) % n];
-                    // Leave a worker its last unstarted rank: it will start
-                    // it itself, and small jobs keep their placement.
-                    if victim.stealer.len() < 2 {
-                        continue;
+        let rank = self
+            .deque
+            .pop()
+            .or_else(|| loop {
+                // Spawned ranks: a batch into this worker's deque, where
+                // others may steal them in turn.
+                match sched.spawned.steal_batch_and_pop(&self.deque) {
+                    Steal::Success(rank) => return Some(rank),
+                    Steal::Retry => continue,
+                    Steal::Empty => break None,
+                }
+            })
+            .or_else(|| {
+                let workers = &sched.workers;
+                let n = workers.len();
+                loop {
+                    let mut retry = false;
+                    for k in 1..n {
+                        let victim = &workers[(self.local.index + k) % n];
+                        // Leave a worker its last unstarted rank: it will start
+                        // it itself, and small jobs keep their placement.
+                        if victim.stealer.len() < 2 {
+                            continue;
+                        }
+                        match victim.stealer.steal_batch_and_pop(&self.deque) {
+                            Steal::Success(rank) => return Some(rank),
+                            Steal::Retry => retry = true,
+                            Steal::Empty => {}
+                        }
                     }
-                    match victim.stealer.steal_batch_and_pop(&self.deque) {
-                        Steal::Success(rank) => return Some(rank),
-                        Steal::Retry => retry = true,
-                        Steal::Empty => {}
+                    if !retry {
+                        return None;
                     }
                 }
-                if !retry {
-                    return None;
-                }
-            }
-        })?;
+            })?;
         sched.unstarted.fetch_sub(1, Ordering::AcqRel);
         Some(rank)
     }
@@ -599,7 +612,7 @@ impl Worker<'_> {
             .expect("a finished rank has a task");
         let sched = self.sched;
         let slots = &sched.slots;
-        if (task.slot as usize) < slots.ranks() {
+        if super::slots::Slots::is_rank(task.slot) {
             let slot = slots.get(task.slot);
             slot.set_finished();
             slot.park.resumed();
@@ -626,6 +639,7 @@ impl Worker<'_> {
             || self.next_timer().is_some_and(|d| d <= Instant::now())
             || !self.deque.is_empty()
             || !sched.micro.is_empty()
+            || !sched.spawned.is_empty()
             || self.stealable()
             || sched.live.load(Ordering::SeqCst) == 0
     }
@@ -698,12 +712,11 @@ impl Worker<'_> {
     fn teardown(&mut self) {
         // Tasks not started yet: their bodies borrow their rank's buffers.
         drop(std::mem::take(&mut *self.local.spawned.borrow_mut()));
-        let ranks = self.sched.slots.ranks();
         let (ranks, tasks): (Vec<Task>, Vec<Task>) = self
             .tasks
             .drain(..)
             .flatten()
-            .partition(|task| (task.slot as usize) < ranks);
+            .partition(|task| super::slots::Slots::is_rank(task.slot));
         for task in tasks.into_iter().chain(ranks) {
             rank::set_current(task.ctx);
             let Task { co, .. } = task;
