@@ -211,4 +211,33 @@ mod tests {
         };
         assert_ne!(g(0), g(1));
     }
+
+    /// Every kind of creation has its own first word: the simplest inputs
+    /// of two kinds (all zero) still give different pairs.
+    #[test]
+    fn creations_of_different_kinds_differ() {
+        let kinds = [
+            Creation::Collective { seq: 0, lowest: 0 },
+            Creation::Group {
+                tag: 0,
+                size: 0,
+                digest: 0,
+                count: 0,
+            },
+            Creation::InterSide {
+                seq: 0,
+                remote: 0,
+                remote_seq: 0,
+            },
+            Creation::Merge { seq: 0, high: 0 },
+            Creation::SelfComm { world: 0 },
+            Creation::Tier {
+                leaders: false,
+                process: 0,
+            },
+            Creation::Spawn { seq: 0 },
+        ];
+        let pairs: std::collections::HashSet<u64> = kinds.iter().map(|&k| derive(2, k)).collect();
+        assert_eq!(pairs.len(), kinds.len());
+    }
 }
