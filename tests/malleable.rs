@@ -384,3 +384,61 @@ fn threading_needs_thread_multiple() {
         }
     }
 }
+
+/// Wait Targets: a rank with nothing to read is not done until every
+/// target has read and entered the barrier. Rank 1 (a source only) tests
+/// once and tells rank 0 (source and target) what it saw; rank 0 enters
+/// the barrier only in its first test, after hearing from rank 1, so rank
+/// 1's first test must say "not done" under Wait Targets (and "done" under
+/// Non-blocking RMA, which has no barrier). Fails if the barrier is skipped
+/// or entered before the reads.
+#[test]
+fn wait_targets_holds_sources_until_targets_read() {
+    for method in Method::ALL {
+        for strategy in [Strategy::WaitTargets, Strategy::NonBlocking] {
+            let out = myriad::run(2, move |universe| {
+                let world = universe.world();
+                let comm = world.duplicate();
+                let rank = world.rank() as usize;
+                let plan = Plan::block(8, 2, 1).unwrap();
+                let mut src: Vec<u16> = plan.source_block(rank).map(|i| i as u16).collect();
+                let mut dst = vec![0u16; if rank == 0 { 8 } else { 0 }];
+                let first = plan
+                    .redistribute_in_background(
+                        &comm,
+                        method,
+                        strategy,
+                        &mut src,
+                        &mut dst,
+                        |flight| {
+                            let peer = world.process_at_rank(1 - rank as i32);
+                            if rank == 1 {
+                                let first = flight.test().unwrap();
+                                peer.send(&u8::from(first));
+                                flight.wait().unwrap();
+                                first
+                            } else {
+                                let (_, _) = peer.receive::<u8>();
+                                flight.wait().unwrap();
+                                true
+                            }
+                        },
+                    )
+                    .unwrap();
+                (first, dst)
+            })
+            .unwrap();
+            assert_eq!(out[0].1, (0..8).collect::<Vec<u16>>());
+            let expect_done = strategy == Strategy::NonBlocking && method != Method::Collective;
+            if strategy == Strategy::WaitTargets || expect_done {
+                assert_eq!(
+                    out[1].0,
+                    expect_done,
+                    "{} {}: the source's first test",
+                    method.name(),
+                    strategy.name()
+                );
+            }
+        }
+    }
+}
