@@ -25,6 +25,8 @@ use myriad::{ArgError, Error, Runtime, Threading};
 /// The reference: owner of each global index, then counts per (target,
 /// source), displacements as the number of the target's elements that
 /// come from earlier sources, and the non-empty sources' range.
+// Indices name ranks on both sides here: loops over them read best.
+#[allow(clippy::needless_range_loop)]
 fn check_plan(plan: &Plan, source_sizes: &[usize], target_sizes: &[usize]) {
     let owner = |sizes: &[usize], i: usize| {
         let mut at = 0;
