@@ -175,12 +175,6 @@ impl<'p> Role<'p> {
                 size,
             }));
         }
-        // Counts and displacements of the collective method are `Count`s.
-        if Count::try_from(plan.total()).is_err() {
-            return Err(Error::Count(CountError::BufferTooLarge {
-                len: plan.total(),
-            }));
-        }
         let rank = comm.rank() as usize;
         let source_len = if rank < plan.sources() {
             plan.source_block(rank).len()
@@ -214,12 +208,19 @@ impl<'p> Role<'p> {
         })
     }
 
-    /// The collective method's parts over a communicator of `size` ranks.
-    fn parts(&self, size: usize) -> [Vec<Count>; 4] {
+    /// The collective method's parts over a communicator of `size` ranks:
+    /// its counts and displacements are `Count`s, so a plan whose total
+    /// does not fit one is an error (the RMA methods have no such limit).
+    fn parts(&self, size: usize) -> Result<[Vec<Count>; 4], Error> {
+        if Count::try_from(self.plan.total()).is_err() {
+            return Err(Error::Count(CountError::BufferTooLarge {
+                len: self.plan.total(),
+            }));
+        }
         let (mut sc, mut sd, mut rc, mut rd) =
             (vec![0; size], vec![0; size], vec![0; size], vec![0; size]);
         // The casts are checked: every count and displacement is at most
-        // the plan's total, which fits a `Count` (`Role::of`).
+        // the plan's total, which fits a `Count`.
         if self.rank < self.plan.sources() {
             let send = self.plan.send(self.rank);
             for t in send.targets() {
@@ -233,7 +234,7 @@ impl<'p> Role<'p> {
                 rd[s] = receive.displs()[s] as Count;
             }
         }
-        [sc, sd, rc, rd]
+        Ok([sc, sd, rc, rd])
     }
 }
 
@@ -311,7 +312,7 @@ impl Plan {
         let role = Role::of(self, comm, src, dst)?;
         match method {
             Method::Collective => {
-                let [sc, sd, rc, rd] = role.parts(comm.size() as usize);
+                let [sc, sd, rc, rd] = role.parts(comm.size() as usize)?;
                 let send = Partition::new(&src[..], sc, sd);
                 let mut recv = PartitionMut::new(&mut dst[..], rc, rd);
                 comm.all_to_all_varcount_into(&send, &mut recv);
@@ -424,7 +425,7 @@ where
     C: Communicator + ?Sized,
     T: Equivalence + Copy,
 {
-    let [sc, sd, rc, rd] = role.parts(comm.size() as usize);
+    let [sc, sd, rc, rd] = role.parts(comm.size() as usize)?;
     let send = Partition::new(src, sc, sd);
     let mut recv = PartitionMut::new(dst, rc, rd);
     request::scope(|scope| {
