@@ -86,5 +86,5 @@
 mod plan;
 mod redistribute;
 
-pub use plan::{block_range, Plan, Receive, Send};
+pub use plan::{block_range, Plan, SourcePlan, TargetPlan};
 pub use redistribute::{InFlight, Method, Strategy};

@@ -3,7 +3,7 @@
 //! (seed 000's Algorithm 1).
 //!
 //! A plan is the two sides' block boundaries (prefix sums); each target's
-//! [`Receive`] and each source's [`Send`] are intersections of one block
+//! [`TargetPlan`] and each source's [`SourcePlan`] are intersections of one block
 //! with the blocks of the other side, found by binary search (the first
 //! overlapping block) and a walk to the last one, so a rank's plan costs
 //! O(NS + NT) to build (its count vectors) and O(log) to locate.
@@ -133,10 +133,10 @@ impl Plan {
     /// # Panics
     ///
     /// If `t` is not a target.
-    pub fn receive(&self, t: usize) -> Receive {
+    pub fn receive(&self, t: usize) -> TargetPlan {
         let block = self.target_block(t);
         let (counts, displs, sources, first_index) = intersect(&block, &self.source_starts);
-        Receive {
+        TargetPlan {
             counts,
             displs,
             sources,
@@ -150,10 +150,10 @@ impl Plan {
     /// # Panics
     ///
     /// If `s` is not a source.
-    pub fn send(&self, s: usize) -> Send {
+    pub fn send(&self, s: usize) -> SourcePlan {
         let block = self.source_block(s);
         let (counts, displs, targets, first_index) = intersect(&block, &self.target_starts);
-        Send {
+        SourcePlan {
             counts,
             displs,
             targets,
@@ -195,14 +195,14 @@ fn intersect(
 /// What one target reads (Algorithm 1 of seed 000): per source, how many
 /// elements and where they land in the target's block.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Receive {
+pub struct TargetPlan {
     counts: Vec<usize>,
     displs: Vec<usize>,
     sources: Range<usize>,
     first_index: usize,
 }
 
-impl Receive {
+impl TargetPlan {
     /// Elements read from each source (NS entries; 0 outside
     /// [`sources`](Self::sources)).
     pub fn counts(&self) -> &[usize] {
@@ -244,14 +244,14 @@ impl Receive {
 /// What one source gives: per target, how many elements from where in the
 /// source's block.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Send {
+pub struct SourcePlan {
     counts: Vec<usize>,
     displs: Vec<usize>,
     targets: Range<usize>,
     first_index: usize,
 }
 
-impl Send {
+impl SourcePlan {
     /// Elements given to each target (NT entries).
     pub fn counts(&self) -> &[usize] {
         &self.counts

@@ -18,7 +18,7 @@ use crate::sched::Threading;
 use crate::window::{Epoch, LockAssert, LockType, Window, WindowCreation};
 use crate::{Count, Rank};
 
-use super::plan::{Plan, Receive};
+use super::plan::{Plan, TargetPlan};
 
 /// How the data moves (seed 000's methods).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -156,7 +156,7 @@ struct Role<'p> {
     /// Elements of this rank's source block (0 if not a source).
     source_len: usize,
     /// This rank's reads, if it is a target.
-    receive: Option<Receive>,
+    receive: Option<TargetPlan>,
     plan: &'p Plan,
 }
 
@@ -241,7 +241,7 @@ impl<'p> Role<'p> {
 /// Splits `dst` into the disjoint pieces each read lands in, in order.
 fn split_pieces<'d, T>(
     mut dst: &'d mut [T],
-    receive: &Receive,
+    receive: &TargetPlan,
 ) -> Vec<(usize, usize, &'d mut [T])> {
     let mut out = Vec::new();
     let mut at = 0;
@@ -260,7 +260,7 @@ fn split_pieces<'d, T>(
 fn read_blocking<T: Equivalence + Copy>(
     win: &Window<'_, T>,
     method: Method,
-    receive: &Receive,
+    receive: &TargetPlan,
     dst: &mut [T],
 ) -> Result<(), Error> {
     let pieces = split_pieces(dst, receive);
