@@ -3,10 +3,10 @@
 //! (seed 000's Algorithm 1).
 //!
 //! A plan is the two sides' block boundaries (prefix sums); each target's
-//! [`TargetPlan`] and each source's [`SourcePlan`] are intersections of one block
-//! with the blocks of the other side, found by binary search (the first
-//! overlapping block) and a walk to the last one, so a rank's plan costs
-//! O(NS + NT) to build (its count vectors) and O(log) to locate.
+//! [`TargetPlan`] and each source's [`SourcePlan`] are intersections of one
+//! block with the blocks of the other side, whose first and last are found
+//! by binary search: a rank's plan costs O(NS + NT) to build (its count
+//! vectors) and O(log) to locate.
 
 use std::ops::Range;
 
