@@ -14,6 +14,12 @@
 //!   its data arrived.
 //! * `background_work_runs_and_tests`: `work` runs and its tests advance
 //!   the redistribution.
+//! * `wait_targets_holds_sources_until_targets_read`: a source with nothing
+//!   to read is not done before the targets entered the barrier.
+//! * `background_strategies_let_the_rank_work_first`: Threading and the
+//!   immediate collective let `work` run before the data moved (Blocking
+//!   deadlocks in the same program, and so would Threading run inline:
+//!   checked by making it so).
 //! * bad input: sizes that do not add up, a communicator too small,
 //!   buffers too small, Threading without `Threading::Multiple`: each a
 //!   clear error on every rank, no hang.
@@ -441,6 +447,69 @@ fn wait_targets_holds_sources_until_targets_read() {
                     strategy.name()
                 );
             }
+        }
+    }
+}
+
+/// A background strategy lets the rank work before the data has moved:
+/// rank 0's `work` sends the message rank 1 waits for before it joins the
+/// redistribution. Under Threading (every method) and the immediate
+/// collective (COL under Non-blocking and Wait Targets) this completes;
+/// under Blocking rank 0 waits in the redistribution for rank 1, which
+/// waits for the message: the job must fail with a deadlock report (which
+/// also shows the test can fail). RMA under Non-blocking or Wait Targets is
+/// not asserted: creating the window is collective, as `MPI_Win_create` is.
+#[test]
+fn background_strategies_let_the_rank_work_first() {
+    let cases = [
+        (Method::Collective, Strategy::NonBlocking, true),
+        (Method::Collective, Strategy::WaitTargets, true),
+        (Method::Collective, Strategy::Threading, true),
+        (Method::RmaLock, Strategy::Threading, true),
+        (Method::RmaLockAll, Strategy::Threading, true),
+        (Method::Collective, Strategy::Blocking, false),
+        (Method::RmaLockAll, Strategy::Blocking, false),
+    ];
+    for (method, strategy, completes) in cases {
+        let result = Runtime::builder()
+            .ranks(2)
+            .threading(Threading::Multiple)
+            .run(move |universe| {
+                let world = universe.world();
+                let comm = world.duplicate();
+                let rank = world.rank();
+                let plan = Plan::block(8, 2, 2).unwrap();
+                let mut src: Vec<i64> =
+                    plan.source_block(rank as usize).map(|i| i as i64).collect();
+                let mut dst = vec![-1i64; 4];
+                if rank == 1 {
+                    let (_, _) = world.process_at_rank(0).receive::<u8>();
+                }
+                plan.redistribute_in_background(
+                    &comm,
+                    method,
+                    strategy,
+                    &mut src,
+                    &mut dst,
+                    |flight| {
+                        if rank == 0 {
+                            world.process_at_rank(1).send(&1u8);
+                        }
+                        flight.wait().unwrap();
+                    },
+                )
+                .unwrap();
+                dst
+            });
+        let label = format!("{} {}", method.name(), strategy.name());
+        if completes {
+            let out = result.unwrap_or_else(|e| panic!("{label}: {e}"));
+            assert_eq!(out, vec![vec![0, 1, 2, 3], vec![4, 5, 6, 7]], "{label}");
+        } else {
+            assert!(
+                matches!(result, Err(Error::Deadlock { .. })),
+                "{label}: expected a deadlock, got {result:?}"
+            );
         }
     }
 }
