@@ -82,6 +82,7 @@ pub mod hls;
 pub mod hybrid;
 mod identity;
 mod launch;
+pub mod malleable;
 mod p2p;
 pub mod point_to_point;
 pub mod request;

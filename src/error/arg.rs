@@ -359,6 +359,38 @@ pub enum ArgError {
         /// The product of the positive entries.
         fixed: i64,
     },
+
+    // Redistribution (`malleable`).
+    /// A redistribution plan whose source blocks and target blocks hold
+    /// different numbers of elements, or that has no source or no target.
+    PlanSizes {
+        /// Elements the source blocks hold, per source.
+        sources: Vec<usize>,
+        /// Elements the target blocks hold, per target.
+        targets: Vec<usize>,
+    },
+    /// A redistribution over a communicator smaller than its sources or
+    /// targets (MaM's convention: sources are ranks `0..NS`, targets
+    /// `0..NT` of one communicator).
+    PlanRanks {
+        /// Sources of the plan.
+        sources: usize,
+        /// Targets of the plan.
+        targets: usize,
+        /// Size of the communicator.
+        size: Rank,
+    },
+    /// A redistribution buffer too small for this rank's block.
+    RedistributionBuffer {
+        /// Which buffer (`source`, `target`).
+        role: &'static str,
+        /// The calling rank.
+        rank: Rank,
+        /// Elements the rank's block holds.
+        needed: usize,
+        /// Elements the buffer holds.
+        len: usize,
+    },
 }
 
 /// Why a view's count and datatype do not fit its buffer
@@ -678,6 +710,46 @@ impl fmt::Display for ArgError {
                 f,
                 "dims_create({nnodes}, {dims:?}): {nnodes} is not a multiple of the fixed \
                  entries' product {fixed}"
+            ),
+            ArgError::PlanSizes { sources, targets } => {
+                let (s, t) = (sources.iter().sum::<usize>(), targets.iter().sum::<usize>());
+                if sources.is_empty() || targets.is_empty() {
+                    write!(
+                        f,
+                        "a redistribution plan needs at least one source and one target \
+                         ({} sources, {} targets)",
+                        sources.len(),
+                        targets.len()
+                    )
+                } else {
+                    write!(
+                        f,
+                        "redistribution plan: the {} source blocks hold {s} elements but the \
+                         {} target blocks hold {t}",
+                        sources.len(),
+                        targets.len()
+                    )
+                }
+            }
+            ArgError::PlanRanks {
+                sources,
+                targets,
+                size,
+            } => write!(
+                f,
+                "a redistribution from {sources} sources to {targets} targets needs a \
+                 communicator of at least {} ranks; this one has {size}",
+                sources.max(targets)
+            ),
+            ArgError::RedistributionBuffer {
+                role,
+                rank,
+                needed,
+                len,
+            } => write!(
+                f,
+                "redistribution: rank {rank}'s {role} buffer holds {len} elements, its block \
+                 needs {needed}"
             ),
         }
     }
