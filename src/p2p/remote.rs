@@ -101,7 +101,7 @@ use crate::error::{CommError, Error};
 use crate::identity::{ProcessId, Processes, WorldRank};
 use crate::sched::{self, Scheduler};
 use crate::transport::frame::{self, Frame, Kind};
-use crate::transport::{Borrowed, Incoming, Place, Sink, Transport};
+use crate::transport::{Borrowed, Incoming, Place, SendError, Sink, Transport};
 
 /// The cross-process half of a process's point-to-point state.
 #[derive(Debug)]
@@ -662,7 +662,7 @@ pub(super) fn send<N: Node>(
             if synchronous {
                 lock(&remote.acks).remove(&frame.id);
             }
-            lost(node, to, err.to_string());
+            send_failed(node, to, &err);
             done
         }
     }
@@ -712,7 +712,7 @@ fn announce<N: Node>(
         Ok(()) => Started::Pending,
         Err(err) => {
             lock(&remote.announced).remove(&id);
-            lost(node, to, err.to_string());
+            send_failed(node, to, &err);
             Started::Done(Outcome {
                 bytes,
                 ..Outcome::default()
@@ -749,7 +749,7 @@ pub(super) fn pull<N: Node>(
     clear.reply = id;
     if let Err(err) = remote.send(msg.from, &clear) {
         lock(&remote.pulls).remove(&id);
-        lost(node, msg.from, err.to_string());
+        send_failed(node, msg.from, &err);
     }
 }
 
@@ -932,7 +932,7 @@ fn handle<N: Node>(node: &N, remote: &Remote, incoming: Incoming) {
                         let done = match sent {
                             Ok(done) => done,
                             Err(err) => {
-                                lost(node, from, err.to_string());
+                                send_failed(node, from, &err);
                                 true
                             }
                         };
@@ -947,7 +947,7 @@ fn handle<N: Node>(node: &N, remote: &Remote, incoming: Incoming) {
                     None => {
                         data.payload = packed(&send.src);
                         if let Err(err) = remote.send_owned(from, data) {
-                            lost(node, from, err.to_string());
+                            send_failed(node, from, &err);
                         }
                     }
                 }
@@ -1027,6 +1027,29 @@ fn lost<N: Node>(node: &N, process: ProcessId, reason: String) {
     }
     node.sched()
         .fail(lost_error(node.p2p().processes(), process, reason));
+}
+
+/// A frame could not be sent to `process`. The connection's reading side
+/// decides what that means, so it is not reported here: a peer whose job
+/// failed sends its `Abort` and closes, and a send that finds the
+/// connection closed before this process read that `Abort` must not
+/// replace the peer's error with a lost connection. The frames the peer
+/// sent before closing are read first, then the end of the stream
+/// (`Incoming::Lost`, reported by [`lost`] unless a goodbye came first);
+/// the transport is woken so that whoever waits in it reads them now.
+#[cold]
+fn send_failed<N: Node>(node: &N, process: ProcessId, err: &SendError) {
+    match err {
+        SendError::Lost(..) => {
+            if let Some(remote) = node.p2p().remote() {
+                remote.transport.wake();
+                remote.pollers.release();
+            }
+        }
+        // The job ends (its transport was closed by `finish`).
+        SendError::Closed => {}
+        SendError::TooLarge(_) => lost(node, process, err.to_string()),
+    }
 }
 
 fn lost_error(processes: &Processes, process: ProcessId, reason: String) -> Error {
@@ -1151,7 +1174,7 @@ pub(super) fn release<N: Node>(node: &N, msg: RemoteMessage) {
         return;
     };
     if let Err(err) = remote.send(msg.from, &reply) {
-        lost(node, msg.from, err.to_string());
+        send_failed(node, msg.from, &err);
     }
 }
 

@@ -562,6 +562,33 @@ mod tests {
         assert_names_process_1(lost_peer(Arc::new(this), move || drop(other)));
     }
 
+    /// A rank that keeps sending to a peer whose connection is gone (its
+    /// sends fail) still ends with the loss, reported by the reading side.
+    #[test]
+    fn sends_to_a_dropped_tcp_peer_fail_the_job_naming_it() {
+        let mut mesh = tcp::loopback_mesh(2).unwrap();
+        let other = mesh.pop().unwrap();
+        let this = TcpTransport::new(ProcessId::new(0), mesh.pop().unwrap()).unwrap();
+        drop(other);
+        let config = Runtime::builder().workers(1).config().unwrap();
+        let joined = Joined {
+            processes: Processes::from_blocks(&[1, 1], ProcessId::new(0)),
+            transport: Arc::new(this),
+            host_share: None,
+        };
+        let err = run_job_in(&config, Some(joined), |universe| {
+            let world = universe.world();
+            let peer = world.process_at_rank(1);
+            for i in 0..1000u32 {
+                peer.send(&i);
+            }
+            peer.send(&vec![0u8; 1 << 20][..]);
+            peer.receive::<u8>().0
+        })
+        .unwrap_err();
+        assert_names_process_1(err);
+    }
+
     #[test]
     fn a_peer_sending_garbage_is_lost() {
         let mut mesh = tcp::loopback_mesh(2).unwrap();
