@@ -293,6 +293,11 @@ impl Remote {
         self.transport.send_owned(to, frame)
     }
 
+    /// Bytes of a frame are in flight on a connection (`Transport::busy`).
+    pub(crate) fn transport_busy(&self) -> bool {
+        self.transport.busy()
+    }
+
     /// The idle workers polling the transport (see `pollers.rs`).
     pub(crate) fn pollers(&self) -> &Pollers {
         &self.pollers

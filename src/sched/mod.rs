@@ -109,6 +109,12 @@ pub(crate) trait Host: Send + Sync + 'static {
     /// [`progress`](Self::progress) in a loop; `to_sleep` when it stops to
     /// sleep. A progress thread stands aside while workers poll.
     fn polling(&self, _polling: bool, _to_sleep: bool) {}
+
+    /// A transfer with another process is under way (see
+    /// `Transport::busy`): an idle worker polls on instead of sleeping.
+    fn transfer_under_way(&self) -> bool {
+        false
+    }
 }
 
 /// How the layer that owns the communicators names one by its context id

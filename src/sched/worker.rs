@@ -187,6 +187,10 @@ pub(crate) fn add_timer(sched: &Scheduler, slot: u32, deadline: Instant) {
 /// How long an idle worker polls before it sleeps.
 const SPIN: std::time::Duration = std::time::Duration::from_micros(50);
 
+/// How long it polls on while a transfer with another process is under way
+/// (its next chunk comes sooner than a sleeping worker would wake).
+const SPIN_TRANSFER: std::time::Duration = std::time::Duration::from_millis(2);
+
 type RankCoroutine = Coroutine<(), Suspend, (), PooledStack>;
 
 struct Task {
@@ -648,7 +652,8 @@ impl Worker<'_> {
     /// thread costs tens of microseconds on a VM, a message from another
     /// worker usually arrives sooner. Returns `true` if work appeared.
     fn spin(&self) -> bool {
-        let deadline = Instant::now() + SPIN;
+        let start = Instant::now();
+        let mut deadline = start + SPIN;
         self.hooks.polling(true, false);
         let found = loop {
             // One pause per look: PAUSE costs ~60 cycles on recent AMD cores.
@@ -656,7 +661,12 @@ impl Worker<'_> {
             if self.has_work() || self.hooks.progress() {
                 break true;
             }
-            if Instant::now() >= deadline {
+            let now = Instant::now();
+            if now >= deadline {
+                if now < start + SPIN_TRANSFER && self.hooks.transfer_under_way() {
+                    deadline = now + SPIN;
+                    continue;
+                }
                 break false;
             }
         };

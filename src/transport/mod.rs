@@ -250,6 +250,14 @@ pub(crate) trait Transport: Send + Sync + fmt::Debug {
         let _ = (from, id);
     }
 
+    /// Bytes of a frame are in flight on a connection (output still queued,
+    /// a payload partly read): more will leave or arrive soon, so an idle
+    /// worker keeps polling rather than sleeping (a wake-up costs more than
+    /// the next chunk takes). A hint; `false` by default.
+    fn busy(&self) -> bool {
+        false
+    }
+
     /// Flushes what it can of the queued output and hands every frame that
     /// arrived to `sink`, without blocking; returns how many items it
     /// handed over. Calls may come from several threads, but the caller

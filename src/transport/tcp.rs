@@ -638,6 +638,15 @@ impl Transport for TcpTransport {
         }
     }
 
+    fn busy(&self) -> bool {
+        self.peers.iter().flatten().any(|peer| {
+            // A lock held by a poller counts as busy.
+            let out = peer.out.try_lock().map(|out| !out.queue.is_empty());
+            let input = peer.input.try_lock().map(|input| input.large.is_some());
+            out.unwrap_or(true) || input.unwrap_or(true)
+        })
+    }
+
     fn poll(&self, sink: &mut dyn Sink) -> usize {
         let mut handed = 0;
         for (p, peer) in self.peers.iter().enumerate() {
