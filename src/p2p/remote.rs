@@ -134,6 +134,10 @@ pub(crate) struct Remote {
     /// Idle workers polling the transport, for the progress thread to
     /// stand aside.
     pollers: Pollers,
+    /// Every peer said goodbye while borrowed sends still waited for
+    /// their `Incoming::Sent`: the transport stops counting as a waker
+    /// when the last of them completes.
+    goodbye_pending: AtomicBool,
 }
 
 /// The first and the longest pause after a wave that found work.
@@ -258,6 +262,7 @@ impl Remote {
             next_id: AtomicU64::new(1),
             progress: Mutex::new(()),
             pollers: Pollers::new(),
+            goodbye_pending: AtomicBool::new(false),
             open: Mutex::new(open),
             counted: AtomicBool::new(false),
             announced: Mutex::new(HashMap::new()),
@@ -827,7 +832,11 @@ fn handle<N: Node>(node: &N, remote: &Remote, incoming: Incoming) {
             return;
         }
         Incoming::Sent(to, id) => {
-            let entry = lock(&remote.sending).remove(&id);
+            let (entry, last) = {
+                let mut sending = lock(&remote.sending);
+                let entry = sending.remove(&id);
+                (entry, sending.is_empty())
+            };
             if let Some(send) = entry {
                 debug_assert_eq!(send.to, to);
                 let outcome = Outcome {
@@ -835,6 +844,10 @@ fn handle<N: Node>(node: &N, remote: &Remote, incoming: Incoming) {
                     ..Outcome::default()
                 };
                 complete(node, send.completion, outcome);
+            }
+            // The sender is runnable now: no deadlock check can pass it by.
+            if last && remote.goodbye_pending.swap(false, Ordering::AcqRel) {
+                remote.uncount(node.sched());
             }
             return;
         }
@@ -977,7 +990,15 @@ fn handle<N: Node>(node: &N, remote: &Remote, incoming: Incoming) {
             open[from.get() as usize] = false;
             if !open.iter().any(|&o| o) {
                 drop(open);
-                remote.uncount(node.sched());
+                // A borrowed send whose bytes all left may still wait for
+                // its `Sent`, which the transport hands over after frames
+                // it read meanwhile (this goodbye among them): the
+                // transport wakes it, so it still counts as a waker.
+                if lock(&remote.sending).is_empty() {
+                    remote.uncount(node.sched());
+                } else {
+                    remote.goodbye_pending.store(true, Ordering::Release);
+                }
             }
         }
         Kind::Abort => {
