@@ -8,9 +8,9 @@
 //!   the rest waits in the peer's output queue (FIFO: a frame never
 //!   overtakes queued bytes), and the stream's epoll interest gains
 //!   `EPOLLOUT` so a waiting progress thread wakes up to flush it;
-//! * **poll** flushes every output queue, then reads every stream that
-//!   epoll reports readable (a zero-timeout `epoll_wait`) until it would
-//!   block, cutting frames out of the bytes received so far
+//! * **poll** flushes the output queues and reads the streams that epoll
+//!   reports writable or readable (a zero-timeout `epoll_wait`), reading
+//!   until it would block, cutting frames out of the bytes received so far
 //!   ([`frame_len`]: partial frames wait for the rest); a stream that ends
 //!   or carries bytes that are not frames is reported lost once and
 //!   dropped from the epoll set;
@@ -649,16 +649,19 @@ impl Transport for TcpTransport {
 
     fn poll(&self, sink: &mut dyn Sink) -> usize {
         let mut handed = 0;
+        // A queue whose stream is not watched for `EPOLLOUT` (its epoll
+        // update failed) is flushed on every poll instead.
         for (p, peer) in self.peers.iter().enumerate() {
             let Some(peer) = peer else { continue };
             let mut out = lock(&peer.out);
-            if !out.queue.is_empty() {
+            if !out.queue.is_empty() && !out.watching_out {
                 self.flush(peer, p, &mut out);
             }
         }
-        // Only the streams with something to read: asking epoll does not
-        // take the sockets' locks, which a `recv` on every stream would, in
-        // the way of the kernel delivering the peer's next segment.
+        // Only the streams epoll reports ready: asking it does not take the
+        // sockets' locks, which a `recv` (or a `send` that would block) on
+        // every stream at every poll would, in the way of the kernel
+        // delivering segments and acknowledgements on loopback.
         let mut events = [libc::epoll_event { events: 0, u64: 0 }; 16];
         loop {
             // SAFETY: `events` has room for 16 entries; the epoll fd is
@@ -667,7 +670,16 @@ impl Transport for TcpTransport {
             let ready = &events[..n.max(0) as usize];
             for event in ready {
                 let p = event.u64 as usize;
-                if let Some(Some(peer)) = self.peers.get(p) {
+                let Some(Some(peer)) = self.peers.get(p) else {
+                    continue;
+                };
+                if event.events & libc::EPOLLOUT as u32 != 0 {
+                    let mut out = lock(&peer.out);
+                    if !out.queue.is_empty() {
+                        self.flush(peer, p, &mut out);
+                    }
+                }
+                if event.events & !(libc::EPOLLOUT as u32) != 0 {
                     handed += self.read(peer, p, sink);
                 }
             }
