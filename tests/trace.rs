@@ -428,6 +428,15 @@ fn a_time_window_keeps_only_its_events_and_cuts_slices_at_its_edges() {
 }
 
 #[test]
+fn a_trace_into_a_missing_directory_names_the_variable() {
+    bad_value(
+        "a_trace_into_a_missing_directory_names_the_variable",
+        "MYRIAD_TRACE",
+        "/nonexistent-myriad-dir/trace.json",
+    );
+}
+
+#[test]
 fn a_bad_trace_window_names_the_variable() {
     bad_value(
         "a_bad_trace_window_names_the_variable",

@@ -150,6 +150,20 @@ pub(crate) fn parse_mib(knob: &str, value: &str) -> Result<usize, Error> {
         .ok_or_else(|| Error::config(format!("{knob}={value:?} is too large")))
 }
 
+/// A file written when the job ends (`MYRIAD_TRACE`) must go to a
+/// directory that exists: checked at the start, so that a typo fails the
+/// job at once, not after it ran.
+pub(crate) fn check_output_dir(knob: &str, path: &std::path::Path) -> Result<(), Error> {
+    match path.parent() {
+        Some(dir) if !dir.as_os_str().is_empty() && !dir.is_dir() => Err(Error::config(format!(
+            "{knob}={:?}: the directory {:?} does not exist",
+            path.display().to_string(),
+            dir.display().to_string()
+        ))),
+        _ => Ok(()),
+    }
+}
+
 /// A time window, `START_MS-END_MS` (`MYRIAD_TRACE_WINDOW`).
 pub(crate) fn parse_window(knob: &str, value: &str) -> Result<Window, Error> {
     Window::parse(value).map_err(|why| Error::config(format!("{knob}={value:?}: {why}")))

@@ -371,6 +371,12 @@ impl Runtime {
             RankOrder::Block,
         );
         let env_trace = var("MYRIAD_TRACE").map(PathBuf::from);
+        if let Some(path) = &env_trace {
+            config::check_output_dir("MYRIAD_TRACE", path)?;
+        }
+        if let Some(path) = &self.trace {
+            config::check_output_dir("Runtime::trace", path)?;
+        }
         let trace = crate::trace::Settings {
             trace: self.trace.clone().or(env_trace),
             ranks: pick(

@@ -19,22 +19,34 @@
 //!   gets the recorder's events once, when the party ends (the recorder's
 //!   `Drop`, which also runs when a failing job unwinds the rank), under a
 //!   lock taken once per party. The size cap is per lane (`max_bytes /
-//!   workers`), counted by the lane's own worker with a relaxed load and
-//!   store (nobody else writes it): once a lane is full its parties record
-//!   no more events, and the file says so.
+//!   workers`), charged a chunk of events at a time when a party's buffer
+//!   grows, by the lane's own worker with a relaxed load and store (nobody
+//!   else writes it): once a lane is full its parties record no more
+//!   events, and the file says so. A push checks only its chunk's room.
+//! * **A time window** (`MYRIAD_TRACE_WINDOW`): its bounds are turned
+//!   into clock ticks when the job starts (the tick rate measured over
+//!   2 ms, the bounds widened a little); an event wholly outside is not
+//!   recorded (two compares), and the writer cuts slices at the exact
+//!   edges. The profile counts everything.
 //! * **Slices are written when they end** (`X` events with their start and
 //!   duration: one record per operation, begins never lack their end); the
 //!   writer sorts each track by start (a parent before the children it
 //!   starts with) and fills the gaps between a rank's outermost operations
-//!   with `compute` slices.
-//! * **Flows.** A traced send takes an id from its lane (the worker's
-//!   counter: ids are unique in the process) and records a flow start; the
-//!   id rides in the message's envelope and outcome to the receive, which
-//!   records the flow's end when it completes. The writer keeps only flows
-//!   whose two ends it has (a peer not traced, a message to another
-//!   process: frames do not carry the id).
-//! * **Time** is nanoseconds since the job's start (`Instant`, the
-//!   monotonic clock every thread shares).
+//!   with `compute` slices. A park inside an operation ends at the
+//!   operation's next clock reading; when that is the operation's end and
+//!   the park is the wait the operation implies (a receive waiting for its
+//!   message, a collective for its peers), the park is folded into the
+//!   operation's event (`Event::park`, written as its own slice): a
+//!   blocking call that waits costs one event and three clock readings.
+//! * **Flows.** A traced send takes an id from its lane ([`flow_id`]: the
+//!   process, the worker, a counter) and records a flow start; the id
+//!   rides in the message's envelope (and, to another process, in its
+//!   frame) and outcome to the receive, which records the flow's end when
+//!   it completes. The writer keeps flows whose two ends it has; in a job
+//!   of several processes it lists the other ends after the events, and
+//!   [`merge`] pairs them across the processes' files.
+//! * **Time** is clock ticks since the job's start (`clock`), turned into
+//!   nanoseconds when the job ends.
 
 pub(crate) mod chrome;
 mod clock;
