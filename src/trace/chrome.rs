@@ -21,7 +21,7 @@ use std::fs::File;
 use std::io::{self, BufWriter, Write};
 use std::path::Path;
 
-use super::{Event, Op, PartyLog, Sample, What, Window, TASK_TID};
+use super::{Event, Op, PartyLog, Sample, What, Window, FLOW_IN, TASK_TID};
 
 /// What one process writes.
 pub(crate) struct Output<'a> {
@@ -39,6 +39,34 @@ pub(crate) struct Output<'a> {
     /// The job's start in this process, ns since the Unix epoch (what the
     /// merge of several processes' files aligns them by).
     pub(crate) epoch_unix_ns: u64,
+}
+
+/// The flow folded into slice `e`: its id, its time (a send's start, a
+/// receive's end less 1 ns: inside the slice), whether it ended there.
+fn flow_of(e: &Event) -> Option<(u64, u64, bool)> {
+    if e.flow == 0 {
+        return None;
+    }
+    let inward = e.flow & FLOW_IN != 0;
+    let ts = if inward {
+        e.ts + e.dur.saturating_sub(1)
+    } else {
+        e.ts
+    };
+    Some((e.flow & !FLOW_IN, ts, inward))
+}
+
+/// The line of a flow end.
+fn flow_line(id: u64, ts: u64, inward: bool, pid: u32, tid: u64) -> String {
+    let (ph, bind) = if inward {
+        ("f", ",\"bp\":\"e\"")
+    } else {
+        ("s", "")
+    };
+    format!(
+        "{{\"ph\":\"{ph}\",\"cat\":\"message\",\"name\":\"message\",\"id\":{id},\"pid\":{pid},\"tid\":{tid},\"ts\":{}{bind}}}",
+        Us(ts)
+    )
 }
 
 /// Cuts `[start, start + dur)` to the window `(lo, hi)`; `None` if they do
@@ -104,15 +132,22 @@ pub(crate) fn write_to(w: &mut impl Write, out: &Output<'_>) -> io::Result<()> {
     let mut outs = HashSet::new();
     let mut ins = HashSet::new();
     for log in out.logs {
-        for e in log.events.iter().filter(|e| in_window(e.ts)) {
-            match e.what() {
-                What::FlowOut => {
+        for e in log.events.iter() {
+            match (e.what(), flow_of(e)) {
+                (What::FlowOut, _) if in_window(e.ts) => {
                     outs.insert(e.bytes);
                 }
-                What::FlowIn => {
+                (What::FlowIn, _) if in_window(e.ts) => {
                     ins.insert(e.bytes);
                 }
-                What::Slice(_) => {}
+                (What::Slice(_), Some((id, ts, inward))) if in_window(ts) => {
+                    if inward {
+                        ins.insert(id);
+                    } else {
+                        outs.insert(id);
+                    }
+                }
+                _ => {}
             }
         }
     }
@@ -307,6 +342,7 @@ fn track(
     lines: &mut Vec<Line>,
 ) {
     let tid = log.tid;
+    let in_window = |ts: u64| window.0 <= ts && ts <= window.1;
     let mut push = |ts: u64, dur: u64, text: String| lines.push(Line { ts, dur, text });
     let life = end - start;
     push(
@@ -333,23 +369,24 @@ fn track(
                 }
                 push(ts, dur, slice(op, ts, dur, e, pid, tid));
                 // A park folded into the operation it waited in.
-                if let Some(park) = e.folded_park() {
+                if let (Some(park), Some(start)) = (e.folded_park(), e.park_start()) {
                     let end = e.ts + e.dur;
-                    if let Some((ts, dur)) = clip(e.park, end - e.park.min(end), window) {
+                    if let Some((ts, dur)) = clip(start, end - start.min(end), window) {
                         push(ts, dur, slice(park, ts, dur, e, pid, tid));
                     }
                 }
+                if let Some((id, ts, inward)) = flow_of(e).filter(|f| in_window(f.1)) {
+                    let line = flow_line(id, ts, inward, pid, tid);
+                    if (flows.paired)(id) {
+                        push(ts, 0, line);
+                    } else if let Some(remote) = &mut flows.remote {
+                        remote.push(line);
+                    }
+                }
             }
-            What::FlowOut | What::FlowIn if window.0 <= e.ts && e.ts <= window.1 => {
-                let (ph, bind) = match e.what() {
-                    What::FlowOut => ("s", ""),
-                    _ => ("f", ",\"bp\":\"e\""),
-                };
-                let line = format!(
-                    "{{\"ph\":\"{ph}\",\"cat\":\"message\",\"name\":\"message\",\"id\":{},\"pid\":{pid},\"tid\":{tid},\"ts\":{}{bind}}}",
-                    e.bytes,
-                    Us(e.ts)
-                );
+            What::FlowOut | What::FlowIn if in_window(e.ts) => {
+                let inward = matches!(e.what(), What::FlowIn);
+                let line = flow_line(e.bytes, e.ts, inward, pid, tid);
                 if (flows.paired)(e.bytes) {
                     // Duration 0: after the slices starting at the same
                     // time (a flow binds to the slice enclosing it).

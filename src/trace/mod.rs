@@ -253,9 +253,14 @@ pub(crate) struct Event {
     pub(crate) dur: u64,
     /// Bytes of a slice; the id of a flow.
     pub(crate) bytes: u64,
+    /// A message's flow that started (a send) or ended (a receive) in
+    /// this slice, folded into it (see `Recorder::flow`); bit 63 set: it
+    /// ended here. 0: none.
+    pub(crate) flow: u64,
     /// The start of a park that ended with this slice, folded into it
-    /// (see `Recorder::end`); [`NO_PARK`]: none.
-    pub(crate) park: u64,
+    /// (see `Recorder::end`), as ticks (ns once rescaled) after `ts`;
+    /// [`NO_PARK`]: none.
+    park: u32,
     pub(crate) peer: i32,
     pub(crate) tag: i32,
     kind: u8,
@@ -268,7 +273,10 @@ pub(crate) struct Event {
 const NO_NAME: Name = &"";
 
 /// [`Event::park`] of a slice without a folded park.
-pub(crate) const NO_PARK: u64 = u64::MAX;
+const NO_PARK: u32 = u32::MAX;
+
+/// [`Event::flow`]'s mark of a flow that ended in the slice.
+pub(crate) const FLOW_IN: u64 = 1 << 63;
 
 impl Event {
     #[inline(always)]
@@ -289,6 +297,7 @@ impl Event {
             ts,
             dur: 0,
             bytes,
+            flow: 0,
             park: NO_PARK,
             peer,
             tag,
@@ -352,15 +361,22 @@ impl Event {
             }
             _ => return false,
         }
-        self.park = park.ts;
+        match u32::try_from(park.ts.saturating_sub(self.ts)) {
+            Ok(after) if after != NO_PARK => self.park = after,
+            // Parked too long after the operation started to fold.
+            _ => return false,
+        }
         true
+    }
+
+    /// The start of the park folded into this slice.
+    pub(crate) fn park_start(&self) -> Option<u64> {
+        (self.park != NO_PARK).then(|| self.ts + self.park as u64)
     }
 
     /// The park folded into this slice (see [`fold`](Self::fold)), if any.
     pub(crate) fn folded_park(&self) -> Option<Op> {
-        if self.park == NO_PARK {
-            return None;
-        }
+        self.park_start()?;
         Some(match self.kind {
             4 => Op::Park {
                 what: COLLECTIVE_WAIT,
@@ -628,6 +644,8 @@ impl Tracer {
             park_pending: Cell::new(false),
             pending: Cell::new(Event::new(What::FlowIn, 0, 0, 0, 0, 0)),
             coll_wait: Cell::new(NO_NAME),
+            open_flow: Cell::new(0),
+            open_flow_depth: Cell::new(0),
             events: RefCell::new(Events::default()),
             profile: profile.then(|| RefCell::new(RankProfile::default())),
         }))
@@ -761,12 +779,13 @@ fn rescale(logs: &mut [PartyLog], samples: &mut [Vec<Sample>], scale: f64) {
         for e in log.events.iter_mut() {
             // Start and end, so that slices stay nested after rounding.
             let mut end = e.ts + e.dur;
+            let end_ticks = end;
             ns(&mut e.ts);
             ns(&mut end);
             e.dur = end - e.ts;
-            if e.park != NO_PARK {
-                ns(&mut e.park);
-                e.park = e.park.clamp(e.ts, end);
+            if let Some(mut park) = e.park_start().map(|p| p.min(end_ticks)) {
+                ns(&mut park);
+                e.park = (park.clamp(e.ts, end) - e.ts).min(NO_PARK as u64 - 1) as u32;
             }
         }
         if let Some(profile) = &mut log.profile {
@@ -800,6 +819,11 @@ pub(crate) struct Recorder {
     pending: Cell<Event>,
     /// The name of a collective's wait, once seen (see `Event::fold`).
     coll_wait: Cell<Name>,
+    /// A flow that started or ended inside the innermost open operation,
+    /// to be folded into its event (see `flow`); 0: none.
+    open_flow: Cell<u64>,
+    /// The depth it was recorded at (the operation's depth + 1).
+    open_flow_depth: Cell<u8>,
     events: RefCell<Events>,
     profile: Option<RefCell<RankProfile>>,
 }
@@ -861,6 +885,11 @@ impl Recorder {
         let now = self.tracer.now();
         self.last.set(now);
         let mut ev = *ev;
+        let flow = self.open_flow.get();
+        if flow != 0 && self.open_flow_depth.get() == ev.depth + 1 {
+            self.open_flow.set(0);
+            ev.flow = flow;
+        }
         if self.park_pending.get() {
             let park = self.pending.get();
             if ev.fold(&park, &self.coll_wait) {
@@ -934,10 +963,20 @@ impl Recorder {
     }
 
     fn flow(&self, what: What, id: u64) {
-        // Inside an operation, the time of the last reading (its start,
-        // or the end of a park in it) stands for now: it lies within
-        // the operation, and saves a reading of the clock per message.
-        let ts = if self.depth.get() > 0 {
+        // Inside an operation, the first flow rides in the operation's
+        // event (no event, no clock reading of its own: a ping-pong's
+        // message is two events, not four); the writer puts it at the
+        // operation's start (a send) or end (a receive).
+        let depth = self.depth.get();
+        if depth > 0 && self.open_flow.get() == 0 {
+            let mark = if let What::FlowIn = what { FLOW_IN } else { 0 };
+            self.open_flow.set(id | mark);
+            self.open_flow_depth.set(depth);
+            return;
+        }
+        // Else, inside an operation, the time of the last reading (its
+        // start, or the end of a park in it) stands for now.
+        let ts = if depth > 0 {
             self.last.get()
         } else {
             self.tracer.now()
@@ -1127,7 +1166,8 @@ mod tests {
         assert_eq!(events.len(), 3, "{events:?}");
         let folded = events[0].folded_park().expect("folded");
         assert!(matches!(folded, Op::Park { what, .. } if *what == "receive"));
-        assert!(events[0].park >= events[0].ts && events[0].park <= events[0].ts + events[0].dur);
+        let park = events[0].park_start().unwrap();
+        assert!(park >= events[0].ts && park <= events[0].ts + events[0].dur);
         assert!(events[1].is_park() && events[2].folded_park().is_none());
         let profile = rec.profile.as_ref().unwrap().borrow();
         assert_eq!(profile.calls("receive"), 2);
