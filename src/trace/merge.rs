@@ -223,7 +223,7 @@ pub fn merge_traces(
             }
         }
         for flows in by_track.values_mut() {
-            flows.sort_by(|a, b| b.0.cmp(&a.0));
+            flows.sort_by_key(|f| std::cmp::Reverse(f.0));
         }
         let mut track: Option<u64> = None;
         for line in &file.events {

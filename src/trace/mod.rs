@@ -42,7 +42,9 @@
 //!   process, the worker, a counter) and records a flow start; the id
 //!   rides in the message's envelope (and, to another process, in its
 //!   frame) and outcome to the receive, which records the flow's end when
-//!   it completes. The writer keeps flows whose two ends it has; in a job
+//!   it completes. A flow end inside an operation rides in the
+//!   operation's event (`Event::flow`: no event of its own). The writer
+//!   keeps flows whose two ends it has; in a job
 //!   of several processes it lists the other ends after the events, and
 //!   [`merge`] pairs them across the processes' files.
 //! * **Time** is clock ticks since the job's start (`clock`), turned into
