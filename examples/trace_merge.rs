@@ -3,7 +3,7 @@
 //! (`myriad::merge_traces`).
 //!
 //! ```text
-//! MYRIAD_TRACE=trace.json cargo run --release --example ring -- --processes 2
+//! MYRIAD_TRACE=trace.json cargo run --release --example pingpong -- --processes 2 --iters 0.01
 //! cargo run --release --example trace_merge -- trace.json trace.0.json trace.1.json
 //! ```
 //!
