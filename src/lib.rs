@@ -116,6 +116,7 @@ pub use myriad_macros::main;
 pub use myriad_macros::Equivalence;
 pub use runtime::{launch, run, Runtime, StackGuard};
 pub use sched::{sleep, yield_now};
+pub use trace::merge::{merge_traces, MergeSummary};
 
 /// The errors of rsmpi's process-spawning calls (rsmpi's `MpiError`). No
 /// myriad call returns it (myriad jobs spawn no processes); it exists so

@@ -304,7 +304,7 @@ fn no_trace_unless_asked() {
 }
 
 #[test]
-fn each_process_of_a_job_writes_its_own_file() {
+fn each_process_of_a_job_writes_its_own_file_and_the_merge_joins_them() {
     let path = temp("processes");
     let results = myriad::Runtime::builder()
         .trace(&path)
@@ -314,9 +314,15 @@ fn each_process_of_a_job_writes_its_own_file() {
         result.expect("process");
     }
     let stem = path.file_stem().unwrap().to_str().unwrap().to_string();
+    let files: Vec<PathBuf> = (0..2)
+        .map(|p| path.with_file_name(format!("{stem}.{p}.json")))
+        .collect();
+    let merged = temp("merged");
+    let summary = myriad::merge_traces(&files, &merged).expect("merge");
+    assert_eq!(summary.files, 2);
+    let mut in_files = 0;
     for (process, ranks) in [(0u64, vec![0, 1]), (1, vec![2, 3, 4])] {
-        let file = path.with_file_name(format!("{stem}.{process}.json"));
-        let trace = load(&file);
+        let trace = load(&files[process as usize]);
         assert_eq!(check_well_formed(&trace), ranks.into_iter().collect());
         assert!(trace
             .events
@@ -327,8 +333,127 @@ fn each_process_of_a_job_writes_its_own_file() {
             "{:?}",
             trace.notes
         );
+        in_files += flows(&trace);
     }
     assert!(!path.exists(), "no file without a process index");
+    let trace = load(&merged);
+    assert_eq!(check_well_formed(&trace), (0..5).collect());
+    // The ring crosses processes twice (1 → 2 and 4 → 0), 5 messages each:
+    // their arrows are in the merged trace only, from one process to the
+    // other.
+    assert!(summary.flows_joined >= 10, "{summary:?}");
+    assert_eq!(flows(&trace), in_files + summary.flows_joined);
+    let pid_of = |ph: &str| -> HashMap<u64, u64> {
+        trace
+            .events
+            .iter()
+            .filter(|e| e["ph"] == ph)
+            .map(|e| (e["id"].as_u64().unwrap(), e["pid"].as_u64().unwrap()))
+            .collect()
+    };
+    let (starts, ends) = (pid_of("s"), pid_of("f"));
+    let across = starts.iter().filter(|(id, pid)| ends[*id] != **pid).count();
+    assert_eq!(across, summary.flows_joined);
+}
+
+#[test]
+fn merging_refuses_what_myriad_did_not_write() {
+    let bad = temp("not-a-trace");
+    std::fs::write(&bad, "{\"traceEvents\":[]}").unwrap();
+    let err = myriad::merge_traces(&[&bad], temp("never")).unwrap_err();
+    let _ = std::fs::remove_file(&bad);
+    assert_eq!(err.kind(), std::io::ErrorKind::InvalidData);
+    assert!(
+        err.to_string().contains("not a trace written by myriad"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_time_window_keeps_only_its_events_and_cuts_slices_at_its_edges() {
+    // Rank 0 waits in a receive across the window's start; the other
+    // ranks run rounds of the ring before and after.
+    let path = temp("window");
+    let (lo, hi) = (30_000u64, 60_000u64); // µs
+    myriad::Runtime::builder()
+        .ranks(4)
+        .workers(2)
+        .trace(&path)
+        .trace_window(std::time::Duration::from_micros(lo)..std::time::Duration::from_micros(hi))
+        .run(|universe| {
+            let world = universe.world();
+            let start = std::time::Instant::now();
+            // Until well past the window's end (the job's clock started a
+            // little before this rank's), as long as any rank wants.
+            loop {
+                steps(&world);
+                let more = (start.elapsed() < std::time::Duration::from_micros(hi + 20_000)) as u32;
+                let mut any = 0u32;
+                world.all_reduce_into(&more, &mut any, myriad::collective::SystemOperation::max());
+                if any == 0 {
+                    break;
+                }
+            }
+        })
+        .expect("job");
+    let trace = load(&path);
+    check_well_formed(&trace);
+    assert!(
+        trace
+            .notes
+            .iter()
+            .any(|n| n.contains("MYRIAD_TRACE_WINDOW")),
+        "{:?}",
+        trace.notes
+    );
+    let (lo_ns, hi_ns) = (lo as i64 * 1000, hi as i64 * 1000);
+    let mut at_start = 0;
+    let mut at_end = 0;
+    for e in trace.events.iter().filter(|e| e["ph"] != "M") {
+        let t = ns(e, "ts");
+        let end = t + if e["ph"] == "X" { ns(e, "dur") } else { 0 };
+        assert!(t >= lo_ns && end <= hi_ns, "outside the window: {e}");
+        if e["ph"] == "X" && e["cat"] != "rank" {
+            at_start += (t == lo_ns) as usize;
+            at_end += (end == hi_ns) as usize;
+        }
+    }
+    // Every rank computes or waits across both edges: its slices there
+    // are cut at them.
+    assert!(at_start >= 4 && at_end >= 4, "{at_start} {at_end}");
+    assert!(
+        flows(&trace) > 0,
+        "messages inside the window keep their arrows"
+    );
+}
+
+#[test]
+fn a_trace_into_a_missing_directory_names_the_variable() {
+    bad_value(
+        "a_trace_into_a_missing_directory_names_the_variable",
+        "MYRIAD_TRACE",
+        "/nonexistent-myriad-dir/trace.json",
+    );
+}
+
+#[test]
+fn a_bad_trace_window_names_the_variable() {
+    bad_value(
+        "a_bad_trace_window_names_the_variable",
+        "MYRIAD_TRACE_WINDOW",
+        "250-100",
+    );
+}
+
+#[test]
+fn an_empty_builder_window_is_an_error() {
+    let d = std::time::Duration::from_millis;
+    let err = myriad::Runtime::builder()
+        .ranks(2)
+        .trace_window(d(5)..d(5))
+        .run(|_| ())
+        .expect_err("an empty window");
+    assert!(err.to_string().contains("trace_window"), "{err}");
 }
 
 fn bad_value(test: &str, var: &str, value: &str) {

@@ -657,7 +657,8 @@ pub(super) fn send<N: Node>(
         signature: src.ty.map().signature().to_vec(),
         count: src.count as u64,
         id: 0,
-        reply: 0,
+        // A trace's flow id (0: none; see `frame`).
+        reply: env.flow,
         payload: packed(src),
     };
     if synchronous {
@@ -708,7 +709,8 @@ fn announce<N: Node>(
         signature: src.ty.map().signature().to_vec(),
         count: src.count as u64,
         id,
-        reply: 0,
+        // A trace's flow id (0: none; see `frame`).
+        reply: env.flow,
         payload: Vec::new(),
     };
     let bytes = src.bytes();
@@ -825,6 +827,7 @@ fn handle<N: Node>(node: &N, remote: &Remote, incoming: Incoming) {
                     source: pull.env.source,
                     tag: pull.env.tag,
                     bytes: len,
+                    flow: pull.env.flow,
                     ..Outcome::default()
                 };
                 complete(node, pull.completion, outcome);
@@ -887,8 +890,8 @@ fn handle<N: Node>(node: &N, remote: &Remote, incoming: Incoming) {
                 context: frame.context,
                 source: frame.source,
                 tag: frame.tag,
-                // Frames do not carry a trace's flow ids.
-                flow: 0,
+                // The sender's flow id in a trace (0: none).
+                flow: frame.reply,
             };
             let announce = frame.kind == Kind::RequestToSend;
             let msg = RemoteMessage {
@@ -1148,6 +1151,7 @@ fn unpack_checked(
         source: env.source,
         tag: env.tag,
         bytes: len,
+        flow: env.flow,
         ..Outcome::default()
     };
     let mismatch = (count != 0)

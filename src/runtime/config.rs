@@ -8,7 +8,7 @@ use crate::environment::Threading;
 use crate::error::Error;
 use crate::hardware::{Level, RankOrder};
 use crate::sched::stack::GuardMode;
-use crate::trace::{ProfileTo, RankSet};
+use crate::trace::{ProfileTo, RankSet, Window};
 
 /// Default usable stack size of a rank.
 pub(crate) const DEFAULT_STACK_SIZE: usize = 256 * 1024;
@@ -152,6 +152,34 @@ pub(crate) fn parse_mib(knob: &str, value: &str) -> Result<usize, Error> {
     parse_count(knob, value)?
         .checked_mul(1 << 20)
         .ok_or_else(|| Error::config(format!("{knob}={value:?} is too large")))
+}
+
+/// A file written when the job ends (`MYRIAD_TRACE`) must go to a
+/// directory that exists: checked at the start, so that a typo fails the
+/// job at once, not after it ran.
+pub(crate) fn check_output_dir(knob: &str, path: &std::path::Path) -> Result<(), Error> {
+    match path.parent() {
+        Some(dir) if !dir.as_os_str().is_empty() && !dir.is_dir() => Err(Error::config(format!(
+            "{knob}={:?}: the directory {:?} does not exist",
+            path.display().to_string(),
+            dir.display().to_string()
+        ))),
+        _ => Ok(()),
+    }
+}
+
+/// A time window, `START_MS-END_MS` (`MYRIAD_TRACE_WINDOW`).
+pub(crate) fn parse_window(knob: &str, value: &str) -> Result<Window, Error> {
+    Window::parse(value).map_err(|why| Error::config(format!("{knob}={value:?}: {why}")))
+}
+
+/// The builder's window (`Runtime::trace_window`).
+pub(crate) fn window_of_range(
+    range: &std::ops::Range<std::time::Duration>,
+) -> Result<Window, Error> {
+    let ns = |d: std::time::Duration| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
+    Window::new(ns(range.start), ns(range.end))
+        .map_err(|why| Error::config(format!("Runtime::trace_window: {why}")))
 }
 
 /// Where the profile goes (`MYRIAD_PROFILE`): a boolean (on: standard
@@ -309,6 +337,20 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("MYRIAD_TRACE_MAX_MB"));
+        assert_eq!(
+            parse_window("W", "100-250.5").unwrap(),
+            Window {
+                start_ns: 100_000_000,
+                end_ns: 250_500_000
+            }
+        );
+        assert_eq!(parse_window("W", " 5- ").unwrap().end_ns, u64::MAX);
+        for bad in ["250-100", "5", "a-3", "-1-3", "3-3"] {
+            let err = parse_window("MYRIAD_TRACE_WINDOW", bad)
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains("MYRIAD_TRACE_WINDOW"), "{err}");
+        }
         assert_eq!(parse_profile("P", "1").unwrap(), Some(ProfileTo::Stderr));
         assert_eq!(parse_profile("P", "off").unwrap(), None);
         assert_eq!(

@@ -57,6 +57,7 @@ pub struct Runtime {
     trace: Option<PathBuf>,
     trace_ranks: Option<RankSet>,
     trace_max_bytes: Option<usize>,
+    trace_window: Option<std::ops::Range<std::time::Duration>>,
     profile: Option<Option<ProfileTo>>,
     max_ranks: Option<usize>,
     flags: Flags,
@@ -238,6 +239,15 @@ impl Runtime {
         self
     }
 
+    /// Trace only this time window since the job started
+    /// (`MYRIAD_TRACE_WINDOW=100-250`, in milliseconds; default the whole
+    /// job): events outside it are not recorded, slices crossing its edges
+    /// are cut at them. An empty window is a configuration error.
+    pub fn trace_window(mut self, window: std::ops::Range<std::time::Duration>) -> Self {
+        self.trace_window = Some(window);
+        self
+    }
+
     /// Print a profile on standard error when the job ends
     /// (`MYRIAD_PROFILE=1`; default off): per operation calls, bytes, total
     /// and longest time, the ranks that waited most, compute against MPI
@@ -376,6 +386,12 @@ impl Runtime {
             RankOrder::Block,
         );
         let env_trace = var("MYRIAD_TRACE").map(PathBuf::from);
+        if let Some(path) = &env_trace {
+            config::check_output_dir("MYRIAD_TRACE", path)?;
+        }
+        if let Some(path) = &self.trace {
+            config::check_output_dir("Runtime::trace", path)?;
+        }
         let trace = crate::trace::Settings {
             trace: self.trace.clone().or(env_trace),
             ranks: pick(
@@ -387,6 +403,15 @@ impl Runtime {
                 self.trace_max_bytes,
                 env("MYRIAD_TRACE_MAX_MB", config::parse_mib)?,
                 crate::trace::DEFAULT_MAX_BYTES,
+            ),
+            window: pick(
+                self.trace_window
+                    .as_ref()
+                    .map(config::window_of_range)
+                    .transpose()?
+                    .map(Some),
+                env("MYRIAD_TRACE_WINDOW", config::parse_window)?.map(Some),
+                None,
             ),
             profile: pick(
                 self.profile.clone(),

@@ -21,7 +21,7 @@ use std::fs::File;
 use std::io::{self, BufWriter, Write};
 use std::path::Path;
 
-use super::{Op, PartyLog, Sample, What, TASK_TID};
+use super::{Event, Op, PartyLog, Sample, What, Window, FLOW_IN, TASK_TID};
 
 /// What one process writes.
 pub(crate) struct Output<'a> {
@@ -32,8 +32,53 @@ pub(crate) struct Output<'a> {
     /// Workers whose share of the cap was reached.
     pub(crate) full: &'a [usize],
     pub(crate) max_bytes: usize,
+    /// The window traced, in ns (`MYRIAD_TRACE_WINDOW`).
+    pub(crate) window: Option<Window>,
     pub(crate) process: u32,
     pub(crate) processes: u32,
+    /// The job's start in this process, ns since the Unix epoch (what the
+    /// merge of several processes' files aligns them by).
+    pub(crate) epoch_unix_ns: u64,
+}
+
+/// The flow folded into slice `e`: its id, its time (a send's start, a
+/// receive's end less 1 ns: inside the slice), whether it ended there.
+fn flow_of(e: &Event) -> Option<(u64, u64, bool)> {
+    if e.flow == 0 {
+        return None;
+    }
+    let inward = e.flow & FLOW_IN != 0;
+    let ts = if inward {
+        e.ts + e.dur.saturating_sub(1)
+    } else {
+        e.ts
+    };
+    Some((e.flow & !FLOW_IN, ts, inward))
+}
+
+/// The line of a flow end.
+fn flow_line(id: u64, ts: u64, inward: bool, pid: u32, tid: u64) -> String {
+    let (ph, bind) = if inward {
+        ("f", ",\"bp\":\"e\"")
+    } else {
+        ("s", "")
+    };
+    format!(
+        "{{\"ph\":\"{ph}\",\"cat\":\"message\",\"name\":\"message\",\"id\":{id},\"pid\":{pid},\"tid\":{tid},\"ts\":{}{bind}}}",
+        Us(ts)
+    )
+}
+
+/// Cuts `[start, start + dur)` to the window `(lo, hi)`; `None` if they do
+/// not meet (a slice that only touches an edge is kept: a zero-length
+/// operation at the window's start).
+fn clip(start: u64, dur: u64, (lo, hi): (u64, u64)) -> Option<(u64, u64)> {
+    let end = start.saturating_add(dur);
+    if end < lo || start > hi {
+        return None;
+    }
+    let (s, e) = (start.max(lo), end.min(hi));
+    Some((s, e - s))
 }
 
 /// Nanoseconds as the microseconds the format counts in (exact: three
@@ -81,19 +126,28 @@ pub(crate) fn write(path: &Path, out: &Output<'_>) -> io::Result<()> {
 /// Writes `out` as JSON to `w`.
 pub(crate) fn write_to(w: &mut impl Write, out: &Output<'_>) -> io::Result<()> {
     let pid = out.process;
+    let window = out.window.map_or((0, u64::MAX), |w| (w.start_ns, w.end_ns));
+    let in_window = |ts: u64| window.0 <= ts && ts <= window.1;
     // Flows whose both ends are here.
     let mut outs = HashSet::new();
     let mut ins = HashSet::new();
     for log in out.logs {
         for e in log.events.iter() {
-            match e.what {
-                What::FlowOut => {
+            match (e.what(), flow_of(e)) {
+                (What::FlowOut, _) if in_window(e.ts) => {
                     outs.insert(e.bytes);
                 }
-                What::FlowIn => {
+                (What::FlowIn, _) if in_window(e.ts) => {
                     ins.insert(e.bytes);
                 }
-                What::Slice(_) => {}
+                (What::Slice(_), Some((id, ts, inward))) if in_window(ts) => {
+                    if inward {
+                        ins.insert(id);
+                    } else {
+                        outs.insert(id);
+                    }
+                }
+                _ => {}
             }
         }
     }
@@ -108,17 +162,31 @@ pub(crate) fn write_to(w: &mut impl Write, out: &Output<'_>) -> io::Result<()> {
             out.max_bytes >> 20
         ));
     }
+    if let Some(w) = out.window {
+        let end = match w.end_ns {
+            u64::MAX => "the job's end".to_string(),
+            end => format!("{} ms", end as f64 / 1e6),
+        };
+        notes.push(format!(
+            "only the window from {} ms to {end} since the job started is traced \
+             (MYRIAD_TRACE_WINDOW): slices crossing its edges are cut at them, flows \
+             with an end outside it are left out",
+            w.start_ns as f64 / 1e6
+        ));
+    }
     if out.processes > 1 {
         notes.push(
-            "messages between processes have no flow arrows: frames do not carry the flow id"
+            "messages between processes have their flow arrows in the merged trace \
+             (myriad::merge_traces, or: cargo run --example trace_merge -- OUT FILES...); \
+             this file lists their ends in myriadFlows"
                 .to_string(),
         );
     }
     write!(
         w,
         "{{\"displayTimeUnit\":\"ns\",\"otherData\":{{\"generator\":\"myriad\",\
-         \"process\":{pid},\"processes\":{},\"notes\":[",
-        out.processes
+         \"process\":{pid},\"processes\":{},\"epoch_unix_ns\":{},\"notes\":[",
+        out.processes, out.epoch_unix_ns
     )?;
     for (i, note) in notes.iter().enumerate() {
         write!(w, "{}{}", if i > 0 { "," } else { "" }, Str(note))?;
@@ -131,6 +199,7 @@ pub(crate) fn write_to(w: &mut impl Write, out: &Output<'_>) -> io::Result<()> {
     )?;
     if !notes.is_empty() {
         let end = out.logs.iter().map(|l| l.end).max().unwrap_or(0);
+        let end = end.clamp(window.0, window.1.max(window.0));
         writeln!(
             w,
             ",{{\"ph\":\"i\",\"s\":\"g\",\"pid\":{pid},\"tid\":0,\"ts\":{},\"name\":{}}}",
@@ -140,8 +209,20 @@ pub(crate) fn write_to(w: &mut impl Write, out: &Output<'_>) -> io::Result<()> {
     }
     let mut named: Option<u64> = None;
     let mut lines: Vec<Line> = Vec::new();
+    // Flow ends whose other end is not here (another process's, in a job
+    // of several): the merge joins them.
+    let mut remote: Vec<String> = Vec::new();
     for (i, log) in out.logs.iter().enumerate() {
         let tid = log.tid;
+        let last_of_track = out.logs.get(i + 1).is_none_or(|next| next.tid != tid);
+        let Some((start, life)) = clip(log.start, log.end - log.start, window) else {
+            // A party wholly outside the window has no track (unless
+            // another party of its slot had one).
+            if last_of_track {
+                flush(w, &mut lines)?;
+            }
+            continue;
+        };
         if named != Some(tid) {
             named = Some(tid);
             let name = if log.task {
@@ -165,19 +246,19 @@ pub(crate) fn write_to(w: &mut impl Write, out: &Output<'_>) -> io::Result<()> {
                 ((log.worker as u64) << 34) + tid
             )?;
         }
-        track(log, pid, &paired, &mut lines);
+        let flows = Flows {
+            paired: &paired,
+            remote: (out.processes > 1).then_some(&mut remote),
+        };
+        track(log, (start, start + life), window, pid, flows, &mut lines);
         // One track's lines are written together, sorted (tasks reusing a
         // slot share a track, one after the other).
-        let last_of_track = out.logs.get(i + 1).is_none_or(|next| next.tid != tid);
         if last_of_track {
-            lines.sort_by(|a, b| a.ts.cmp(&b.ts).then(b.dur.cmp(&a.dur)));
-            for line in lines.drain(..) {
-                writeln!(w, ",{}", line.text)?;
-            }
+            flush(w, &mut lines)?;
         }
     }
     for (worker, samples) in out.samples.iter().enumerate() {
-        for s in samples {
+        for s in samples.iter().filter(|s| in_window(s.ts)) {
             writeln!(
                 w,
                 ",{{\"ph\":\"C\",\"pid\":{pid},\"tid\":0,\"ts\":{},\"name\":\"worker {worker}\",\
@@ -188,21 +269,89 @@ pub(crate) fn write_to(w: &mut impl Write, out: &Output<'_>) -> io::Result<()> {
             )?;
         }
     }
+    if out.processes > 1 {
+        // After the events: Perfetto stops reading at a key it does not
+        // know, the merge reads these.
+        writeln!(w, "],\"myriadFlows\":[")?;
+        for (i, line) in remote.iter().enumerate() {
+            writeln!(w, "{}{line}", if i > 0 { "," } else { "" })?;
+        }
+    }
     writeln!(w, "]}}")
 }
 
-/// The lines of one party's track.
-fn track(log: &PartyLog, pid: u32, paired: &impl Fn(u64) -> bool, lines: &mut Vec<Line>) {
+/// Where a track's flow ends go: into the track if both ends are here,
+/// else to `remote` (a job of several processes) or nowhere.
+struct Flows<'a, F: Fn(u64) -> bool> {
+    paired: &'a F,
+    remote: Option<&'a mut Vec<String>>,
+}
+
+/// The line of slice `op` from `ts` for `dur` (the other arguments
+/// from `e`).
+fn slice(op: Op, ts: u64, dur: u64, e: &Event, pid: u32, tid: u64) -> String {
+    let (cat, args) = match op {
+        Op::Send | Op::Receive | Op::Probe | Op::Wait => (
+            "p2p",
+            format!(
+                "\"peer\":{},\"tag\":{},\"bytes\":{}",
+                e.peer, e.tag, e.bytes
+            ),
+        ),
+        Op::Collective { algorithm, .. } => (
+            "collective",
+            format!("\"algorithm\":{},\"bytes\":{}", Str(algorithm), e.bytes),
+        ),
+        Op::Park { what, label } => (
+            "park",
+            format!(
+                "\"in\":{},\"label\":{},\"peer\":{},\"tag\":{}",
+                Str(what),
+                Str(label),
+                e.peer,
+                e.tag
+            ),
+        ),
+    };
+    format!(
+        "{{\"ph\":\"X\",\"cat\":\"{cat}\",\"name\":{},\"pid\":{pid},\"tid\":{tid},\"ts\":{},\"dur\":{},\"args\":{{{args}}}}}",
+        Str(op.name()),
+        Us(ts),
+        Us(dur)
+    )
+}
+
+/// Writes one track's lines, sorted by start (a slice before those it
+/// encloses), and empties `lines`.
+fn flush(w: &mut impl Write, lines: &mut Vec<Line>) -> io::Result<()> {
+    lines.sort_by(|a, b| a.ts.cmp(&b.ts).then(b.dur.cmp(&a.dur)));
+    for line in lines.drain(..) {
+        writeln!(w, ",{}", line.text)?;
+    }
+    Ok(())
+}
+
+/// The lines of one party's track: its life `(start, end)` (cut to the
+/// window), its events within `window`.
+fn track(
+    log: &PartyLog,
+    (start, end): (u64, u64),
+    window: (u64, u64),
+    pid: u32,
+    mut flows: Flows<'_, impl Fn(u64) -> bool>,
+    lines: &mut Vec<Line>,
+) {
     let tid = log.tid;
+    let in_window = |ts: u64| window.0 <= ts && ts <= window.1;
     let mut push = |ts: u64, dur: u64, text: String| lines.push(Line { ts, dur, text });
-    let life = log.end.saturating_sub(log.start);
+    let life = end - start;
     push(
-        log.start,
+        start,
         life,
         format!(
             "{{\"ph\":\"X\",\"cat\":\"rank\",\"name\":\"{}\",\"pid\":{pid},\"tid\":{tid},\"ts\":{},\"dur\":{},\"args\":{{\"rank\":{},\"worker\":{}}}}}",
             if log.task { "task" } else { "rank" },
-            Us(log.start),
+            Us(start),
             Us(life),
             log.rank,
             log.worker
@@ -210,61 +359,41 @@ fn track(log: &PartyLog, pid: u32, paired: &impl Fn(u64) -> bool, lines: &mut Ve
     );
     let mut outer: Vec<(u64, u64)> = Vec::new();
     for e in log.events.iter() {
-        match e.what {
+        match e.what() {
             What::Slice(op) => {
+                let Some((ts, dur)) = clip(e.ts, e.dur, window) else {
+                    continue;
+                };
                 if e.depth == 0 {
-                    outer.push((e.ts, e.ts + e.dur));
+                    outer.push((ts, ts + dur));
                 }
-                let (cat, args) = match op {
-                    Op::Send | Op::Receive | Op::Probe | Op::Wait => (
-                        "p2p",
-                        format!(
-                            "\"peer\":{},\"tag\":{},\"bytes\":{}",
-                            e.peer, e.tag, e.bytes
-                        ),
-                    ),
-                    Op::Collective { algorithm, .. } => (
-                        "collective",
-                        format!("\"algorithm\":{},\"bytes\":{}", Str(algorithm), e.bytes),
-                    ),
-                    Op::Park { what, label } => (
-                        "park",
-                        format!(
-                            "\"in\":{},\"label\":{},\"peer\":{},\"tag\":{}",
-                            Str(what),
-                            Str(label),
-                            e.peer,
-                            e.tag
-                        ),
-                    ),
-                };
-                push(
-                    e.ts,
-                    e.dur,
-                    format!(
-                        "{{\"ph\":\"X\",\"cat\":\"{cat}\",\"name\":{},\"pid\":{pid},\"tid\":{tid},\"ts\":{},\"dur\":{},\"args\":{{{args}}}}}",
-                        Str(op.name()),
-                        Us(e.ts),
-                        Us(e.dur)
-                    ),
-                );
+                push(ts, dur, slice(op, ts, dur, e, pid, tid));
+                // A park folded into the operation it waited in.
+                if let (Some(park), Some(start)) = (e.folded_park(), e.park_start()) {
+                    let end = e.ts + e.dur;
+                    if let Some((ts, dur)) = clip(start, end - start.min(end), window) {
+                        push(ts, dur, slice(park, ts, dur, e, pid, tid));
+                    }
+                }
+                if let Some((id, ts, inward)) = flow_of(e).filter(|f| in_window(f.1)) {
+                    let line = flow_line(id, ts, inward, pid, tid);
+                    if (flows.paired)(id) {
+                        push(ts, 0, line);
+                    } else if let Some(remote) = &mut flows.remote {
+                        remote.push(line);
+                    }
+                }
             }
-            What::FlowOut | What::FlowIn if paired(e.bytes) => {
-                let (ph, bind) = match e.what {
-                    What::FlowOut => ("s", ""),
-                    _ => ("f", ",\"bp\":\"e\""),
-                };
-                // Duration 0: after the slices starting at the same time
-                // (a flow binds to the slice enclosing it).
-                push(
-                    e.ts,
-                    0,
-                    format!(
-                        "{{\"ph\":\"{ph}\",\"cat\":\"message\",\"name\":\"message\",\"id\":{},\"pid\":{pid},\"tid\":{tid},\"ts\":{}{bind}}}",
-                        e.bytes,
-                        Us(e.ts)
-                    ),
-                );
+            What::FlowOut | What::FlowIn if in_window(e.ts) => {
+                let inward = matches!(e.what(), What::FlowIn);
+                let line = flow_line(e.bytes, e.ts, inward, pid, tid);
+                if (flows.paired)(e.bytes) {
+                    // Duration 0: after the slices starting at the same
+                    // time (a flow binds to the slice enclosing it).
+                    push(e.ts, 0, line);
+                } else if let Some(remote) = &mut flows.remote {
+                    remote.push(line);
+                }
             }
             What::FlowOut | What::FlowIn => {}
         }
@@ -274,8 +403,8 @@ fn track(log: &PartyLog, pid: u32, paired: &impl Fn(u64) -> bool, lines: &mut Ve
     }
     // Compute: the rank's time outside its outermost operations.
     outer.sort_unstable();
-    let mut at = log.start;
-    for (start, end) in outer.into_iter().chain([(log.end, log.end)]) {
+    let mut at = start;
+    for (start, end) in outer.into_iter().chain([(end, end)]) {
         if start > at {
             push(
                 at,

@@ -34,6 +34,20 @@ impl Clock {
         }
     }
 
+    /// An estimate of ticks per nanosecond, for turning a trace window
+    /// into ticks when the job starts: measured over the clock's first
+    /// 2 ms (waiting for them if they have not passed; only a job with a
+    /// window asks).
+    pub(crate) fn ticks_per_ns(&self) -> f64 {
+        if self.tsc.is_none() {
+            return 1.0;
+        }
+        while self.epoch.elapsed() < std::time::Duration::from_millis(2) {
+            std::hint::spin_loop();
+        }
+        1.0 / self.scale()
+    }
+
     /// Nanoseconds per tick, measured from the clock's start to now.
     pub(crate) fn scale(&self) -> f64 {
         let Some(start) = self.tsc else {

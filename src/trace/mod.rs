@@ -19,25 +19,40 @@
 //!   gets the recorder's events once, when the party ends (the recorder's
 //!   `Drop`, which also runs when a failing job unwinds the rank), under a
 //!   lock taken once per party. The size cap is per lane (`max_bytes /
-//!   workers`), counted by the lane's own worker with a relaxed load and
-//!   store (nobody else writes it): once a lane is full its parties record
-//!   no more events, and the file says so.
+//!   workers`), charged a chunk of events at a time when a party's buffer
+//!   grows, by the lane's own worker with a relaxed load and store (nobody
+//!   else writes it): once a lane is full its parties record no more
+//!   events, and the file says so. A push checks only its chunk's room.
+//! * **A time window** (`MYRIAD_TRACE_WINDOW`): its bounds are turned
+//!   into clock ticks when the job starts (the tick rate measured over
+//!   2 ms, the bounds widened a little); an event wholly outside is not
+//!   recorded (two compares), and the writer cuts slices at the exact
+//!   edges. The profile counts everything.
 //! * **Slices are written when they end** (`X` events with their start and
 //!   duration: one record per operation, begins never lack their end); the
 //!   writer sorts each track by start (a parent before the children it
 //!   starts with) and fills the gaps between a rank's outermost operations
-//!   with `compute` slices.
-//! * **Flows.** A traced send takes an id from its lane (the worker's
-//!   counter: ids are unique in the process) and records a flow start; the
-//!   id rides in the message's envelope and outcome to the receive, which
-//!   records the flow's end when it completes. The writer keeps only flows
-//!   whose two ends it has (a peer not traced, a message to another
-//!   process: frames do not carry the id).
-//! * **Time** is nanoseconds since the job's start (`Instant`, the
-//!   monotonic clock every thread shares).
+//!   with `compute` slices. A park inside an operation ends at the
+//!   operation's next clock reading; when that is the operation's end and
+//!   the park is the wait the operation implies (a receive waiting for its
+//!   message, a collective for its peers), the park is folded into the
+//!   operation's event (`Event::park`, written as its own slice): a
+//!   blocking call that waits costs one event and three clock readings.
+//! * **Flows.** A traced send takes an id from its lane ([`flow_id`]: the
+//!   process, the worker, a counter) and records a flow start; the id
+//!   rides in the message's envelope (and, to another process, in its
+//!   frame) and outcome to the receive, which records the flow's end when
+//!   it completes. A flow end inside an operation rides in the
+//!   operation's event (`Event::flow`: no event of its own). The writer
+//!   keeps flows whose two ends it has; in a job
+//!   of several processes it lists the other ends after the events, and
+//!   [`merge`] pairs them across the processes' files.
+//! * **Time** is clock ticks since the job's start (`clock`), turned into
+//!   nanoseconds when the job ends.
 
 pub(crate) mod chrome;
 mod clock;
+pub(crate) mod merge;
 pub(crate) mod profile;
 
 use clock::Clock;
@@ -73,6 +88,9 @@ pub(crate) struct Settings {
     pub(crate) ranks: Option<RankSet>,
     /// The cap of recorded events, in bytes (`MYRIAD_TRACE_MAX_MB`).
     pub(crate) max_bytes: usize,
+    /// The time window traced (`MYRIAD_TRACE_WINDOW`); `None`: the whole
+    /// job.
+    pub(crate) window: Option<Window>,
     /// Where the profile goes (`MYRIAD_PROFILE`); `None`: no profile.
     pub(crate) profile: Option<ProfileTo>,
 }
@@ -135,6 +153,58 @@ impl RankSet {
     }
 }
 
+/// A time window of a trace, in nanoseconds since the job started:
+/// `MYRIAD_TRACE_WINDOW=100-250` (milliseconds), `100-` (to the end).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Window {
+    pub(crate) start_ns: u64,
+    /// `u64::MAX`: the job's end.
+    pub(crate) end_ns: u64,
+}
+
+impl Window {
+    /// Parses `START_MS-END_MS` (decimal milliseconds, the end may be
+    /// left out: to the job's end); the error says what is wrong.
+    pub(crate) fn parse(text: &str) -> Result<Window, String> {
+        let Some((lo, hi)) = text.trim().split_once('-') else {
+            return Err(
+                "expected START_MS-END_MS (milliseconds since the job started, \
+                        e.g. 100-250, or 100- for the rest of the job)"
+                    .to_string(),
+            );
+        };
+        let ms = |s: &str| -> Result<u64, String> {
+            let v: f64 = s
+                .trim()
+                .parse()
+                .map_err(|_| format!("{s:?} is not a number of milliseconds"))?;
+            if !v.is_finite() || v < 0.0 {
+                return Err(format!("{s:?} is not a number of milliseconds ≥ 0"));
+            }
+            Ok((v * 1e6).min(u64::MAX as f64 / 2.0) as u64)
+        };
+        let start_ns = ms(lo)?;
+        let end_ns = if hi.trim().is_empty() {
+            u64::MAX
+        } else {
+            ms(hi)?
+        };
+        Window::new(start_ns, end_ns)
+    }
+
+    /// The window from `start_ns` to `end_ns`, if it is not empty.
+    pub(crate) fn new(start_ns: u64, end_ns: u64) -> Result<Window, String> {
+        if start_ns >= end_ns {
+            return Err(format!(
+                "the window is empty (its start, {} ms, is not before its end, {} ms)",
+                start_ns as f64 / 1e6,
+                end_ns as f64 / 1e6
+            ));
+        }
+        Ok(Window { start_ns, end_ns })
+    }
+}
+
 /// A name as one word (a promoted `&"name"`), so that an event stays small.
 pub(crate) type Name = &'static &'static str;
 
@@ -170,23 +240,160 @@ impl Op {
     }
 }
 
-/// One recorded event (32-bit fields where they suffice: a million ranks'
-/// events must stay small).
+/// One recorded event, in one cache line: a kind byte and two name words
+/// instead of the [`What`] it stands for (whose enum would pad), 32-bit
+/// fields where they suffice (a million ranks' events must stay small).
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Event {
-    pub(crate) what: What,
+    /// The names of a collective (kind, algorithm) or a park (what it
+    /// waited in, label); [`NO_NAME`] otherwise.
+    a: Name,
+    b: Name,
     /// Start (slices) or time (flows), ns since the job started.
     pub(crate) ts: u64,
     /// Duration of a slice, ns.
     pub(crate) dur: u64,
     /// Bytes of a slice; the id of a flow.
     pub(crate) bytes: u64,
+    /// A message's flow that started (a send) or ended (a receive) in
+    /// this slice, folded into it (see `Recorder::flow`); bit 63 set: it
+    /// ended here. 0: none.
+    pub(crate) flow: u64,
+    /// The start of a park that ended with this slice, folded into it
+    /// (see `Recorder::end`), as ticks (ns once rescaled) after `ts`;
+    /// [`NO_PARK`]: none.
+    park: u32,
     pub(crate) peer: i32,
     pub(crate) tag: i32,
+    kind: u8,
     /// Nesting depth of a slice among the party's operations (0: called by
     /// the user's code).
     pub(crate) depth: u8,
 }
+
+/// The name of an event that has none.
+const NO_NAME: Name = &"";
+
+/// [`Event::park`] of a slice without a folded park.
+const NO_PARK: u32 = u32::MAX;
+
+/// [`Event::flow`]'s mark of a flow that ended in the slice.
+pub(crate) const FLOW_IN: u64 = 1 << 63;
+
+impl Event {
+    #[inline(always)]
+    fn new(what: What, ts: u64, bytes: u64, peer: i32, tag: i32, depth: u8) -> Event {
+        let (kind, a, b) = match what {
+            What::Slice(Op::Send) => (0, NO_NAME, NO_NAME),
+            What::Slice(Op::Receive) => (1, NO_NAME, NO_NAME),
+            What::Slice(Op::Probe) => (2, NO_NAME, NO_NAME),
+            What::Slice(Op::Wait) => (3, NO_NAME, NO_NAME),
+            What::Slice(Op::Collective { kind, algorithm }) => (4, kind, algorithm),
+            What::Slice(Op::Park { what, label }) => (5, what, label),
+            What::FlowOut => (6, NO_NAME, NO_NAME),
+            What::FlowIn => (7, NO_NAME, NO_NAME),
+        };
+        Event {
+            a,
+            b,
+            ts,
+            dur: 0,
+            bytes,
+            flow: 0,
+            park: NO_PARK,
+            peer,
+            tag,
+            kind,
+            depth,
+        }
+    }
+
+    /// What the event records.
+    pub(crate) fn what(&self) -> What {
+        match self.kind {
+            0 => What::Slice(Op::Send),
+            1 => What::Slice(Op::Receive),
+            2 => What::Slice(Op::Probe),
+            3 => What::Slice(Op::Wait),
+            4 => What::Slice(Op::Collective {
+                kind: self.a,
+                algorithm: self.b,
+            }),
+            5 => What::Slice(Op::Park {
+                what: self.a,
+                label: self.b,
+            }),
+            6 => What::FlowOut,
+            _ => What::FlowIn,
+        }
+    }
+
+    fn is_park(&self) -> bool {
+        self.kind == 5
+    }
+
+    /// Folds `park`, a park that ended when this operation did, into this
+    /// operation's event if it is the wait the operation implies: its peer
+    /// and tag, one level deeper, and for a collective the wait on this
+    /// collective (`coll_wait`: the name `sched` gives a collective's wait,
+    /// recognised once by its text, then by its address). Point-to-point
+    /// events keep the park's names in their free name words.
+    #[inline]
+    fn fold(&mut self, park: &Event, coll_wait: &Cell<Name>) -> bool {
+        if park.peer != self.peer || park.tag != self.tag || park.depth != self.depth + 1 {
+            return false;
+        }
+        match self.kind {
+            0..=3 => {
+                (self.a, self.b) = (park.a, park.b);
+            }
+            4 => {
+                // The same name, promoted in two places (its text is
+                // merged, its reference may not be).
+                let (label, kind) = (*park.b, *self.a);
+                if !(std::ptr::eq(label, kind) || label == kind) {
+                    return false;
+                }
+                if !std::ptr::eq(park.a, coll_wait.get()) {
+                    if *park.a != *COLLECTIVE_WAIT {
+                        return false;
+                    }
+                    coll_wait.set(park.a);
+                }
+            }
+            _ => return false,
+        }
+        match u32::try_from(park.ts.saturating_sub(self.ts)) {
+            Ok(after) if after != NO_PARK => self.park = after,
+            // Parked too long after the operation started to fold.
+            _ => return false,
+        }
+        true
+    }
+
+    /// The start of the park folded into this slice.
+    pub(crate) fn park_start(&self) -> Option<u64> {
+        (self.park != NO_PARK).then(|| self.ts + self.park as u64)
+    }
+
+    /// The park folded into this slice (see [`fold`](Self::fold)), if any.
+    pub(crate) fn folded_park(&self) -> Option<Op> {
+        self.park_start()?;
+        Some(match self.kind {
+            4 => Op::Park {
+                what: COLLECTIVE_WAIT,
+                label: self.a,
+            },
+            _ => Op::Park {
+                what: self.a,
+                label: self.b,
+            },
+        })
+    }
+}
+
+/// What `sched` calls a collective's wait (`WaitOp::Collective`).
+const COLLECTIVE_WAIT: Name = &"collective";
 
 /// What an [`Event`] records.
 #[derive(Debug, Clone, Copy)]
@@ -228,6 +435,8 @@ pub(crate) struct PartyLog {
 /// A party's events, in chunks that never move once written: growing a
 /// single `Vec` would copy every event recorded so far each time it doubles
 /// (a ping-pong records millions), and a million parties must start small.
+/// A chunk's room is charged to the lane's share of the size cap when the
+/// chunk is allocated, so a push checks nothing but the chunk's room.
 #[derive(Debug, Default)]
 pub(crate) struct Events {
     full: Vec<Vec<Event>>,
@@ -238,21 +447,37 @@ impl Events {
     /// The largest chunk, in events.
     const CHUNK: usize = 4096;
 
+    /// Records `event` if there is room; `lane` pays for a new chunk.
     #[inline]
-    fn push(&mut self, event: Event) {
-        if self.current.len() == self.current.capacity() {
-            self.grow();
+    fn push(&mut self, event: Event, lane: &Lane, budget: usize) {
+        if self.current.len() == self.current.capacity() && !self.grow(lane, budget) {
+            return;
         }
         self.current.push(event);
     }
 
+    /// A new chunk, as large as the lane's share of the cap allows; `false`
+    /// if it allows none (the lane is full: it stays so).
     #[cold]
-    fn grow(&mut self) {
-        let capacity = (self.current.capacity() * 2).clamp(16, Self::CHUNK);
+    #[inline(never)]
+    fn grow(&mut self, lane: &Lane, budget: usize) -> bool {
+        if lane.full.load(Ordering::Relaxed) {
+            return false;
+        }
+        let size = std::mem::size_of::<Event>();
+        let used = lane.used.load(Ordering::Relaxed);
+        let wanted = (self.current.capacity() * 2).clamp(16, Self::CHUNK);
+        let capacity = wanted.min(budget.saturating_sub(used) / size);
+        if capacity == 0 {
+            lane.full.store(true, Ordering::Relaxed);
+            return false;
+        }
+        lane.used.store(used + capacity * size, Ordering::Relaxed);
         let chunk = std::mem::replace(&mut self.current, Vec::with_capacity(capacity));
         if !chunk.is_empty() {
             self.full.push(chunk);
         }
+        true
     }
 
     fn iter_mut(&mut self) -> impl Iterator<Item = &mut Event> {
@@ -278,8 +503,8 @@ pub(crate) const TASK_TID: u64 = 1 << 32;
 /// samples, its share of the size cap.
 #[derive(Debug, Default)]
 pub(crate) struct Lane {
-    /// Bytes of events recorded by this worker's parties (written only by
-    /// the worker's thread).
+    /// Bytes of event chunks this worker's parties allocated (written only
+    /// by the worker's thread).
     used: AtomicUsize,
     /// The cap was reached: nothing more is recorded here.
     full: AtomicBool,
@@ -300,13 +525,21 @@ type EagerProbe = Box<dyn Fn() -> usize + Send + Sync>;
 /// A job's recording: settings, clock, one [`Lane`] per worker.
 pub(crate) struct Tracer {
     settings: Settings,
+    /// The job writes a trace (`settings.trace` is set).
+    traces: bool,
     clock: Clock,
     lanes: Box<[Lane]>,
     /// Bytes of events each lane may record.
     budget: usize,
+    /// The window's bounds in clock ticks, a little wide (the tick rate is
+    /// estimated when the job starts; the writer clips exactly): events
+    /// wholly outside are not recorded. `(0, u64::MAX)` without a window.
+    window: (u64, u64),
     /// This process's index and the job's process count (file names, `pid`).
     process: u32,
     processes: u32,
+    /// The job's start, ns since the Unix epoch.
+    epoch_unix_ns: u64,
     eager: OnceLock<EagerProbe>,
 }
 
@@ -327,13 +560,36 @@ impl Tracer {
     /// of `processes`.
     pub(crate) fn new(settings: Settings, workers: usize, process: u32, processes: u32) -> Tracer {
         let workers = workers.max(1);
+        let clock = Clock::new();
+        let window = match settings.window {
+            Some(w) => {
+                let per_ns = clock.ticks_per_ns();
+                // 0.1% and 10 µs wider on both sides than the estimate.
+                let ticks = |ns: u64| (ns as f64 * per_ns) as u64;
+                let margin = |ns: u64| ticks(ns / 1000 + 10_000);
+                (
+                    ticks(w.start_ns).saturating_sub(margin(w.start_ns)),
+                    if w.end_ns == u64::MAX {
+                        u64::MAX
+                    } else {
+                        ticks(w.end_ns).saturating_add(margin(w.end_ns))
+                    },
+                )
+            }
+            None => (0, u64::MAX),
+        };
         Tracer {
             budget: settings.max_bytes / workers,
+            traces: settings.trace.is_some(),
             settings,
-            clock: Clock::new(),
+            clock,
+            window,
             lanes: (0..workers).map(|_| Lane::default()).collect(),
             process,
             processes,
+            epoch_unix_ns: std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos() as u64),
             eager: OnceLock::new(),
         }
     }
@@ -387,30 +643,43 @@ impl Tracer {
             start: self.now(),
             depth: Cell::new(0),
             last: Cell::new(0),
-            pending: Cell::new(None),
+            park_pending: Cell::new(false),
+            pending: Cell::new(Event::new(What::FlowIn, 0, 0, 0, 0, 0)),
+            coll_wait: Cell::new(NO_NAME),
+            open_flow: Cell::new(0),
+            open_flow_depth: Cell::new(0),
             events: RefCell::new(Events::default()),
             profile: profile.then(|| RefCell::new(RankProfile::default())),
         }))
     }
 
     /// Samples worker `worker`'s counters (`runnable`: its run queue's
-    /// length), at most every 100 µs. Called by the worker's own thread.
+    /// length), at most every 100 µs. Called by the worker's own thread at
+    /// each resume: a look at the clock every 32 resumes only.
+    #[inline]
     pub(crate) fn sample(&self, worker: usize, runnable: usize) {
-        if self.settings.trace.is_none() {
+        if !self.traces {
             return;
         }
         let Some(lane) = self.lanes.get(worker) else {
             return;
         };
-        // A look at the clock every 32 resumes only.
         let resumes = lane.resumes.load(Ordering::Relaxed).wrapping_add(1);
         lane.resumes.store(resumes, Ordering::Relaxed);
-        if resumes % 32 != 1 {
-            return;
+        if resumes % 32 == 1 {
+            self.sample_slow(lane, runnable);
         }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn sample_slow(&self, lane: &Lane, runnable: usize) {
         let now = self.now();
         let last = lane.sampled.load(Ordering::Relaxed);
         if last != 0 && now < last + SAMPLE_NS {
+            return;
+        }
+        if now < self.window.0 || now > self.window.1 {
             return;
         }
         lane.sampled.store(now.max(1), Ordering::Relaxed);
@@ -455,8 +724,10 @@ impl Tracer {
                 samples: &samples,
                 full: &full,
                 max_bytes: self.settings.max_bytes,
+                window: self.settings.window,
                 process: self.process,
                 processes: self.processes,
+                epoch_unix_ns: self.epoch_unix_ns,
             };
             if let Err(err) = chrome::write(&path, &out) {
                 eprintln!(
@@ -510,9 +781,14 @@ fn rescale(logs: &mut [PartyLog], samples: &mut [Vec<Sample>], scale: f64) {
         for e in log.events.iter_mut() {
             // Start and end, so that slices stay nested after rounding.
             let mut end = e.ts + e.dur;
+            let end_ticks = end;
             ns(&mut e.ts);
             ns(&mut end);
             e.dur = end - e.ts;
+            if let Some(mut park) = e.park_start().map(|p| p.min(end_ticks)) {
+                ns(&mut park);
+                e.park = (park.clamp(e.ts, end) - e.ts).min(NO_PARK as u64 - 1) as u32;
+            }
         }
         if let Some(profile) = &mut log.profile {
             profile.rescale(scale);
@@ -537,10 +813,19 @@ pub(crate) struct Recorder {
     depth: Cell<u8>,
     /// The last time read from the clock (a span's start or end).
     last: Cell<u64>,
-    /// A park inside an operation that ended, and whose end is the next
-    /// reading of the clock (the operation's end, a few instructions
-    /// later): one reading less per park.
-    pending: Cell<Option<PendingPark>>,
+    /// A park inside an operation ended, and its end is the next reading
+    /// of the clock (the operation's end, a few instructions later): one
+    /// reading less per park.
+    park_pending: Cell<bool>,
+    /// That park's slice (valid while `park_pending`).
+    pending: Cell<Event>,
+    /// The name of a collective's wait, once seen (see `Event::fold`).
+    coll_wait: Cell<Name>,
+    /// A flow that started or ended inside the innermost open operation,
+    /// to be folded into its event (see `flow`); 0: none.
+    open_flow: Cell<u64>,
+    /// The depth it was recorded at (the operation's depth + 1).
+    open_flow_depth: Cell<u8>,
     events: RefCell<Events>,
     profile: Option<RefCell<RankProfile>>,
 }
@@ -559,57 +844,66 @@ impl Recorder {
         &self.tracer.lanes[self.lane as usize]
     }
 
-    /// Records `event` if its lane has room.
+    /// Records `event` (if its lane has room).
+    #[inline]
     fn push(&self, event: Event) {
-        let lane = self.lane();
-        if lane.full.load(Ordering::Relaxed) {
-            return;
-        }
-        let size = std::mem::size_of::<Event>();
-        let used = lane.used.load(Ordering::Relaxed);
-        if used + size > self.tracer.budget {
-            lane.full.store(true, Ordering::Relaxed);
-            return;
-        }
-        lane.used.store(used + size, Ordering::Relaxed);
-        self.events.borrow_mut().push(event);
+        let tracer = &*self.tracer;
+        self.events
+            .borrow_mut()
+            .push(event, &tracer.lanes[self.lane as usize], tracer.budget);
     }
 
-    /// Starts an operation slice (see [`span`]).
-    #[inline(never)]
+    /// Starts an operation slice (see [`span`]): the span carries its
+    /// event, filled in as far as its start tells. Inlined, so that the
+    /// operation's encoding folds into a constant at the hook.
+    #[inline(always)]
     pub(crate) fn span(&self, op: Op, peer: i32, tag: i32, bytes: usize) -> Span<'_> {
+        self.start(Event::new(What::Slice(op), 0, bytes as u64, peer, tag, 0))
+    }
+
+    #[inline(never)]
+    fn start(&self, mut ev: Event) -> Span<'_> {
         let depth = self.depth.get();
         self.depth.set(depth.saturating_add(1));
-        let start = self.stamp();
-        Span {
-            rec: self,
-            op,
-            start,
-            peer,
-            tag,
-            bytes: bytes as u64,
-            depth,
-        }
+        ev.depth = depth;
+        ev.ts = self.stamp();
+        Span { rec: self, ev }
     }
 
+    /// Ends the slice `ev`. A park inside an operation is ended by the
+    /// next reading of the clock (see `pending`); when that reading is
+    /// the end of the operation it waited in, and the park is the one
+    /// the operation's kind implies (`Event::folded_park`), it is folded
+    /// into the operation's event (`Event::park`): one event per
+    /// operation that waits, not two.
     #[inline(never)]
-    fn end(&self, span: &Span<'_>) {
-        self.depth.set(span.depth);
-        if let (Op::Park { .. }, 1..) = (span.op, span.depth) {
-            // Ended by the next reading of the clock (see `pending`).
-            self.pending.set(Some(PendingPark {
-                op: span.op,
-                start: span.start,
-                peer: span.peer,
-                tag: span.tag,
-                depth: span.depth,
-            }));
+    fn end(&self, ev: &Event) {
+        self.depth.set(ev.depth);
+        if ev.is_park() && ev.depth > 0 {
+            self.pending.set(*ev);
+            self.park_pending.set(true);
             return;
         }
-        let now = self.stamp();
-        self.record(
-            span.op, span.start, now, span.bytes, span.peer, span.tag, span.depth,
-        );
+        let now = self.tracer.now();
+        self.last.set(now);
+        let mut ev = *ev;
+        let flow = self.open_flow.get();
+        if flow != 0 && self.open_flow_depth.get() == ev.depth + 1 {
+            self.open_flow.set(0);
+            ev.flow = flow;
+        }
+        if self.park_pending.get() {
+            let park = self.pending.get();
+            if ev.fold(&park, &self.coll_wait) {
+                self.park_pending.set(false);
+                if let Some(profile) = &self.profile {
+                    profile.borrow_mut().wait_ns += now.saturating_sub(park.ts);
+                }
+            } else {
+                self.end_park(now);
+            }
+        }
+        self.record(&ev, now);
     }
 
     /// Reads the clock, and ends a pending park there.
@@ -617,30 +911,33 @@ impl Recorder {
     fn stamp(&self) -> u64 {
         let now = self.tracer.now();
         self.last.set(now);
-        if let Some(park) = self.pending.take() {
-            self.record(park.op, park.start, now, 0, park.peer, park.tag, park.depth);
+        if self.park_pending.get() {
+            self.end_park(now);
         }
         now
     }
 
-    /// Records a slice from `start` to `now` (and counts it in the
+    /// Records the pending park, ending at `now` (out of line: `record`
+    /// stays inlined once, in `end`).
+    #[inline(never)]
+    fn end_park(&self, now: u64) {
+        self.park_pending.set(false);
+        self.record(&self.pending.get(), now);
+    }
+
+    /// Records the slice `ev` ending at `now` (and counts it in the
     /// profile).
-    #[allow(clippy::too_many_arguments)]
-    fn record(&self, op: Op, start: u64, now: u64, bytes: u64, peer: i32, tag: i32, depth: u8) {
-        let dur = now.saturating_sub(start);
+    #[inline(always)]
+    fn record(&self, ev: &Event, now: u64) {
+        let dur = now.saturating_sub(ev.ts);
         if let Some(profile) = &self.profile {
-            profile.borrow_mut().record(op, bytes, dur, depth);
+            if let What::Slice(op) = ev.what() {
+                profile.borrow_mut().record(op, ev.bytes, dur, ev.depth);
+            }
         }
-        if self.trace {
-            self.push(Event {
-                what: What::Slice(op),
-                ts: start,
-                dur,
-                bytes,
-                peer,
-                tag,
-                depth,
-            });
+        let (lo, hi) = self.tracer.window;
+        if self.trace && now >= lo && ev.ts <= hi {
+            self.push(Event { dur, ..*ev });
         }
     }
 
@@ -654,7 +951,7 @@ impl Recorder {
         let lane = self.lane();
         let seq = lane.flows.load(Ordering::Relaxed) + 1;
         lane.flows.store(seq, Ordering::Relaxed);
-        let id = ((self.lane as u64 + 1) << 40) | seq;
+        let id = flow_id(self.tracer.process, self.lane, seq);
         self.flow(What::FlowOut, id);
         id
     }
@@ -668,22 +965,29 @@ impl Recorder {
     }
 
     fn flow(&self, what: What, id: u64) {
-        self.push(Event {
-            what,
-            // Inside an operation, the time of the last reading (its start,
-            // or the end of a park in it) stands for now: it lies within
-            // the operation, and saves a reading of the clock per message.
-            ts: if self.depth.get() > 0 {
-                self.last.get()
-            } else {
-                self.tracer.now()
-            },
-            dur: 0,
-            bytes: id,
-            peer: 0,
-            tag: 0,
-            depth: self.depth.get(),
-        });
+        // Inside an operation, the first flow rides in the operation's
+        // event (no event, no clock reading of its own: a ping-pong's
+        // message is two events, not four); the writer puts it at the
+        // operation's start (a send) or end (a receive).
+        let depth = self.depth.get();
+        if depth > 0 && self.open_flow.get() == 0 {
+            let mark = if let What::FlowIn = what { FLOW_IN } else { 0 };
+            self.open_flow.set(id | mark);
+            self.open_flow_depth.set(depth);
+            return;
+        }
+        // Else, inside an operation, the time of the last reading (its
+        // start, or the end of a park in it) stands for now.
+        let ts = if depth > 0 {
+            self.last.get()
+        } else {
+            self.tracer.now()
+        };
+        let (lo, hi) = self.tracer.window;
+        if ts < lo || ts > hi {
+            return;
+        }
+        self.push(Event::new(what, ts, id, 0, 0, self.depth.get()));
     }
 }
 
@@ -712,14 +1016,15 @@ impl Drop for Recorder {
     }
 }
 
-/// A park whose end is not read yet (see `Recorder::pending`).
-#[derive(Debug, Clone, Copy)]
-struct PendingPark {
-    op: Op,
-    start: u64,
-    peer: i32,
-    tag: i32,
-    depth: u8,
+/// The id of the `seq`-th flow (from 1) of worker `lane` in process
+/// `process`: unique in the job (messages between processes carry it in
+/// their frames), never 0, and below 2^53 so that JavaScript viewers
+/// read it exactly: 11 bits of process, 10 of worker, 32 of sequence
+/// (ids repeat past 2,047 processes, 1,023 workers or 4 × 10^9 messages
+/// of a worker: arrows may then join the wrong ends).
+pub(crate) fn flow_id(process: u32, lane: u32, seq: u64) -> u64 {
+    let seq = (seq - 1) % 0xffff_ffff + 1;
+    ((process as u64 & 0x7ff) << 42) | ((lane as u64 & 0x3ff) << 32) | seq
 }
 
 /// An operation in progress; its slice (and profile entry) is recorded
@@ -727,25 +1032,22 @@ struct PendingPark {
 #[derive(Debug)]
 pub(crate) struct Span<'a> {
     rec: &'a Recorder,
-    op: Op,
-    start: u64,
-    peer: i32,
-    tag: i32,
-    bytes: u64,
-    depth: u8,
+    /// Its slice, but for the duration.
+    ev: Event,
 }
 
 impl Span<'_> {
     /// Sets the bytes the operation moved (known at its end: a receive).
     #[inline]
     pub(crate) fn set_bytes(&mut self, bytes: usize) {
-        self.bytes = bytes as u64;
+        self.ev.bytes = bytes as u64;
     }
 }
 
 impl Drop for Span<'_> {
+    #[inline]
     fn drop(&mut self) {
-        self.rec.end(self);
+        self.rec.end(&self.ev);
     }
 }
 
@@ -821,6 +1123,66 @@ mod tests {
         }
         assert_eq!(rec.events.borrow().len(), 3);
         assert!(tracer.lanes[0].full.load(Ordering::Relaxed));
+    }
+
+    #[test]
+    fn events_outside_the_window_are_not_recorded() {
+        let settings = Settings {
+            trace: Some("unused".into()),
+            max_bytes: DEFAULT_MAX_BYTES,
+            // From 1 hour on: nothing of this test is in it.
+            window: Some(Window::new(3_600_000_000_000, u64::MAX).unwrap()),
+            ..Settings::default()
+        };
+        let tracer = Arc::new(Tracer::new(settings, 1, 0, 1));
+        let rec = tracer.recorder(0, 0, 0, false).unwrap();
+        drop(span(Some(&rec), Op::Send, 1, 0, 8));
+        assert_eq!(rec.flow_out() >> 32, 0, "flow ids start at worker 0's");
+        assert_eq!(rec.events.borrow().len(), 0);
+    }
+
+    #[test]
+    fn a_park_that_ends_with_its_operation_is_folded_into_it() {
+        let settings = Settings {
+            profile: Some(ProfileTo::Stderr),
+            trace: Some("unused".into()),
+            max_bytes: DEFAULT_MAX_BYTES,
+            ..Settings::default()
+        };
+        let tracer = Arc::new(Tracer::new(settings, 1, 0, 1));
+        let rec = tracer.recorder(0, 0, 0, false).unwrap();
+        let park = |what: Name| Op::Park {
+            what,
+            label: NO_NAME,
+        };
+        {
+            let _receive = span(Some(&rec), Op::Receive, 1, 7, 0);
+            drop(span(Some(&rec), park(&"receive"), 1, 7, 0));
+        }
+        {
+            // Another peer: not the receive's own wait, recorded apart.
+            let _receive = span(Some(&rec), Op::Receive, 1, 7, 0);
+            drop(span(Some(&rec), park(&"receive"), 2, 7, 0));
+        }
+        let events: Vec<Event> = rec.events.borrow().iter().copied().collect();
+        assert_eq!(events.len(), 3, "{events:?}");
+        let folded = events[0].folded_park().expect("folded");
+        assert!(matches!(folded, Op::Park { what, .. } if *what == "receive"));
+        let park = events[0].park_start().unwrap();
+        assert!(park >= events[0].ts && park <= events[0].ts + events[0].dur);
+        assert!(events[1].is_park() && events[2].folded_park().is_none());
+        let profile = rec.profile.as_ref().unwrap().borrow();
+        assert_eq!(profile.calls("receive"), 2);
+        assert!(profile.wait_ns <= events[0].dur + events[1].dur);
+    }
+
+    #[test]
+    fn flow_ids_name_their_process_and_stay_below_2_to_the_53() {
+        let id = flow_id(2047, 1023, u32::MAX as u64);
+        assert!(id < 1 << 53 && id != 0);
+        assert_ne!(flow_id(1, 0, 1), flow_id(0, 0, 1));
+        assert_ne!(flow_id(0, 1, 1), flow_id(0, 0, 1));
+        assert_ne!(flow_id(0, 0, 0xffff_ffff + 1), 0);
     }
 
     #[test]

@@ -15,7 +15,9 @@
 //!     32     8  count (elements of the signature's element)
 //!     40     8  id (names a send waiting for an answer, or the
 //!               receive a `Data` frame fills; 0: none)
-//!     48     8  reply (the receive a `ClearToSend` names, or 0)
+//!     48     8  reply (the receive a `ClearToSend` names; on `Eager`
+//!               and `RequestToSend` frames the message's flow id in a
+//!               trace, `crate::trace`; else 0)
 //!     56     8  payload length (at most MAX_PAYLOAD)
 //!     64  9*runs  signature: (base kind u8, count u64) per run
 //!      …     …  payload
@@ -52,7 +54,8 @@ pub(crate) const MAX_RUNS: usize = 1 << 16;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Kind {
     /// A message with its data (standard, buffered or synchronous send):
-    /// an `id` other than 0 asks for an [`Ack`](Kind::Ack) once matched.
+    /// an `id` other than 0 asks for an [`Ack`](Kind::Ack) once matched;
+    /// `reply` is the message's flow id in a trace (0: none).
     Eager = 1,
     /// A synchronous send's message was matched (`id` names it).
     Ack = 2,
@@ -63,7 +66,8 @@ pub(crate) enum Kind {
     /// The sender's job finished: it sends nothing more.
     Bye = 4,
     /// A large or synchronous message announced (rendezvous): envelope,
-    /// signature and count, no payload; `id` names the waiting send.
+    /// signature and count, no payload; `id` names the waiting send,
+    /// `reply` is the message's flow id in a trace (0: none).
     RequestToSend = 5,
     /// A receive matched the announced message `id`: send its data as
     /// `Data` for receive `reply`; `reply` 0 means the message was given
