@@ -188,8 +188,10 @@ pub(crate) fn add_timer(sched: &Scheduler, slot: u32, deadline: Instant) {
 const SPIN: std::time::Duration = std::time::Duration::from_micros(50);
 
 /// How long it polls on while a transfer with another process is under way
-/// (its next chunk comes sooner than a sleeping worker would wake).
-const SPIN_TRANSFER: std::time::Duration = std::time::Duration::from_millis(2);
+/// (its next chunk comes sooner than a sleeping worker would wake): longer
+/// than a 16 MiB message takes over TCP loopback here (~5 ms), as MPI's
+/// processes poll for as long as they wait.
+const SPIN_TRANSFER: std::time::Duration = std::time::Duration::from_millis(20);
 
 type RankCoroutine = Coroutine<(), Suspend, (), PooledStack>;
 
