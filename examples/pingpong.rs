@@ -2,7 +2,7 @@
 //! (×16 steps, as in seed 003's table), then the Hockney fit T(m) = α + β·m.
 //!
 //! ```text
-//! cargo run --release --example pingpong -- [--workers 1|2] [--iters N] [--processes 2] [--plot FILE.svg]
+//! cargo run --release --example pingpong -- [--workers 1|2] [--iters N] [--sizes 1,65536] [--processes 2] [--plot FILE.svg]
 //! ```
 //!
 //! With `--processes 2` (or under `mpiexec -n 2`) the two ranks live in two
@@ -20,14 +20,15 @@ use std::time::Instant;
 use myriad::traits::*;
 
 mod common;
-use common::arg;
 use common::plot::{self, Axis, Series};
+use common::{arg, list};
 
 fn main() {
     let scale: f64 = arg("--iters").unwrap_or(1.0);
     let plot_to = plot::plot_path();
-    // 1 B .. 16 MiB
-    let sizes: Vec<usize> = (0..7).map(|i| 1usize << (4 * i)).collect();
+    // 1 B .. 16 MiB unless `--sizes` chooses.
+    let sizes: Vec<usize> =
+        list("--sizes").unwrap_or_else(|| (0..7).map(|i| 1usize << (4 * i)).collect());
     // One worker unless `--workers` or MYRIAD_WORKERS says otherwise.
     let mut runtime = myriad::Runtime::from_env().ranks(2);
     if arg::<usize>("--workers").is_none() && std::env::var_os("MYRIAD_WORKERS").is_none() {
