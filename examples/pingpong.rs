@@ -101,14 +101,16 @@ fn main() {
     let beta = sxy / sxx;
     let alpha = my - beta * mx;
     // The small-message latency is a better α than the intercept of a fit
-    // dominated by the 16 MiB point.
-    println!(
-        "# fit: alpha_us={:.4} beta_us_per_MiB={:.2} (bandwidth {:.0} MB/s); 1-byte latency {:.4} us",
-        alpha * 1e6,
-        beta * 1e6 * (1 << 20) as f64,
-        1.0 / beta / 1e6,
-        rows[0].1 * 1e6
-    );
+    // dominated by the 16 MiB point. One size (`--sizes`) fits no line.
+    if sxx > 0.0 {
+        println!(
+            "# fit: alpha_us={:.4} beta_us_per_MiB={:.2} (bandwidth {:.0} MB/s); 1-byte latency {:.4} us",
+            alpha * 1e6,
+            beta * 1e6 * (1 << 20) as f64,
+            1.0 / beta / 1e6,
+            rows[0].1 * 1e6
+        );
+    }
     if let Some(path) = &plot_to {
         // Two models: the least-squares line (its intercept is dominated by
         // the large messages) and α = the 1-byte latency with the fitted β.
