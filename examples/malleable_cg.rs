@@ -65,10 +65,10 @@
 //! printed (the seed's Figure 5 shape).
 //!
 //! Default size: 64 MiB of constant data (the job holds it twice, plus
-//! each rank's gathered vector: about 0.3 GiB at 160 ranks with the
+//! each rank's gathered vector: 0.45 GiB resident at most, measured, with the
 //! default `--n`), `--n 131072`; the default run (12 pairs × 3 methods ×
-//! 4 strategies, one repetition) takes about a minute in release on a
-//! 2-core machine.
+//! 4 strategies, one repetition) took 1.5 minutes in release on the
+//! 2-core machine while others built (`--repeat 5`: 7.5 minutes).
 
 use myriad::malleable::{Method, Strategy};
 
