@@ -20,9 +20,20 @@
 //!   immediate collective let `work` run before the data moved (Blocking
 //!   deadlocks in the same program, and so would Threading run inline:
 //!   checked by making it so).
+//! * `cg_emulator_result_does_not_depend_on_the_resize`: the SAM emulator
+//!   of `examples/malleable_cg.rs` (`examples/common/sam.rs`, included
+//!   here) grown 3→5 and shrunk 5→2 mid-run with several method ×
+//!   strategy pairs ends with the `r·r` of the same number of CG
+//!   iterations without a resize, and its element checks pass; fails if
+//!   the variable data (CG's vectors) or the scalars reach the targets
+//!   wrong, or the sources' iterations during the background
+//!   redistribution diverge.
 //! * bad input: sizes that do not add up, a communicator too small,
 //!   buffers too small, Threading without `Threading::Multiple`: each a
 //!   clear error on every rank, no hang.
+
+#[path = "../examples/common/sam.rs"]
+mod sam;
 
 use myriad::malleable::{block_range, Method, Plan, Strategy};
 use myriad::traits::*;
@@ -511,5 +522,41 @@ fn background_strategies_let_the_rank_work_first() {
                 "{label}: expected a deadlock, got {result:?}"
             );
         }
+    }
+}
+
+#[test]
+fn cg_emulator_result_does_not_depend_on_the_resize() {
+    let setup = sam::Setup {
+        n: 1000,
+        band: 3,
+        payload: 777,
+        iters: 3,
+    };
+    let cases = [
+        (3, 5, Method::Collective, Strategy::Blocking),
+        (3, 5, Method::RmaLockAll, Strategy::WaitTargets),
+        (3, 5, Method::RmaLock, Strategy::Threading),
+        (5, 2, Method::Collective, Strategy::WaitTargets),
+        (5, 2, Method::RmaLockAll, Strategy::NonBlocking),
+        (5, 2, Method::RmaLock, Strategy::Blocking),
+    ];
+    for (ns, nt, method, strategy) in cases {
+        let what = format!("{ns}->{nt} {}-{}", method.name(), strategy.name());
+        let f = sam::case(setup, ns, nt, method, strategy).expect(&what);
+        assert!(f.ok, "{what}: an element was misplaced");
+        // Warm-up and timed iterations on both sides, plus those during.
+        assert_eq!(
+            f.done,
+            2 * (setup.iters as u64 + 1) + f.iters_during,
+            "{what}"
+        );
+        let want = sam::reference(setup.n, setup.band, ns, f.done);
+        assert!(
+            (f.rr - want).abs() <= 1e-9 * want.abs(),
+            "{what}: r.r {} after {} iterations, {want} without the resize",
+            f.rr,
+            f.done
+        );
     }
 }

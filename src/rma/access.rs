@@ -11,7 +11,12 @@
 //! goes through relaxed atomic loads and stores: machine words where the
 //! window address is word-aligned, single bytes at the unaligned head and
 //! tail. On x86-64 and aarch64 those compile to plain moves (the copy is
-//! not vectorised: a 1 MiB copy costs about what a word loop costs). Two
+//! not vectorised: a 1 MiB copy costs about what a word loop costs). A get
+//! of at least [`STREAM_BYTES`] whose two sides are aligned alike stores
+//! into the origin's buffer with non-temporal stores on x86-64
+//! ([`load_streaming`]): the loads stay atomic, the stores are to
+//! memory only the caller touches, and skipping the read-for-ownership of
+//! the destination lines is what `memcpy` gains on large copies. Two
 //! racing accesses that split one word differently (one by bytes, the other
 //! whole) are mixed-size atomics, which Rust's model leaves unspecified;
 //! this only happens in programs MPI calls erroneous (conflicting
@@ -163,6 +168,109 @@ pub(crate) unsafe fn load(dst: *mut u8, src: *const u8, len: usize) {
     }
 }
 
+/// [`load`] for a get's data, which the origin keeps rather than
+/// re-reads at once (an accumulate's scratch uses [`load`]): from
+/// [`STREAM_BYTES`] on, with the two sides aligned alike, the whole words
+/// go through [`load_words_streaming`].
+///
+/// # Safety
+///
+/// As [`load`].
+#[inline]
+pub(crate) unsafe fn load_streaming(dst: *mut u8, src: *const u8, len: usize) {
+    let head = src.align_offset(WORD).min(len);
+    let words = (len - head) / WORD;
+    if words * WORD < STREAM_BYTES || dst.wrapping_add(head).align_offset(WORD) != 0 {
+        // SAFETY: the caller's contract.
+        unsafe { load(dst, src, len) };
+        return;
+    }
+    let body = words * WORD;
+    // SAFETY: the head, the words and the tail partition the two ranges
+    // (the caller's contract); `src + head` and `dst + head` are
+    // word-aligned.
+    unsafe {
+        load(dst, src, head);
+        load_words_streaming(dst.add(head), src.add(head), words);
+        load(
+            dst.add(head + body),
+            src.add(head + body),
+            len - head - body,
+        );
+    }
+}
+
+/// Copies from this many bytes on ([`load_streaming`]) go through
+/// [`load_words_streaming`]: a copy that large is mostly a trip to memory,
+/// where skipping the destination's read-for-ownership pays; below it the
+/// data is likely cached and a streaming store would evict it.
+pub(crate) const STREAM_BYTES: usize = 256 << 10;
+
+/// Copies `words` whole words of window memory at `src` into the caller's
+/// memory at `dst`, both word-aligned: relaxed atomic loads (plain moves),
+/// eight to a 64-byte line, and non-temporal stores (`movnti`), which
+/// write whole lines without reading them first: on a copy out of cache
+/// this matches `memcpy` (measured on the 2-core VM, 0.4 to 3 MiB pieces
+/// of a 256 MiB region: 4.0 GB/s against 3.7 for `memcpy` and 3.1 for the
+/// word loop). The stores are the caller's memory, which nobody else
+/// accesses, so they need not be atomic; a closing `sfence` orders them
+/// before whatever the caller does next (the epoch's Release that makes
+/// the data visible to others).
+///
+/// # Safety
+///
+/// `src` valid for reads and `dst` for writes of `words * WORD` bytes, both
+/// word-aligned; `src` is window memory under its gate, `dst` nobody else's.
+#[cfg(target_arch = "x86_64")]
+#[inline(never)]
+unsafe fn load_words_streaming(dst: *mut u8, src: *const u8, words: usize) {
+    use std::arch::x86_64::{_mm_sfence, _mm_stream_si64};
+    let (dst, src) = (dst as *mut i64, src as *const usize);
+    let mut k = 0;
+    while k + 8 <= words {
+        for j in k..k + 8 {
+            // SAFETY: word `j < words` of both ranges, aligned (the
+            // caller's contract); the load is atomic (window memory may be
+            // written by a racing origin), the store is to the caller's
+            // own memory.
+            unsafe {
+                let word = AtomicUsize::from_ptr(src.add(j) as *mut usize).load(Ordering::Relaxed);
+                _mm_stream_si64(dst.add(j), word as i64);
+            }
+        }
+        k += 8;
+    }
+    while k < words {
+        // SAFETY: as above.
+        unsafe {
+            let word = AtomicUsize::from_ptr(src.add(k) as *mut usize).load(Ordering::Relaxed);
+            _mm_stream_si64(dst.add(k), word as i64);
+        }
+        k += 1;
+    }
+    // Non-temporal stores are weakly ordered: fence them before the
+    // caller's next (release) store.
+    // SAFETY: SSE is part of the x86-64 baseline.
+    unsafe { _mm_sfence() };
+}
+
+/// Elsewhere, the word loop.
+///
+/// # Safety
+///
+/// As the x86-64 version.
+#[cfg(not(target_arch = "x86_64"))]
+unsafe fn load_words_streaming(dst: *mut u8, src: *const u8, words: usize) {
+    for j in 0..words {
+        // SAFETY: word `j < words` of both aligned ranges.
+        unsafe {
+            let word =
+                AtomicUsize::from_ptr(src.add(j * WORD) as *mut usize).load(Ordering::Relaxed);
+            (dst.add(j * WORD) as *mut usize).write(word);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -182,6 +290,42 @@ mod tests {
                 // SAFETY: as above.
                 unsafe { load(back.as_mut_ptr(), window.as_ptr().add(offset), len) };
                 assert_eq!(back, &src[..len]);
+            }
+        }
+    }
+
+    #[test]
+    fn streaming_copies_keep_unaligned_heads_and_tails() {
+        // Lengths around the streaming threshold, from every source and
+        // destination offset: the head and tail bytes, the streamed words
+        // and the words after them all land, nothing around them moves.
+        // Word-backed buffers: equal offsets take the streamed path after
+        // the head, different ones (mod a word) the word loop.
+        let n = STREAM_BYTES + 4 * WORD + 64;
+        let words: Vec<u64> = (0..(n + 2 * WORD) as u64 / 8)
+            .map(|i| i.wrapping_mul(0x9E37_79B9_7F4A_7C15))
+            .collect();
+        // SAFETY: a `u64` slice seen as its bytes.
+        let window = unsafe { std::slice::from_raw_parts(words.as_ptr() as *const u8, n) };
+        for len in [STREAM_BYTES - 1, STREAM_BYTES, STREAM_BYTES + 9, n - WORD] {
+            for src_off in [0, 1, 3, WORD - 1] {
+                for dst_off in [0, 1, 3, 5, WORD - 1] {
+                    let mut out = vec![!0u64; (len + 2 * WORD) / 8 + 1];
+                    let bytes = out.len() * 8;
+                    let out_ptr = out.as_mut_ptr() as *mut u8;
+                    // SAFETY: both ranges are inside their vectors.
+                    unsafe {
+                        load_streaming(out_ptr.add(dst_off), window.as_ptr().add(src_off), len)
+                    };
+                    // SAFETY: as above, read back as bytes.
+                    let out = unsafe { std::slice::from_raw_parts(out_ptr, bytes) };
+                    assert!(
+                        out[dst_off..dst_off + len] == window[src_off..src_off + len],
+                        "len {len}, offsets {src_off}/{dst_off}"
+                    );
+                    assert!(out[..dst_off].iter().all(|&b| b == 0xFF));
+                    assert!(out[dst_off + len..].iter().all(|&b| b == 0xFF));
+                }
             }
         }
     }

@@ -791,7 +791,7 @@ impl WinShared {
     ) -> Result<(), Error> {
         self.with_target(comm, "get", target, disp, bytes, element, |at| {
             // SAFETY: as in `put`, roles swapped.
-            unsafe { access::load(dst, at, bytes) }
+            unsafe { access::load_streaming(dst, at, bytes) }
         })
     }
 
