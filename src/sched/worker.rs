@@ -513,9 +513,14 @@ impl Worker<'_> {
         // Drained in place: the inbox keeps its buffer, so a wake-up from
         // another thread allocates nothing (a taken `Vec` would be allocated
         // by the waker's thread and freed by this one, every time).
+        // The newest wake-ups first, in their order: a rank whose data just
+        // came (a root's broadcast) runs before ranks an earlier wake-up
+        // released (a barrier), which have yet to start waiting.
         let mut woken = self.local.woken.borrow_mut();
         let before = woken.len();
-        woken.extend(shared.inbox.lock().drain(..));
+        for task in shared.inbox.lock().drain(..).rev() {
+            woken.push_front(task);
+        }
         shared
             .pending
             .fetch_sub(woken.len() - before, Ordering::SeqCst);
