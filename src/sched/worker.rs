@@ -267,6 +267,22 @@ const SPIN_TRANSFER: std::time::Duration = std::time::Duration::from_millis(20);
 /// beside one that computes for long soon sleeps.
 const SPIN_BUSY: std::time::Duration = std::time::Duration::from_millis(1);
 
+/// Involuntary context switches of the calling thread so far (`None` if
+/// the kernel does not say): one system call, made once per [`SPIN`] of an
+/// extended poll.
+fn preemptions() -> Option<libc::c_long> {
+    /// `<linux/resource.h>` (the libc crate names it for uclibc only).
+    const RUSAGE_THREAD: libc::c_int = 1;
+    // SAFETY: getrusage only writes the struct it is given, which is a plain
+    // C struct for which all zeroes is a valid value.
+    let (rc, usage) = unsafe {
+        let mut usage: libc::rusage = std::mem::zeroed();
+        let rc = libc::getrusage(RUSAGE_THREAD, &mut usage);
+        (rc, usage)
+    };
+    (rc == 0).then_some(usage.ru_nivcsw)
+}
+
 /// Whether idle workers of a job with `workers` workers may poll on while
 /// another is busy: only with more than one worker, and at most one per CPU
 /// this process may use (`sched_getaffinity`, through
@@ -759,12 +775,15 @@ impl Worker<'_> {
     /// thread costs tens of microseconds on a VM, a message from another
     /// worker usually arrives sooner. Polls on (up to [`SPIN_BUSY`]) while
     /// another worker is busy, if the workers have a CPU each (see
-    /// `sched::idle`). Returns `true` if work appeared.
+    /// `sched::idle`) and this thread is not preempted meanwhile (other
+    /// processes want the CPU). Returns `true` if work appeared.
     fn spin(&self) -> bool {
         let sleep = &self.sched.sleep;
         let me = self.local.index;
         let start = Instant::now();
         let mut deadline = start + SPIN;
+        // Preemptions of this thread when the poll was last extended.
+        let mut extended: Option<Option<libc::c_long>> = None;
         sleep.set_polling(me, true);
         self.hooks.polling(true, false);
         let found = loop {
@@ -781,8 +800,16 @@ impl Worker<'_> {
                     continue;
                 }
                 if self.spin_while_busy && since < SPIN_BUSY && sleep.others_busy(me) {
-                    deadline = now + SPIN;
-                    continue;
+                    // Only while this thread has its CPU to itself: once it
+                    // was preempted since the last look, the machine is
+                    // oversubscribed (other processes) and the poll would
+                    // take the CPU a busy worker waits for.
+                    let switches = preemptions();
+                    if extended.is_none() || extended == Some(switches) {
+                        extended = Some(switches);
+                        deadline = now + SPIN;
+                        continue;
+                    }
                 }
                 break false;
             }
