@@ -136,6 +136,54 @@ fn idle_workers_see_work_published_before_they_sleep() {
     });
 }
 
+/// A worker polls before it sleeps, on while the other worker is busy (the
+/// polling flags are a hint read with relaxed loads): whatever it reads
+/// there, work published by the busy worker reaches it, by its polling or
+/// through the announce/claim protocol, and the other worker's wake-up is
+/// not lost. The poll is bounded (two looks), as the runtime's is by time.
+#[test]
+fn a_worker_polling_before_sleep_loses_no_wake_up() {
+    loom::model(|| {
+        let sleep = Arc::new(Sleep::new(2));
+        let pending = Arc::new(AtomicUsize::new(0));
+        let worker = {
+            let (sleep, pending) = (sleep.clone(), pending.clone());
+            thread::spawn(move || {
+                sleep.set_polling(0, true);
+                let mut found = false;
+                for _ in 0..2 {
+                    if pending.load(Ordering::SeqCst) > 0 {
+                        found = true;
+                        break;
+                    }
+                    if !sleep.others_busy(0) {
+                        break;
+                    }
+                }
+                sleep.set_polling(0, false);
+                while !found {
+                    let announcement = sleep.announce(0);
+                    if pending.load(Ordering::SeqCst) > 0 {
+                        sleep.cancel(announcement);
+                        break;
+                    }
+                    thread::park();
+                    sleep.cancel(announcement);
+                    found = pending.load(Ordering::SeqCst) > 0;
+                }
+            })
+        };
+        // Worker 1, busy: it starts polling itself only after it published.
+        pending.fetch_add(1, Ordering::SeqCst);
+        if sleep.claim(0) {
+            worker.thread().unpark();
+        }
+        worker.join().unwrap();
+        // Every announcement was withdrawn: nobody counts as asleep.
+        assert!(!sleep.all_asleep());
+    });
+}
+
 #[test]
 fn sleeper_counts_never_underflow_and_reach_every_worker() {
     loom::model(|| {

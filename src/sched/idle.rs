@@ -32,14 +32,48 @@
 //! work after announcing and nobody running is left to create more: the job
 //! is idle. The worker that completes the count checks timers and external
 //! waiters and, if there are none, reports a deadlock (`sched::deadlock`).
+//!
+//! ## Spinning before sleep
+//!
+//! Before it announces sleep an idle worker polls for a while (the worker
+//! loop's `spin`), and says so here ([`Sleep::set_polling`]).
+//! A worker that is neither polling nor announced is *busy*: it runs ranks
+//! (or is being woken to run them) and may publish work for the others at
+//! any moment. While some other worker is busy, an idle one polls on
+//! ([`Sleep::others_busy`], bounded by the worker loop) instead of sleeping:
+//! rayon's and tokio's rule. Without it two workers fall into a cycle in which
+//! each sleeps while the other is being woken (tens of microseconds in the
+//! kernel here, longer than the base poll), and every exchange pays a wake-up.
+//! The polling flags are a hint read with relaxed loads: it decides only how
+//! long a worker polls, never whether a wake-up is delivered (the
+//! announce/claim protocol above does that alone), and when every worker is
+//! idle none is busy, so all of them go to sleep and the deadlock check runs.
 
 use crate::sync::{AtomicBool, AtomicUsize, Ordering};
 
 /// Sleep announcements of the workers of one job.
 #[derive(Debug)]
 pub(crate) struct Sleep {
-    sleeping: Box<[AtomicBool]>,
+    /// One line each: a waker claims its peer's flag on every cross-worker
+    /// wake-up, which must not evict the flags other workers write.
+    sleeping: Box<[Padded<AtomicBool>]>,
     sleepers: AtomicUsize,
+    /// Workers polling for work before they sleep (a hint, see the module
+    /// docs), one line each: written by its worker only, read rarely.
+    polling: Box<[Padded<AtomicBool>]>,
+}
+
+/// A value alone on its cache line (two lines: the adjacent-line prefetcher
+/// pairs them).
+#[derive(Debug)]
+#[repr(align(128))]
+struct Padded<T>(T);
+
+impl<T> std::ops::Deref for Padded<T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        &self.0
+    }
 }
 
 /// Evidence that a worker announced sleep and must either cancel it or park.
@@ -54,9 +88,32 @@ pub(crate) struct Announcement {
 impl Sleep {
     pub(crate) fn new(workers: usize) -> Self {
         Sleep {
-            sleeping: (0..workers).map(|_| AtomicBool::new(false)).collect(),
+            sleeping: (0..workers)
+                .map(|_| Padded(AtomicBool::new(false)))
+                .collect(),
             sleepers: AtomicUsize::new(0),
+            polling: (0..workers)
+                .map(|_| Padded(AtomicBool::new(false)))
+                .collect(),
         }
+    }
+
+    /// Worker `worker` starts (`true`) or stops polling for work before
+    /// sleep.
+    pub(crate) fn set_polling(&self, worker: usize, polling: bool) {
+        self.polling[worker].store(polling, Ordering::Relaxed);
+    }
+
+    /// Whether a worker other than `worker` is busy: neither polling for
+    /// work nor announced asleep (a worker being woken counts as busy). Such
+    /// a worker may publish work for `worker` soon. A hint: the flags are
+    /// read one after another, with relaxed loads.
+    pub(crate) fn others_busy(&self, worker: usize) -> bool {
+        (0..self.sleeping.len()).any(|w| {
+            w != worker
+                && !self.polling[w].load(Ordering::Relaxed)
+                && !self.sleeping[w].load(Ordering::Relaxed)
+        })
     }
 
     /// Whether every worker has announced sleep.

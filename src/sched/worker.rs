@@ -42,7 +42,7 @@ use std::collections::{BinaryHeap, VecDeque};
 use std::panic::{self, AssertUnwindSafe};
 use std::ptr;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Barrier, Mutex, OnceLock};
+use std::sync::{Arc, Barrier, OnceLock};
 use std::thread::Thread;
 use std::time::Instant;
 
@@ -58,6 +58,7 @@ use super::task::Spawn;
 use super::{Host, Scheduler};
 use crate::error::{Error, ResourceError};
 use crate::identity::{LocalIndex, WorldRank};
+use crate::sync::spin::SpinLock;
 use crate::trace::Tracer;
 
 /// What a rank runs: the job's body, called with the rank's world rank and
@@ -68,7 +69,9 @@ pub(crate) type Body<'a> = dyn Fn(WorldRank, LocalIndex) + Sync + 'a;
 /// The part of a worker other threads touch.
 #[derive(Debug)]
 pub(crate) struct WorkerShared {
-    inbox: Mutex<Vec<u32>>,
+    /// Ranks woken by other threads. A spin lock: it is held for a push or
+    /// a drain, and its release is a plain store, not an RMW.
+    inbox: SpinLock<Vec<u32>>,
     pending: AtomicUsize,
     stealer: Stealer<u32>,
     thread: OnceLock<Thread>,
@@ -79,7 +82,7 @@ pub(crate) struct WorkerShared {
 impl WorkerShared {
     pub(crate) fn new(stealer: Stealer<u32>) -> WorkerShared {
         WorkerShared {
-            inbox: Mutex::new(Vec::new()),
+            inbox: SpinLock::new(Vec::new()),
             pending: AtomicUsize::new(0),
             stealer,
             thread: OnceLock::new(),
@@ -100,11 +103,70 @@ struct WorkerLocal {
     sched: *const Scheduler,
     index: usize,
     ready: RefCell<VecDeque<u32>>,
+    /// The rank the running rank woke last on this worker: it runs before
+    /// the run queue (Go's `runnext`, see [`schedule`]).
+    next: Cell<Option<u32>>,
+    /// Ranks woken by other threads (drained from the inbox): they run
+    /// before the queue, after `next`.
+    woken: RefCell<VecDeque<u32>>,
+    /// Ranks run from `next` or `woken` in a row (bounded by [`HANDOFFS`]).
+    handoffs: Cell<u32>,
     timers: RefCell<BinaryHeap<Reverse<(Instant, u32)>>>,
     /// A rank yielded since the last look at unstarted ranks.
     yielded: Cell<bool>,
     /// Tasks spawned by ranks of this worker, not started yet.
     spawned: RefCell<Vec<Spawn>>,
+}
+
+/// Ranks run in a row from `WorkerLocal::next` and `woken` before the head
+/// of the run queue gets its turn: two ranks that keep waking each other
+/// must not starve the others of their worker (one of those may be what
+/// they wait for, through a flag they poll).
+const HANDOFFS: u32 = 64;
+
+impl WorkerLocal {
+    /// Makes `task` the next to run; a previous one goes to the back of the
+    /// queue.
+    fn hand_off(&self, task: u32) {
+        if let Some(previous) = self.next.replace(Some(task)) {
+            self.ready.borrow_mut().push_back(previous);
+        }
+    }
+
+    /// The next rank to run: the hand-off, else one woken by another thread,
+    /// else the head of the queue. After [`HANDOFFS`] from the first two in a
+    /// row, the woken ones join the back of the queue and its head runs.
+    fn pop_ready(&self) -> Option<u32> {
+        if self.handoffs.get() >= HANDOFFS {
+            self.handoffs.set(0);
+            let mut ready = self.ready.borrow_mut();
+            ready.extend(self.woken.borrow_mut().drain(..));
+            if let Some(task) = ready.pop_front() {
+                return Some(task);
+            }
+        }
+        let first = self
+            .next
+            .take()
+            .or_else(|| self.woken.borrow_mut().pop_front());
+        match first {
+            Some(task) => {
+                self.handoffs.set(self.handoffs.get() + 1);
+                Some(task)
+            }
+            None => {
+                self.handoffs.set(0);
+                self.ready.borrow_mut().pop_front()
+            }
+        }
+    }
+
+    /// Whether a rank is queued to run.
+    fn has_ready(&self) -> bool {
+        self.next.get().is_some()
+            || !self.woken.borrow().is_empty()
+            || !self.ready.borrow().is_empty()
+    }
 }
 
 thread_local! {
@@ -117,6 +179,17 @@ pub(crate) fn on_worker_thread() -> bool {
 }
 
 /// Requeues a woken rank living at `(worker, task)` of `sched`.
+///
+/// On its own worker the woken rank runs next, before the run queue (Go's
+/// `runnext`): the waker is usually about to wait for it (a message and its
+/// reply, a root's data and the readers of it), and a rank that has just
+/// been given what it waited for should not queue behind ranks that the
+/// same worker woke earlier and that will only start waiting. A batch of
+/// wake-ups ([`schedule_batch`], of more than one rank) goes to the back of
+/// the queue in order. Ranks woken from another thread run before the queue
+/// too (`WorkerLocal::woken`): what their waker published is fresh, while
+/// the queue may hold ranks released together by a barrier, which have yet
+/// to start waiting.
 #[inline]
 pub(crate) fn schedule(sched: &Scheduler, (worker, task): (usize, usize)) {
     let local = WORKER.with(|w| w.get());
@@ -124,16 +197,12 @@ pub(crate) fn schedule(sched: &Scheduler, (worker, task): (usize, usize)) {
     // this thread and cleared before the `WorkerLocal` is dropped.
     if let Some(local) = unsafe { local.as_ref() } {
         if ptr::eq(local.sched, sched) && local.index == worker {
-            local.ready.borrow_mut().push_back(task as u32);
+            local.hand_off(task as u32);
             return;
         }
     }
     let shared = &sched.workers[worker];
-    shared
-        .inbox
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .push(task as u32);
+    shared.inbox.lock().push(task as u32);
     shared.pending.fetch_add(1, Ordering::SeqCst);
     if sched.sleep.claim(worker) {
         shared.unpark();
@@ -150,16 +219,15 @@ pub(crate) fn schedule_batch(sched: &Scheduler, worker: usize, tasks: &[u32]) {
     // SAFETY: as in `schedule`.
     if let Some(local) = unsafe { local.as_ref() } {
         if ptr::eq(local.sched, sched) && local.index == worker {
-            local.ready.borrow_mut().extend(tasks.iter().copied());
+            match tasks {
+                [task] => local.hand_off(*task),
+                _ => local.ready.borrow_mut().extend(tasks.iter().copied()),
+            }
             return;
         }
     }
     let shared = &sched.workers[worker];
-    shared
-        .inbox
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .extend_from_slice(tasks);
+    shared.inbox.lock().extend_from_slice(tasks);
     shared.pending.fetch_add(tasks.len(), Ordering::SeqCst);
     if sched.sleep.claim(worker) {
         shared.unpark();
@@ -192,6 +260,40 @@ const SPIN: std::time::Duration = std::time::Duration::from_micros(50);
 /// than a 16 MiB message takes over TCP loopback here (~5 ms), as MPI's
 /// processes poll for as long as they wait.
 const SPIN_TRANSFER: std::time::Duration = std::time::Duration::from_millis(20);
+
+/// How long an idle worker polls on while another worker is busy (it may
+/// publish work any moment, and waking this one would cost more than the
+/// poll): well above a wake-up here (~50-500 µs), short enough that a worker
+/// beside one that computes for long soon sleeps.
+const SPIN_BUSY: std::time::Duration = std::time::Duration::from_millis(1);
+
+/// Involuntary context switches of the calling thread so far (`None` if
+/// the kernel does not say): one system call, made once per [`SPIN`] of an
+/// extended poll.
+fn preemptions() -> Option<libc::c_long> {
+    /// `<linux/resource.h>` (the libc crate names it for uclibc only).
+    const RUSAGE_THREAD: libc::c_int = 1;
+    // SAFETY: getrusage only writes the struct it is given, which is a plain
+    // C struct for which all zeroes is a valid value.
+    let (rc, usage) = unsafe {
+        let mut usage: libc::rusage = std::mem::zeroed();
+        let rc = libc::getrusage(RUSAGE_THREAD, &mut usage);
+        (rc, usage)
+    };
+    (rc == 0).then_some(usage.ru_nivcsw)
+}
+
+/// Whether idle workers of a job with `workers` workers may poll on while
+/// another is busy: only with more than one worker, and at most one per CPU
+/// this process may use (`sched_getaffinity`, through
+/// `available_parallelism`; called before the worker binds itself, and
+/// remembered, so it is the mask of the process). With more, a poller takes
+/// the CPU that a busy worker needs.
+fn spin_while_busy(workers: usize) -> bool {
+    static CPUS: OnceLock<usize> = OnceLock::new();
+    let cpus = *CPUS.get_or_init(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    workers > 1 && workers <= cpus
+}
 
 type RankCoroutine = Coroutine<(), Suspend, (), PooledStack>;
 
@@ -301,6 +403,8 @@ pub(crate) fn run(args: WorkerArgs<'_>) {
         exit,
     } = args;
     let _altstack = AltStack::ensure();
+    // Before binding: the CPUs of the process, not the one this thread gets.
+    let spin_while_busy = spin_while_busy(sched.workers.len());
     if let Some(cpu) = bind_to {
         if let Err(err) = crate::hardware::bind_current_thread(cpu) {
             eprintln!("myriad: worker {index} could not bind to PU {cpu}: {err}; running unbound");
@@ -311,6 +415,9 @@ pub(crate) fn run(args: WorkerArgs<'_>) {
         sched,
         index,
         ready: RefCell::new(VecDeque::new()),
+        next: Cell::new(None),
+        woken: RefCell::new(VecDeque::new()),
+        handoffs: Cell::new(0),
         timers: RefCell::new(BinaryHeap::new()),
         yielded: Cell::new(false),
         spawned: RefCell::new(Vec::new()),
@@ -329,6 +436,7 @@ pub(crate) fn run(args: WorkerArgs<'_>) {
         free: Vec::new(),
         stacks: Vec::new(),
         tracer: sched.tracer().cloned(),
+        spin_while_busy,
     };
     worker.run_loop();
     sched.worker_stopped();
@@ -352,6 +460,8 @@ struct Worker<'a> {
     stacks: Vec<PooledStack>,
     /// The job's recording, if it traces or profiles.
     tracer: Option<Arc<Tracer>>,
+    /// Poll on while another worker is busy ([`spin_while_busy`]).
+    spin_while_busy: bool,
 }
 
 impl Worker<'_> {
@@ -391,7 +501,7 @@ impl Worker<'_> {
                     continue;
                 }
             }
-            let next = self.local.ready.borrow_mut().pop_front();
+            let next = self.local.pop_ready();
             if let Some(task) = next {
                 self.resume(task);
                 continue;
@@ -416,9 +526,20 @@ impl Worker<'_> {
 
     fn drain_inbox(&mut self) {
         let shared = &self.sched.workers[self.local.index];
-        let woken = std::mem::take(&mut *shared.inbox.lock().unwrap_or_else(|e| e.into_inner()));
-        shared.pending.fetch_sub(woken.len(), Ordering::SeqCst);
-        self.local.ready.borrow_mut().extend(woken);
+        // Drained in place: the inbox keeps its buffer, so a wake-up from
+        // another thread allocates nothing (a taken `Vec` would be allocated
+        // by the waker's thread and freed by this one, every time).
+        // The newest wake-ups first, in their order: a rank whose data just
+        // came (a root's broadcast) runs before ranks an earlier wake-up
+        // released (a barrier), which have yet to start waiting.
+        let mut woken = self.local.woken.borrow_mut();
+        let before = woken.len();
+        for task in shared.inbox.lock().drain(..).rev() {
+            woken.push_front(task);
+        }
+        shared
+            .pending
+            .fetch_sub(woken.len() - before, Ordering::SeqCst);
     }
 
     /// Wakes the ranks whose timers expired; `true` if any did.
@@ -637,7 +758,7 @@ impl Worker<'_> {
     fn has_work(&self) -> bool {
         let sched = self.sched;
         sched.is_aborting()
-            || !self.local.ready.borrow().is_empty()
+            || self.local.has_ready()
             || sched.workers[self.local.index]
                 .pending
                 .load(Ordering::SeqCst)
@@ -652,10 +773,18 @@ impl Worker<'_> {
 
     /// Polls for work for a little while before sleeping: waking a sleeping
     /// thread costs tens of microseconds on a VM, a message from another
-    /// worker usually arrives sooner. Returns `true` if work appeared.
+    /// worker usually arrives sooner. Polls on (up to [`SPIN_BUSY`]) while
+    /// another worker is busy, if the workers have a CPU each (see
+    /// `sched::idle`) and this thread is not preempted meanwhile (other
+    /// processes want the CPU). Returns `true` if work appeared.
     fn spin(&self) -> bool {
+        let sleep = &self.sched.sleep;
+        let me = self.local.index;
         let start = Instant::now();
         let mut deadline = start + SPIN;
+        // Preemptions of this thread when the poll was last extended.
+        let mut extended: Option<Option<libc::c_long>> = None;
+        sleep.set_polling(me, true);
         self.hooks.polling(true, false);
         let found = loop {
             // One pause per look: PAUSE costs ~60 cycles on recent AMD cores.
@@ -665,13 +794,27 @@ impl Worker<'_> {
             }
             let now = Instant::now();
             if now >= deadline {
-                if now < start + SPIN_TRANSFER && self.hooks.transfer_under_way() {
+                let since = now - start;
+                if since < SPIN_TRANSFER && self.hooks.transfer_under_way() {
                     deadline = now + SPIN;
                     continue;
+                }
+                if self.spin_while_busy && since < SPIN_BUSY && sleep.others_busy(me) {
+                    // Only while this thread has its CPU to itself: once it
+                    // was preempted since the last look, the machine is
+                    // oversubscribed (other processes) and the poll would
+                    // take the CPU a busy worker waits for.
+                    let switches = preemptions();
+                    if extended.is_none() || extended == Some(switches) {
+                        extended = Some(switches);
+                        deadline = now + SPIN;
+                        continue;
+                    }
                 }
                 break false;
             }
         };
+        sleep.set_polling(me, false);
         self.hooks.polling(false, !found);
         found
     }
