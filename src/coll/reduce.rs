@@ -66,13 +66,31 @@ pub(crate) fn reduce(
     send: &Layout,
     recv: Option<&Layout>,
 ) -> Result<(), Error> {
-    let rank = call.rank();
     if call.size() == 1 {
         if let Some(recv) = recv {
             copy_same(send, recv);
         }
         return Ok(());
     }
+    match (call.algorithm, root) {
+        (Algorithm::SharedMemory, _) => shm(call, op, commutative, send, recv),
+        _ => not_shared(call, root, op, commutative, send, recv),
+    }
+}
+
+/// The algorithms other than `shm`, out of line: their locals would widen
+/// the frame of every shared-memory call, whose stack lines are cold each
+/// time a rank runs again among thousands (`barrier.rs`).
+#[inline(never)]
+fn not_shared(
+    call: &Call<'_>,
+    root: Option<Rank>,
+    op: &OpRef<'_>,
+    commutative: bool,
+    send: &Layout,
+    recv: Option<&Layout>,
+) -> Result<(), Error> {
+    let rank = call.rank();
     match (call.algorithm, root) {
         (Algorithm::Hierarchical, _) => {
             super::hier::reduce(call, root, op, commutative, send, recv)
