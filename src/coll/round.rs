@@ -182,6 +182,7 @@ pub(crate) struct Shape {
 impl Shape {
     /// Whether `layout` has this type (by address, else by type map) and
     /// count.
+    #[inline]
     pub(crate) fn fits(&self, layout: &Layout) -> bool {
         let (a, b) = (self.ty.map(), layout.ty.map());
         self.count == layout.count && (std::ptr::eq(a, b) || a == b)
