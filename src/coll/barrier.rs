@@ -5,6 +5,12 @@
 //! * `dissemination`: ⌈log2 p⌉ steps; at step k rank r notifies
 //!   r + 2^k and waits for r − 2^k (zero-byte messages).
 //! * `linear`: everyone notifies rank 0, which then releases everyone.
+//!
+//! The shared-memory path is the one that runs with thousands of ranks per
+//! worker: each rank's stack lines fall out of the cache between two of
+//! its calls, so every line its frames touch costs a miss. The other
+//! algorithms live in functions of their own, off that path, so that their
+//! locals do not widen its frame.
 
 use super::exchange::Exchange;
 use super::{Algorithm, Call};
@@ -13,10 +19,19 @@ use crate::error::Error;
 
 /// Runs a barrier call.
 pub(crate) fn barrier(call: &Call<'_>) -> Result<(), Error> {
-    let (rank, size) = (call.rank(), call.size());
-    if size == 1 {
+    if call.size() == 1 {
         return Ok(());
     }
+    match call.algorithm {
+        Algorithm::Hierarchical | Algorithm::Dissemination | Algorithm::Linear => not_shared(call),
+        _ => shm(call),
+    }
+}
+
+/// The algorithms other than `shm`.
+#[inline(never)]
+fn not_shared(call: &Call<'_>) -> Result<(), Error> {
+    let (rank, size) = (call.rank(), call.size());
     let empty = Layout::empty();
     match call.algorithm {
         Algorithm::Hierarchical => super::hier::barrier(call),
@@ -47,10 +62,11 @@ pub(crate) fn barrier(call: &Call<'_>) -> Result<(), Error> {
             }
             ex.wait()
         }
-        _ => shm(call),
+        _ => unreachable!("`barrier` sends only these here"),
     }
 }
 
+#[inline]
 fn shm(call: &Call<'_>) -> Result<(), Error> {
     let rounds = &call.comm.coll().rounds;
     let round = rounds.join_checked(call)?;

@@ -263,17 +263,7 @@ pub(crate) fn begin_as<'a>(
     // check, so two different collectives at one sequence number always
     // meet in the same round and are caught.
     if algorithm != Algorithm::SharedMemory {
-        // Only this process's members check in here: across processes a
-        // call's entry is done when they have (counting every member would
-        // leave it in the map for good).
-        state.checker.check(
-            seq,
-            comm.shared().locality.local_count() as u32,
-            comm.rank(),
-            *signature,
-            site,
-            &state.rounds,
-        )?;
+        check_in(comm, seq, signature, site)?;
     }
     Ok(Call {
         comm,
@@ -284,6 +274,30 @@ pub(crate) fn begin_as<'a>(
         site,
         signature: *signature,
     })
+}
+
+/// The communicator-wide check of a call of a message-based algorithm
+/// (out of line: shared-memory calls, checked in their round, keep its
+/// locals out of their frames).
+#[inline(never)]
+fn check_in(
+    comm: &CommCore,
+    seq: u32,
+    signature: &Signature,
+    site: &'static Location<'static>,
+) -> Result<(), Error> {
+    let state = comm.coll();
+    // Only this process's members check in here: across processes a
+    // call's entry is done when they have (counting every member would
+    // leave it in the map for good).
+    state.checker.check(
+        seq,
+        comm.shared().locality.local_count() as u32,
+        comm.rank(),
+        *signature,
+        site,
+        &state.rounds,
+    )
 }
 
 /// Checks a root.

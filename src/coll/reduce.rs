@@ -66,13 +66,31 @@ pub(crate) fn reduce(
     send: &Layout,
     recv: Option<&Layout>,
 ) -> Result<(), Error> {
-    let rank = call.rank();
     if call.size() == 1 {
         if let Some(recv) = recv {
             copy_same(send, recv);
         }
         return Ok(());
     }
+    match (call.algorithm, root) {
+        (Algorithm::SharedMemory, _) => shm(call, op, commutative, send, recv),
+        _ => not_shared(call, root, op, commutative, send, recv),
+    }
+}
+
+/// The algorithms other than `shm`, out of line: their locals would widen
+/// the frame of every shared-memory call, whose stack lines are cold each
+/// time a rank runs again among thousands (`barrier.rs`).
+#[inline(never)]
+fn not_shared(
+    call: &Call<'_>,
+    root: Option<Rank>,
+    op: &OpRef<'_>,
+    commutative: bool,
+    send: &Layout,
+    recv: Option<&Layout>,
+) -> Result<(), Error> {
+    let rank = call.rank();
     match (call.algorithm, root) {
         (Algorithm::Hierarchical, _) => {
             super::hier::reduce(call, root, op, commutative, send, recv)
@@ -138,31 +156,7 @@ fn shm_commutative(
     let bytes = send.ty.map().span(send.count);
     fold(round.own_partial(call), op, send, bytes);
     if round.arrive() {
-        {
-            let mut total = round.result().lock();
-            total.start(send, bytes);
-            let dst = total.layout(send);
-            for part in round.partials() {
-                let mut part = part.lock();
-                if part.contributions() == 0 {
-                    continue;
-                }
-                // Every partial was laid out like its first contribution.
-                if !part.all_like(send) {
-                    total.mark_mismatched();
-                    continue;
-                }
-                let src = part.layout(send);
-                if total.contributions() == 0 {
-                    copy_same(&src, &dst);
-                } else {
-                    combine(op, &src, &dst);
-                }
-                total.count(part.contributions());
-            }
-        }
-        // The result is in: `root_ready` doubles as "result ready".
-        round.set_ready(call);
+        complete(call, round, op, send, bytes);
     }
     let Some(recv) = recv else {
         // A contributor that gets no result is done: its data is in.
@@ -179,6 +173,38 @@ fn shm_commutative(
         Some((index, len)) => copy_same(&src.slice(index * len, len), &recv),
     }
     Ok(())
+}
+
+/// The last arrival's part of [`shm_commutative`]: combines the workers'
+/// partials into the round's result and wakes everyone (out of line: one
+/// rank per call runs it, the others' frames need no room for it).
+#[inline(never)]
+fn complete(call: &Call<'_>, round: &Round, op: &OpRef<'_>, send: &Layout, bytes: usize) {
+    {
+        let mut total = round.result().lock();
+        total.start(send, bytes);
+        let dst = total.layout(send);
+        for part in round.partials() {
+            let mut part = part.lock();
+            if part.contributions() == 0 {
+                continue;
+            }
+            // Every partial was laid out like its first contribution.
+            if !part.all_like(send) {
+                total.mark_mismatched();
+                continue;
+            }
+            let src = part.layout(send);
+            if total.contributions() == 0 {
+                copy_same(&src, &dst);
+            } else {
+                combine(op, &src, &dst);
+            }
+            total.count(part.contributions());
+        }
+    }
+    // The result is in: `root_ready` doubles as "result ready".
+    round.set_ready(call);
 }
 
 /// Contributions of another type or count than the first were left out
@@ -210,7 +236,9 @@ fn fold(part: &SpinLock<Accumulator>, op: &OpRef<'_>, send: &Layout, bytes: usiz
 }
 
 /// Non-commutative: ranks publish their buffers, the last to arrive reduces
-/// them in rank order.
+/// them in rank order. (Out of line: its locals stay out of the frame of
+/// the commutative path.)
+#[inline(never)]
 fn shm_in_order(
     call: &Call<'_>,
     round: &Round,

@@ -182,6 +182,7 @@ pub(crate) struct Shape {
 impl Shape {
     /// Whether `layout` has this type (by address, else by type map) and
     /// count.
+    #[inline]
     pub(crate) fn fits(&self, layout: &Layout) -> bool {
         let (a, b) = (self.ty.map(), layout.ty.map());
         self.count == layout.count && (std::ptr::eq(a, b) || a == b)
@@ -574,7 +575,9 @@ impl Round {
     }
 
     /// Counts this rank's arrival (after its deposit) and waits until every
-    /// rank has arrived; the last to arrive wakes the others.
+    /// rank has arrived; the last to arrive wakes the others. (Inlined: one
+    /// frame less between a rank's call and its park, `barrier.rs`.)
+    #[inline]
     pub(crate) fn arrive_and_wait(&self, call: &Call<'_>) -> Result<(), Error> {
         if self.arrive() {
             self.wake_all(call);
@@ -666,6 +669,7 @@ impl Round {
     /// Waits until [`set_ready`](Self::set_ready) or
     /// [`set_staged`](Self::set_staged); what was written before it is
     /// visible after.
+    #[inline]
     pub(crate) fn wait_ready(&self, call: &Call<'_>) -> Result<(), Error> {
         self.wait(call, || self.root_ready.load(Ordering::Acquire) != 0)
     }
@@ -708,6 +712,21 @@ impl Round {
         }
     }
 
+    /// Whether the call agrees with the round's first signature (the
+    /// first rank records its own): [`check`](Self::check) without the
+    /// error.
+    #[inline]
+    fn agrees(&self, call: &Call<'_>) -> bool {
+        let first = self
+            .first
+            .get_or_init(|| (call.signature, call.rank(), call.site));
+        if call.comm.coll().checker.enabled() {
+            super::check::agree(&first.0, &call.signature)
+        } else {
+            super::check::same_protocol(&first.0, &call.signature)
+        }
+    }
+
     /// The collective check, in the round: the first rank records its
     /// signature, the others compare with it (read-only).
     pub(crate) fn check(&self, call: &Call<'_>) -> Result<(), Error> {
@@ -740,10 +759,40 @@ pub(crate) struct Rounds {
 /// nothing when shared by so many ranks.
 const KEEP_UP_TO: u32 = 4096;
 
+/// A rank's place in the round of its call, from [`Rounds::join_checked`]
+/// (or [`join_published`](Rounds::join_published)) to
+/// [`Rounds::leave`], which takes it back: it reads as the [`Round`].
+///
+/// It holds the round's address, not a reference count (`ring.rs`): the
+/// ring keeps the round until the last of its `size` ranks has counted its
+/// leave, and each rank joins the round of a call once (one sequence
+/// number per rank and call, `begin_as`) and leaves it at most once
+/// ([`Rounds::leave`] consumes this). A place dropped without a leave (an
+/// unwind, a job that fails) only keeps the round in the ring.
+#[derive(Debug)]
+pub(crate) struct Joined<'a> {
+    round: NonNull<Round>,
+    /// The rounds the round lives in: a place cannot outlive them.
+    rounds: std::marker::PhantomData<&'a Rounds>,
+}
+
+impl std::ops::Deref for Joined<'_> {
+    type Target = Round;
+
+    #[inline]
+    fn deref(&self) -> &Round {
+        // SAFETY: the ring keeps the round alive and in place until its
+        // last rank has counted its leave (`Rounds::leave`), and this
+        // rank's leave consumes `self`, so it comes after every borrow this
+        // returns; `'a` keeps the ring alive.
+        unsafe { self.round.as_ref() }
+    }
+}
+
 impl Rounds {
     /// The round of call `call.seq`, created by the first rank to ask, and
     /// whether this call created it.
-    fn join_created(&self, call: &Call<'_>, readers: Option<Readers>) -> (Arc<Round>, bool) {
+    fn join_created(&self, call: &Call<'_>, readers: Option<Readers>) -> (Joined<'_>, bool) {
         let size = call.comm.size() as u32;
         let joined = self.ring.join(call.seq, |spare| {
             let workers = call.comm.job().sched().worker_count();
@@ -754,7 +803,11 @@ impl Rounds {
             }
             Arc::new(Round::new(size, workers, readers))
         });
-        (joined.round, joined.created)
+        let place = Joined {
+            round: joined.round,
+            rounds: std::marker::PhantomData,
+        };
+        (place, joined.created)
     }
 
     /// Joins a round in which nobody publishes buffers, and checks the
@@ -765,7 +818,8 @@ impl Rounds {
     /// checker, where calls of message-based algorithms are checked (see
     /// `Checker::check`): a different collective at the same sequence number
     /// is caught on whichever side comes second.
-    pub(crate) fn join_checked(&self, call: &Call<'_>) -> Result<Arc<Round>, Error> {
+    #[inline]
+    pub(crate) fn join_checked(&self, call: &Call<'_>) -> Result<Joined<'_>, Error> {
         self.join(call, None)
     }
 
@@ -775,12 +829,32 @@ impl Rounds {
         &self,
         call: &Call<'_>,
         readers: Readers,
-    ) -> Result<Arc<Round>, Error> {
+    ) -> Result<Joined<'_>, Error> {
         self.join(call, Some(readers))
     }
 
-    fn join(&self, call: &Call<'_>, readers: Option<Readers>) -> Result<Arc<Round>, Error> {
+    #[inline]
+    fn join(&self, call: &Call<'_>, readers: Option<Readers>) -> Result<Joined<'_>, Error> {
         let (round, created) = self.join_created(call, readers);
+        let checker = &call.comm.coll().checker;
+        // The common case, without building (or making room for) an error.
+        if !(created && checker.enabled()) && round.agrees(call) {
+            return Ok(round);
+        }
+        self.check_joined(call, round, created)
+    }
+
+    /// The check of a call that created its round with the checker on,
+    /// or that disagrees with the round's first signature: the error
+    /// leaves the round.
+    #[cold]
+    #[inline(never)]
+    fn check_joined<'r>(
+        &'r self,
+        call: &Call<'_>,
+        round: Joined<'r>,
+        created: bool,
+    ) -> Result<Joined<'r>, Error> {
         let mut checked = round.check(call);
         let checker = &call.comm.coll().checker;
         if checked.is_ok() && created && checker.enabled() {
@@ -814,17 +888,28 @@ impl Rounds {
 
     /// Leaves a round; the last rank to leave removes it.
     #[inline]
-    pub(crate) fn leave(&self, call: &Call<'_>, round: Arc<Round>) {
-        if round.left.fetch_add(1, Ordering::AcqRel) + 1 == round.size {
-            self.remove(call.seq, round);
+    pub(crate) fn leave(&self, call: &Call<'_>, round: Joined<'_>) {
+        let size = round.size;
+        let address = round.round;
+        // SAFETY: the round is alive: this rank's leave is not counted yet
+        // (`Joined`). After the count below it may be removed and reset or
+        // freed by the last leaver at any moment, so nothing here touches
+        // it again (the reference to `left` ends with the call, as in
+        // `Arc`'s own release). AcqRel: every rank's use of the round
+        // happens before the last leaver's removal, and so before a reset.
+        let left = unsafe { address.as_ref() }
+            .left
+            .fetch_add(1, Ordering::AcqRel);
+        debug_assert!(left < size, "a round left more often than it has ranks");
+        if left + 1 == size {
+            self.remove(call.seq, address, size);
         }
     }
 
     /// Removes the round of call `seq` (its last rank left).
     #[cold]
-    fn remove(&self, seq: u32, round: Arc<Round>) {
-        let keep = round.size <= KEEP_UP_TO;
-        self.ring.remove(seq, round, keep);
+    fn remove(&self, seq: u32, round: NonNull<Round>, size: u32) {
+        self.ring.remove(seq, round, size <= KEEP_UP_TO);
     }
 }
 

@@ -407,6 +407,27 @@ impl Selection {
         if cached & 0xff00 == tag {
             return Ok(Algorithm::from_index(cached as u8));
         }
+        self.resolve_uncached(collective, choice, size, bytes, locality, name)
+    }
+
+    /// [`resolve`](Self::resolve) when the cache has no answer: decides
+    /// and caches. Out of line, so that its locals stay out of the frames
+    /// of every collective call.
+    #[cold]
+    #[inline(never)]
+    fn resolve_uncached(
+        &self,
+        collective: Collective,
+        choice: u8,
+        size: usize,
+        bytes: Option<usize>,
+        locality: &Locality,
+        name: impl FnOnce() -> String,
+    ) -> Result<Algorithm, Error> {
+        let i = collective.index();
+        let tag = (u16::from(choice) + 1) << 8;
+        let row = i * ROW;
+        let class = byte_class(bytes);
         let chosen = Algorithm::from_index(choice);
         let algorithm = Self::resolve_choice(collective, chosen, size, bytes, locality, name)?;
         // The same answer for every byte class: one entry serves them all.
