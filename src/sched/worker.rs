@@ -498,20 +498,20 @@ impl Worker<'_> {
             Start::Rank(local) => (sched.slots.get(local.slot()).rank(), *local, local.slot()),
             Start::Task(spawn) => (spawn.rank, spawn.local, spawn.slot),
         };
-        let stack = match self.stacks.pop() {
-            Some(stack) => stack,
-            None => match self.pool.allocate() {
-                Ok(stack) => stack,
-                Err(err) => {
-                    sched.fail(Error::Resources(ResourceError::Stack {
-                        rank: rank.as_rank(),
-                        size: self.pool.stack_size(),
-                        reason: err.to_string(),
-                    }));
-                    return;
-                }
-            },
-        };
+        if self.stacks.is_empty() {
+            // While many ranks wait to start, a batch of stacks (cheaper
+            // per stack, see `stack.rs`), this worker's share at most.
+            let want = sched.unstarted.load(Ordering::Relaxed) / sched.workers.len() + 1;
+            if let Err(err) = self.pool.allocate_batch(want, &mut self.stacks) {
+                sched.fail(Error::Resources(ResourceError::Stack {
+                    rank: rank.as_rank(),
+                    size: self.pool.stack_size(),
+                    reason: err.to_string(),
+                }));
+                return;
+            }
+        }
+        let stack = self.stacks.pop().expect("a batch holds a stack");
         let index = match self.free.pop() {
             Some(index) => index,
             None => {
