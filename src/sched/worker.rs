@@ -65,8 +65,12 @@ use crate::trace::Tracer;
 /// `Universe`, keeps its result): the scheduler knows nothing of either.
 pub(crate) type Body<'a> = dyn Fn(WorldRank, LocalIndex) + Sync + 'a;
 
-/// The part of a worker other threads touch.
+/// The part of a worker other threads touch. Aligned to 128 bytes (two
+/// cache lines, what adjacent-line prefetch pairs): a worker bumps its
+/// `hosted` at every rank start and polls its `pending` in every loop,
+/// which must not share a line with the neighbouring worker's.
 #[derive(Debug)]
+#[repr(align(128))]
 pub(crate) struct WorkerShared {
     inbox: Mutex<Vec<u32>>,
     pending: AtomicUsize,
