@@ -11,6 +11,14 @@
 //! the barrier − its RSS before the ranks started) / the ranks it hosts, and W its
 //! workers. The same program runs as several processes under `mpiexec` or
 //! with `--processes P` (each process's `run` returns its own ranks' results).
+//!
+//! With `--phases` it also prints where the wall time went, as the moments
+//! the last rank passed each step (seconds since the start of `run`, taken
+//! with one clock read per rank and step, so a little slower):
+//! `hello-phases: first_rank_s=... all_started_s=... barrier_s=...
+//! all_reduce_s=... returned_s=...`: set-up until the first rank runs,
+//! then every rank in the barrier (all started), out of it, out of the
+//! all-reduce, and `run` returned (the ranks finished, teardown done).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
@@ -20,6 +28,47 @@ use myriad::traits::*;
 mod common;
 use common::rss_bytes;
 
+/// The moments (nanoseconds since the start) the last rank passed each step
+/// (`--phases`).
+struct Phases {
+    start: Instant,
+    first_rank: AtomicU64,
+    steps: [AtomicU64; 3],
+}
+
+impl Phases {
+    fn new(start: Instant) -> Phases {
+        Phases {
+            start,
+            first_rank: AtomicU64::new(u64::MAX),
+            steps: Default::default(),
+        }
+    }
+
+    fn now(&self) -> u64 {
+        self.start.elapsed().as_nanos() as u64
+    }
+
+    fn entered(&self) {
+        self.first_rank.fetch_min(self.now(), Ordering::Relaxed);
+    }
+
+    fn passed(&self, step: usize) {
+        self.steps[step].fetch_max(self.now(), Ordering::Relaxed);
+    }
+
+    fn print(&self, returned: f64) {
+        let s = |ns: &AtomicU64| ns.load(Ordering::Relaxed) as f64 * 1e-9;
+        println!(
+            "hello-phases: first_rank_s={:.3} all_started_s={:.3} barrier_s={:.3} all_reduce_s={:.3} returned_s={returned:.3}",
+            s(&self.first_rank),
+            s(&self.steps[0]),
+            s(&self.steps[1]),
+            s(&self.steps[2]),
+        );
+    }
+}
+
 fn main() {
     let runtime = myriad::Runtime::from_env();
     let rss_before = rss_bytes();
@@ -28,20 +77,34 @@ fn main() {
     let start = Instant::now();
     let first = AtomicU64::new(0);
     let processes = AtomicU64::new(1);
+    let phases = std::env::args()
+        .any(|a| a == "--phases")
+        .then(|| Phases::new(start));
     let ranks = runtime
         .run(|universe| {
             let world = universe.world();
             let (rank, size) = (world.rank(), world.size());
+            if let Some(phases) = &phases {
+                phases.entered();
+            }
             if size <= 16 {
                 println!("hello from rank {rank} of {size}");
             }
+            let step = |i| {
+                if let Some(phases) = &phases {
+                    phases.passed(i)
+                }
+            };
+            step(0);
             world.barrier();
+            step(1);
             let mut total = 0u64;
             world.all_reduce_into(
                 &1u64,
                 &mut total,
                 myriad::collective::SystemOperation::sum(),
             );
+            step(2);
             assert_eq!(total, size as u64, "the all-reduce counts every rank");
             let hosted = universe.process_ranks();
             if rank == hosted.start {
@@ -82,4 +145,7 @@ fn main() {
         processes.load(Ordering::Relaxed),
         workers.load(Ordering::Relaxed)
     );
+    if let Some(phases) = &phases {
+        phases.print(wall);
+    }
 }
