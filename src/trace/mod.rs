@@ -36,8 +36,16 @@
 //!   operation's next clock reading; when that is the operation's end and
 //!   the park is the wait the operation implies (a receive waiting for its
 //!   message, a collective for its peers), the park is folded into the
-//!   operation's event (`Event::park`, written as its own slice): a
-//!   blocking call that waits costs one event and three clock readings.
+//!   operation's event (`Event::park`, written as its own slice). A park
+//!   that begins before anything else was recorded in its operation (a
+//!   receive that found no message, a collective whose peers are not
+//!   there yet) takes the operation's start reading as its own: what
+//!   lies between is the operation's bookkeeping before it waits. A
+//!   blocking call that waits costs one event and two clock readings.
+//! * **The common end** of an operation (no flow or park to fold, no
+//!   profile: `Recorder::slow` unset) reads the clock, compares with the
+//!   window (a party not traced has an empty one) and pushes: the rest
+//!   is out of line (`end_slow`).
 //! * **Flows.** A traced send takes an id from its lane ([`flow_id`]: the
 //!   process, the worker, a counter) and records a flow start; the id
 //!   rides in the message's envelope (and, to another process, in its
@@ -643,6 +651,9 @@ impl Tracer {
             start: self.now(),
             depth: Cell::new(0),
             last: Cell::new(0),
+            fresh: Cell::new(false),
+            window: if trace { self.window } else { (u64::MAX, 0) },
+            slow: Cell::new(profile),
             park_pending: Cell::new(false),
             pending: Cell::new(Event::new(What::FlowIn, 0, 0, 0, 0, 0)),
             coll_wait: Cell::new(NO_NAME),
@@ -813,6 +824,18 @@ pub(crate) struct Recorder {
     depth: Cell<u8>,
     /// The last time read from the clock (a span's start or end).
     last: Cell<u64>,
+    /// `last` is the start of the innermost open operation, and nothing
+    /// was recorded since: a park beginning now shares that reading (see
+    /// `start`).
+    fresh: Cell<bool>,
+    /// The window in ticks where this party's events are recorded:
+    /// the tracer's, or none (`(u64::MAX, 0)`) if it is not traced, so
+    /// that one test says both.
+    window: (u64, u64),
+    /// Something the common end of an operation does not handle is
+    /// pending: a flow folded into an open operation (`open_flow`), a park
+    /// to end (`park_pending`); or the party profiles. See `end`.
+    slow: Cell<bool>,
     /// A park inside an operation ended, and its end is the next reading
     /// of the clock (the operation's end, a few instructions later): one
     /// reading less per park.
@@ -866,7 +889,18 @@ impl Recorder {
         let depth = self.depth.get();
         self.depth.set(depth.saturating_add(1));
         ev.depth = depth;
-        ev.ts = self.stamp();
+        // A park that begins before anything else happened in its
+        // operation (a receive that found no message, a collective whose
+        // peers are not there yet) begins at the operation's start: the
+        // matching or arrival in between is the operation's bookkeeping
+        // before it waits, tens of nanoseconds; one clock reading less.
+        ev.ts = if ev.is_park() && self.fresh.get() && depth > 0 {
+            self.last.get()
+        } else {
+            let now = self.stamp();
+            self.fresh.set(!ev.is_park());
+            now
+        };
         Span { rec: self, ev }
     }
 
@@ -882,10 +916,29 @@ impl Recorder {
         if ev.is_park() && ev.depth > 0 {
             self.pending.set(*ev);
             self.park_pending.set(true);
+            self.slow.set(true);
             return;
         }
         let now = self.tracer.now();
         self.last.set(now);
+        self.fresh.set(false);
+        if self.slow.get() {
+            return self.end_slow(ev, now);
+        }
+        // The common case: nothing folds into the event, no profile.
+        let (lo, hi) = self.window;
+        if now >= lo && ev.ts <= hi {
+            self.push(Event {
+                dur: now.saturating_sub(ev.ts),
+                ..*ev
+            });
+        }
+    }
+
+    /// `end` when a flow or a park may fold into the event, or the party
+    /// profiles.
+    #[inline(never)]
+    fn end_slow(&self, ev: &Event, now: u64) {
         let mut ev = *ev;
         let flow = self.open_flow.get();
         if flow != 0 && self.open_flow_depth.get() == ev.depth + 1 {
@@ -904,6 +957,8 @@ impl Recorder {
             }
         }
         self.record(&ev, now);
+        self.slow
+            .set(self.profile.is_some() || self.open_flow.get() != 0);
     }
 
     /// Reads the clock, and ends a pending park there.
@@ -911,6 +966,7 @@ impl Recorder {
     fn stamp(&self) -> u64 {
         let now = self.tracer.now();
         self.last.set(now);
+        self.fresh.set(false);
         if self.park_pending.get() {
             self.end_park(now);
         }
@@ -923,6 +979,8 @@ impl Recorder {
     fn end_park(&self, now: u64) {
         self.park_pending.set(false);
         self.record(&self.pending.get(), now);
+        self.slow
+            .set(self.profile.is_some() || self.open_flow.get() != 0);
     }
 
     /// Records the slice `ev` ending at `now` (and counts it in the
@@ -935,8 +993,8 @@ impl Recorder {
                 profile.borrow_mut().record(op, ev.bytes, dur, ev.depth);
             }
         }
-        let (lo, hi) = self.tracer.window;
-        if self.trace && now >= lo && ev.ts <= hi {
+        let (lo, hi) = self.window;
+        if now >= lo && ev.ts <= hi {
             self.push(Event { dur, ..*ev });
         }
     }
@@ -974,6 +1032,7 @@ impl Recorder {
             let mark = if let What::FlowIn = what { FLOW_IN } else { 0 };
             self.open_flow.set(id | mark);
             self.open_flow_depth.set(depth);
+            self.slow.set(true);
             return;
         }
         // Else, inside an operation, the time of the last reading (its
@@ -983,7 +1042,8 @@ impl Recorder {
         } else {
             self.tracer.now()
         };
-        let (lo, hi) = self.tracer.window;
+        self.fresh.set(false);
+        let (lo, hi) = self.window;
         if ts < lo || ts > hi {
             return;
         }
@@ -1174,6 +1234,38 @@ mod tests {
         let profile = rec.profile.as_ref().unwrap().borrow();
         assert_eq!(profile.calls("receive"), 2);
         assert!(profile.wait_ns <= events[0].dur + events[1].dur);
+    }
+
+    #[test]
+    fn a_park_at_once_shares_its_operations_start_reading() {
+        let settings = Settings {
+            trace: Some("unused".into()),
+            max_bytes: DEFAULT_MAX_BYTES,
+            ..Settings::default()
+        };
+        let tracer = Arc::new(Tracer::new(settings, 1, 0, 1));
+        let rec = tracer.recorder(0, 0, 0, false).unwrap();
+        let park = Op::Park {
+            what: &"receive",
+            label: NO_NAME,
+        };
+        {
+            let _receive = span(Some(&rec), Op::Receive, 1, 7, 0);
+            drop(span(Some(&rec), park, 1, 7, 0));
+        }
+        {
+            // Something recorded between the start and the park: the
+            // park reads the clock.
+            let _receive = span(Some(&rec), Op::Receive, 1, 7, 0);
+            drop(span(Some(&rec), Op::Probe, 1, 7, 0));
+            std::thread::sleep(std::time::Duration::from_millis(1));
+            drop(span(Some(&rec), park, 1, 7, 0));
+        }
+        let events: Vec<Event> = rec.events.borrow().iter().copied().collect();
+        assert_eq!(events.len(), 3, "{events:?}");
+        assert_eq!(events[0].park_start(), Some(events[0].ts));
+        let (probe, receive) = (events[1], events[2]);
+        assert!(receive.park_start().unwrap() >= probe.ts + probe.dur);
     }
 
     #[test]
