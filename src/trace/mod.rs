@@ -232,6 +232,10 @@ pub(crate) enum Op {
     /// A park (the rank suspended until woken): what it waited in
     /// (`sched::WaitOp`'s description) and the collective's label, if any.
     Park { what: Name, label: Name },
+    /// A one-sided (RMA) call: an operation (`put`, `get`, ...; `peer`:
+    /// its target, `bytes` the origin's), an epoch's synchronisation
+    /// (`win_fence`, `win_lock`, ...) or a window's creation or free.
+    Rma { kind: Name },
 }
 
 impl Op {
@@ -244,6 +248,7 @@ impl Op {
             Op::Wait => "wait",
             Op::Collective { kind, .. } => kind,
             Op::Park { .. } => "park",
+            Op::Rma { kind } => kind,
         }
     }
 }
@@ -300,6 +305,7 @@ impl Event {
             What::Slice(Op::Park { what, label }) => (5, what, label),
             What::FlowOut => (6, NO_NAME, NO_NAME),
             What::FlowIn => (7, NO_NAME, NO_NAME),
+            What::Slice(Op::Rma { kind }) => (8, kind, NO_NAME),
         };
         Event {
             a,
@@ -332,7 +338,8 @@ impl Event {
                 label: self.b,
             }),
             6 => What::FlowOut,
-            _ => What::FlowIn,
+            7 => What::FlowIn,
+            _ => What::Slice(Op::Rma { kind: self.a }),
         }
     }
 
@@ -1109,6 +1116,19 @@ impl Drop for Span<'_> {
     fn drop(&mut self) {
         self.rec.end(&self.ev);
     }
+}
+
+/// Starts the slice of RMA call `kind` (`target`: the rank it accesses,
+/// or [`NO_PEER`]; `bytes`: the origin's) for the party whose recorder is
+/// `rec`, as [`span`] does.
+#[inline]
+pub(crate) fn rma_span(
+    rec: Option<&Recorder>,
+    kind: Name,
+    target: i32,
+    bytes: usize,
+) -> Option<Span<'_>> {
+    span(rec, Op::Rma { kind }, target, NO_TAG, bytes)
 }
 
 /// Starts a slice of `op` for the party whose recorder is `rec` (`None`:
