@@ -887,18 +887,14 @@ impl Recorder {
     /// operation's encoding folds into a constant at the hook.
     #[inline(always)]
     pub(crate) fn span(&self, op: Op, peer: i32, tag: i32, bytes: usize) -> Span<'_> {
-        let mut span = Span {
-            rec: self,
-            ev: Event::new(What::Slice(op), 0, bytes as u64, peer, tag, 0),
-        };
-        self.start(&mut span.ev);
-        span
+        self.start(Event::new(What::Slice(op), 0, bytes as u64, peer, tag, 0))
     }
 
-    /// Fills in the start of `ev` (its depth and time), in place: the
-    /// event is not passed around by value.
+    /// Fills in the start of `ev` (its depth and time). Out of line, so
+    /// that a hook stays small where it is inlined (the call sites of an
+    /// untraced job must not grow).
     #[inline(never)]
-    fn start(&self, ev: &mut Event) {
+    fn start(&self, mut ev: Event) -> Span<'_> {
         let depth = self.depth.get();
         self.depth.set(depth.saturating_add(1));
         ev.depth = depth;
@@ -914,6 +910,7 @@ impl Recorder {
             self.fresh.set(!ev.is_park());
             now
         };
+        Span { rec: self, ev }
     }
 
     /// Ends the slice `ev`. A park inside an operation is ended by the
@@ -934,29 +931,40 @@ impl Recorder {
         let now = self.tracer.now();
         self.last.set(now);
         self.fresh.set(false);
-        let mut ev = Event {
-            dur: now.saturating_sub(ev.ts),
-            ..*ev
-        };
-        let flow = self.open_flow.get();
-        if flow != 0 && self.open_flow_depth.get() == ev.depth + 1 {
-            self.open_flow.set(0);
-            ev.flow = flow;
-        }
         if self.slow.get() {
             return self.end_slow(ev, now);
         }
         // The common case: no park folds into the event, no profile.
+        let flow = self.take_flow(ev.depth);
         let (lo, hi) = self.window;
         if now >= lo && ev.ts <= hi {
-            self.push(ev);
+            self.push(Event {
+                dur: now.saturating_sub(ev.ts),
+                flow,
+                ..*ev
+            });
         }
     }
 
-    /// `end` when a flow or a park may fold into the event, or the party
-    /// profiles.
+    /// The flow that started or ended inside the operation at `depth`
+    /// now ending, to fold into its event (0: none).
+    #[inline(always)]
+    fn take_flow(&self, depth: u8) -> u64 {
+        let flow = self.open_flow.get();
+        if flow != 0 && self.open_flow_depth.get() == depth + 1 {
+            self.open_flow.set(0);
+            return flow;
+        }
+        0
+    }
+
+    /// `end` when a park may fold into the event, or the party profiles.
     #[inline(never)]
-    fn end_slow(&self, mut ev: Event, now: u64) {
+    fn end_slow(&self, ev: &Event, now: u64) {
+        let mut ev = Event {
+            flow: self.take_flow(ev.depth),
+            ..*ev
+        };
         if self.park_pending.get() {
             let park = self.pending.get();
             if ev.fold(&park, &self.coll_wait) {
