@@ -79,6 +79,7 @@ fn predefined<O: Operation>(name: &'static str, op: &O) -> Result<OpRef<'static>
 /// ([`RmaError::UserOperation`]).
 pub trait Epoch<T: Equivalence + Copy>: sealed::EpochGuard<T> {
     /// `MPI_Put`: writes `data` at displacement `disp` of `target`.
+    #[inline(always)]
     fn put(&self, target: Rank, disp: usize, data: &[T]) -> Result<(), Error> {
         let _span = traced(self.window().1, &"put", target, std::mem::size_of_val(data));
         self.allows("put", target)?;
@@ -98,6 +99,7 @@ pub trait Epoch<T: Equivalence + Copy>: sealed::EpochGuard<T> {
     }
 
     /// `MPI_Get`: reads `out.len()` elements at `disp` of `target`.
+    #[inline(always)]
     fn get(&self, target: Rank, disp: usize, out: &mut [T]) -> Result<(), Error> {
         let _span = traced(self.window().1, &"get", target, std::mem::size_of_val(out));
         self.allows("get", target)?;
@@ -251,6 +253,7 @@ pub trait Epoch<T: Equivalence + Copy>: sealed::EpochGuard<T> {
     /// `MPI_Accumulate`: `target[disp + i] = data[i] op target[disp + i]`,
     /// atomic per element with respect to other accumulates. `op` must be
     /// predefined.
+    #[inline(always)]
     fn accumulate<O: Operation>(
         &self,
         target: Rank,
@@ -405,6 +408,7 @@ pub trait Epoch<T: Equivalence + Copy>: sealed::EpochGuard<T> {
 
     /// `MPI_Get_accumulate`: `result` receives the target's elements as
     /// they were, then `target = data op target`, atomically.
+    #[inline(always)]
     fn get_accumulate<O: Operation>(
         &self,
         target: Rank,
@@ -448,6 +452,7 @@ pub trait Epoch<T: Equivalence + Copy>: sealed::EpochGuard<T> {
     }
 
     /// `MPI_Fetch_and_op`: one element; returns the target's old value.
+    #[inline(always)]
     fn fetch_and_op<O: Operation>(
         &self,
         target: Rank,
@@ -464,6 +469,7 @@ pub trait Epoch<T: Equivalence + Copy>: sealed::EpochGuard<T> {
     /// `MPI_Accumulate` with `MPI_REPLACE`: writes `data` like
     /// [`put`](Self::put), but atomically with respect to other
     /// accumulates, element by element.
+    #[inline(always)]
     fn replace(&self, target: Rank, disp: usize, data: &[T]) -> Result<(), Error> {
         let _span = traced(
             self.window().1,
@@ -493,6 +499,7 @@ pub trait Epoch<T: Equivalence + Copy>: sealed::EpochGuard<T> {
 
     /// `MPI_Fetch_and_op` with `MPI_REPLACE`: writes `value`, returns the
     /// old one, atomically.
+    #[inline(always)]
     fn swap(&self, target: Rank, disp: usize, value: T) -> Result<T, Error> {
         let _span = traced(self.window().1, &"swap", target, size_of::<T>());
         self.allows("swap", target)?;
@@ -519,6 +526,7 @@ pub trait Epoch<T: Equivalence + Copy>: sealed::EpochGuard<T> {
 
     /// `MPI_Fetch_and_op` with `MPI_NO_OP`: reads one element atomically
     /// with respect to accumulates.
+    #[inline(always)]
     fn fetch(&self, target: Rank, disp: usize) -> Result<T, Error> {
         let _span = traced(self.window().1, &"fetch", target, size_of::<T>());
         self.allows("fetch", target)?;
@@ -546,6 +554,7 @@ pub trait Epoch<T: Equivalence + Copy>: sealed::EpochGuard<T> {
 
     /// `MPI_Compare_and_swap`: replaces the target's element with `value`
     /// if it equals `compare` (byte for byte); returns the old value.
+    #[inline(always)]
     fn compare_and_swap(
         &self,
         target: Rank,
@@ -815,6 +824,7 @@ impl<T: Equivalence + Copy> Lock<'_, '_, T> {
 }
 
 impl<T: Equivalence + Copy> Drop for Lock<'_, '_, T> {
+    #[inline(always)]
     fn drop(&mut self) {
         let _span = traced(&self.win.comm, &"win_unlock", self.target, 0);
         if self.taken {
@@ -892,6 +902,7 @@ impl<T: Equivalence + Copy> LockAll<'_, '_, T> {
 }
 
 impl<T: Equivalence + Copy> Drop for LockAll<'_, '_, T> {
+    #[inline(always)]
     fn drop(&mut self) {
         let _span = traced(&self.win.comm, &"win_unlock_all", ALL, 0);
         if self.taken {

@@ -480,6 +480,7 @@ impl<'b, T: Equivalence + Copy> Window<'b, T> {
         self.lock_at(target, kind, assert, Location::caller())
     }
 
+    #[inline(always)]
     fn lock_at(
         &self,
         target: Rank,
@@ -524,6 +525,7 @@ impl<'b, T: Equivalence + Copy> Window<'b, T> {
         self.lock_all_at(assert, Location::caller())
     }
 
+    #[inline(always)]
     fn lock_all_at(
         &self,
         assert: LockAssert,
