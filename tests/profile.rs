@@ -142,3 +142,96 @@ fn a_bad_profile_value_names_the_variable() {
         return;
     };
 }
+
+/// Per rank (an even number n of ranks), target t = the next rank: a
+/// window of 4 `u64` created; a fence epoch (2 fences) with a put of 16 B
+/// and a get of 8 B; an exclusive lock on t with an accumulate of 8 B, a
+/// fetch_and_op, a compare_and_swap, a get_accumulate of 16 B and a flush;
+/// a lock_all epoch with an rput, an rget and an raccumulate of 8 B each
+/// and a flush_all; even ranks post to the next rank and wait, odd ranks
+/// start to the previous one, put 8 B and complete; the window freed.
+fn rma_program(universe: myriad::environment::Universe) {
+    use myriad::collective::SystemOperation;
+    use myriad::window::{Epoch, LockType, WindowCreation};
+    let world = universe.world();
+    let (rank, size) = (world.rank(), world.size());
+    let t = (rank + 1) % size;
+    let win = world.allocate_window::<u64>(4).unwrap();
+    let fence = win.fence().unwrap();
+    fence.put(t, 0, &[1, 2]).unwrap();
+    let mut one = [0u64];
+    fence.get(t, 2, &mut one).unwrap();
+    fence.end().unwrap();
+    let lock = win.lock(t, LockType::Exclusive).unwrap();
+    lock.accumulate(t, 0, &[1], SystemOperation::sum()).unwrap();
+    lock.fetch_and_op(t, 1, 1, SystemOperation::sum()).unwrap();
+    lock.compare_and_swap(t, 2, 0, 9).unwrap();
+    let mut two = [0u64; 2];
+    lock.get_accumulate(t, 0, &[1, 1], &mut two, SystemOperation::sum())
+        .unwrap();
+    lock.flush();
+    lock.unlock();
+    let all = win.lock_all().unwrap();
+    let data = [5u64];
+    let mut out = [0u64];
+    myriad::request::scope(|scope| {
+        all.rput(scope, t, 3, &data).unwrap().wait();
+        all.rget(scope, t, 3, &mut out).unwrap().wait();
+        all.raccumulate(scope, t, 3, &data, SystemOperation::sum())
+            .unwrap()
+            .wait();
+    });
+    all.flush_all();
+    all.unlock_all();
+    if rank % 2 == 0 {
+        win.post(&[rank + 1]).unwrap().wait().unwrap();
+    } else {
+        let access = win.start(&[rank - 1]).unwrap();
+        access.put(rank - 1, 0, &[7]).unwrap();
+        access.complete();
+    }
+    win.free().unwrap();
+}
+
+#[test]
+fn the_profile_counts_rma_calls() {
+    let path = std::env::temp_dir().join(format!("myriad-{}-profile-rma.txt", std::process::id()));
+    let n = 4.0;
+    myriad::Runtime::builder()
+        .ranks(4)
+        .workers(2)
+        .profile_to(&path)
+        .run(rma_program)
+        .expect("job");
+    let text = std::fs::read_to_string(&path).unwrap();
+    let _ = std::fs::remove_file(&path);
+    // (operation, calls, bytes): calls made inside another (the
+    // get_accumulate of a fetch_and_op, the put of an rput) are part of it.
+    let expected = [
+        ("win_create", n, 32.0 * n),
+        ("win_fence", 2.0 * n, 0.0),
+        ("put", n + n / 2.0, 16.0 * n + 8.0 * n / 2.0),
+        ("get", n, 8.0 * n),
+        ("accumulate", n, 8.0 * n),
+        ("fetch_and_op", n, 8.0 * n),
+        ("compare_and_swap", n, 8.0 * n),
+        ("get_accumulate", n, 16.0 * n),
+        ("win_lock", n, 0.0),
+        ("win_flush", n, 0.0),
+        ("win_unlock", n, 0.0),
+        ("win_lock_all", n, 0.0),
+        ("rput", n, 8.0 * n),
+        ("rget", n, 8.0 * n),
+        ("raccumulate", n, 8.0 * n),
+        ("win_flush_all", n, 0.0),
+        ("win_unlock_all", n, 0.0),
+        ("win_post", n / 2.0, 0.0),
+        ("win_wait", n / 2.0, 0.0),
+        ("win_start", n / 2.0, 0.0),
+        ("win_complete", n / 2.0, 0.0),
+        ("win_free", n, 0.0),
+    ];
+    for (op, calls, bytes) in expected {
+        assert_eq!(row(&text, op)[..2], [calls, bytes], "{op}: {text}");
+    }
+}

@@ -226,6 +226,52 @@ fn a_trace_is_well_formed_and_shows_every_operation() {
     assert!(trace.notes.is_empty(), "{:?}", trace.notes);
 }
 
+/// One-sided calls are slices of category `rma` with their target and
+/// bytes: a put and an exclusive lock on the next rank in a window's life.
+#[test]
+fn rma_calls_are_slices_with_their_target_and_bytes() {
+    use myriad::window::{Epoch, LockType, WindowCreation};
+    let path = temp("rma");
+    myriad::Runtime::builder()
+        .ranks(4)
+        .workers(2)
+        .trace(&path)
+        .run(|universe| {
+            let world = universe.world();
+            let t = (world.rank() + 1) % world.size();
+            let win = world.allocate_window::<u64>(4).unwrap();
+            let lock = win.lock(t, LockType::Exclusive).unwrap();
+            lock.put(t, 0, &[1, 2, 3]).unwrap();
+            lock.unlock();
+            let fence = win.fence().unwrap();
+            fence.end().unwrap();
+            win.free().unwrap();
+        })
+        .expect("job");
+    let trace = load(&path);
+    check_well_formed(&trace);
+    let rma: Vec<&Value> = trace.events.iter().filter(|e| e["cat"] == "rma").collect();
+    let count = |name: &str| rma.iter().filter(|e| e["name"] == name).count();
+    for (name, n) in [
+        ("win_create", 4),
+        ("win_lock", 4),
+        ("put", 4),
+        ("win_unlock", 4),
+        ("win_fence", 8),
+        ("win_free", 4),
+    ] {
+        assert_eq!(count(name), n, "{name} slices in {rma:?}");
+    }
+    for put in rma.iter().filter(|e| e["name"] == "put") {
+        assert_eq!(put["args"]["bytes"], 24, "{put}");
+        assert_eq!(
+            put["args"]["target"].as_u64().unwrap(),
+            (put["tid"].as_u64().unwrap() + 1) % 4,
+            "{put}"
+        );
+    }
+}
+
 #[test]
 fn trace_ranks_limit_the_tracks_and_flows_stay_paired() {
     let path = temp("ranks");

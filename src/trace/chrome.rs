@@ -302,6 +302,11 @@ fn slice(op: Op, ts: u64, dur: u64, e: &Event, pid: u32, tid: u64) -> String {
             "collective",
             format!("\"algorithm\":{},\"bytes\":{}", Str(algorithm), e.bytes),
         ),
+        Op::Rma { .. } if e.peer == super::NO_PEER => ("rma", format!("\"bytes\":{}", e.bytes)),
+        Op::Rma { .. } => (
+            "rma",
+            format!("\"target\":{},\"bytes\":{}", e.peer, e.bytes),
+        ),
         Op::Park { what, label } => (
             "park",
             format!(

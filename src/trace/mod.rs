@@ -36,8 +36,16 @@
 //!   operation's next clock reading; when that is the operation's end and
 //!   the park is the wait the operation implies (a receive waiting for its
 //!   message, a collective for its peers), the park is folded into the
-//!   operation's event (`Event::park`, written as its own slice): a
-//!   blocking call that waits costs one event and three clock readings.
+//!   operation's event (`Event::park`, written as its own slice). A park
+//!   that begins before anything else was recorded in its operation (a
+//!   receive that found no message, a collective whose peers are not
+//!   there yet) takes the operation's start reading as its own: what
+//!   lies between is the operation's bookkeeping before it waits. A
+//!   blocking call that waits costs one event and two clock readings.
+//! * **The common end** of an operation (no park to fold, no profile:
+//!   `Recorder::slow` unset) reads the clock, folds a flow, compares with
+//!   the window (a party not traced has an empty one) and pushes: the
+//!   rest is out of line (`end_slow`).
 //! * **Flows.** A traced send takes an id from its lane ([`flow_id`]: the
 //!   process, the worker, a counter) and records a flow start; the id
 //!   rides in the message's envelope (and, to another process, in its
@@ -224,6 +232,10 @@ pub(crate) enum Op {
     /// A park (the rank suspended until woken): what it waited in
     /// (`sched::WaitOp`'s description) and the collective's label, if any.
     Park { what: Name, label: Name },
+    /// A one-sided (RMA) call: an operation (`put`, `get`, ...; `peer`:
+    /// its target, `bytes` the origin's), an epoch's synchronisation
+    /// (`win_fence`, `win_lock`, ...) or a window's creation or free.
+    Rma { kind: Name },
 }
 
 impl Op {
@@ -236,6 +248,7 @@ impl Op {
             Op::Wait => "wait",
             Op::Collective { kind, .. } => kind,
             Op::Park { .. } => "park",
+            Op::Rma { kind } => kind,
         }
     }
 }
@@ -292,6 +305,7 @@ impl Event {
             What::Slice(Op::Park { what, label }) => (5, what, label),
             What::FlowOut => (6, NO_NAME, NO_NAME),
             What::FlowIn => (7, NO_NAME, NO_NAME),
+            What::Slice(Op::Rma { kind }) => (8, kind, NO_NAME),
         };
         Event {
             a,
@@ -324,7 +338,8 @@ impl Event {
                 label: self.b,
             }),
             6 => What::FlowOut,
-            _ => What::FlowIn,
+            7 => What::FlowIn,
+            _ => What::Slice(Op::Rma { kind: self.a }),
         }
     }
 
@@ -643,6 +658,9 @@ impl Tracer {
             start: self.now(),
             depth: Cell::new(0),
             last: Cell::new(0),
+            fresh: Cell::new(false),
+            window: if trace { self.window } else { (u64::MAX, 0) },
+            slow: Cell::new(profile),
             park_pending: Cell::new(false),
             pending: Cell::new(Event::new(What::FlowIn, 0, 0, 0, 0, 0)),
             coll_wait: Cell::new(NO_NAME),
@@ -813,6 +831,17 @@ pub(crate) struct Recorder {
     depth: Cell<u8>,
     /// The last time read from the clock (a span's start or end).
     last: Cell<u64>,
+    /// `last` is the start of the innermost open operation, and nothing
+    /// was recorded since: a park beginning now shares that reading (see
+    /// `start`).
+    fresh: Cell<bool>,
+    /// The window in ticks where this party's events are recorded:
+    /// the tracer's, or none (`(u64::MAX, 0)`) if it is not traced, so
+    /// that one test says both.
+    window: (u64, u64),
+    /// Something the common end of an operation does not handle: a park
+    /// to end (`park_pending`), or the party profiles. See `end`.
+    slow: Cell<bool>,
     /// A park inside an operation ended, and its end is the next reading
     /// of the clock (the operation's end, a few instructions later): one
     /// reading less per park.
@@ -861,12 +890,26 @@ impl Recorder {
         self.start(Event::new(What::Slice(op), 0, bytes as u64, peer, tag, 0))
     }
 
+    /// Fills in the start of `ev` (its depth and time). Out of line, so
+    /// that a hook stays small where it is inlined (the call sites of an
+    /// untraced job must not grow).
     #[inline(never)]
     fn start(&self, mut ev: Event) -> Span<'_> {
         let depth = self.depth.get();
         self.depth.set(depth.saturating_add(1));
         ev.depth = depth;
-        ev.ts = self.stamp();
+        // A park that begins before anything else happened in its
+        // operation (a receive that found no message, a collective whose
+        // peers are not there yet) begins at the operation's start: the
+        // matching or arrival in between is the operation's bookkeeping
+        // before it waits, tens of nanoseconds; one clock reading less.
+        ev.ts = if ev.is_park() && self.fresh.get() && depth > 0 {
+            self.last.get()
+        } else {
+            let now = self.stamp();
+            self.fresh.set(!ev.is_park());
+            now
+        };
         Span { rec: self, ev }
     }
 
@@ -882,16 +925,46 @@ impl Recorder {
         if ev.is_park() && ev.depth > 0 {
             self.pending.set(*ev);
             self.park_pending.set(true);
+            self.slow.set(true);
             return;
         }
         let now = self.tracer.now();
         self.last.set(now);
-        let mut ev = *ev;
-        let flow = self.open_flow.get();
-        if flow != 0 && self.open_flow_depth.get() == ev.depth + 1 {
-            self.open_flow.set(0);
-            ev.flow = flow;
+        self.fresh.set(false);
+        if self.slow.get() {
+            return self.end_slow(ev, now);
         }
+        // The common case: no park folds into the event, no profile.
+        let flow = self.take_flow(ev.depth);
+        let (lo, hi) = self.window;
+        if now >= lo && ev.ts <= hi {
+            self.push(Event {
+                dur: now.saturating_sub(ev.ts),
+                flow,
+                ..*ev
+            });
+        }
+    }
+
+    /// The flow that started or ended inside the operation at `depth`
+    /// now ending, to fold into its event (0: none).
+    #[inline(always)]
+    fn take_flow(&self, depth: u8) -> u64 {
+        let flow = self.open_flow.get();
+        if flow != 0 && self.open_flow_depth.get() == depth + 1 {
+            self.open_flow.set(0);
+            return flow;
+        }
+        0
+    }
+
+    /// `end` when a park may fold into the event, or the party profiles.
+    #[inline(never)]
+    fn end_slow(&self, ev: &Event, now: u64) {
+        let mut ev = Event {
+            flow: self.take_flow(ev.depth),
+            ..*ev
+        };
         if self.park_pending.get() {
             let park = self.pending.get();
             if ev.fold(&park, &self.coll_wait) {
@@ -904,6 +977,7 @@ impl Recorder {
             }
         }
         self.record(&ev, now);
+        self.slow.set(self.profile.is_some());
     }
 
     /// Reads the clock, and ends a pending park there.
@@ -911,6 +985,7 @@ impl Recorder {
     fn stamp(&self) -> u64 {
         let now = self.tracer.now();
         self.last.set(now);
+        self.fresh.set(false);
         if self.park_pending.get() {
             self.end_park(now);
         }
@@ -923,6 +998,7 @@ impl Recorder {
     fn end_park(&self, now: u64) {
         self.park_pending.set(false);
         self.record(&self.pending.get(), now);
+        self.slow.set(self.profile.is_some());
     }
 
     /// Records the slice `ev` ending at `now` (and counts it in the
@@ -935,8 +1011,8 @@ impl Recorder {
                 profile.borrow_mut().record(op, ev.bytes, dur, ev.depth);
             }
         }
-        let (lo, hi) = self.tracer.window;
-        if self.trace && now >= lo && ev.ts <= hi {
+        let (lo, hi) = self.window;
+        if now >= lo && ev.ts <= hi {
             self.push(Event { dur, ..*ev });
         }
     }
@@ -949,7 +1025,12 @@ impl Recorder {
             return 0;
         }
         let lane = self.lane();
-        let seq = lane.flows.load(Ordering::Relaxed) + 1;
+        // Wrapped here, so that `flow_id` divides nothing: a 64-bit
+        // division costs tens of cycles, a message on one worker 140 ns.
+        let seq = match lane.flows.load(Ordering::Relaxed) {
+            FLOW_SEQ_MAX.. => 1,
+            seq => seq + 1,
+        };
         lane.flows.store(seq, Ordering::Relaxed);
         let id = flow_id(self.tracer.process, self.lane, seq);
         self.flow(What::FlowOut, id);
@@ -983,7 +1064,8 @@ impl Recorder {
         } else {
             self.tracer.now()
         };
-        let (lo, hi) = self.tracer.window;
+        self.fresh.set(false);
+        let (lo, hi) = self.window;
         if ts < lo || ts > hi {
             return;
         }
@@ -1016,14 +1098,22 @@ impl Drop for Recorder {
     }
 }
 
+/// The largest sequence number of a flow id (32 bits, never 0).
+const FLOW_SEQ_MAX: u64 = 0xffff_ffff;
+
 /// The id of the `seq`-th flow (from 1) of worker `lane` in process
 /// `process`: unique in the job (messages between processes carry it in
 /// their frames), never 0, and below 2^53 so that JavaScript viewers
 /// read it exactly: 11 bits of process, 10 of worker, 32 of sequence
 /// (ids repeat past 2,047 processes, 1,023 workers or 4 × 10^9 messages
 /// of a worker: arrows may then join the wrong ends).
+#[inline]
 pub(crate) fn flow_id(process: u32, lane: u32, seq: u64) -> u64 {
-    let seq = (seq - 1) % 0xffff_ffff + 1;
+    let seq = if seq <= FLOW_SEQ_MAX {
+        seq
+    } else {
+        (seq - 1) % FLOW_SEQ_MAX + 1
+    };
     ((process as u64 & 0x7ff) << 42) | ((lane as u64 & 0x3ff) << 32) | seq
 }
 
@@ -1049,6 +1139,19 @@ impl Drop for Span<'_> {
     fn drop(&mut self) {
         self.rec.end(&self.ev);
     }
+}
+
+/// Starts the slice of RMA call `kind` (`target`: the rank it accesses,
+/// or [`NO_PEER`]; `bytes`: the origin's) for the party whose recorder is
+/// `rec`, as [`span`] does.
+#[inline]
+pub(crate) fn rma_span(
+    rec: Option<&Recorder>,
+    kind: Name,
+    target: i32,
+    bytes: usize,
+) -> Option<Span<'_>> {
+    span(rec, Op::Rma { kind }, target, NO_TAG, bytes)
 }
 
 /// Starts a slice of `op` for the party whose recorder is `rec` (`None`:
@@ -1177,12 +1280,55 @@ mod tests {
     }
 
     #[test]
+    fn a_park_at_once_shares_its_operations_start_reading() {
+        let settings = Settings {
+            trace: Some("unused".into()),
+            max_bytes: DEFAULT_MAX_BYTES,
+            ..Settings::default()
+        };
+        let tracer = Arc::new(Tracer::new(settings, 1, 0, 1));
+        let rec = tracer.recorder(0, 0, 0, false).unwrap();
+        let park = Op::Park {
+            what: &"receive",
+            label: NO_NAME,
+        };
+        {
+            let _receive = span(Some(&rec), Op::Receive, 1, 7, 0);
+            drop(span(Some(&rec), park, 1, 7, 0));
+        }
+        {
+            // Something recorded between the start and the park: the
+            // park reads the clock.
+            let _receive = span(Some(&rec), Op::Receive, 1, 7, 0);
+            drop(span(Some(&rec), Op::Probe, 1, 7, 0));
+            std::thread::sleep(std::time::Duration::from_millis(1));
+            drop(span(Some(&rec), park, 1, 7, 0));
+        }
+        let events: Vec<Event> = rec.events.borrow().iter().copied().collect();
+        assert_eq!(events.len(), 3, "{events:?}");
+        assert_eq!(events[0].park_start(), Some(events[0].ts));
+        let (probe, receive) = (events[1], events[2]);
+        assert!(receive.park_start().unwrap() >= probe.ts + probe.dur);
+    }
+
+    #[test]
     fn flow_ids_name_their_process_and_stay_below_2_to_the_53() {
         let id = flow_id(2047, 1023, u32::MAX as u64);
         assert!(id < 1 << 53 && id != 0);
         assert_ne!(flow_id(1, 0, 1), flow_id(0, 0, 1));
         assert_ne!(flow_id(0, 1, 1), flow_id(0, 0, 1));
         assert_ne!(flow_id(0, 0, 0xffff_ffff + 1), 0);
+        // A worker's counter wraps to 1, never 0.
+        let settings = Settings {
+            trace: Some("unused".into()),
+            max_bytes: DEFAULT_MAX_BYTES,
+            ..Settings::default()
+        };
+        let tracer = Arc::new(Tracer::new(settings, 1, 0, 1));
+        let rec = tracer.recorder(0, 0, 0, false).unwrap();
+        tracer.lanes[0].flows.store(FLOW_SEQ_MAX, Ordering::Relaxed);
+        assert_eq!(rec.flow_out(), 1);
+        assert_eq!(rec.flow_out(), 2);
     }
 
     #[test]

@@ -16,7 +16,7 @@ use std::mem::{size_of, MaybeUninit};
 use std::panic::Location;
 
 use super::target::{check_signatures, Packed, TargetView, Unpacked};
-use super::Window;
+use super::{traced, Window, ALL};
 use crate::coll::op::{OpRef, Operation};
 use crate::datatype::copy::{self, Layout};
 use crate::datatype::{signature_mismatch, Buffer, BufferMut, Datatype, Equivalence};
@@ -79,7 +79,9 @@ fn predefined<O: Operation>(name: &'static str, op: &O) -> Result<OpRef<'static>
 /// ([`RmaError::UserOperation`]).
 pub trait Epoch<T: Equivalence + Copy>: sealed::EpochGuard<T> {
     /// `MPI_Put`: writes `data` at displacement `disp` of `target`.
+    #[inline(always)]
     fn put(&self, target: Rank, disp: usize, data: &[T]) -> Result<(), Error> {
+        let _span = traced(self.window().1, &"put", target, std::mem::size_of_val(data));
         self.allows("put", target)?;
         let w = self.window();
         let dt = T::equivalent_datatype();
@@ -97,7 +99,9 @@ pub trait Epoch<T: Equivalence + Copy>: sealed::EpochGuard<T> {
     }
 
     /// `MPI_Get`: reads `out.len()` elements at `disp` of `target`.
+    #[inline(always)]
     fn get(&self, target: Rank, disp: usize, out: &mut [T]) -> Result<(), Error> {
+        let _span = traced(self.window().1, &"get", target, std::mem::size_of_val(out));
         self.allows("get", target)?;
         let w = self.window();
         let dt = T::equivalent_datatype();
@@ -125,8 +129,9 @@ pub trait Epoch<T: Equivalence + Copy>: sealed::EpochGuard<T> {
         disp: usize,
         data: &B,
     ) -> Result<(), Error> {
-        self.allows("put", target)?;
         let src = Layout::of(data);
+        let _span = traced(self.window().1, &"put", target, src.bytes());
+        self.allows("put", target)?;
         let count = elements_of::<T>("put", &src)?;
         let mut scratch = zeroed::<T>(count);
         let dst = Layout::at(
@@ -161,8 +166,9 @@ pub trait Epoch<T: Equivalence + Copy>: sealed::EpochGuard<T> {
         disp: usize,
         out: &mut B,
     ) -> Result<(), Error> {
-        self.allows("get", target)?;
         let dst = Layout::of_mut(out);
+        let _span = traced(self.window().1, &"get", target, dst.bytes());
+        self.allows("get", target)?;
         let count = elements_of::<T>("get", &dst)?;
         let mut scratch = zeroed::<T>(count);
         let w = self.window();
@@ -201,9 +207,10 @@ pub trait Epoch<T: Equivalence + Copy>: sealed::EpochGuard<T> {
         to: &TargetView<'_, D>,
         data: &B,
     ) -> Result<(), Error> {
+        let src = Layout::of(data);
+        let _span = traced(self.window().1, &"put", target, src.bytes());
         self.allows("put", target)?;
         let at = to.placed("put")?;
-        let src = Layout::of(data);
         check_signatures("put", src.ty.map(), src.count, at)?;
         let w = self.window();
         let dt = T::equivalent_datatype();
@@ -225,9 +232,10 @@ pub trait Epoch<T: Equivalence + Copy>: sealed::EpochGuard<T> {
         from: &TargetView<'_, D>,
         out: &mut B,
     ) -> Result<(), Error> {
+        let dst = Layout::of_mut(out);
+        let _span = traced(self.window().1, &"get", target, dst.bytes());
         self.allows("get", target)?;
         let at = from.placed("get")?;
-        let dst = Layout::of_mut(out);
         check_signatures("get", dst.ty.map(), dst.count, at)?;
         let w = self.window();
         let dt = T::equivalent_datatype();
@@ -245,6 +253,7 @@ pub trait Epoch<T: Equivalence + Copy>: sealed::EpochGuard<T> {
     /// `MPI_Accumulate`: `target[disp + i] = data[i] op target[disp + i]`,
     /// atomic per element with respect to other accumulates. `op` must be
     /// predefined.
+    #[inline(always)]
     fn accumulate<O: Operation>(
         &self,
         target: Rank,
@@ -252,6 +261,12 @@ pub trait Epoch<T: Equivalence + Copy>: sealed::EpochGuard<T> {
         data: &[T],
         op: O,
     ) -> Result<(), Error> {
+        let _span = traced(
+            self.window().1,
+            &"accumulate",
+            target,
+            std::mem::size_of_val(data),
+        );
         self.allows("accumulate", target)?;
         let op = predefined("accumulate", &op)?;
         let dt = T::equivalent_datatype();
@@ -288,10 +303,11 @@ pub trait Epoch<T: Equivalence + Copy>: sealed::EpochGuard<T> {
         data: &B,
         op: O,
     ) -> Result<(), Error> {
+        let src = Layout::of(data);
+        let _span = traced(self.window().1, &"accumulate", target, src.bytes());
         self.allows("accumulate", target)?;
         let op = predefined("accumulate", &op)?;
         let at = to.placed("accumulate")?;
-        let src = Layout::of(data);
         check_signatures("accumulate", src.ty.map(), src.count, at)?;
         let w = self.window();
         let dt = T::equivalent_datatype();
@@ -320,9 +336,10 @@ pub trait Epoch<T: Equivalence + Copy>: sealed::EpochGuard<T> {
         to: &TargetView<'_, D>,
         data: &B,
     ) -> Result<(), Error> {
+        let src = Layout::of(data);
+        let _span = traced(self.window().1, &"replace", target, src.bytes());
         self.allows("replace", target)?;
         let at = to.placed("replace")?;
-        let src = Layout::of(data);
         check_signatures("replace", src.ty.map(), src.count, at)?;
         let w = self.window();
         let dt = T::equivalent_datatype();
@@ -359,10 +376,11 @@ pub trait Epoch<T: Equivalence + Copy>: sealed::EpochGuard<T> {
         R: BufferMut + ?Sized,
         O: Operation,
     {
+        let src = Layout::of(data);
+        let _span = traced(self.window().1, &"get_accumulate", target, src.bytes());
         self.allows("get_accumulate", target)?;
         let op = predefined("get_accumulate", &op)?;
         let at = to.placed("get_accumulate")?;
-        let src = Layout::of(data);
         check_signatures("get_accumulate", src.ty.map(), src.count, at)?;
         let dst = Layout::of_mut(result);
         check_signatures("get_accumulate", dst.ty.map(), dst.count, at)?;
@@ -390,6 +408,7 @@ pub trait Epoch<T: Equivalence + Copy>: sealed::EpochGuard<T> {
 
     /// `MPI_Get_accumulate`: `result` receives the target's elements as
     /// they were, then `target = data op target`, atomically.
+    #[inline(always)]
     fn get_accumulate<O: Operation>(
         &self,
         target: Rank,
@@ -398,6 +417,12 @@ pub trait Epoch<T: Equivalence + Copy>: sealed::EpochGuard<T> {
         result: &mut [T],
         op: O,
     ) -> Result<(), Error> {
+        let _span = traced(
+            self.window().1,
+            &"get_accumulate",
+            target,
+            std::mem::size_of_val(data),
+        );
         self.allows("get_accumulate", target)?;
         let op = predefined("get_accumulate", &op)?;
         if data.len() != result.len() {
@@ -427,6 +452,7 @@ pub trait Epoch<T: Equivalence + Copy>: sealed::EpochGuard<T> {
     }
 
     /// `MPI_Fetch_and_op`: one element; returns the target's old value.
+    #[inline(always)]
     fn fetch_and_op<O: Operation>(
         &self,
         target: Rank,
@@ -434,6 +460,7 @@ pub trait Epoch<T: Equivalence + Copy>: sealed::EpochGuard<T> {
         value: T,
         op: O,
     ) -> Result<T, Error> {
+        let _span = traced(self.window().1, &"fetch_and_op", target, size_of::<T>());
         let mut old = [value];
         self.get_accumulate(target, disp, &[value], &mut old, op)?;
         Ok(old[0])
@@ -442,7 +469,14 @@ pub trait Epoch<T: Equivalence + Copy>: sealed::EpochGuard<T> {
     /// `MPI_Accumulate` with `MPI_REPLACE`: writes `data` like
     /// [`put`](Self::put), but atomically with respect to other
     /// accumulates, element by element.
+    #[inline(always)]
     fn replace(&self, target: Rank, disp: usize, data: &[T]) -> Result<(), Error> {
+        let _span = traced(
+            self.window().1,
+            &"replace",
+            target,
+            std::mem::size_of_val(data),
+        );
         self.allows("replace", target)?;
         let dt = T::equivalent_datatype();
         let w = self.window();
@@ -465,7 +499,9 @@ pub trait Epoch<T: Equivalence + Copy>: sealed::EpochGuard<T> {
 
     /// `MPI_Fetch_and_op` with `MPI_REPLACE`: writes `value`, returns the
     /// old one, atomically.
+    #[inline(always)]
     fn swap(&self, target: Rank, disp: usize, value: T) -> Result<T, Error> {
+        let _span = traced(self.window().1, &"swap", target, size_of::<T>());
         self.allows("swap", target)?;
         let dt = T::equivalent_datatype();
         let mut old = [value];
@@ -490,7 +526,9 @@ pub trait Epoch<T: Equivalence + Copy>: sealed::EpochGuard<T> {
 
     /// `MPI_Fetch_and_op` with `MPI_NO_OP`: reads one element atomically
     /// with respect to accumulates.
+    #[inline(always)]
     fn fetch(&self, target: Rank, disp: usize) -> Result<T, Error> {
+        let _span = traced(self.window().1, &"fetch", target, size_of::<T>());
         self.allows("fetch", target)?;
         let dt = T::equivalent_datatype();
         let mut old = [MaybeUninit::<T>::zeroed()];
@@ -516,6 +554,7 @@ pub trait Epoch<T: Equivalence + Copy>: sealed::EpochGuard<T> {
 
     /// `MPI_Compare_and_swap`: replaces the target's element with `value`
     /// if it equals `compare` (byte for byte); returns the old value.
+    #[inline(always)]
     fn compare_and_swap(
         &self,
         target: Rank,
@@ -523,6 +562,7 @@ pub trait Epoch<T: Equivalence + Copy>: sealed::EpochGuard<T> {
         compare: T,
         value: T,
     ) -> Result<T, Error> {
+        let _span = traced(self.window().1, &"compare_and_swap", target, size_of::<T>());
         self.allows("compare_and_swap", target)?;
         let dt = T::equivalent_datatype();
         let mut old = [value];
@@ -553,6 +593,12 @@ pub trait Epoch<T: Equivalence + Copy>: sealed::EpochGuard<T> {
         disp: usize,
         data: &'a [T],
     ) -> Result<Request<'a, [T], S>, Error> {
+        let _span = traced(
+            self.window().1,
+            &"rput",
+            target,
+            std::mem::size_of_val(data),
+        );
         self.put(target, disp, data)?;
         Ok(done(scope, target, data, std::mem::size_of_val(data)))
     }
@@ -565,6 +611,7 @@ pub trait Epoch<T: Equivalence + Copy>: sealed::EpochGuard<T> {
         disp: usize,
         out: &'a mut [T],
     ) -> Result<Request<'a, [T], S>, Error> {
+        let _span = traced(self.window().1, &"rget", target, std::mem::size_of_val(out));
         self.get(target, disp, out)?;
         Ok(done(scope, target, out, std::mem::size_of_val(out)))
     }
@@ -579,6 +626,12 @@ pub trait Epoch<T: Equivalence + Copy>: sealed::EpochGuard<T> {
         data: &'a [T],
         op: O,
     ) -> Result<Request<'a, [T], S>, Error> {
+        let _span = traced(
+            self.window().1,
+            &"raccumulate",
+            target,
+            std::mem::size_of_val(data),
+        );
         self.accumulate(target, disp, data, op)?;
         Ok(done(scope, target, data, std::mem::size_of_val(data)))
     }
@@ -592,6 +645,7 @@ pub trait Epoch<T: Equivalence + Copy>: sealed::EpochGuard<T> {
         to: &TargetView<'_, D>,
         data: &'a B,
     ) -> Result<Request<'a, B, S>, Error> {
+        let _span = traced(self.window().1, &"rput", target, Layout::of(data).bytes());
         self.put_typed(target, to, data)?;
         Ok(done(scope, target, data, Layout::of(data).bytes()))
     }
@@ -605,8 +659,9 @@ pub trait Epoch<T: Equivalence + Copy>: sealed::EpochGuard<T> {
         from: &TargetView<'_, D>,
         out: &'a mut B,
     ) -> Result<Request<'a, B, S>, Error> {
-        self.get_typed(target, from, out)?;
         let bytes = Layout::of_mut(out).bytes();
+        let _span = traced(self.window().1, &"rget", target, bytes);
+        self.get_typed(target, from, out)?;
         Ok(done(scope, target, out, bytes))
     }
 
@@ -627,6 +682,12 @@ pub trait Epoch<T: Equivalence + Copy>: sealed::EpochGuard<T> {
         B: Buffer + ?Sized,
         O: Operation,
     {
+        let _span = traced(
+            self.window().1,
+            &"raccumulate",
+            target,
+            Layout::of(data).bytes(),
+        );
         self.accumulate_typed(target, to, data, op)?;
         Ok(done(scope, target, data, Layout::of(data).bytes()))
     }
@@ -687,6 +748,7 @@ impl<T: Equivalence + Copy> Fence<'_, '_, T> {
     /// every operation of every rank before it is visible after it.
     #[track_caller]
     pub fn fence(&mut self) -> Result<(), Error> {
+        let _span = traced(&self.win.comm, &"win_fence", ALL, 0);
         let caller = self.win.caller(Location::caller())?;
         self.win.shared.barrier(&caller, &"win_fence")
     }
@@ -694,6 +756,7 @@ impl<T: Equivalence + Copy> Fence<'_, '_, T> {
     /// The closing fence.
     #[track_caller]
     pub fn end(mut self) -> Result<(), Error> {
+        let _span = traced(&self.win.comm, &"win_fence", ALL, 0);
         self.ended = true;
         self.win.epochs.fence.set(false);
         let caller = self.win.caller(Location::caller())?;
@@ -706,6 +769,7 @@ impl<T: Equivalence + Copy> Drop for Fence<'_, '_, T> {
         if self.ended {
             return;
         }
+        let _span = traced(&self.win.comm, &"win_fence", ALL, 0);
         self.win.epochs.fence.set(false);
         if !std::thread::panicking() {
             if let Ok(caller) = self.win.caller(Location::caller()) {
@@ -745,11 +809,13 @@ impl<T: Equivalence + Copy> Lock<'_, '_, T> {
     /// `MPI_Win_flush`: operations issued so far are complete at the
     /// target (in one process they are when issued: a memory fence).
     pub fn flush(&self) {
+        let _span = traced(&self.win.comm, &"win_flush", self.target, 0);
         self.win.shared.sync();
     }
 
     /// `MPI_Win_flush_local`: the origin's buffers may be reused.
     pub fn flush_local(&self) {
+        let _span = traced(&self.win.comm, &"win_flush_local", self.target, 0);
         self.win.shared.sync();
     }
 
@@ -758,7 +824,9 @@ impl<T: Equivalence + Copy> Lock<'_, '_, T> {
 }
 
 impl<T: Equivalence + Copy> Drop for Lock<'_, '_, T> {
+    #[inline(always)]
     fn drop(&mut self) {
+        let _span = traced(&self.win.comm, &"win_unlock", self.target, 0);
         if self.taken {
             self.win
                 .shared
@@ -801,6 +869,7 @@ pub struct LockAll<'w, 'b, T: Equivalence + Copy> {
 impl<T: Equivalence + Copy> LockAll<'_, '_, T> {
     /// `MPI_Win_flush` on one target.
     pub fn flush(&self, target: Rank) -> Result<(), Error> {
+        let _span = traced(&self.win.comm, &"win_flush", target, 0);
         self.win.check_size("flush", target)?;
         self.win.shared.sync();
         Ok(())
@@ -810,6 +879,7 @@ impl<T: Equivalence + Copy> LockAll<'_, '_, T> {
     /// operations on it may be reused (they may as soon as an operation
     /// returns, in one process).
     pub fn flush_local(&self, target: Rank) -> Result<(), Error> {
+        let _span = traced(&self.win.comm, &"win_flush_local", target, 0);
         self.win.check_size("flush_local", target)?;
         self.win.shared.sync();
         Ok(())
@@ -817,11 +887,13 @@ impl<T: Equivalence + Copy> LockAll<'_, '_, T> {
 
     /// `MPI_Win_flush_all`.
     pub fn flush_all(&self) {
+        let _span = traced(&self.win.comm, &"win_flush_all", ALL, 0);
         self.win.shared.sync();
     }
 
     /// `MPI_Win_flush_local_all`.
     pub fn flush_local_all(&self) {
+        let _span = traced(&self.win.comm, &"win_flush_local_all", ALL, 0);
         self.win.shared.sync();
     }
 
@@ -830,7 +902,9 @@ impl<T: Equivalence + Copy> LockAll<'_, '_, T> {
 }
 
 impl<T: Equivalence + Copy> Drop for LockAll<'_, '_, T> {
+    #[inline(always)]
     fn drop(&mut self) {
+        let _span = traced(&self.win.comm, &"win_unlock_all", ALL, 0);
         if self.taken {
             self.win.shared.unlock_all(&self.win.comm);
         }
@@ -863,6 +937,7 @@ impl<T: Equivalence + Copy> Access<'_, '_, T> {
 
 impl<T: Equivalence + Copy> Drop for Access<'_, '_, T> {
     fn drop(&mut self) {
+        let _span = traced(&self.win.comm, &"win_complete", ALL, 0);
         for &t in &self.targets {
             self.win.shared.complete(&self.win.comm, t);
         }
@@ -908,6 +983,7 @@ impl<T: Equivalence + Copy> Exposure<'_, '_, T> {
     /// `MPI_Win_wait`.
     #[track_caller]
     pub fn wait(mut self) -> Result<(), Error> {
+        let _span = traced(&self.win.comm, &"win_wait", ALL, 0);
         self.waited = true;
         self.win.epochs.post.set(false);
         let caller = self.win.caller(Location::caller())?;
@@ -922,6 +998,7 @@ impl<T: Equivalence + Copy> Drop for Exposure<'_, '_, T> {
         if self.waited {
             return;
         }
+        let _span = traced(&self.win.comm, &"win_wait", ALL, 0);
         self.win.epochs.post.set(false);
         if !std::thread::panicking() {
             if let Ok(caller) = self.win.caller(Location::caller()) {

@@ -156,6 +156,37 @@ use crate::Rank;
 pub use epoch::{Access, Epoch, Exposure, Fence, Lock, LockAll};
 pub use target::TargetView;
 
+/// The slice (in a trace) and table entry (in a profile) of RMA call
+/// `kind` by the rank calling on `comm` (`target`: the rank it accesses,
+/// or `trace::NO_PEER`), recorded when the returned span drops; `None`
+/// when the job records nothing, which costs one load and a branch (the
+/// scheduler's tracer, as for a send's flow).
+#[inline]
+fn traced<'c>(
+    comm: &'c CommCore,
+    kind: crate::trace::Name,
+    target: Rank,
+    bytes: usize,
+) -> Option<crate::trace::Span<'c>> {
+    comm.job().sched().tracer()?;
+    traced_slow(comm, kind, target, bytes)
+}
+
+#[cold]
+#[inline(never)]
+fn traced_slow<'c>(
+    comm: &'c CommCore,
+    kind: crate::trace::Name,
+    target: Rank,
+    bytes: usize,
+) -> Option<crate::trace::Span<'c>> {
+    let ctx = comm.caller().ok()?;
+    crate::trace::rma_span(ctx.recorder(), kind, target, bytes)
+}
+
+/// `trace::NO_PEER`: a call with no one target.
+const ALL: Rank = crate::trace::NO_PEER;
+
 /// Lock types of passive-target epochs (`MPI_LOCK_SHARED`,
 /// `MPI_LOCK_EXCLUSIVE`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -345,6 +376,7 @@ impl<'b, T: Equivalence + Copy> Window<'b, T> {
         owned: Option<*mut [T]>,
         site: &'static Location<'static>,
     ) -> Result<Window<'b, T>, Error> {
+        let _span = traced(comm, &"win_create", ALL, region.bytes);
         match rma::create(comm, region, kind, site) {
             Ok(shared) => Ok(Window {
                 comm: comm.clone(),
@@ -411,6 +443,7 @@ impl<'b, T: Equivalence + Copy> Window<'b, T> {
     /// [`Fence::end`] (or its drop), which is the closing fence.
     #[track_caller]
     pub fn fence(&self) -> Result<Fence<'_, 'b, T>, Error> {
+        let _span = traced(&self.comm, &"win_fence", ALL, 0);
         let e = &self.epochs;
         self.refuse(
             "fence",
@@ -447,6 +480,7 @@ impl<'b, T: Equivalence + Copy> Window<'b, T> {
         self.lock_at(target, kind, assert, Location::caller())
     }
 
+    #[inline(always)]
     fn lock_at(
         &self,
         target: Rank,
@@ -454,6 +488,7 @@ impl<'b, T: Equivalence + Copy> Window<'b, T> {
         assert: LockAssert,
         site: &'static Location<'static>,
     ) -> Result<Lock<'_, 'b, T>, Error> {
+        let _span = traced(&self.comm, &"win_lock", target, 0);
         self.shared.check_rank("lock", target)?;
         let e = &self.epochs;
         self.refuse(
@@ -490,11 +525,13 @@ impl<'b, T: Equivalence + Copy> Window<'b, T> {
         self.lock_all_at(assert, Location::caller())
     }
 
+    #[inline(always)]
     fn lock_all_at(
         &self,
         assert: LockAssert,
         site: &'static Location<'static>,
     ) -> Result<LockAll<'_, 'b, T>, Error> {
+        let _span = traced(&self.comm, &"win_lock_all", ALL, 0);
         let e = &self.epochs;
         self.refuse(
             "lock_all",
@@ -512,6 +549,7 @@ impl<'b, T: Equivalence + Copy> Window<'b, T> {
     /// each has posted an exposure epoch for it.
     #[track_caller]
     pub fn start(&self, targets: &[Rank]) -> Result<Access<'_, 'b, T>, Error> {
+        let _span = traced(&self.comm, &"win_start", ALL, 0);
         let e = &self.epochs;
         for &t in targets {
             self.shared.check_rank("start", t)?;
@@ -538,6 +576,7 @@ impl<'b, T: Equivalence + Copy> Window<'b, T> {
     /// epoch; [`Exposure::wait`] (or the guard's drop) waits for that.
     #[track_caller]
     pub fn post(&self, origins: &[Rank]) -> Result<Exposure<'_, 'b, T>, Error> {
+        let _span = traced(&self.comm, &"win_post", ALL, 0);
         let e = &self.epochs;
         for &o in origins {
             self.shared.check_rank("post", o)?;
@@ -622,6 +661,7 @@ impl<T> Window<'_, T> {
         if std::mem::replace(&mut self.done, true) {
             return Ok(());
         }
+        let _span = traced(&self.comm, &"win_free", ALL, 0);
         let release = Release {
             shared: &self.shared,
             rank: self.comm.rank(),
