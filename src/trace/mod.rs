@@ -913,6 +913,59 @@ impl Recorder {
         Span { rec: self, ev }
     }
 
+    /// Starts the slice of a park (the scheduler's hook): [`start`] for
+    /// the one kind of slice whose end is only noted (see `pending`),
+    /// without building its event until then.
+    ///
+    /// [`start`]: Self::start
+    #[inline(never)]
+    pub(crate) fn park(&self, what: Name, label: Name, peer: i32, tag: i32) -> Parked<'_> {
+        let depth = self.depth.get();
+        self.depth.set(depth.saturating_add(1));
+        // As in `start`: a park at once shares its operation's reading.
+        let ts = if self.fresh.get() && depth > 0 {
+            self.last.get()
+        } else {
+            let now = self.stamp();
+            self.fresh.set(false);
+            now
+        };
+        Parked {
+            rec: self,
+            what,
+            label,
+            peer,
+            tag,
+            ts,
+            depth,
+        }
+    }
+
+    /// Ends the park `p`: inside an operation, noted for the next reading
+    /// of the clock (see `end`).
+    #[inline(never)]
+    fn park_ended(&self, p: &Parked<'_>) {
+        let ev = Event::new(
+            What::Slice(Op::Park {
+                what: p.what,
+                label: p.label,
+            }),
+            p.ts,
+            0,
+            p.peer,
+            p.tag,
+            p.depth,
+        );
+        if p.depth > 0 {
+            self.depth.set(p.depth);
+            self.pending.set(ev);
+            self.park_pending.set(true);
+            self.slow.set(true);
+            return;
+        }
+        self.end(&ev);
+    }
+
     /// Ends the slice `ev`. A park inside an operation is ended by the
     /// next reading of the clock (see `pending`); when that reading is
     /// the end of the operation it waited in, and the park is the one
@@ -1018,8 +1071,9 @@ impl Recorder {
     }
 
     /// A message leaves: a new flow id (0 if this party is not traced),
-    /// and its start recorded.
-    #[cold]
+    /// and its start recorded. Inlined into `sched`'s one caller: a
+    /// traced message takes this path every time.
+    #[inline]
     pub(crate) fn flow_out(&self) -> u64 {
         if !self.trace {
             return 0;
@@ -1037,14 +1091,15 @@ impl Recorder {
         id
     }
 
-    /// The message of flow `id` was received.
-    #[cold]
+    /// The message of flow `id` was received (inlined as `flow_out`).
+    #[inline]
     pub(crate) fn flow_in(&self, id: u64) {
         if self.trace {
             self.flow(What::FlowIn, id);
         }
     }
 
+    #[inline(always)]
     fn flow(&self, what: What, id: u64) {
         // Inside an operation, the first flow rides in the operation's
         // event (no event, no clock reading of its own: a ping-pong's
@@ -1057,7 +1112,15 @@ impl Recorder {
             self.open_flow_depth.set(depth);
             return;
         }
-        // Else, inside an operation, the time of the last reading (its
+        self.flow_event(what, id, depth);
+    }
+
+    /// A flow outside any operation, or a second one inside it: an event
+    /// of its own.
+    #[cold]
+    #[inline(never)]
+    fn flow_event(&self, what: What, id: u64, depth: u8) {
+        // Inside an operation, the time of the last reading (its
         // start, or the end of a park in it) stands for now.
         let ts = if depth > 0 {
             self.last.get()
@@ -1069,7 +1132,7 @@ impl Recorder {
         if ts < lo || ts > hi {
             return;
         }
-        self.push(Event::new(what, ts, id, 0, 0, self.depth.get()));
+        self.push(Event::new(what, ts, id, 0, 0, depth));
     }
 }
 
@@ -1138,6 +1201,25 @@ impl Drop for Span<'_> {
     #[inline]
     fn drop(&mut self) {
         self.rec.end(&self.ev);
+    }
+}
+
+/// A park in progress (see [`Recorder::park`]); noted when it drops.
+#[derive(Debug)]
+pub(crate) struct Parked<'a> {
+    rec: &'a Recorder,
+    what: Name,
+    label: Name,
+    peer: i32,
+    tag: i32,
+    ts: u64,
+    depth: u8,
+}
+
+impl Drop for Parked<'_> {
+    #[inline]
+    fn drop(&mut self) {
+        self.rec.park_ended(self);
     }
 }
 
