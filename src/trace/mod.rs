@@ -354,26 +354,26 @@ impl Event {
     /// recognised once by its text, then by its address). Point-to-point
     /// events keep the park's names in their free name words.
     #[inline]
-    fn fold(&mut self, park: &Event, coll_wait: &Cell<Name>) -> bool {
+    fn fold(&mut self, park: &ParkNote, coll_wait: &Cell<Name>) -> bool {
         if park.peer != self.peer || park.tag != self.tag || park.depth != self.depth + 1 {
             return false;
         }
         match self.kind {
             0..=3 => {
-                (self.a, self.b) = (park.a, park.b);
+                (self.a, self.b) = (park.what, park.label);
             }
             4 => {
                 // The same name, promoted in two places (its text is
                 // merged, its reference may not be).
-                let (label, kind) = (*park.b, *self.a);
+                let (label, kind) = (*park.label, *self.a);
                 if !(std::ptr::eq(label, kind) || label == kind) {
                     return false;
                 }
-                if !std::ptr::eq(park.a, coll_wait.get()) {
-                    if *park.a != *COLLECTIVE_WAIT {
+                if !std::ptr::eq(park.what, coll_wait.get()) {
+                    if *park.what != *COLLECTIVE_WAIT {
                         return false;
                     }
-                    coll_wait.set(park.a);
+                    coll_wait.set(park.what);
                 }
             }
             _ => return false,
@@ -404,6 +404,40 @@ impl Event {
                 label: self.b,
             },
         })
+    }
+}
+
+/// A park inside an operation that ended, noted until the next reading
+/// of the clock ends its slice (see `Recorder::pending`): the fields of
+/// its event, without the rest of one (the common case, its fold into
+/// the operation's event, copies no event).
+#[derive(Debug, Clone, Copy)]
+struct ParkNote {
+    what: Name,
+    label: Name,
+    ts: u64,
+    peer: i32,
+    tag: i32,
+    depth: u8,
+}
+
+impl ParkNote {
+    const NONE: ParkNote = ParkNote {
+        what: NO_NAME,
+        label: NO_NAME,
+        ts: 0,
+        peer: NO_PEER,
+        tag: NO_TAG,
+        depth: 0,
+    };
+
+    /// The park's event, but for its duration.
+    fn event(&self) -> Event {
+        let op = Op::Park {
+            what: self.what,
+            label: self.label,
+        };
+        Event::new(What::Slice(op), self.ts, 0, self.peer, self.tag, self.depth)
     }
 }
 
@@ -662,7 +696,7 @@ impl Tracer {
             window: if trace { self.window } else { (u64::MAX, 0) },
             slow: Cell::new(profile),
             park_pending: Cell::new(false),
-            pending: Cell::new(Event::new(What::FlowIn, 0, 0, 0, 0, 0)),
+            pending: Cell::new(ParkNote::NONE),
             coll_wait: Cell::new(NO_NAME),
             open_flow: Cell::new(0),
             open_flow_depth: Cell::new(0),
@@ -847,7 +881,7 @@ pub(crate) struct Recorder {
     /// reading less per park.
     park_pending: Cell<bool>,
     /// That park's slice (valid while `park_pending`).
-    pending: Cell<Event>,
+    pending: Cell<ParkNote>,
     /// The name of a collective's wait, once seen (see `Event::fold`).
     coll_wait: Cell<Name>,
     /// A flow that started or ended inside the innermost open operation,
@@ -932,12 +966,14 @@ impl Recorder {
         };
         Parked {
             rec: self,
-            what,
-            label,
-            peer,
-            tag,
-            ts,
-            depth,
+            note: ParkNote {
+                what,
+                label,
+                ts,
+                peer,
+                tag,
+                depth,
+            },
         }
     }
 
@@ -945,25 +981,15 @@ impl Recorder {
     /// of the clock (see `end`).
     #[inline(never)]
     fn park_ended(&self, p: &Parked<'_>) {
-        let ev = Event::new(
-            What::Slice(Op::Park {
-                what: p.what,
-                label: p.label,
-            }),
-            p.ts,
-            0,
-            p.peer,
-            p.tag,
-            p.depth,
-        );
-        if p.depth > 0 {
-            self.depth.set(p.depth);
-            self.pending.set(ev);
+        let note = p.note;
+        if note.depth > 0 {
+            self.depth.set(note.depth);
+            self.pending.set(note);
             self.park_pending.set(true);
             self.slow.set(true);
             return;
         }
-        self.end(&ev);
+        self.end(&note.event());
     }
 
     /// Ends the slice `ev`. A park inside an operation is ended by the
@@ -976,7 +1002,14 @@ impl Recorder {
     fn end(&self, ev: &Event) {
         self.depth.set(ev.depth);
         if ev.is_park() && ev.depth > 0 {
-            self.pending.set(*ev);
+            self.pending.set(ParkNote {
+                what: ev.a,
+                label: ev.b,
+                ts: ev.ts,
+                peer: ev.peer,
+                tag: ev.tag,
+                depth: ev.depth,
+            });
             self.park_pending.set(true);
             self.slow.set(true);
             return;
@@ -1050,7 +1083,7 @@ impl Recorder {
     #[inline(never)]
     fn end_park(&self, now: u64) {
         self.park_pending.set(false);
-        self.record(&self.pending.get(), now);
+        self.record(&self.pending.get().event(), now);
         self.slow.set(self.profile.is_some());
     }
 
@@ -1208,12 +1241,7 @@ impl Drop for Span<'_> {
 #[derive(Debug)]
 pub(crate) struct Parked<'a> {
     rec: &'a Recorder,
-    what: Name,
-    label: Name,
-    peer: i32,
-    tag: i32,
-    ts: u64,
-    depth: u8,
+    note: ParkNote,
 }
 
 impl Drop for Parked<'_> {
