@@ -522,7 +522,9 @@ impl Events {
             return false;
         }
         lane.used.store(used + capacity * size, Ordering::Relaxed);
-        let chunk = std::mem::replace(&mut self.current, Vec::with_capacity(capacity));
+        let mut fresh = Vec::with_capacity(capacity);
+        prefault(fresh.spare_capacity_mut());
+        let chunk = std::mem::replace(&mut self.current, fresh);
         if !chunk.is_empty() {
             self.full.push(chunk);
         }
@@ -542,6 +544,35 @@ impl Events {
     #[cfg(test)]
     fn len(&self) -> usize {
         self.full.iter().map(Vec::len).sum::<usize>() + self.current.len()
+    }
+}
+
+/// Has the kernel back the whole pages of a new chunk's room now, in one
+/// call (`madvise(MADV_POPULATE_WRITE)`, Linux 5.14 and later), rather
+/// than by a page fault at the first event of each 4 KiB page: a fault
+/// costs 1.5-1.9 µs on the VM of the README's figures, 25 ns per 64-byte
+/// event, and populating a chunk's pages at once about a quarter less
+/// (what remains is the kernel allocating and zeroing them). Advice only:
+/// where the kernel lacks it, the pages fault in as before.
+fn prefault(room: &mut [std::mem::MaybeUninit<Event>]) {
+    const PAGE: usize = 4096;
+    let start = room.as_mut_ptr() as usize;
+    let end = start + std::mem::size_of_val(room);
+    let (first, last) = (start.next_multiple_of(PAGE), end / PAGE * PAGE);
+    if last <= first {
+        return;
+    }
+    #[cfg(target_os = "linux")]
+    {
+        /// `MADV_POPULATE_WRITE` (not in every `libc` release).
+        const MADV_POPULATE_WRITE: libc::c_int = 23;
+        // SAFETY: the range is whole pages inside `room`, memory this
+        // chunk owns and has not initialised: populating it for writing
+        // changes neither its mapping nor anything the program reads. An
+        // error (an older kernel) is harmless and ignored.
+        unsafe {
+            libc::madvise(first as *mut libc::c_void, last - first, MADV_POPULATE_WRITE);
+        }
     }
 }
 
