@@ -23,6 +23,9 @@
 //!   grows, by the lane's own worker with a relaxed load and store (nobody
 //!   else writes it): once a lane is full its parties record no more
 //!   events, and the file says so. A push checks only its chunk's room.
+//!   A new chunk's pages are populated in one call (`prefault`): a page
+//!   fault per 64 events cost a traced message more than its
+//!   instructions.
 //! * **A time window** (`MYRIAD_TRACE_WINDOW`): its bounds are turned
 //!   into clock ticks when the job starts (the tick rate measured over
 //!   2 ms, the bounds widened a little); an event wholly outside is not
@@ -42,6 +45,8 @@
 //!   there yet) takes the operation's start reading as its own: what
 //!   lies between is the operation's bookkeeping before it waits. A
 //!   blocking call that waits costs one event and two clock readings.
+//! * **A park** (the scheduler's hook) starts a [`Parked`]: its fields
+//!   only, no event, until the park ends or folds.
 //! * **The common end** of an operation (no park to fold, no profile:
 //!   `Recorder::slow` unset) reads the clock, folds a flow, compares with
 //!   the window (a party not traced has an empty one) and pushes: the
@@ -571,7 +576,11 @@ fn prefault(room: &mut [std::mem::MaybeUninit<Event>]) {
         // changes neither its mapping nor anything the program reads. An
         // error (an older kernel) is harmless and ignored.
         unsafe {
-            libc::madvise(first as *mut libc::c_void, last - first, MADV_POPULATE_WRITE);
+            libc::madvise(
+                first as *mut libc::c_void,
+                last - first,
+                MADV_POPULATE_WRITE,
+            );
         }
     }
 }
@@ -1418,6 +1427,43 @@ mod tests {
         let profile = rec.profile.as_ref().unwrap().borrow();
         assert_eq!(profile.calls("receive"), 2);
         assert!(profile.wait_ns <= events[0].dur + events[1].dur);
+    }
+
+    /// The scheduler's hook (`Recorder::park`) as the generic span of a
+    /// park: folded into the operation it waited in, else its own slice.
+    #[test]
+    fn the_schedulers_park_folds_or_stands_alone() {
+        let settings = Settings {
+            trace: Some("unused".into()),
+            max_bytes: DEFAULT_MAX_BYTES,
+            ..Settings::default()
+        };
+        let tracer = Arc::new(Tracer::new(settings, 1, 0, 1));
+        let rec = tracer.recorder(0, 0, 0, false).unwrap();
+        {
+            let _receive = span(Some(&rec), Op::Receive, 1, 7, 0);
+            drop(rec.park(&"receive", NO_NAME, 1, 7));
+        }
+        {
+            // Another tag: not the receive's own wait.
+            let _receive = span(Some(&rec), Op::Receive, 1, 7, 0);
+            drop(rec.park(&"receive", NO_NAME, 1, 8));
+        }
+        // Outside any operation: a slice at once.
+        drop(rec.park(&"barrier", &"label", NO_PEER, NO_TAG));
+        let events: Vec<Event> = rec.events.borrow().iter().copied().collect();
+        assert_eq!(events.len(), 4, "{events:?}");
+        assert_eq!(events[0].park_start(), Some(events[0].ts), "at once");
+        assert!(
+            matches!(events[0].folded_park(), Some(Op::Park { what, .. }) if *what == "receive")
+        );
+        assert!(events[1].is_park() && events[1].tag == 8 && events[1].depth == 1);
+        assert!(events[2].folded_park().is_none());
+        assert!(events[3].is_park() && events[3].depth == 0);
+        assert!(
+            matches!(events[3].what(), What::Slice(Op::Park { label, .. }) if *label == "label")
+        );
+        assert_eq!(rec.depth.get(), 0);
     }
 
     #[test]
