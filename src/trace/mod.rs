@@ -500,6 +500,11 @@ pub(crate) struct Events {
 impl Events {
     /// The largest chunk, in events.
     const CHUNK: usize = 4096;
+    /// The smallest chunk whose pages are populated at once (`prefault`):
+    /// a party that filled the chunks before it (2,032 events) will fill
+    /// most of this one; populating the room of a party that records a
+    /// few events would cost memory and time it does not use.
+    const PREFAULT: usize = 1024;
 
     /// Records `event` if there is room; `lane` pays for a new chunk.
     #[inline]
@@ -528,7 +533,9 @@ impl Events {
         }
         lane.used.store(used + capacity * size, Ordering::Relaxed);
         let mut fresh = Vec::with_capacity(capacity);
-        prefault(fresh.spare_capacity_mut());
+        if capacity >= Self::PREFAULT {
+            prefault(fresh.spare_capacity_mut());
+        }
         let chunk = std::mem::replace(&mut self.current, fresh);
         if !chunk.is_empty() {
             self.full.push(chunk);
