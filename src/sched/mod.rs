@@ -42,7 +42,7 @@ pub(crate) use rank::{RankCtx, WaitInfo, WaitOp};
 
 use crate::error::{CommError, Error};
 use crate::identity::{LocalIndex, WorldRank};
-use crate::trace::{self, Tracer};
+use crate::trace::Tracer;
 use rank::Suspend;
 
 /// Scheduler state of one job, shared by its workers.
@@ -373,9 +373,14 @@ pub(crate) fn park_once(ctx: &RankCtx, info: &WaitInfo) -> Result<(), Error> {
     let slot = sched.slots.get(ctx.slot);
     slot.set_wait(info);
     if slot.park.try_park() {
-        let _span = ctx
-            .recorder()
-            .map(|r| r.span(park_op(info), info.peer, info.tag, 0));
+        let _span = ctx.recorder().map(|r| {
+            r.park(
+                info.op.label(),
+                info.label.unwrap_or(&""),
+                info.peer,
+                info.tag,
+            )
+        });
         ctx.suspend(Suspend::Parked);
         slot.park.resumed();
         if sched.is_aborting() {
@@ -383,15 +388,6 @@ pub(crate) fn park_once(ctx: &RankCtx, info: &WaitInfo) -> Result<(), Error> {
         }
     }
     Ok(())
-}
-
-/// How a park shows in a trace: what it waits in, and the label.
-#[cold]
-fn park_op(info: &WaitInfo) -> trace::Op {
-    trace::Op::Park {
-        what: info.op.label(),
-        label: info.label.unwrap_or(&""),
-    }
 }
 
 /// Where a message leaving the running party starts its flow: the flow's
