@@ -23,9 +23,11 @@
 //!   grows, by the lane's own worker with a relaxed load and store (nobody
 //!   else writes it): once a lane is full its parties record no more
 //!   events, and the file says so. A push checks only its chunk's room.
-//!   A new chunk's pages are populated in one call (`prefault`): a page
-//!   fault per 64 events cost a traced message more than its
-//!   instructions.
+//!   A new chunk's pages fault in as events reach them: populating a
+//!   chunk's pages in one call (`MADV_POPULATE_WRITE`) saved a traced
+//!   1 B ping-pong ~10 ns per message but made `coll_bench --ranks 256`'s
+//!   traced barrier loop ~1.3× slower (256 ranks each populating pages
+//!   they never filled), so it was taken out.
 //! * **A time window** (`MYRIAD_TRACE_WINDOW`): its bounds are turned
 //!   into clock ticks when the job starts (the tick rate measured over
 //!   2 ms, the bounds widened a little); an event wholly outside is not
@@ -500,11 +502,6 @@ pub(crate) struct Events {
 impl Events {
     /// The largest chunk, in events.
     const CHUNK: usize = 4096;
-    /// The smallest chunk whose pages are populated at once (`prefault`):
-    /// a party that filled the chunks before it (2,032 events) will fill
-    /// most of this one; populating the room of a party that records a
-    /// few events would cost memory and time it does not use.
-    const PREFAULT: usize = 1024;
 
     /// Records `event` if there is room; `lane` pays for a new chunk.
     #[inline]
@@ -532,11 +529,7 @@ impl Events {
             return false;
         }
         lane.used.store(used + capacity * size, Ordering::Relaxed);
-        let mut fresh = Vec::with_capacity(capacity);
-        if capacity >= Self::PREFAULT {
-            prefault(fresh.spare_capacity_mut());
-        }
-        let chunk = std::mem::replace(&mut self.current, fresh);
+        let chunk = std::mem::replace(&mut self.current, Vec::with_capacity(capacity));
         if !chunk.is_empty() {
             self.full.push(chunk);
         }
@@ -556,39 +549,6 @@ impl Events {
     #[cfg(test)]
     fn len(&self) -> usize {
         self.full.iter().map(Vec::len).sum::<usize>() + self.current.len()
-    }
-}
-
-/// Has the kernel back the whole pages of a new chunk's room now, in one
-/// call (`madvise(MADV_POPULATE_WRITE)`, Linux 5.14 and later), rather
-/// than by a page fault at the first event of each 4 KiB page: a fault
-/// costs 1.5-1.9 µs on the VM of the README's figures, 25 ns per 64-byte
-/// event, and populating a chunk's pages at once about a quarter less
-/// (what remains is the kernel allocating and zeroing them). Advice only:
-/// where the kernel lacks it, the pages fault in as before.
-fn prefault(room: &mut [std::mem::MaybeUninit<Event>]) {
-    const PAGE: usize = 4096;
-    let start = room.as_mut_ptr() as usize;
-    let end = start + std::mem::size_of_val(room);
-    let (first, last) = (start.next_multiple_of(PAGE), end / PAGE * PAGE);
-    if last <= first {
-        return;
-    }
-    #[cfg(target_os = "linux")]
-    {
-        /// `MADV_POPULATE_WRITE` (not in every `libc` release).
-        const MADV_POPULATE_WRITE: libc::c_int = 23;
-        // SAFETY: the range is whole pages inside `room`, memory this
-        // chunk owns and has not initialised: populating it for writing
-        // changes neither its mapping nor anything the program reads. An
-        // error (an older kernel) is harmless and ignored.
-        unsafe {
-            libc::madvise(
-                first as *mut libc::c_void,
-                last - first,
-                MADV_POPULATE_WRITE,
-            );
-        }
     }
 }
 
