@@ -1288,6 +1288,21 @@ pub(crate) fn span(
 mod tests {
     use super::*;
 
+    /// Settings that trace (and, with `profile`, profile) with the default cap.
+    fn tracing(profile: bool) -> Settings {
+        Settings {
+            profile: profile.then_some(ProfileTo::Stderr),
+            trace: Some("unused".into()),
+            max_bytes: DEFAULT_MAX_BYTES,
+            ..Settings::default()
+        }
+    }
+
+    /// A tracer of one process with one worker.
+    fn one_worker(settings: Settings) -> Arc<Tracer> {
+        Arc::new(Tracer::new(settings, 1, 0, 1))
+    }
+
     #[test]
     fn rank_sets_parse_and_contain() {
         let set = RankSet::parse("100, 0-63,70-70").unwrap();
@@ -1336,7 +1351,7 @@ mod tests {
             max_bytes: 3 * std::mem::size_of::<Event>(),
             ..Settings::default()
         };
-        let tracer = Arc::new(Tracer::new(settings, 1, 0, 1));
+        let tracer = one_worker(settings);
         let rec = tracer.recorder(0, 0, 0, false).unwrap();
         for _ in 0..5 {
             drop(span(Some(&rec), Op::Send, 1, 0, 8));
@@ -1354,7 +1369,7 @@ mod tests {
             window: Some(Window::new(3_600_000_000_000, u64::MAX).unwrap()),
             ..Settings::default()
         };
-        let tracer = Arc::new(Tracer::new(settings, 1, 0, 1));
+        let tracer = one_worker(settings);
         let rec = tracer.recorder(0, 0, 0, false).unwrap();
         drop(span(Some(&rec), Op::Send, 1, 0, 8));
         assert_eq!(rec.flow_out() >> 32, 0, "flow ids start at worker 0's");
@@ -1363,13 +1378,7 @@ mod tests {
 
     #[test]
     fn a_park_that_ends_with_its_operation_is_folded_into_it() {
-        let settings = Settings {
-            profile: Some(ProfileTo::Stderr),
-            trace: Some("unused".into()),
-            max_bytes: DEFAULT_MAX_BYTES,
-            ..Settings::default()
-        };
-        let tracer = Arc::new(Tracer::new(settings, 1, 0, 1));
+        let tracer = one_worker(tracing(true));
         let rec = tracer.recorder(0, 0, 0, false).unwrap();
         let park = |what: Name| Op::Park {
             what,
@@ -1400,12 +1409,7 @@ mod tests {
     /// park: folded into the operation it waited in, else its own slice.
     #[test]
     fn the_schedulers_park_folds_or_stands_alone() {
-        let settings = Settings {
-            trace: Some("unused".into()),
-            max_bytes: DEFAULT_MAX_BYTES,
-            ..Settings::default()
-        };
-        let tracer = Arc::new(Tracer::new(settings, 1, 0, 1));
+        let tracer = one_worker(tracing(false));
         let rec = tracer.recorder(0, 0, 0, false).unwrap();
         {
             let _receive = span(Some(&rec), Op::Receive, 1, 7, 0);
@@ -1435,12 +1439,7 @@ mod tests {
 
     #[test]
     fn a_park_at_once_shares_its_operations_start_reading() {
-        let settings = Settings {
-            trace: Some("unused".into()),
-            max_bytes: DEFAULT_MAX_BYTES,
-            ..Settings::default()
-        };
-        let tracer = Arc::new(Tracer::new(settings, 1, 0, 1));
+        let tracer = one_worker(tracing(false));
         let rec = tracer.recorder(0, 0, 0, false).unwrap();
         let park = Op::Park {
             what: &"receive",
@@ -1473,12 +1472,7 @@ mod tests {
         assert_ne!(flow_id(0, 1, 1), flow_id(0, 0, 1));
         assert_ne!(flow_id(0, 0, 0xffff_ffff + 1), 0);
         // A worker's counter wraps to 1, never 0.
-        let settings = Settings {
-            trace: Some("unused".into()),
-            max_bytes: DEFAULT_MAX_BYTES,
-            ..Settings::default()
-        };
-        let tracer = Arc::new(Tracer::new(settings, 1, 0, 1));
+        let tracer = one_worker(tracing(false));
         let rec = tracer.recorder(0, 0, 0, false).unwrap();
         tracer.lanes[0].flows.store(FLOW_SEQ_MAX, Ordering::Relaxed);
         assert_eq!(rec.flow_out(), 1);
@@ -1487,13 +1481,7 @@ mod tests {
 
     #[test]
     fn spans_nest_and_the_profile_counts_outer_calls_as_mpi_time() {
-        let settings = Settings {
-            profile: Some(ProfileTo::Stderr),
-            trace: Some("unused".into()),
-            max_bytes: DEFAULT_MAX_BYTES,
-            ..Settings::default()
-        };
-        let tracer = Arc::new(Tracer::new(settings, 1, 0, 1));
+        let tracer = one_worker(tracing(true));
         let rec = tracer.recorder(3, 0, 3, false).unwrap();
         {
             let _outer = span(
