@@ -945,6 +945,10 @@ impl Recorder {
         // matching or arrival in between is the operation's bookkeeping
         // before it waits, tens of nanoseconds; one clock reading less.
         ev.ts = if ev.is_park() && self.fresh.get() && depth > 0 {
+            // Once: a second park in the operation (a wake-up that finds
+            // nothing to do parks again) reads the clock, which also ends
+            // the first.
+            self.fresh.set(false);
             self.last.get()
         } else {
             let now = self.stamp();
@@ -965,6 +969,8 @@ impl Recorder {
         self.depth.set(depth.saturating_add(1));
         // As in `start`: a park at once shares its operation's reading.
         let ts = if self.fresh.get() && depth > 0 {
+            // Once, as in `start`.
+            self.fresh.set(false);
             self.last.get()
         } else {
             let now = self.stamp();
@@ -1435,6 +1441,28 @@ mod tests {
             matches!(events[3].what(), What::Slice(Op::Park { label, .. }) if *label == "label")
         );
         assert_eq!(rec.depth.get(), 0);
+    }
+
+    #[test]
+    fn a_second_park_in_one_operation_starts_after_the_first_ends() {
+        let tracer = one_worker(tracing(false));
+        let rec = tracer.recorder(0, 0, 0, false).unwrap();
+        let park = Op::Park {
+            what: &"receive",
+            label: NO_NAME,
+        };
+        {
+            let _receive = span(Some(&rec), Op::Receive, 1, 7, 0);
+            drop(span(Some(&rec), park, 1, 7, 0));
+            std::thread::sleep(std::time::Duration::from_millis(1));
+            drop(span(Some(&rec), park, 1, 7, 0));
+        }
+        let events: Vec<Event> = rec.events.borrow().iter().copied().collect();
+        assert_eq!(events.len(), 2, "{events:?}");
+        let (first, receive) = (events[0], events[1]);
+        assert!(first.is_park(), "{events:?}");
+        let second = receive.park_start().expect("the second park is folded");
+        assert!(second >= first.ts + first.dur, "{events:?}");
     }
 
     #[test]
