@@ -44,7 +44,7 @@ mod server;
 mod session;
 mod wire;
 
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 pub(crate) use bootstrap::{Bootstrap, Shape};
@@ -52,8 +52,10 @@ pub(crate) use session::Session;
 
 use crate::error::Error;
 use crate::identity::ProcessId;
+use crate::transport::choice::Choice;
 use crate::transport::mesh::Mesh;
 use crate::transport::tcp::TcpTransport;
+use crate::transport::Transport;
 
 /// What a job asks of the launch layer (from its configuration).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -139,11 +141,17 @@ pub(crate) fn mesh(bootstrap: &mut Bootstrap, timeout: Duration) -> Result<Mesh,
     )
 }
 
-/// Joins this process to the others of a job of several: the mesh, the TCP
-/// transport over its streams, and this process's share of its host (its
-/// index among the job's processes on this host, and their count, from the
-/// host names every process publishes).
-pub(crate) fn connect(bootstrap: &mut Bootstrap) -> Result<(TcpTransport, (u32, u32)), Error> {
+/// This process's index among the job's processes on its host, and their
+/// count.
+pub(crate) type HostShare = (u32, u32);
+
+/// Joins this process to the others of a job of several: the transport
+/// `MYRIAD_TRANSPORT` chooses (`transport/choice.rs`) over the mesh, and
+/// this process's share of its host (its index among the job's processes
+/// on this host, and their count, from the host names every process
+/// publishes).
+pub(crate) fn connect(bootstrap: &mut Bootstrap) -> Result<(Arc<dyn Transport>, HostShare), Error> {
+    let choice = Choice::from_env(&|name| std::env::var(name).ok())?;
     let host = crate::environment::processor_name()?;
     let hosts = bootstrap
         .session
@@ -154,10 +162,21 @@ pub(crate) fn connect(bootstrap: &mut Bootstrap) -> Result<(TcpTransport, (u32, 
         hosts[..this].iter().filter(|h| **h == host).count() as u32,
         hosts.iter().filter(|h| **h == host).count() as u32,
     );
+    let missing = match choice {
+        Choice::Auto | Choice::Tcp => None,
+        Choice::Ofi => Some("libfabric is not built in (it needs the `ofi` cargo feature)"),
+        Choice::Shm => Some("shared memory between processes is not built yet"),
+    };
+    if let Some(why) = missing {
+        return Err(Error::unsupported(format!(
+            "MYRIAD_TRANSPORT={}: {why}; use MYRIAD_TRANSPORT=tcp or auto",
+            choice.name()
+        )));
+    }
     let mesh = mesh(bootstrap, crate::transport::mesh::DEFAULT_TIMEOUT)?;
     let transport = TcpTransport::new(ProcessId::new(bootstrap.process), mesh.streams)
         .map_err(|e| Error::config(format!("setting up the TCP transport: {e}")))?;
-    Ok((transport, share))
+    Ok((Arc::new(transport), share))
 }
 
 /// Ends this process's part in a job that ran to its end: meets the other

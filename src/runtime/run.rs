@@ -97,7 +97,7 @@ where
     let joined = match crate::launch::connect(&mut bootstrap) {
         Ok((transport, host)) => Joined {
             processes: bootstrap.processes_map(),
-            transport: Arc::new(transport),
+            transport,
             host_share: Some(host),
         },
         Err(error) => return Err(crate::launch::abandon(bootstrap, error)),

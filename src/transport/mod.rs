@@ -42,6 +42,7 @@
 //! registered memory.
 
 mod addr;
+pub(crate) mod choice;
 pub(crate) mod frame;
 pub(crate) mod loopback;
 pub(crate) mod mesh;
