@@ -485,7 +485,6 @@ fn a_multi_process_launch_bootstraps_connects_and_finalizes() {
             // The threads share this host: three shares of it, and a TCP
             // transport to the two other processes.
             let (transport, share) = connect(&mut b).unwrap();
-            use crate::transport::Transport;
             let joined = (transport.this().get(), transport.processes(), share);
             transport.close(std::time::Duration::from_secs(5));
             super::finish(b).unwrap();
