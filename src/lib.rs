@@ -90,6 +90,7 @@ mod rma;
 mod runtime;
 mod sched;
 mod sync;
+mod sys;
 pub mod thread;
 pub mod topology;
 mod trace;

@@ -22,6 +22,7 @@ const LAYERS: &[(&str, u8)] = &[
     ("error", 0),
     ("datatype", 0),
     ("ffi", 0),
+    ("sys", 0),
     ("hardware", 0),
     ("identity", 0),
     ("trace", 0),
