@@ -95,7 +95,8 @@ impl Bootstrap {
                 processes: session.processes(),
                 blocks,
                 credentials,
-                local_process: local_process(var),
+                // The PMIx server's word (PMIX_LOCAL_RANK) before variables.
+                local_process: session.local_process().or_else(|| local_process(var)),
                 launcher,
                 session,
             }),

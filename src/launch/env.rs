@@ -8,7 +8,8 @@
 //! | the same, and `PMI_JOBID` or `SLURM_MPI_TYPE=pmi2` | `srun --mpi=pmi2` | PMI-2 |
 //! | `PMI_PORT=host:port`, `PMI_ID` | Hydra `mpiexec -pmi-port` | PMI-1 over TCP |
 //! | a Slurm step of several tasks (`SLURM_STEP_ID`, `SLURM_STEP_NUM_TASKS` > 1), no `PMI_FD` | `srun` without `--mpi=pmi2` | none: an error naming the flag |
-//! | `OMPI_COMM_WORLD_SIZE` > 1, no `PMI_FD` | Open MPI `mpirun` (PMIx only) | none: an error |
+//! | `PMIX_NAMESPACE`, `PMIX_RANK` (and `PMIX_SERVER_URI*`), no `PMI_FD`/`PMI_PORT` | Open MPI `mpirun`, `srun --mpi=pmix` | PMIx (feature `pmix`; without it an error naming the feature, unless the job has one process) |
+//! | `OMPI_COMM_WORLD_SIZE` > 1, no `PMI_FD`, no `PMIX_*` | Open MPI `mpirun` | none: an error |
 //! | none of these | no launcher | none: one process, as without a launcher |
 //!
 //! `MYRIAD_PMI=1` or `2` chooses the protocol on a `PMI_FD` (Hydra speaks
@@ -30,8 +31,14 @@ const HINT: &str = "start the program with MPICH's `mpiexec` (Hydra) or `srun --
 /// The same, under Slurm.
 const HINT_SLURM: &str = "run it with `srun --mpi=pmi2` (or set `MpiDefault=pmi2` in slurm.conf)";
 /// The same, under Open MPI.
-const HINT_OMPI: &str = "Open MPI's `mpirun` offers only PMIx, which myriad does not speak yet: \
-                         use MPICH's `mpiexec` or `srun --mpi=pmi2`";
+const HINT_OMPI: &str = "Open MPI's `mpirun` offers only PMIx, and it gave this process no PMIx \
+                         server (no PMIX_NAMESPACE/PMIX_RANK): use MPICH's `mpiexec` or `srun \
+                         --mpi=pmi2`";
+/// A PMIx launcher, in a build without PMIx.
+#[cfg(not(feature = "pmix"))]
+const HINT_PMIX: &str = "this build has no PMIx client: build it with the `pmix` cargo feature \
+                         (`--features myriad/pmix`, needs libpmix-dev and libclang-dev), or start \
+                         it with MPICH's `mpiexec.mpich` or `srun --mpi=pmi2`";
 /// For `MYRIAD_PMI`.
 const HINT_VERSION: &str = "use MYRIAD_PMI=1 or MYRIAD_PMI=2, or unset it";
 
@@ -55,10 +62,97 @@ pub(crate) struct PmiEnv {
     pub(crate) start: Start,
 }
 
+/// What the environment says about a PMIx launcher (feature `pmix`):
+/// libpmix reads the rest of its variables itself.
+#[cfg(feature = "pmix")]
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct PmixEnv {
+    /// The launcher, for messages (`Open MPI's mpirun`, `srun --mpi=pmix`).
+    pub(crate) launcher: &'static str,
+}
+
+/// The launcher's interface this process joins through.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Found {
+    /// PMI-1 or PMI-2.
+    Pmi(PmiEnv),
+    /// PMIx.
+    #[cfg(feature = "pmix")]
+    Pmix(PmixEnv),
+}
+
 /// Reads the launcher's variables through `var` (the process environment,
 /// or a table in tests): `None` when no launcher asks this process to
 /// join a job.
-pub(crate) fn detect(var: &dyn Fn(&str) -> Option<String>) -> Result<Option<PmiEnv>, LaunchError> {
+///
+/// PMI wins where a launcher sets both (`PMI_FD` or `PMI_PORT`); a PMIx
+/// launcher is recognised by `PMIX_NAMESPACE` and `PMIX_RANK`.
+pub(crate) fn detect(var: &dyn Fn(&str) -> Option<String>) -> Result<Option<Found>, LaunchError> {
+    let pmi = var("PMI_FD").is_some() || var("PMI_PORT").is_some();
+    if pmi || var("PMIX_NAMESPACE").is_none() {
+        return detect_pmi(var).map(|found| found.map(Found::Pmi));
+    }
+    let Some(rank) = var("PMIX_RANK") else {
+        return detect_pmi(var).map(|found| found.map(Found::Pmi));
+    };
+    let slurm = var("SLURM_STEP_ID").is_some() || var("SLURM_STEPID").is_some();
+    let launcher = if slurm {
+        "srun --mpi=pmix"
+    } else if var("OMPI_COMM_WORLD_SIZE").is_some() {
+        "Open MPI's mpirun"
+    } else {
+        "a PMIx launcher"
+    };
+    if parse::<u32>(&rank).is_none() {
+        return Err(LaunchError::Environment {
+            variable: "PMIX_RANK",
+            value: Some(rank),
+            problem: "is not a whole number".to_string(),
+            hint: if slurm { HINT_SLURM } else { HINT },
+        });
+    }
+    pmix_launch(var, launcher)
+}
+
+/// A PMIx launcher's job, in a build with PMIx: libpmix takes it from here.
+#[cfg(feature = "pmix")]
+fn pmix_launch(
+    _var: &dyn Fn(&str) -> Option<String>,
+    launcher: &'static str,
+) -> Result<Option<Found>, LaunchError> {
+    Ok(Some(Found::Pmix(PmixEnv { launcher })))
+}
+
+/// A PMIx launcher's job, in a build without PMIx: a job of one process
+/// runs alone, as before; one of several, or of a size the variables do not
+/// tell, fails naming the feature (each process would run the whole job).
+#[cfg(not(feature = "pmix"))]
+fn pmix_launch(
+    var: &dyn Fn(&str) -> Option<String>,
+    launcher: &'static str,
+) -> Result<Option<Found>, LaunchError> {
+    let size = var("OMPI_COMM_WORLD_SIZE")
+        .or_else(|| var("SLURM_STEP_NUM_TASKS"))
+        .or_else(|| var("SLURM_NTASKS"))
+        .and_then(|v| parse::<u64>(&v));
+    match size {
+        Some(1) => Ok(None),
+        Some(n) => Err(LaunchError::NoPmi {
+            launcher,
+            processes: n,
+            hint: HINT_PMIX,
+        }),
+        None => Err(LaunchError::Environment {
+            variable: "PMIX_NAMESPACE",
+            value: var("PMIX_NAMESPACE"),
+            problem: format!("says {launcher} started this process through PMIx"),
+            hint: HINT_PMIX,
+        }),
+    }
+}
+
+/// [`detect`] for the PMI launchers and those without any PMI.
+fn detect_pmi(var: &dyn Fn(&str) -> Option<String>) -> Result<Option<PmiEnv>, LaunchError> {
     let slurm = var("SLURM_JOB_ID").is_some() || var("SLURM_STEP_ID").is_some();
     let hint = if slurm { HINT_SLURM } else { HINT };
     let version = match var("MYRIAD_PMI") {
@@ -297,7 +391,13 @@ mod tests {
     }
 
     fn detect_in(vars: &[(&str, &str)]) -> Result<Option<PmiEnv>, LaunchError> {
-        detect(&env(vars))
+        detect(&env(vars)).map(|found| {
+            found.map(|found| match found {
+                Found::Pmi(pmi) => pmi,
+                #[cfg(feature = "pmix")]
+                Found::Pmix(pmix) => panic!("{vars:?} detected as PMIx: {pmix:?}"),
+            })
+        })
     }
 
     #[test]

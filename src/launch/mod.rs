@@ -8,7 +8,8 @@
 //! | `env.rs` | which launcher started this process (its variables), and opening the connection to its PMI server (`PMI_FD` or `PMI_PORT`) |
 //! | `wire.rs` | the bytes: PMI-1 lines, PMI-2 frames, replies as maps |
 //! | `pmi.rs` | the client: start-up, put, fence, get, barrier, finalize, abort; limits and timeouts |
-//! | `session.rs` | the PMI connection kept for the job's life: allgather (put, fence, get of every process's key, chunked at the value limit), barrier, finalize |
+//! | `pmix.rs` | the PMIx client (feature `pmix`, libpmix): the same operations under Open MPI's `mpirun` and `srun --mpi=pmix` |
+//! | `session.rs` | the PMI or PMIx connection kept for the job's life: allgather (put, fence, get of every process's key, chunked at the value limit), barrier, finalize |
 //! | `bootstrap.rs` | the job's shape agreed across processes: the rank blocks, the build id, the job secret, the local process index |
 //! | `server.rs` | a PMI-1 server (the built-in launcher's, and the tests') |
 //! | `launcher.rs` | the built-in launcher: `--processes N` re-executes the program N times and forwards the exit status as `mpiexec` does |
@@ -40,6 +41,8 @@ mod bootstrap;
 mod env;
 mod launcher;
 mod pmi;
+#[cfg(feature = "pmix")]
+mod pmix;
 mod server;
 mod session;
 mod wire;
@@ -107,8 +110,19 @@ fn join_with(
     timeout: Duration,
     shape: &Shape,
 ) -> Result<Option<Bootstrap>, Error> {
-    let Some(found) = env::detect(var).map_err(Error::Launch)? else {
-        return Ok(None);
+    let found = match env::detect(var).map_err(Error::Launch)? {
+        None => return Ok(None),
+        Some(env::Found::Pmi(found)) => found,
+        #[cfg(feature = "pmix")]
+        Some(env::Found::Pmix(found)) => {
+            let client = pmix::Client::init(timeout).map_err(Error::Launch)?;
+            if client.size() == 1 {
+                client.finalize().map_err(Error::Launch)?;
+                return Ok(None);
+            }
+            let session = Session::over(session::Kvs::Pmix(client));
+            return Bootstrap::exchange(session, shape, found.launcher, var).map(Some);
+        }
     };
     let stream = found.open(timeout).map_err(Error::Launch)?;
     let client = pmi::Client::init(stream, &found.start, timeout).map_err(Error::Launch)?;

@@ -19,8 +19,19 @@
 //! Values travel as PMI text: no spaces, `;`, newlines or NULs (checked,
 //! an error names the byte), and they are split at the server's value
 //! limit (1023 bytes under Hydra) on character boundaries.
+//!
+//! ## PMI or PMIx
+//!
+//! The session speaks either: [`Kvs`] is the client underneath. PMIx
+//! (feature `pmix`, `pmix.rs`) has the same put, fence and get, except that
+//! a key belongs to the process that put it, so a get names its owner (PMI
+//! ignores the owner: its keys already carry the process). The same keys,
+//! epochs and checks serve both, so a program behaves alike under
+//! `mpiexec` and Open MPI's `mpirun`.
 
 use super::pmi::Client;
+#[cfg(feature = "pmix")]
+use super::pmix;
 use super::wire;
 use crate::error::LaunchError;
 
@@ -28,17 +39,88 @@ use crate::error::LaunchError;
 /// within PMI's 63 bytes.
 const MAX_NAME: usize = 32;
 
+/// The client a session runs over.
+#[derive(Debug)]
+pub(crate) enum Kvs {
+    /// PMI-1 or PMI-2 (`mpiexec`, `srun --mpi=pmi2`, the built-in launcher).
+    Pmi(Client),
+    /// PMIx (Open MPI's `mpirun`, `srun --mpi=pmix`).
+    #[cfg(feature = "pmix")]
+    Pmix(pmix::Client),
+}
+
+impl Kvs {
+    fn rank(&self) -> u32 {
+        match self {
+            Kvs::Pmi(c) => c.rank(),
+            #[cfg(feature = "pmix")]
+            Kvs::Pmix(c) => c.rank(),
+        }
+    }
+
+    fn size(&self) -> u32 {
+        match self {
+            Kvs::Pmi(c) => c.size(),
+            #[cfg(feature = "pmix")]
+            Kvs::Pmix(c) => c.size(),
+        }
+    }
+
+    /// The largest value in bytes.
+    fn value_max(&self) -> usize {
+        match self {
+            Kvs::Pmi(c) => c.limits().1,
+            // No limit of its own: values go in one piece.
+            #[cfg(feature = "pmix")]
+            Kvs::Pmix(_) => usize::MAX,
+        }
+    }
+
+    fn put(&mut self, key: &str, value: &str) -> Result<(), LaunchError> {
+        match self {
+            Kvs::Pmi(c) => c.put(key, value),
+            #[cfg(feature = "pmix")]
+            Kvs::Pmix(c) => c.put(key, value),
+        }
+    }
+
+    fn fence(&mut self) -> Result<(), LaunchError> {
+        match self {
+            Kvs::Pmi(c) => c.fence(),
+            #[cfg(feature = "pmix")]
+            Kvs::Pmix(c) => c.fence(),
+        }
+    }
+
+    /// The value of `key`, which process `owner` put.
+    fn get(&mut self, owner: u32, key: &str) -> Result<String, LaunchError> {
+        match self {
+            Kvs::Pmi(c) => {
+                let _ = owner;
+                c.get(key)
+            }
+            #[cfg(feature = "pmix")]
+            Kvs::Pmix(c) => c.get(owner, key),
+        }
+    }
+}
+
 /// The PMI connection of a job's process, open until [`finalize`](Self::finalize).
 #[derive(Debug)]
 pub(crate) struct Session {
-    client: Client,
+    client: Kvs,
     /// Allgathers so far: part of every key.
     epoch: u32,
 }
 
 impl Session {
-    /// A session over a started client.
+    /// A session over a started PMI client.
     pub(crate) fn new(client: Client) -> Session {
+        Session::over(Kvs::Pmi(client))
+    }
+
+    /// A session over a started client of either kind.
+    pub(crate) fn over(client: Kvs) -> Session {
         Session { client, epoch: 0 }
     }
 
@@ -50,6 +132,17 @@ impl Session {
     /// The launcher's process count.
     pub(crate) fn processes(&self) -> u32 {
         self.client.size()
+    }
+
+    /// This process's index among the job's processes on its host, where
+    /// the client learns it from the server (PMIx's `PMIX_LOCAL_RANK`);
+    /// `None` under PMI, whose launchers set variables instead.
+    pub(crate) fn local_process(&self) -> Option<u32> {
+        match &self.client {
+            Kvs::Pmi(_) => None,
+            #[cfg(feature = "pmix")]
+            Kvs::Pmix(c) => c.local_rank(),
+        }
     }
 
     /// Every process's `value`, by process index: a collective (each
@@ -80,7 +173,7 @@ impl Session {
         wire::check_text("value", value, false)?;
         let epoch = self.epoch;
         self.epoch += 1;
-        let (_, value_max) = self.client.limits();
+        let value_max = self.client.value_max();
         // Room for the count prefix `n/` in the first chunk.
         let chunks = split(value, value_max.saturating_sub(12).max(1));
         let this = self.process();
@@ -94,7 +187,7 @@ impl Session {
         let mut all = Vec::with_capacity(self.processes() as usize);
         for p in 0..self.processes() {
             let base = format!("{name}.{epoch}.{p}");
-            let first = self.client.get(&base)?;
+            let first = self.client.get(p, &base)?;
             let malformed = || LaunchError::Malformed {
                 command: "get".to_string(),
                 problem: format!("the value of {base} does not start with a chunk count"),
@@ -107,7 +200,7 @@ impl Session {
             }
             let mut value = head.to_string();
             for i in 1..count {
-                value.push_str(&self.client.get(&format!("{base}.{i}"))?);
+                value.push_str(&self.client.get(p, &format!("{base}.{i}"))?);
             }
             all.push(value);
         }
@@ -116,19 +209,31 @@ impl Session {
 
     /// Waits until every process of the job has called it.
     pub(crate) fn barrier(&mut self) -> Result<(), LaunchError> {
-        self.client.barrier()
+        match &mut self.client {
+            Kvs::Pmi(c) => c.barrier(),
+            #[cfg(feature = "pmix")]
+            Kvs::Pmix(c) => c.barrier(),
+        }
     }
 
     /// Tells the launcher this process is done (a process that exits
     /// without it is a failed one to Hydra).
     pub(crate) fn finalize(self) -> Result<(), LaunchError> {
-        self.client.finalize()
+        match self.client {
+            Kvs::Pmi(c) => c.finalize(),
+            #[cfg(feature = "pmix")]
+            Kvs::Pmix(c) => c.finalize(),
+        }
     }
 
     /// Asks the launcher to end the whole job with `exit_code`.
     #[allow(dead_code)] // For the glue: a failing process ends the job (issue 9).
     pub(crate) fn abort(self, exit_code: i32, message: &str) -> Result<(), LaunchError> {
-        self.client.abort(exit_code, message)
+        match self.client {
+            Kvs::Pmi(c) => c.abort(exit_code, message),
+            #[cfg(feature = "pmix")]
+            Kvs::Pmix(c) => c.abort(exit_code, message),
+        }
     }
 }
 

@@ -263,7 +263,9 @@ fn pmi_port_transcript() {
     ]);
     let (addr, server) = serve_tcp(script);
     let vars = [("PMI_PORT", addr.as_str()), ("PMI_ID", "1")];
-    let found = super::env::detect(&lookup(&vars)).unwrap().unwrap();
+    let Some(super::env::Found::Pmi(found)) = super::env::detect(&lookup(&vars)).unwrap() else {
+        panic!("PMI_PORT is PMI");
+    };
     let stream = found.open(PATIENCE).unwrap();
     let mut client = Client::init(stream, &found.start, PATIENCE).unwrap();
     assert_eq!((client.rank(), client.size()), (1, 2));
@@ -1109,9 +1111,11 @@ fn keys_and_values_beyond_the_limits_are_refused_before_sending() {
 fn real_mpiexec() {
     const CHILD: &str = "MYRIAD_PMI_TEST_CHILD";
     if std::env::var_os(CHILD).is_some() {
-        let found = super::env::detect(&|n| std::env::var(n).ok())
-            .unwrap()
-            .expect("started by mpiexec");
+        let Some(super::env::Found::Pmi(found)) =
+            super::env::detect(&|n| std::env::var(n).ok()).unwrap()
+        else {
+            panic!("not started by mpiexec");
+        };
         let stream = found.open(PATIENCE).unwrap();
         let mut client = Client::init(stream, &found.start, PATIENCE).unwrap();
         let (rank, size) = (client.rank(), client.size());
@@ -1282,4 +1286,188 @@ fn mesh_across_processes_of_real_mpiexec() {
         assert_eq!(stdout.matches("1 passed").count(), 4, "{stdout}\n{stderr}");
         assert_eq!(stderr.matches("3 peers connected").count(), 4, "{stderr}");
     }
+}
+
+/// The variables Open MPI's `mpirun -n 2` gives process 0 (trimmed; §7 of
+/// `../shared/reference/launchers.md`), with the server's address at a port
+/// nobody listens on.
+const OPEN_MPI_VARS: &[(&str, &str)] = &[
+    ("OMPI_COMM_WORLD_SIZE", "2"),
+    ("OMPI_COMM_WORLD_RANK", "0"),
+    ("OMPI_COMM_WORLD_LOCAL_RANK", "0"),
+    ("PMIX_NAMESPACE", "1445527553"),
+    ("PMIX_RANK", "0"),
+    ("PMIX_SERVER_URI4", "1445527552.0;tcp4://127.0.0.1:1"),
+];
+
+/// A PMIx launcher's process in a build without the `pmix` feature: an
+/// error naming the feature and the launchers that work instead (each
+/// process would otherwise run the whole job alone); a job of one process
+/// still runs alone, as before.
+#[cfg(not(feature = "pmix"))]
+#[test]
+fn a_pmix_launch_without_the_feature_fails_naming_it() {
+    let srun: &[(&str, &str)] = &[
+        ("SLURM_JOB_ID", "5"),
+        ("SLURM_STEP_ID", "0"),
+        ("SLURM_STEP_NUM_TASKS", "4"),
+        ("SLURM_MPI_TYPE", "pmix"),
+        ("PMIX_NAMESPACE", "slurm.pmix.5.0"),
+        ("PMIX_RANK", "3"),
+    ];
+    let unknown_size: &[(&str, &str)] = &[("PMIX_NAMESPACE", "prterun-vm-1@1"), ("PMIX_RANK", "0")];
+    for (vars, launcher) in [
+        (OPEN_MPI_VARS, "Open MPI's mpirun started 2 processes"),
+        (srun, "srun --mpi=pmix started 4 processes"),
+        (unknown_size, "a PMIx launcher"),
+    ] {
+        let err = join_with(&lookup(vars), PATIENCE, &shape(2)).unwrap_err();
+        let text = err.to_string();
+        for needle in [
+            launcher,
+            "`pmix` cargo feature",
+            "mpiexec.mpich",
+            "srun --mpi=pmi2",
+        ] {
+            assert!(text.contains(needle), "{vars:?}: {needle:?} not in {text}");
+        }
+    }
+    let mut one = OPEN_MPI_VARS.to_vec();
+    one[0].1 = "1";
+    assert!(matches!(
+        join_with(&lookup(&one), PATIENCE, &shape(2)),
+        Ok(None)
+    ));
+    let err = join_with(
+        &lookup(&[("PMIX_NAMESPACE", "n"), ("PMIX_RANK", "x")]),
+        PATIENCE,
+        &shape(2),
+    )
+    .unwrap_err();
+    assert!(err.to_string().contains("PMIX_RANK=\"x\""), "{err}");
+}
+
+/// With the feature, the same variables are a PMIx launch; PMI wins where a
+/// launcher sets both.
+#[cfg(feature = "pmix")]
+#[test]
+fn pmix_variables_are_a_pmix_launch_and_pmi_wins_over_them() {
+    use super::env::{detect, Found};
+    let found = detect(&lookup(OPEN_MPI_VARS)).unwrap();
+    assert!(
+        matches!(&found, Some(Found::Pmix(p)) if p.launcher == "Open MPI's mpirun"),
+        "{found:?}"
+    );
+    let mut both = OPEN_MPI_VARS.to_vec();
+    both.extend([("PMI_FD", "5"), ("PMI_RANK", "0"), ("PMI_SIZE", "2")]);
+    let found = detect(&lookup(&both)).unwrap();
+    assert!(matches!(found, Some(Found::Pmi(_))), "{found:?}");
+    // A rank only (no namespace) is not a PMIx launch.
+    let found = detect(&lookup(&[("PMIX_RANK", "0")])).unwrap();
+    assert_eq!(found, None);
+}
+
+/// Set in the processes of [`real_open_mpi`].
+#[cfg(feature = "pmix")]
+const PMIX_CHILD: &str = "MYRIAD_PMIX_TEST_CHILD";
+
+/// `mpirun.openmpi` (Open MPI 4.1) with `args`, running the lib test `test`
+/// with `env` set in each process; allowed as root, as CI runs.
+#[cfg(feature = "pmix")]
+fn open_mpi(args: &[&str], test: &str, env: (&str, &str)) -> std::process::Output {
+    std::process::Command::new("mpirun.openmpi")
+        .args(["--oversubscribe"])
+        .args(args)
+        .arg(std::env::current_exe().unwrap())
+        .args([test, "--exact", "--ignored", "--nocapture"])
+        .env(env.0, env.1)
+        .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+        .env_remove("MYRIAD_PMI")
+        .output()
+        .expect("mpirun.openmpi runs (apt-get install openmpi-bin)")
+}
+
+/// Under a real `mpirun.openmpi -n 2`: the PMIx client starts (rank, size,
+/// local rank), each process puts its key, fences and reads the other's; a
+/// missing key is `KeyNotFound` within the get's timeout, a rank outside
+/// the job an error; then barrier and finalize.
+#[cfg(feature = "pmix")]
+#[test]
+#[ignore = "needs Open MPI's mpirun (apt-get install openmpi-bin)"]
+fn real_open_mpi() {
+    use super::pmix;
+    if std::env::var_os(PMIX_CHILD).is_some() {
+        let found = super::env::detect(&|n| std::env::var(n).ok()).unwrap();
+        assert!(
+            matches!(&found, Some(super::env::Found::Pmix(p)) if p.launcher == "Open MPI's mpirun"),
+            "{found:?}"
+        );
+        let short = Duration::from_secs(2);
+        let mut client = pmix::Client::init(short).unwrap();
+        let (rank, size) = (client.rank(), client.size());
+        assert_eq!(size, 2);
+        // One host: the local rank is the rank.
+        assert_eq!(client.local_rank(), Some(rank));
+        // A second client in the process is refused (libpmix is global).
+        assert!(pmix::Client::init(short).is_err());
+        client
+            .put(
+                &format!("addr-{rank}"),
+                &format!(
+                    "rank{rank}:pid={} with spaces; and more",
+                    std::process::id()
+                ),
+            )
+            .unwrap();
+        client.fence().unwrap();
+        let other = 1 - rank;
+        let value = client.get(other, &format!("addr-{other}")).unwrap();
+        assert!(value.starts_with(&format!("rank{other}:pid=")), "{value}");
+        let started = std::time::Instant::now();
+        let missing = client.get(other, "no-such-key");
+        assert!(
+            matches!(&missing, Err(LaunchError::KeyNotFound { key }) if key.contains("no-such-key")),
+            "{missing:?}"
+        );
+        assert!(started.elapsed() < PATIENCE, "{:?}", started.elapsed());
+        assert!(client.get(2, "addr-0").is_err());
+        assert!(matches!(client.put("", "x"), Err(LaunchError::EmptyKey)));
+        client.barrier().unwrap();
+        eprintln!(
+            "child {rank}/{size} (namespace {}) read {value}",
+            client.namespace()
+        );
+        client.finalize().unwrap();
+        return;
+    }
+    let out = open_mpi(
+        &["-n", "2"],
+        "launch::tests::real_open_mpi",
+        (PMIX_CHILD, "1"),
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{:?}\n{stdout}\n{stderr}", out.status);
+    assert_eq!(stdout.matches("1 passed").count(), 2, "{stdout}\n{stderr}");
+}
+
+/// The mesh test's processes under `mpirun.openmpi -n 4`: bootstrap,
+/// allgather and the mesh over PMIx.
+#[cfg(feature = "pmix")]
+#[test]
+#[ignore = "needs Open MPI's mpirun (apt-get install openmpi-bin)"]
+fn mesh_across_processes_of_open_mpi() {
+    let out = open_mpi(&["-n", "4"], "launch::tests::mesh_child", (MESH_CHILD, "1"));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{:?}\n{stdout}\n{stderr}", out.status);
+    assert_eq!(stdout.matches("1 passed").count(), 4, "{stdout}\n{stderr}");
+    assert_eq!(
+        stderr
+            .matches("(Open MPI's mpirun), blocks [2, 2, 2, 2], 3 peers connected")
+            .count(),
+        4,
+        "{stderr}"
+    );
 }

@@ -4,3 +4,18 @@
 //! (`transport`, `launch`); nothing here is used directly elsewhere.
 //!
 //! Without the `ofi` and `pmix` features this module is empty.
+
+/// PMIx (`<pmix.h>`, libpmix): the client calls of `launch/pmix.rs`.
+#[cfg(feature = "pmix")]
+#[allow(
+    non_upper_case_globals,
+    non_camel_case_types,
+    non_snake_case,
+    dead_code,
+    unreachable_pub,
+    missing_docs,
+    clippy::all
+)]
+pub(crate) mod pmix {
+    include!(concat!(env!("OUT_DIR"), "/pmix.rs"));
+}
