@@ -58,7 +58,8 @@ use super::completion::Completion;
 /// Call it under the lock of the mailbox that holds `queue`; `aborting` is
 /// called (under that lock) only if an entry matches. A refused claim
 /// leaves the entry where it is, for its owner to withdraw.
-#[inline]
+/// (`#[inline(always)]`: every message matches through it.)
+#[inline(always)]
 pub(crate) fn claim<T>(
     queue: &mut VecDeque<T>,
     mut matches: impl FnMut(&T) -> bool,
