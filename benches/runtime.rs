@@ -3,8 +3,10 @@
 //! * `switch`: a rank yielding to another rank on the same worker (one
 //!   coroutine switch out and one in, plus the worker loop);
 //! * `pingpong/<workers>w/<bytes>`: one-way time of a message between two
-//!   ranks, on one worker and on two (8 B latency; 1 MiB and 16 MiB
-//!   bandwidth), next to `memcpy/<bytes>`, a plain copy of the same size;
+//!   ranks, on one worker and on two (1 B and 8 B latency: the path of a
+//!   send into a receive already posted, and on one worker the directed
+//!   hand-off; 1 MiB and 16 MiB bandwidth), next to `memcpy/<bytes>`, a
+//!   plain copy of the same size;
 //! * `start_join/10000_few_alive_at_once`: starting and joining a job of
 //!   10,000 ranks that return at once (they run one after another on a few
 //!   reused stacks: never more than a few alive together);
@@ -82,7 +84,7 @@ fn pingpong_once(workers: usize, bytes: usize, iters: u64) -> Duration {
 
 fn pingpong(c: &mut Criterion) {
     let mut group = c.benchmark_group("pingpong");
-    for bytes in [8usize, 1 << 20, 16 << 20] {
+    for bytes in [1usize, 8, 1 << 20, 16 << 20] {
         group.throughput(Throughput::Bytes(bytes as u64));
         if bytes > 8 {
             group.sample_size(10);

@@ -82,6 +82,7 @@ use crate::error::{CommError, Error, TypeError};
 use crate::grow::GrowTable;
 use crate::identity::{LocalIndex, ProcessId, Processes, WorldRank};
 use crate::sched::{self, RankCtx, Scheduler, WaitInfo, WaitOp};
+use crate::sync::spin::SpinGuard;
 use crate::trace;
 use crate::transport::Transport;
 use crate::{Rank, Tag};
@@ -323,7 +324,11 @@ pub(crate) enum Started {
 /// `Pending`, `completion` (owned by the caller, waking the caller's slot)
 /// is referenced by a queued descriptor and must stay alive, with `src`,
 /// until it is done or withdrawn.
-#[inline]
+///
+/// `#[inline(always)]`, as [`start_receive`]: what is left of it once a
+/// posted receive is matched is a few dozen instructions, and as a call it
+/// cost a prologue, an epilogue and the move of its result (callgrind).
+#[inline(always)]
 pub(crate) fn start_send(
     ep: Endpoint<'_, impl Node>,
     route: Route,
@@ -365,6 +370,12 @@ pub(crate) fn start_send(
 /// mailbox's probers are woken). The one way into a mailbox, for local
 /// senders now and for a transport's arrivals later, so matching order,
 /// wildcards and probes do not depend on where the sender runs.
+///
+/// `#[inline]`, with [`deliver`] and [`transfer`]: on the path of every
+/// send, where each call boundary costs a prologue and an epilogue of
+/// spilled registers (~17 instructions each, callgrind). Its only
+/// caller is [`start_send`].
+#[inline(always)]
 pub(crate) fn arrive(
     ep: Endpoint<'_, impl Node>,
     mailbox: &Mailbox,
@@ -386,6 +397,23 @@ pub(crate) fn arrive(
             ..Outcome::default()
         });
     }
+    queue_unexpected(ep, queues, env, src, mode, completion)
+}
+
+/// The second half of [`arrive`]: no posted receive matched, so the
+/// message is queued as unexpected (packed into an eager buffer, or as a
+/// rendezvous descriptor of `src`) and the mailbox's probers are woken.
+/// Out of line: it keeps `arrive` (and the sends it is inlined into)
+/// small on the path of a receive already posted.
+#[inline(never)]
+fn queue_unexpected(
+    ep: Endpoint<'_, impl Node>,
+    mut queues: SpinGuard<'_, mailbox::Queues>,
+    env: Envelope,
+    src: &Layout,
+    mode: SendMode,
+    completion: &Completion,
+) -> Started {
     let bytes = src.bytes();
     let eager = match mode {
         SendMode::Buffered => true,
@@ -426,6 +454,8 @@ pub(crate) fn arrive(
 }
 
 /// Copies a message into a claimed posted receive and completes it.
+/// (`#[inline(always)]`: its one caller is [`arrive`].)
+#[inline(always)]
 fn deliver(ep: Endpoint<'_, impl Node>, env: &Envelope, src: &Layout, posted: Posted) {
     let outcome = transfer(env, src, &posted.dst);
     // SAFETY: the receiver keeps its completion alive until it is done; we
@@ -437,6 +467,7 @@ fn deliver(ep: Endpoint<'_, impl Node>, env: &Envelope, src: &Layout, posted: Po
     sched::unpark(ep.sched(), waiter);
 }
 /// Checks signatures and sizes and copies `src` into `dst`.
+#[inline]
 fn transfer(env: &Envelope, src: &Layout, dst: &Layout) -> Outcome {
     let bytes = src.bytes();
     let mut outcome = Outcome {
@@ -474,6 +505,7 @@ fn type_fault(src: &Layout, dst: &Layout) -> Option<Fault> {
 }
 
 /// Receives a claimed unexpected message into `dst`.
+#[inline(never)]
 fn consume(ep: Endpoint<'_, impl Node>, msg: Unexpected, dst: &Layout) -> Outcome {
     match msg.payload {
         Payload::Eager { buf, ty, count } => {
@@ -525,6 +557,9 @@ fn consume(ep: Endpoint<'_, impl Node>, msg: Unexpected, dst: &Layout) -> Outcom
 /// Starts a receive into `dst` of a message matching `spec`, in the
 /// calling rank's mailbox. If it returns `Pending`, `completion` and `dst`
 /// must stay alive until the completion is done or withdrawn.
+/// `#[inline(always)]` as [`start_send`]; a message already there is
+/// received out of line ([`consume`]).
+#[inline(always)]
 pub(crate) fn start_receive(
     ep: Endpoint<'_, impl Node>,
     spec: MatchSpec,

@@ -496,7 +496,12 @@ fn unwinding(ctx: &RankCtx, info: &WaitInfo) -> Error {
 
 /// Wakes the party parked on slot `slot` of `sched` (a rank: its local
 /// index) after making its condition true.
-#[inline]
+///
+/// `#[inline(always)]`: every message completes a receive with it, and
+/// as a call it cost a prologue and an epilogue as long as its body
+/// (callgrind); the requeue of a rank of another worker or of an OS
+/// thread is out of line (`worker::schedule`, `thread::wake`).
+#[inline(always)]
 pub(crate) fn unpark(sched: &Scheduler, slot: u32) {
     let slot_id = slot;
     let slot = sched.slots.get(slot);

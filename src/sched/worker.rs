@@ -130,7 +130,8 @@ const HANDOFFS: u32 = 64;
 
 impl WorkerLocal {
     /// Makes `task` the next to run; a previous one goes to the back of the
-    /// queue.
+    /// queue. `#[inline]`: it is the whole requeue of a same-worker wake-up.
+    #[inline]
     fn hand_off(&self, task: u32) {
         if let Some(previous) = self.next.replace(Some(task)) {
             self.ready.borrow_mut().push_back(previous);
@@ -163,6 +164,22 @@ impl WorkerLocal {
                 self.ready.borrow_mut().pop_front()
             }
         }
+    }
+
+    /// The rank the rank that just parked handed the worker to, if the
+    /// bound of [`HANDOFFS`] in a row allows (else [`pop_ready`] gives the
+    /// queue its turn).
+    ///
+    /// [`pop_ready`]: Self::pop_ready
+    #[inline]
+    fn take_hand_off(&self) -> Option<u32> {
+        let handoffs = self.handoffs.get();
+        if handoffs >= HANDOFFS {
+            return None;
+        }
+        let task = self.next.take()?;
+        self.handoffs.set(handoffs + 1);
+        Some(task)
     }
 
     /// Whether a rank is queued to run.
@@ -205,6 +222,14 @@ pub(crate) fn schedule(sched: &Scheduler, (worker, task): (usize, usize)) {
             return;
         }
     }
+    schedule_remote(sched, worker, task);
+}
+
+/// [`schedule`] for a rank of another worker: through that worker's inbox,
+/// waking it if it sleeps. Out of line, so that the same-worker path stays
+/// small enough to inline into every waker.
+#[inline(never)]
+fn schedule_remote(sched: &Scheduler, worker: usize, task: usize) {
     let shared = &sched.workers[worker];
     shared.inbox.lock().push(task as u32);
     shared.pending.fetch_add(1, Ordering::SeqCst);
@@ -507,7 +532,7 @@ impl Worker<'_> {
             }
             let next = self.local.pop_ready();
             if let Some(task) = next {
-                self.resume(task);
+                self.run_hand_offs(task);
                 continue;
             }
             if let Some(rank) = self.find_unstarted() {
@@ -702,10 +727,37 @@ impl Worker<'_> {
         self.resume(index);
     }
 
-    fn resume(&mut self, index: u32) {
+    /// Resumes `task`; then, for as long as each rank that parks has just
+    /// handed the worker to a rank it woke (`WorkerLocal::next`), resumes
+    /// that one straight away: the directed hand-off of a message and its
+    /// reply, without a round through the loop's other sources (timers,
+    /// stealing). Back to the loop after [`HANDOFFS`] in a row (the queue's
+    /// turn), or when it has something else to run first: the abort, a
+    /// wake-up from another thread, a spawned task or a micro-task.
+    fn run_hand_offs(&mut self, mut task: u32) {
+        let sched = self.sched;
+        let shared = &sched.workers[self.local.index];
+        while self.resume(task) {
+            if sched.is_aborting()
+                || shared.pending.load(Ordering::Relaxed) > 0
+                || !self.local.spawned.borrow().is_empty()
+                || !sched.micro.is_empty()
+            {
+                return;
+            }
+            match self.local.take_hand_off() {
+                Some(next) => task = next,
+                None => return,
+            }
+        }
+    }
+
+    /// Resumes the rank or task at `index` until it suspends or ends;
+    /// `true` if it parked.
+    fn resume(&mut self, index: u32) -> bool {
         self.prefetch_next();
         let Some(task) = self.tasks[index as usize].as_mut() else {
-            return; // a stale wake-up of a finished rank
+            return false; // a stale wake-up of a finished rank
         };
         if let Some(tracer) = &self.tracer {
             tracer.sample(self.local.index, self.local.ready.borrow().len());
@@ -716,7 +768,7 @@ impl Worker<'_> {
         let result = panic::catch_unwind(AssertUnwindSafe(|| task.co.resume(())));
         task.ctx = rank::set_current(ptr::null());
         match result {
-            Ok(CoroutineResult::Yield(Suspend::Parked)) => {}
+            Ok(CoroutineResult::Yield(Suspend::Parked)) => return true,
             Ok(CoroutineResult::Yield(Suspend::Yielded)) => {
                 self.local.ready.borrow_mut().push_back(index);
                 self.local.yielded.set(true);
@@ -736,6 +788,7 @@ impl Worker<'_> {
                 self.finish(index);
             }
         }
+        false
     }
 
     /// Starts loading the stack of the rank to resume after this one: after
