@@ -1,0 +1,300 @@
+//! The routing transport: peers on this host through shared memory
+//! (`shm/`), the others through TCP, behind one [`Transport`].
+//!
+//! Every pair keeps its TCP connection even when its frames go through
+//! shared memory: the stream's end is how a peer's loss is seen (a
+//! process killed mid-job closes its sockets, not its rings). A loss that
+//! TCP reports for a shared-memory peer is handed on after what that peer
+//! wrote to its ring (its last frames, a goodbye included), so the order
+//! of its frames and its end is kept.
+//!
+//! `wait` is one epoll set over the TCP transport's own epoll descriptor
+//! and this process's doorbell (the eventfd senders ring when they see the
+//! receiver sleeping). Where every peer is on this host, TCP only watches
+//! for losses: `poll` asks it at every 64th call, or when `wait` saw it
+//! ready, so a poll that finds nothing makes no system call.
+//!
+//! [`connect`] builds it for a job from the mesh's streams, the hosts and
+//! the bootstrap session, as `MYRIAD_TRANSPORT` chooses
+//! (`choice.rs`).
+
+use std::io;
+use std::net::TcpStream;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use super::choice::Choice;
+use super::shm::{self, ShmLinks};
+use super::tcp::TcpTransport;
+use super::{Borrowed, Frame, Incoming, Place, SendError, Sink, Transport};
+use crate::error::Error;
+use crate::identity::ProcessId;
+
+/// The epoll token of the TCP transport's epoll descriptor.
+const TCP: u64 = 1;
+/// The epoll token of the doorbell.
+const BELL: u64 = 2;
+/// Polls between two looks at TCP when it only watches for losses.
+const TCP_EVERY: u32 = 64;
+
+/// Shared memory for the peers of this host, TCP for the others.
+#[derive(Debug)]
+pub(crate) struct Routed {
+    tcp: TcpTransport,
+    shm: ShmLinks,
+    epoll: OwnedFd,
+    /// Every peer is reached through shared memory.
+    all_shm: bool,
+    polls: AtomicU32,
+    /// `wait` saw TCP ready: the next poll asks it.
+    tcp_ready: AtomicBool,
+}
+
+impl Routed {
+    /// Routes through `shm` the peers it reaches, the others through `tcp`.
+    pub(crate) fn new(tcp: TcpTransport, shm: ShmLinks) -> io::Result<Routed> {
+        // SAFETY: a plain system call; the descriptor is owned right away.
+        let fd = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: a fresh descriptor.
+        let epoll = unsafe { OwnedFd::from_raw_fd(fd) };
+        for (token, watched) in [(TCP, tcp.epoll_fd()), (BELL, shm.doorbell_fd())] {
+            let mut event = libc::epoll_event {
+                events: libc::EPOLLIN as u32,
+                u64: token,
+            };
+            // SAFETY: both descriptors are open; `event` is valid.
+            if unsafe {
+                libc::epoll_ctl(epoll.as_raw_fd(), libc::EPOLL_CTL_ADD, watched, &mut event)
+            } < 0
+            {
+                return Err(io::Error::last_os_error());
+            }
+        }
+        let all_shm = (0..tcp.processes())
+            .map(ProcessId::new)
+            .all(|p| p == tcp.this() || shm.reaches(p));
+        Ok(Routed {
+            tcp,
+            shm,
+            epoll,
+            all_shm,
+            polls: AtomicU32::new(0),
+            tcp_ready: AtomicBool::new(false),
+        })
+    }
+}
+
+/// Hands TCP's items on, a shared-memory peer's loss after its ring's
+/// last frames.
+struct AfterRing<'a> {
+    shm: &'a ShmLinks,
+    sink: &'a mut dyn Sink,
+    handed: usize,
+}
+
+impl Sink for AfterRing<'_> {
+    fn take(&mut self, incoming: Incoming) {
+        if let Incoming::Lost(p, _) = &incoming {
+            if self.shm.reaches(*p) {
+                self.handed += self.shm.drain(*p, self.sink);
+            }
+        }
+        self.sink.take(incoming);
+    }
+
+    fn place(&mut self, from: ProcessId, head: &Frame, len: usize) -> Option<Place> {
+        self.sink.place(from, head, len)
+    }
+}
+
+impl Transport for Routed {
+    fn this(&self) -> ProcessId {
+        self.tcp.this()
+    }
+
+    fn processes(&self) -> u32 {
+        self.tcp.processes()
+    }
+
+    fn send(&self, to: ProcessId, frame: &Frame) -> Result<(), SendError> {
+        if self.shm.reaches(to) {
+            self.shm.send(to, frame)
+        } else {
+            self.tcp.send(to, frame)
+        }
+    }
+
+    fn send_owned(&self, to: ProcessId, frame: Frame) -> Result<(), SendError> {
+        if self.shm.reaches(to) {
+            self.shm.send(to, &frame)
+        } else {
+            self.tcp.send_owned(to, frame)
+        }
+    }
+
+    fn send_borrowed(
+        &self,
+        to: ProcessId,
+        frame: Frame,
+        data: Borrowed,
+        token: u64,
+    ) -> Result<bool, SendError> {
+        if self.shm.reaches(to) {
+            self.shm.send_borrowed(to, frame, data, token)
+        } else {
+            self.tcp.send_borrowed(to, frame, data, token)
+        }
+    }
+
+    fn withdraw_send(&self, to: ProcessId, token: u64) {
+        if self.shm.reaches(to) {
+            self.shm.withdraw_send(to, token);
+        } else {
+            self.tcp.withdraw_send(to, token);
+        }
+    }
+
+    fn withdraw_place(&self, from: ProcessId, id: u64) {
+        if self.shm.reaches(from) {
+            self.shm.withdraw_place(from, id);
+        } else {
+            self.tcp.withdraw_place(from, id);
+        }
+    }
+
+    fn busy(&self) -> bool {
+        self.shm.busy() || (!self.all_shm && self.tcp.busy())
+    }
+
+    fn poll(&self, sink: &mut dyn Sink) -> usize {
+        let mut handed = self.shm.poll(sink);
+        let look = !self.all_shm
+            || self.tcp_ready.swap(false, Ordering::Relaxed)
+            || self.polls.fetch_add(1, Ordering::Relaxed) % TCP_EVERY == 0;
+        if look {
+            let mut after = AfterRing {
+                shm: &self.shm,
+                sink,
+                handed: 0,
+            };
+            handed += self.tcp.poll(&mut after);
+            handed += after.handed;
+        }
+        handed
+    }
+
+    fn wait(&self, timeout: Option<Duration>) {
+        if self.shm.sleep() {
+            let ms = timeout.map_or(-1, |t| t.as_millis().min(i32::MAX as u128) as i32);
+            let mut events = [libc::epoll_event { events: 0, u64: 0 }; 2];
+            // SAFETY: `events` has room for 2 entries; the epoll fd is open.
+            let n = unsafe { libc::epoll_wait(self.epoll.as_raw_fd(), events.as_mut_ptr(), 2, ms) };
+            for event in &events[..n.max(0) as usize] {
+                match event.u64 {
+                    BELL => self.shm.clear_doorbell(),
+                    _ => {
+                        self.tcp_ready.store(true, Ordering::Relaxed);
+                        // Resets TCP's wake-up eventfd if that was it.
+                        self.tcp.wait(Some(Duration::ZERO));
+                    }
+                }
+            }
+        }
+        self.shm.awake();
+    }
+
+    fn wake(&self) {
+        // TCP's eventfd is in TCP's epoll set, which is in ours.
+        self.tcp.wake();
+    }
+
+    fn close(&self, timeout: Duration) {
+        let deadline = Instant::now() + timeout;
+        self.shm.close(timeout);
+        self.tcp
+            .close(deadline.saturating_duration_since(Instant::now()));
+    }
+}
+
+/// The transport of process `this` of a job whose processes run on
+/// `hosts` (by process), over the mesh's `streams`, as `choice` says:
+/// shared memory for the peers of this host where it can be set up
+/// (`auto`: else TCP, with a warning on standard error; `shm`: else an
+/// error), TCP for the others. `exchange` is the bootstrap session's
+/// allgather (name, value → every process's value); every process calls
+/// it the same number of times, whatever the choice.
+///
+/// # Errors
+///
+/// `shm` for a job across hosts (naming them) or with a peer that shared
+/// memory does not reach; a bad `MYRIAD_SHM_*` variable; the transports'
+/// set-up failing.
+pub(crate) fn connect(
+    choice: Choice,
+    this: u32,
+    hosts: &[String],
+    streams: Vec<Option<TcpStream>>,
+    var: &dyn Fn(&str) -> Option<String>,
+    exchange: &mut dyn FnMut(&str, &str) -> Result<Vec<String>, Error>,
+) -> Result<Arc<dyn Transport>, Error> {
+    let settings = shm::Settings::from_env(var)?;
+    let id = ProcessId::new(this);
+    let tcp = TcpTransport::new(id, streams)
+        .map_err(|e| Error::config(format!("setting up the TCP transport: {e}")))?;
+    let set_up = shm::set_up(this, hosts, choice != Choice::Tcp, settings, exchange)?;
+    let say = |what: &str| format!("process {this} (host {}): {what}", hosts[this as usize]);
+    if choice == Choice::Shm && !set_up.unreached.is_empty() {
+        return Err(Error::config(format!(
+            "MYRIAD_TRANSPORT=shm: {}",
+            say(&format!(
+                "shared memory does not reach process(es) {}{}",
+                shm::names(&set_up.unreached),
+                if set_up.notes.is_empty() {
+                    String::new()
+                } else {
+                    format!(" ({})", set_up.notes.join("; "))
+                }
+            ))
+        )));
+    }
+    for note in &set_up.notes {
+        eprintln!("[myriad] warning: {}", say(note));
+    }
+    if choice != Choice::Tcp && !set_up.unreached.is_empty() {
+        eprintln!(
+            "[myriad] warning: {}",
+            say(&format!(
+                "process(es) {} of this host are reached through TCP, not shared memory",
+                shm::names(&set_up.unreached)
+            ))
+        );
+    }
+    match set_up.links {
+        Some(links) => Routed::new(tcp, links)
+            .map(|r| Arc::new(r) as Arc<dyn Transport>)
+            .map_err(|e| Error::config(format!("setting up the routed transport: {e}"))),
+        None => Ok(Arc::new(tcp)),
+    }
+}
+
+/// Fails a job of `choice` `shm` whose processes span hosts, naming them.
+pub(crate) fn check_one_host(choice: Choice, hosts: &[String]) -> Result<(), Error> {
+    if choice != Choice::Shm || hosts.iter().all(|h| *h == hosts[0]) {
+        return Ok(());
+    }
+    let mut listed: Vec<String> = Vec::new();
+    for (p, h) in hosts.iter().enumerate() {
+        listed.push(format!("process {p} on {h}"));
+    }
+    Err(Error::config(format!(
+        "MYRIAD_TRANSPORT=shm, but the job spans hosts ({}): shared memory joins the processes \
+         of one host; use MYRIAD_TRANSPORT=auto (shared memory within hosts, the network \
+         between them) or tcp",
+        listed.join(", ")
+    )))
+}
