@@ -298,3 +298,36 @@ pub(crate) fn check_one_host(choice: Choice, hosts: &[String]) -> Result<(), Err
         listed.join(", ")
     )))
 }
+
+/// The transports of a job of `n` "processes" that are threads of this
+/// process, joined by shared memory (and TCP over the loopback interface
+/// for their losses), `MYRIAD_SHM_*` as in a real job: what
+/// `Runtime::run_joined_shm` runs the cross-process tests on.
+///
+/// # Errors
+///
+/// A bad `MYRIAD_SHM_*` variable, or shared memory or TCP could not be set
+/// up.
+pub(crate) fn joined_in_threads(n: usize) -> Result<Vec<Arc<dyn Transport>>, Error> {
+    let settings = shm::Settings::from_env(&|name| std::env::var(name).ok())?;
+    let set_ups = shm::joined_in_threads(n, settings)?;
+    let mesh = super::tcp::loopback_mesh(n)
+        .map_err(|e| Error::config(format!("connecting processes over TCP: {e}")))?;
+    mesh.into_iter()
+        .zip(set_ups)
+        .enumerate()
+        .map(|(p, (streams, set_up))| {
+            let tcp = TcpTransport::new(ProcessId::new(p as u32), streams)
+                .map_err(|e| Error::config(format!("setting up the TCP transport: {e}")))?;
+            let links = set_up.links.ok_or_else(|| {
+                Error::config(format!(
+                    "shared memory between threads could not be set up: {}",
+                    set_up.notes.join("; ")
+                ))
+            })?;
+            Routed::new(tcp, links)
+                .map(|r| Arc::new(r) as Arc<dyn Transport>)
+                .map_err(|e| Error::config(format!("setting up the routed transport: {e}")))
+        })
+        .collect()
+}

@@ -288,40 +288,53 @@ pub(crate) fn names(list: &[u32]) -> String {
     s
 }
 
-/// Links between the processes of one test process: `n` "processes" that
-/// are threads here, each with its segment, reaching the others through
-/// `pidfd_getfd` of this very process, `settings` as given.
-#[cfg(test)]
-pub(crate) fn joined_in_threads(n: usize, settings: Settings) -> Vec<SetUp> {
+/// Set-ups of `n` "processes" that are threads of this process (tests and
+/// `Runtime::run_joined_shm`): each creates its own segment and reaches
+/// the others through `pidfd_getfd` of this very process; the allgather
+/// is a board the threads share.
+///
+/// # Errors
+///
+/// A set-up failed (it does not here: the exchange cannot).
+pub(crate) fn joined_in_threads(n: usize, settings: Settings) -> Result<Vec<SetUp>, Error> {
     use std::sync::{Arc, Barrier, Mutex};
+    type Board = Vec<Vec<(usize, String)>>;
+    fn lock(b: &Mutex<Board>) -> std::sync::MutexGuard<'_, Board> {
+        b.lock().unwrap_or_else(|e| e.into_inner())
+    }
     let hosts: Vec<String> = (0..n).map(|_| "here".to_string()).collect();
-    let board: Arc<Mutex<Vec<Vec<(usize, String)>>>> = Arc::default();
+    let board: Arc<Mutex<Board>> = Arc::default();
     let barrier = Arc::new(Barrier::new(n));
-    let handles: Vec<_> = (0..n)
-        .map(|p| {
-            let (hosts, board, barrier) = (hosts.clone(), board.clone(), barrier.clone());
-            std::thread::spawn(move || {
-                let mut round = 0;
-                let mut exchange = |_name: &str, value: &str| {
-                    {
-                        let mut b = board.lock().unwrap();
-                        if b.len() <= round {
-                            b.resize(round + 1, Vec::new());
+    std::thread::scope(|s| {
+        let handles: Vec<_> = (0..n)
+            .map(|p| {
+                let (hosts, board, barrier) = (&hosts, &board, &barrier);
+                s.spawn(move || {
+                    let mut round = 0;
+                    let mut exchange = |_name: &str, value: &str| {
+                        {
+                            let mut b = lock(board);
+                            if b.len() <= round {
+                                b.resize(round + 1, Vec::new());
+                            }
+                            b[round].push((p, value.to_string()));
                         }
-                        b[round].push((p, value.to_string()));
-                    }
-                    barrier.wait();
-                    let mut got = board.lock().unwrap()[round].clone();
-                    got.sort();
-                    round += 1;
-                    barrier.wait();
-                    Ok(got.into_iter().map(|(_, v)| v).collect())
-                };
-                set_up(p as u32, &hosts, true, settings, &mut exchange).unwrap()
+                        barrier.wait();
+                        let mut got = lock(board)[round].clone();
+                        got.sort();
+                        round += 1;
+                        barrier.wait();
+                        Ok(got.into_iter().map(|(_, v)| v).collect())
+                    };
+                    set_up(p as u32, hosts, true, settings, &mut exchange)
+                })
             })
-        })
-        .collect();
-    handles.into_iter().map(|h| h.join().unwrap()).collect()
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
+            .collect()
+    })
 }
 
 /// This process as a `ProcessId` (tests).

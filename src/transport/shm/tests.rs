@@ -12,7 +12,7 @@ use crate::transport::{Borrowed, Incoming, Place, Sink, Transport};
 
 /// `n` routed transports whose peers all go through shared memory.
 fn routed(n: usize, settings: Settings) -> Vec<Routed> {
-    let set_ups = joined_in_threads(n, settings);
+    let set_ups = joined_in_threads(n, settings).unwrap();
     loopback_mesh(n)
         .unwrap()
         .into_iter()
@@ -209,7 +209,14 @@ fn a_lost_peer_s_last_frames_come_before_its_loss() {
         .iter()
         .map(|i| match i {
             Incoming::Frame(_, f) => format!("frame {}", f.id),
-            Incoming::Lost(p, why) => format!("lost {p}{}", if why.contains("closed") { String::new() } else { format!(": {why}") }),
+            Incoming::Lost(p, why) => format!(
+                "lost {p}{}",
+                if why.contains("closed") {
+                    String::new()
+                } else {
+                    format!(": {why}")
+                }
+            ),
             other => format!("{other:?}"),
         })
         .collect();
@@ -224,7 +231,8 @@ fn a_segment_that_cannot_be_created_leaves_every_peer_to_tcp() {
             ring: 1 << 62,
             cma: true,
         },
-    );
+    )
+    .unwrap();
     for (p, s) in set_ups.iter().enumerate() {
         assert!(s.links.is_none());
         assert_eq!(s.unreached, [1 - p as u32]);
