@@ -89,6 +89,14 @@ impl Routed {
     }
 }
 
+impl Routed {
+    /// The shared-memory links (tests).
+    #[cfg(test)]
+    pub(crate) fn shm(&self) -> &ShmLinks {
+        &self.shm
+    }
+}
+
 /// Hands TCP's items on, a shared-memory peer's loss after its ring's
 /// last frames.
 struct AfterRing<'a> {
@@ -274,12 +282,50 @@ pub(crate) fn connect(
             ))
         );
     }
+    let report = var("MYRIAD_REPORT_BINDINGS")
+        .is_some_and(|v| matches!(v.trim(), "1" | "true" | "yes" | "on"));
+    if report {
+        eprintln!(
+            "[myriad] transport: {}",
+            say(&describe(&set_up, hosts.len() as u32, this))
+        );
+    }
     match set_up.links {
         Some(links) => Routed::new(tcp, links)
             .map(|r| Arc::new(r) as Arc<dyn Transport>)
             .map_err(|e| Error::config(format!("setting up the routed transport: {e}"))),
         None => Ok(Arc::new(tcp)),
     }
+}
+
+/// Which peers this process reaches how (`MYRIAD_REPORT_BINDINGS`).
+fn describe(set_up: &shm::SetUp, processes: u32, this: u32) -> String {
+    let others = (0..processes).filter(|&p| p != this);
+    let (mut shared, mut cma, mut tcp) = (Vec::new(), Vec::new(), Vec::new());
+    for p in others {
+        match &set_up.links {
+            Some(links) if links.reaches(ProcessId::new(p)) => {
+                shared.push(p);
+                if links.reads_by_cma(ProcessId::new(p)) {
+                    cma.push(p);
+                }
+            }
+            _ => tcp.push(p),
+        }
+    }
+    let list = |l: &[u32]| {
+        if l.is_empty() {
+            "none".to_string()
+        } else {
+            shm::names(l)
+        }
+    };
+    format!(
+        "shared memory with processes {} (large messages read by CMA from {}), TCP with {}",
+        list(&shared),
+        list(&cma),
+        list(&tcp)
+    )
 }
 
 /// Fails a job of `choice` `shm` whose processes span hosts, naming them.

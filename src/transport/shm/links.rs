@@ -69,6 +69,8 @@ pub(crate) struct Peer {
     pub(crate) bell: Doorbell,
     /// It reads large payloads of this process with CMA.
     pub(crate) cma: bool,
+    /// This process reads its large payloads with CMA.
+    pub(crate) reads_by_cma: bool,
     out: Mutex<Output>,
     input: Mutex<Input>,
 }
@@ -82,6 +84,7 @@ impl Peer {
         outbound: usize,
         bell: Doorbell,
         cma: bool,
+        reads_by_cma: bool,
     ) -> Peer {
         Peer {
             pid,
@@ -90,6 +93,7 @@ impl Peer {
             outbound,
             bell,
             cma,
+            reads_by_cma,
             out: Mutex::default(),
             input: Mutex::default(),
         }
@@ -178,6 +182,11 @@ impl ShmLinks {
     /// Whether frames to and from process `p` go through shared memory.
     pub(crate) fn reaches(&self, p: ProcessId) -> bool {
         matches!(self.peers.get(p.get() as usize), Some(Some(_)))
+    }
+
+    /// Whether this process reads process `p`'s large payloads by CMA.
+    pub(crate) fn reads_by_cma(&self, p: ProcessId) -> bool {
+        matches!(self.peers.get(p.get() as usize), Some(Some(peer)) if peer.reads_by_cma)
     }
 
     /// The descriptor a waiter adds to its epoll set.
@@ -682,6 +691,14 @@ impl ShmLinks {
             }
         }
         idle && lock(&self.sent).is_empty()
+    }
+
+    /// Whether this process flagged the ring from `from` sleeping (tests).
+    #[cfg(test)]
+    pub(crate) fn asleep(&self, from: ProcessId) -> bool {
+        let peer = self.peer(from).expect("a peer");
+        let (control, _) = self.own.ring(peer.inbound);
+        control.tail.0.load(Ordering::SeqCst) & super::ring::SLEEPING != 0
     }
 
     /// Awake again (after [`sleep`](Self::sleep)).

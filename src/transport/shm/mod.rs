@@ -253,7 +253,7 @@ pub(crate) fn set_up(
             .get(q)
             .and_then(|v| v.as_bytes().get(this as usize).copied());
         match (r, theirs) {
-            (Some((segment, bell, pid, _)), Some(view @ (b'c' | b'm'))) => {
+            (Some((segment, bell, pid, reads)), Some(view @ (b'c' | b'm'))) => {
                 peers[q] = Some(Peer::new(
                     pid,
                     slot(q as u32),
@@ -261,6 +261,7 @@ pub(crate) fn set_up(
                     slot(this),
                     bell,
                     view == b'c',
+                    reads,
                 ));
             }
             _ => unreached.push(q as u32),

@@ -106,8 +106,9 @@ fn frames_from_each_peer_arrive_in_order_through_wrapping_rings() {
     }
 }
 
-/// A receiver asleep in `wait` with no timeout wakes up when a frame
-/// arrives: the sender saw the sleeping flag and rang its doorbell.
+/// A receiver asleep in `wait` wakes up when a frame arrives: the sender
+/// saw the sleeping flag and rang its doorbell (without it, each wait
+/// would last its whole 30 s).
 #[test]
 fn a_sleeping_receiver_is_woken_by_a_frame() {
     let t = routed(
@@ -117,15 +118,21 @@ fn a_sleeping_receiver_is_woken_by_a_frame() {
             cma: true,
         },
     );
-    for round in 0..50u64 {
+    for round in 0..20u64 {
         let mut got = Vec::new();
         std::thread::scope(|s| {
             s.spawn(|| {
+                let start = Instant::now();
                 while got.is_empty() {
-                    t[1].wait(None);
+                    t[1].wait(Some(Duration::from_secs(30)));
+                    assert!(start.elapsed() < Duration::from_secs(20), "not woken");
                     t[1].poll(&mut |i| got.push(i));
                 }
             });
+            // Only once the receiver is about to sleep (or asleep).
+            while !t[1].shm().asleep(id(0)) {
+                std::thread::yield_now();
+            }
             t[0].send(id(1), &frame(round, 8)).unwrap();
         });
         assert!(matches!(&got[..], [Incoming::Frame(_, f)] if f.id == round));
