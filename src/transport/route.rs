@@ -248,7 +248,7 @@ pub(crate) fn connect(
     hosts: &[String],
     streams: Vec<Option<TcpStream>>,
     var: &dyn Fn(&str) -> Option<String>,
-    exchange: &mut dyn FnMut(&str, &str) -> Result<Vec<String>, Error>,
+    exchange: &mut shm::Exchange<'_>,
 ) -> Result<Arc<dyn Transport>, Error> {
     let settings = shm::Settings::from_env(var)?;
     let id = ProcessId::new(this);

@@ -124,6 +124,10 @@ pub(crate) struct SetUp {
     pub(crate) notes: Vec<String>,
 }
 
+/// The bootstrap session's allgather: a round's name and this process's
+/// value in, every process's value out.
+pub(crate) type Exchange<'a> = dyn FnMut(&str, &str) -> Result<Vec<String>, Error> + 'a;
+
 /// A peer's published segment.
 struct Published {
     pid: u32,
@@ -155,7 +159,7 @@ pub(crate) fn set_up(
     hosts: &[String],
     wanted: bool,
     settings: Settings,
-    exchange: &mut dyn FnMut(&str, &str) -> Result<Vec<String>, Error>,
+    exchange: &mut Exchange<'_>,
 ) -> Result<SetUp, Error> {
     let here = &hosts[this as usize];
     let local: Vec<u32> = (0..hosts.len() as u32)
