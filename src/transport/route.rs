@@ -38,6 +38,9 @@ const TCP: u64 = 1;
 const BELL: u64 = 2;
 /// Polls between two looks at TCP when it only watches for losses.
 const TCP_EVERY: u32 = 64;
+/// How long a `wait` sleeps before it asks the peers of this host to wake
+/// it (see `wait`).
+const LIGHT: Duration = Duration::from_micros(100);
 
 /// Shared memory for the peers of this host, TCP for the others.
 #[derive(Debug)]
@@ -94,6 +97,52 @@ impl Routed {
     #[cfg(test)]
     pub(crate) fn shm(&self) -> &ShmLinks {
         &self.shm
+    }
+}
+
+impl Routed {
+    /// Waits on the epoll set for at most `timeout` (with a resolution
+    /// finer than a millisecond where the kernel has `epoll_pwait2`) and
+    /// handles what it reports; returns how many events it saw.
+    fn epoll_wait(&self, timeout: Option<Duration>) -> usize {
+        let mut events = [libc::epoll_event { events: 0, u64: 0 }; 2];
+        let spec = timeout.map(|t| libc::timespec {
+            tv_sec: t.as_secs().min(i32::MAX as u64) as libc::time_t,
+            tv_nsec: t.subsec_nanos() as libc::c_long,
+        });
+        let spec_ptr = spec
+            .as_ref()
+            .map_or(std::ptr::null(), |s| s as *const libc::timespec);
+        // SAFETY: `events` has room for 2 entries, the epoll fd is open,
+        // `spec_ptr` is null or points at a timespec alive for the call,
+        // and a null signal mask leaves the mask alone.
+        let mut n = unsafe {
+            libc::syscall(
+                libc::SYS_epoll_pwait2,
+                self.epoll.as_raw_fd(),
+                events.as_mut_ptr(),
+                2,
+                spec_ptr,
+                std::ptr::null::<libc::sigset_t>(),
+                0,
+            )
+        } as i32;
+        if n < 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::ENOSYS) {
+            let ms = timeout.map_or(-1, |t| t.as_millis().clamp(1, i32::MAX as u128) as i32);
+            // SAFETY: as above.
+            n = unsafe { libc::epoll_wait(self.epoll.as_raw_fd(), events.as_mut_ptr(), 2, ms) };
+        }
+        for event in &events[..n.max(0) as usize] {
+            match event.u64 {
+                BELL => self.shm.clear_doorbell(),
+                _ => {
+                    self.tcp_ready.store(true, Ordering::Relaxed);
+                    // Resets TCP's wake-up eventfd if that was it.
+                    self.tcp.wait(Some(Duration::ZERO));
+                }
+            }
+        }
+        n.max(0) as usize
     }
 }
 
@@ -197,21 +246,20 @@ impl Transport for Routed {
     }
 
     fn wait(&self, timeout: Option<Duration>) {
+        // First a light sleep, in which the peers of this host are not
+        // asked to ring: a worker about to poll usually takes their frames
+        // sooner, and a ring is a system call on the sender's path.
+        let light = timeout.map_or(LIGHT, |t| t.min(LIGHT));
+        let start = Instant::now();
+        if self.epoll_wait(Some(light)) > 0 {
+            return;
+        }
+        let rest = timeout.map(|t| t.saturating_sub(start.elapsed()));
+        if rest.is_some_and(|r| r.is_zero()) {
+            return;
+        }
         if self.shm.sleep() {
-            let ms = timeout.map_or(-1, |t| t.as_millis().min(i32::MAX as u128) as i32);
-            let mut events = [libc::epoll_event { events: 0, u64: 0 }; 2];
-            // SAFETY: `events` has room for 2 entries; the epoll fd is open.
-            let n = unsafe { libc::epoll_wait(self.epoll.as_raw_fd(), events.as_mut_ptr(), 2, ms) };
-            for event in &events[..n.max(0) as usize] {
-                match event.u64 {
-                    BELL => self.shm.clear_doorbell(),
-                    _ => {
-                        self.tcp_ready.store(true, Ordering::Relaxed);
-                        // Resets TCP's wake-up eventfd if that was it.
-                        self.tcp.wait(Some(Duration::ZERO));
-                    }
-                }
-            }
+            self.epoll_wait(rest);
         }
         self.shm.awake();
     }
