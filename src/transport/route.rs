@@ -425,3 +425,22 @@ pub(crate) fn joined_in_threads(n: usize) -> Result<Vec<Arc<dyn Transport>>, Err
         })
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn forced_shared_memory_across_hosts_is_an_error_naming_them() {
+        let hosts: Vec<String> = ["n1", "n1", "n2"].iter().map(|h| h.to_string()).collect();
+        let e = check_one_host(Choice::Shm, &hosts).unwrap_err().to_string();
+        assert!(
+            e.contains("MYRIAD_TRANSPORT=shm")
+                && e.contains("process 2 on n2")
+                && e.contains("process 0 on n1"),
+            "{e}"
+        );
+        assert!(check_one_host(Choice::Auto, &hosts).is_ok());
+        assert!(check_one_host(Choice::Shm, &hosts[..2]).is_ok());
+    }
+}

@@ -302,18 +302,28 @@ pub(crate) fn names(list: &[u32]) -> String {
 ///
 /// A set-up failed (it does not here: the exchange cannot).
 pub(crate) fn joined_in_threads(n: usize, settings: Settings) -> Result<Vec<SetUp>, Error> {
+    let hosts: Vec<String> = (0..n).map(|_| "here".to_string()).collect();
+    joined_in_threads_on(&hosts, settings)
+}
+
+/// [`joined_in_threads`] of "processes" on `hosts` (by process): only
+/// those of one host reach each other.
+pub(crate) fn joined_in_threads_on(
+    hosts: &[String],
+    settings: Settings,
+) -> Result<Vec<SetUp>, Error> {
     use std::sync::{Arc, Barrier, Mutex};
     type Board = Vec<Vec<(usize, String)>>;
     fn lock(b: &Mutex<Board>) -> std::sync::MutexGuard<'_, Board> {
         b.lock().unwrap_or_else(|e| e.into_inner())
     }
-    let hosts: Vec<String> = (0..n).map(|_| "here".to_string()).collect();
+    let n = hosts.len();
     let board: Arc<Mutex<Board>> = Arc::default();
     let barrier = Arc::new(Barrier::new(n));
     std::thread::scope(|s| {
         let handles: Vec<_> = (0..n)
             .map(|p| {
-                let (hosts, board, barrier) = (&hosts, &board, &barrier);
+                let (board, barrier) = (&board, &barrier);
                 s.spawn(move || {
                     let mut round = 0;
                     let mut exchange = |_name: &str, value: &str| {

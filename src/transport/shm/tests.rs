@@ -4,7 +4,7 @@
 
 use std::time::{Duration, Instant};
 
-use super::{id, joined_in_threads, Settings, DEFAULT_RING};
+use super::{id, joined_in_threads, joined_in_threads_on, Settings, DEFAULT_RING};
 use crate::transport::frame::{Frame, Kind};
 use crate::transport::route::Routed;
 use crate::transport::tcp::{loopback_mesh, TcpTransport};
@@ -275,4 +275,61 @@ fn settings_parse_sizes_and_refuse_nonsense() {
     }
     let e = parse(None, Some("maybe")).unwrap_err().to_string();
     assert!(e.contains("MYRIAD_SHM_CMA"), "{e}");
+}
+
+/// Processes 0 and 1 share a host, 2 is on another: frames between 0 and
+/// 1 go through their rings, to and from 2 through TCP, and every frame
+/// arrives, in order per pair, through the one routed transport.
+#[test]
+fn peers_of_this_host_go_through_shared_memory_the_others_through_tcp() {
+    let hosts: Vec<String> = ["a", "a", "b"].iter().map(|h| h.to_string()).collect();
+    let set_ups = joined_in_threads_on(
+        &hosts,
+        Settings {
+            ring: 4096,
+            cma: true,
+        },
+    )
+    .unwrap();
+    let mut t = Vec::new();
+    for (p, (streams, set_up)) in loopback_mesh(3)
+        .unwrap()
+        .into_iter()
+        .zip(set_ups)
+        .enumerate()
+    {
+        let tcp = TcpTransport::new(id(p as u32), streams).unwrap();
+        match set_up.links {
+            Some(links) => {
+                assert!(links.reaches(id(1 - p as u32)) && !links.reaches(id(2)));
+                t.push(Box::new(Routed::new(tcp, links).unwrap()) as Box<dyn Transport>);
+            }
+            None => {
+                assert_eq!((p, set_up.unreached.len()), (2, 0));
+                t.push(Box::new(tcp));
+            }
+        }
+    }
+    const N: u64 = 200;
+    for i in 0..N {
+        for (from, to) in [(0, 1), (1, 0), (0, 2), (2, 0), (1, 2), (2, 1)] {
+            t[from]
+                .send(id(to), &frame(i, (i as usize * 53) % 5000))
+                .unwrap();
+        }
+    }
+    let mut got = vec![vec![Vec::new(); 3]; 3];
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while got.iter().flatten().map(Vec::len).sum::<usize>() < 6 * N as usize {
+        assert!(Instant::now() < deadline, "frames missing");
+        for (to, transport) in t.iter().enumerate() {
+            transport.poll(&mut |i| match i {
+                Incoming::Frame(p, f) => got[to][p.get() as usize].push(f.id),
+                other => panic!("{other:?}"),
+            });
+        }
+    }
+    for (to, from) in [(1, 0), (0, 1), (2, 0), (0, 2), (2, 1), (1, 2)] {
+        assert_eq!(got[to][from], (0..N).collect::<Vec<_>>(), "{from} to {to}");
+    }
 }
