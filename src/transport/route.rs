@@ -429,6 +429,42 @@ pub(crate) fn joined_in_threads(n: usize) -> Result<Vec<Arc<dyn Transport>>, Err
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::transport::frame::Kind;
+
+    /// TCP's loss of a shared-memory peer is handed on after the frames
+    /// that peer left in its ring (which a poll of the rings just before
+    /// may have missed): its last frames, a goodbye say, come first.
+    #[test]
+    fn a_loss_comes_after_the_lost_peer_s_ring_is_drained() {
+        let settings = shm::Settings {
+            ring: shm::DEFAULT_RING,
+            cma: true,
+        };
+        let mut set_ups = shm::joined_in_threads(2, settings).unwrap().into_iter();
+        let receiver = set_ups.next().unwrap().links.unwrap();
+        let sender = set_ups.next().unwrap().links.unwrap();
+        for i in 0..3 {
+            let mut f = Frame::control(Kind::Ack);
+            f.id = i;
+            sender.send(ProcessId::new(0), &f).unwrap();
+        }
+        let mut got = Vec::new();
+        let mut sink = |i: Incoming| {
+            got.push(match i {
+                Incoming::Frame(_, f) => format!("frame {}", f.id),
+                Incoming::Lost(p, _) => format!("lost {p}"),
+                other => format!("{other:?}"),
+            })
+        };
+        let mut after = AfterRing {
+            shm: &receiver,
+            sink: &mut sink,
+            handed: 0,
+        };
+        after.take(Incoming::Lost(ProcessId::new(1), "closed".into()));
+        assert_eq!(after.handed, 3);
+        assert_eq!(got, ["frame 0", "frame 1", "frame 2", "lost 1"]);
+    }
 
     #[test]
     fn forced_shared_memory_across_hosts_is_an_error_naming_them() {
