@@ -8,8 +8,11 @@
 #
 # Two tables, one-way time in microseconds per message size:
 #   shared memory: myriad's 2 ranks on 1 worker and on 2 workers of one
-#                  process; MPICH and Open MPI with 2 processes;
-#   TCP loopback:  myriad with 2 processes (built-in launcher, TCP transport);
+#                  process, and 2 processes of 1 rank each over the shared-
+#                  memory transport (built-in launcher, MYRIAD_TRANSPORT=shm);
+#                  MPICH and Open MPI with 2 processes;
+#   TCP loopback:  myriad with 2 processes (built-in launcher,
+#                  MYRIAD_TRANSPORT=tcp: auto would pick shared memory);
 #                  MPICH with MPIR_CVAR_NOLOCAL=1 UCX_TLS=tcp,self (this
 #                  MPICH is ch4:ucx) and Open MPI with pml ob1, btl tcp,self.
 # The ratio column is the better MPI over myriad (> 1: myriad is faster).
@@ -46,7 +49,8 @@ for round in $(seq "$ROUNDS"); do
     echo "# round $round of $ROUNDS" >&2
     MYRIAD_WORKERS=1 "$PP" --iters "$ITERS" | myriad_rows >> "$out/myriad_1w"
     MYRIAD_WORKERS=2 "$PP" --iters "$ITERS" | myriad_rows >> "$out/myriad_2w"
-    "$PP" --iters "$ITERS" --processes 2 | myriad_rows >> "$out/myriad_tcp"
+    MYRIAD_TRANSPORT=shm "$PP" --iters "$ITERS" --processes 2 | myriad_rows >> "$out/myriad_shm2p"
+    MYRIAD_TRANSPORT=tcp "$PP" --iters "$ITERS" --processes 2 | myriad_rows >> "$out/myriad_tcp"
     if [ $have_mpich = 1 ]; then
         mpiexec.mpich -n 2 "$out/pp.mpich" "$ITERS" | mpi_rows >> "$out/mpich_shm"
         MPIR_CVAR_NOLOCAL=1 UCX_TLS=tcp,self mpiexec.mpich -n 2 "$out/pp.mpich" "$ITERS" \
@@ -71,7 +75,7 @@ medians() {
         : > "$out/$1.med"
     fi
 }
-for c in myriad_1w myriad_2w myriad_tcp mpich_shm mpich_tcp ompi_shm ompi_tcp; do
+for c in myriad_1w myriad_2w myriad_shm2p myriad_tcp mpich_shm mpich_tcp ompi_shm ompi_tcp; do
     medians "$c"
 done
 
@@ -111,7 +115,7 @@ table() {
         }'
 }
 echo "# one-way time (us), medians of $ROUNDS alternating rounds, --iters $ITERS"
-echo "# shared memory (one host): myriad ranks of one process, MPI processes"
-table myriad_1w myriad_2w -- myriad_1w myriad_2w mpich_shm ompi_shm
+echo "# shared memory (one host): myriad ranks of one process, and 2 processes (shm2p); MPI processes"
+table myriad_1w myriad_2w myriad_shm2p -- myriad_1w myriad_2w myriad_shm2p mpich_shm ompi_shm
 echo "# TCP loopback: 2 processes each"
 table myriad_tcp -- myriad_tcp mpich_tcp ompi_tcp

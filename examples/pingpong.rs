@@ -6,7 +6,8 @@
 //! ```
 //!
 //! With `--processes 2` (or under `mpiexec -n 2`) the two ranks live in two
-//! processes and the messages cross the TCP transport; the process of rank 0
+//! processes and the messages cross the transport `MYRIAD_TRANSPORT` picks
+//! (`auto`: shared memory on one host; `tcp`, `shm`); the process of rank 0
 //! prints. `--plot` draws seed 003's figure: one-way time against message
 //! size (log–log), measured and the fitted α + β·m.
 //!
@@ -75,7 +76,8 @@ fn main() {
         return;
     };
     let across = if *processes > 1 {
-        format!(", {processes} processes (TCP)")
+        let transport = std::env::var("MYRIAD_TRANSPORT").unwrap_or_else(|_| "auto".into());
+        format!(", {processes} processes (MYRIAD_TRANSPORT={transport})")
     } else {
         String::new()
     };

@@ -296,7 +296,7 @@ fn large_messages_into_every_kind_of_buffer(via: Via) {
 }
 
 fn synchronous_send_completes_only_when_matched(via: Via) {
-    static RECEIVING: [AtomicBool; 2] = [AtomicBool::new(false), AtomicBool::new(false)];
+    static RECEIVING: [AtomicBool; 3] = [const { AtomicBool::new(false) }; 3];
     let slot = via as usize;
     RECEIVING[slot].store(false, Ordering::SeqCst);
     all_ok(joined(via, &[1, 1], move |universe| {

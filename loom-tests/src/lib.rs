@@ -14,7 +14,9 @@
 //! The mailbox claim/withdraw protocol (`src/p2p/claim.rs`) is modelled in
 //! `claim_models`; the ring of collective rounds (`src/coll/ring.rs`) in
 //! `ring_models`; the progress thread standing aside for polling workers
-//! (`src/p2p/pollers.rs`) in `pollers_models`.
+//! (`src/p2p/pollers.rs`) in `pollers_models`; the shared-memory ring between
+//! processes and its sleep/wake flags (`src/transport/shm/ring.rs`) in
+//! `shm_ring_models`.
 //! myriad-alloc's remote-free list is modelled in `tests/alloc_remote_free.rs`.
 
 #[cfg(loom)]
@@ -62,8 +64,16 @@ mod ring;
 #[path = "../../src/p2p/pollers.rs"]
 mod pollers;
 
+#[cfg(loom)]
+#[allow(dead_code)]
+#[path = "../../src/transport/shm/ring.rs"]
+mod shm_ring;
+
 #[cfg(all(loom, test))]
 mod models;
+
+#[cfg(all(loom, test))]
+mod shm_ring_models;
 
 #[cfg(all(loom, test))]
 mod pollers_models;

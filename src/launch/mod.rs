@@ -54,10 +54,8 @@ pub(crate) use bootstrap::{Bootstrap, Shape};
 pub(crate) use session::Session;
 
 use crate::error::Error;
-use crate::identity::ProcessId;
 use crate::transport::choice::Choice;
 use crate::transport::mesh::Mesh;
-use crate::transport::tcp::TcpTransport;
 use crate::transport::Transport;
 
 /// What a job asks of the launch layer (from its configuration).
@@ -176,10 +174,10 @@ pub(crate) fn connect(bootstrap: &mut Bootstrap) -> Result<(Arc<dyn Transport>, 
         hosts[..this].iter().filter(|h| **h == host).count() as u32,
         hosts.iter().filter(|h| **h == host).count() as u32,
     );
+    crate::transport::route::check_one_host(choice, &hosts)?;
     let missing = match choice {
-        Choice::Auto | Choice::Tcp => None,
+        Choice::Auto | Choice::Tcp | Choice::Shm => None,
         Choice::Ofi => Some("libfabric is not built in (it needs the `ofi` cargo feature)"),
-        Choice::Shm => Some("shared memory between processes is not built yet"),
     };
     if let Some(why) = missing {
         return Err(Error::unsupported(format!(
@@ -188,9 +186,16 @@ pub(crate) fn connect(bootstrap: &mut Bootstrap) -> Result<(Arc<dyn Transport>, 
         )));
     }
     let mesh = mesh(bootstrap, crate::transport::mesh::DEFAULT_TIMEOUT)?;
-    let transport = TcpTransport::new(ProcessId::new(bootstrap.process), mesh.streams)
-        .map_err(|e| Error::config(format!("setting up the TCP transport: {e}")))?;
-    Ok((Arc::new(transport), share))
+    let session = &mut bootstrap.session;
+    let transport = crate::transport::route::connect(
+        choice,
+        bootstrap.process,
+        &hosts,
+        mesh.streams,
+        &|name| std::env::var(name).ok(),
+        &mut |name, value| session.allgather(name, value).map_err(Error::Launch),
+    )?;
+    Ok((transport, share))
 }
 
 /// Ends this process's part in a job that ran to its end: meets the other

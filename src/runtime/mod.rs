@@ -530,6 +530,27 @@ impl Runtime {
         run::run_joined_tcp(&config, ranks, f)
     }
 
+    /// [`run_joined`](Self::run_joined) over shared memory: each process
+    /// has its segment and rings, as the processes of one host
+    /// (`MYRIAD_SHM_RING_BYTES` and `MYRIAD_SHM_CMA` apply).
+    ///
+    /// # Errors
+    ///
+    /// The configuration is invalid, or shared memory could not be set up.
+    #[doc(hidden)]
+    pub fn run_joined_shm<T, F>(
+        &self,
+        ranks: &[usize],
+        f: F,
+    ) -> Result<Vec<Result<Vec<T>, Error>>, Error>
+    where
+        T: Send,
+        F: Fn(Universe) -> T + Sync,
+    {
+        let config = self.config()?;
+        run::run_joined_shm(&config, ranks, f)
+    }
+
     /// Runs `rank_main` once per rank, for programs ported from rsmpi, where
     /// each rank calls `mpi::initialize()` itself; exits the process with a
     /// message and status 1 if the job fails.

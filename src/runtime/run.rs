@@ -422,6 +422,21 @@ where
     Ok(run_processes(config, ranks, transports, f))
 }
 
+/// [`run_joined`] over shared memory (`transport/shm/`): each process
+/// has its segment and rings, as processes of one host do.
+pub(crate) fn run_joined_shm<T, F>(
+    config: &Config,
+    ranks: &[usize],
+    f: F,
+) -> Result<Vec<Result<Vec<T>, Error>>, Error>
+where
+    T: Send,
+    F: Fn(Universe) -> T + Sync,
+{
+    let transports = crate::transport::route::joined_in_threads(ranks.len())?;
+    Ok(run_processes(config, ranks, transports, f))
+}
+
 /// Runs one job of `transports.len()` processes as threads of this
 /// process, process `p` hosting `ranks[p]` ranks and reaching the others
 /// through `transports[p]`.

@@ -46,6 +46,8 @@ pub(crate) mod choice;
 pub(crate) mod frame;
 pub(crate) mod loopback;
 pub(crate) mod mesh;
+pub(crate) mod route;
+pub(crate) mod shm;
 pub(crate) mod tcp;
 
 use std::fmt;

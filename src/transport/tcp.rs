@@ -182,6 +182,12 @@ impl TcpTransport {
         })
     }
 
+    /// The epoll descriptor: a routing transport (`route.rs`) waits on it
+    /// among others.
+    pub(crate) fn epoll_fd(&self) -> RawFd {
+        self.epoll.as_raw_fd()
+    }
+
     fn watch(&self, peer: &Peer, p: usize, out: bool) -> io::Result<()> {
         let mut events = libc::EPOLLIN as u32;
         if out {

@@ -1,12 +1,13 @@
 //! Jobs of several processes run as threads of one test process, joined
-//! by the in-memory loopback transport or by TCP over the loopback
-//! interface (`Runtime::run_joined`, `run_joined_tcp`).
+//! by the in-memory loopback transport, by TCP over the loopback
+//! interface, or by shared memory (`Runtime::run_joined`,
+//! `run_joined_tcp`, `run_joined_shm`).
 
 use std::time::Duration;
 
 use myriad::{Error, Runtime, Universe};
 
-/// `cases!(a, b)`: tests `loopback::a`, `tcp::a`, ... calling the test
+/// `cases!(a, b)`: tests `loopback::a`, `tcp::a`, `shm::a`, ... calling the test
 /// file's `fn a(via: Via)` once per transport (the file imports `Via`).
 #[allow(unused_macros)] // Only the processes tests use it.
 macro_rules! cases {
@@ -16,6 +17,9 @@ macro_rules! cases {
         }
         mod tcp {
             $(#[test] fn $name() { super::$name(super::Via::Tcp) })*
+        }
+        mod shm {
+            $(#[test] fn $name() { super::$name(super::Via::Shm) })*
         }
     };
 }
@@ -28,6 +32,8 @@ pub(crate) const LIMIT: Duration = Duration::from_secs(60);
 pub(crate) enum Via {
     Loopback,
     Tcp,
+    /// Shared memory (`Runtime::run_joined_shm`).
+    Shm,
 }
 
 /// Runs `f` on a job whose process `p` hosts `layout[p]` ranks (2 workers
@@ -43,6 +49,7 @@ where
         match via {
             Via::Loopback => rt.run_joined(layout, f),
             Via::Tcp => rt.run_joined_tcp(layout, f),
+            Via::Shm => rt.run_joined_shm(layout, f),
         }
         .expect("the job starts")
     })

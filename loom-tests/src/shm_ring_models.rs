@@ -1,0 +1,140 @@
+//! Models of the shared-memory ring between processes
+//! (`src/transport/shm/ring.rs`, compiled here as it is): a producer
+//! pushes bytes through a ring smaller than the message, a consumer takes
+//! them; each sleeps when it cannot go on (the consumer on an empty ring,
+//! the producer on a full one) on a doorbell the other rings only when it
+//! sees the sleeper's flag. loom reports a lost wake-up as a deadlock (both
+//! asleep), and a read of bytes not yet written (or overwritten) as a data
+//! race on the ring's cells; the model asserts the bytes arrive in order.
+
+use loom::sync::{Arc, Condvar, Mutex};
+use loom::thread;
+
+use crate::shm_ring::{Bytes, Consumer, Control, Line, Producer};
+use crate::sync::{AtomicU64, UnsafeCell};
+
+/// The ring's data, one loom cell per byte.
+struct Cells(Vec<UnsafeCell<u8>>);
+
+// SAFETY: every access goes through loom's cells, which check them.
+unsafe impl Bytes for Cells {
+    fn capacity(&self) -> usize {
+        self.0.len()
+    }
+
+    unsafe fn put(&self, at: usize, src: *const u8, len: usize) {
+        for i in 0..len {
+            // SAFETY: `src` has `len` readable bytes (the caller's contract).
+            let byte = unsafe { *src.add(i) };
+            // SAFETY: loom checks the access.
+            self.0[at + i].with_mut(|p| unsafe { *p = byte });
+        }
+    }
+
+    unsafe fn get(&self, at: usize, dst: *mut u8, len: usize) {
+        for i in 0..len {
+            // SAFETY: loom checks the access.
+            let byte = self.0[at + i].with(|p| unsafe { *p });
+            // SAFETY: `dst` has `len` writable bytes (the caller's contract).
+            unsafe { *dst.add(i) = byte };
+        }
+    }
+}
+
+/// An eventfd: a counter and a sleeper.
+#[derive(Default)]
+struct Doorbell {
+    rung: Mutex<bool>,
+    cv: Condvar,
+}
+
+impl Doorbell {
+    fn ring(&self) {
+        *self.rung.lock().unwrap() = true;
+        self.cv.notify_one();
+    }
+
+    fn sleep(&self) {
+        let mut rung = self.rung.lock().unwrap();
+        while !*rung {
+            rung = self.cv.wait(rung).unwrap();
+        }
+        *rung = false;
+    }
+}
+
+struct Shared {
+    control: Control,
+    cells: Cells,
+    consumer_bell: Doorbell,
+    producer_bell: Doorbell,
+}
+
+fn model(capacity: usize, message: &'static [u8]) {
+    loom::model(move || {
+        let shared = Arc::new(Shared {
+            control: Control {
+                tail: Line(AtomicU64::new(0)),
+                head: Line(AtomicU64::new(0)),
+            },
+            cells: Cells((0..capacity).map(|_| UnsafeCell::new(0)).collect()),
+            consumer_bell: Doorbell::default(),
+            producer_bell: Doorbell::default(),
+        });
+        let s = shared.clone();
+        let producer = thread::spawn(move || {
+            let p = Producer {
+                control: &s.control,
+                bytes: &s.cells,
+            };
+            let mut sent = 0;
+            while sent < message.len() {
+                // SAFETY: the rest of `message` is readable; one producer.
+                let (n, sleeping) =
+                    unsafe { p.write(message[sent..].as_ptr(), message.len() - sent) };
+                if sleeping {
+                    s.consumer_bell.ring();
+                }
+                sent += n;
+                if n == 0 && !p.want_room() {
+                    s.producer_bell.sleep();
+                }
+            }
+        });
+        let c = Consumer {
+            control: &shared.control,
+            bytes: &shared.cells,
+        };
+        let mut got = Vec::new();
+        while got.len() < message.len() {
+            let mut buf = [0u8; 4];
+            // SAFETY: `buf` is writable; one consumer.
+            let (n, waiting) = unsafe { c.read(buf.as_mut_ptr(), buf.len()) }.unwrap();
+            if waiting {
+                shared.producer_bell.ring();
+            }
+            got.extend_from_slice(&buf[..n]);
+            if n == 0 {
+                if c.sleep() {
+                    shared.consumer_bell.sleep();
+                }
+                c.awake();
+            }
+        }
+        assert_eq!(got, message);
+        producer.join().unwrap();
+    });
+}
+
+/// Three bytes through a ring of two: the producer fills it and waits for
+/// room at least once; the consumer finds it empty and sleeps.
+#[test]
+fn bytes_cross_a_small_ring_in_order_without_a_lost_wake_up() {
+    model(2, b"abc");
+}
+
+/// One byte, the consumer's sleep racing the producer's only write.
+#[test]
+fn a_consumer_going_to_sleep_sees_the_byte_or_is_woken() {
+    model(4, b"x");
+}

@@ -1,0 +1,733 @@
+//! The links of one process to its peers on this host: a producer into
+//! each peer's segment, a consumer of each peer's ring in this process's
+//! segment, and the records the rings carry.
+//!
+//! ## What a ring carries
+//!
+//! A byte stream, like a TCP connection: frames as `transport::frame`
+//! encodes them, and two records of this transport's own, told apart from
+//! frames by their magic (bytes 4..6, where a frame has its own):
+//!
+//! ```text
+//! offset  size  field
+//!      0     4  length of the rest of the record
+//!      4     2  RECORD_MAGIC ("Sm")
+//!      6     1  type: 1 = CMA announce, 2 = CMA done
+//!      7     1  0
+//!   announce:  8 address, 16 length, 24 token (u64 each), 32… the frame's
+//!              header and signature, its payload length the data's
+//!   done:      8 token
+//! ```
+//!
+//! A large borrowed payload ([`send_borrowed`](ShmLinks::send_borrowed))
+//! to a peer that can read this process's memory travels as an announce:
+//! the receiver copies the data once with `process_vm_readv` straight into
+//! the [`Place`] its sink gives (else into the frame's own buffer), hands
+//! it over, and answers `done`, whose arrival hands [`Incoming::Sent`] to
+//! the sender. To a peer that cannot (CMA refused), the payload streams
+//! through the ring from the sender's memory, and the receiver copies it
+//! from the ring into the place: two copies, as MPICH's shared memory.
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use super::cma;
+use super::ring::{Consumer, Producer};
+use super::segment::{Doorbell, Segment};
+use crate::identity::ProcessId;
+use crate::transport::frame::{self, frame_len, Frame};
+use crate::transport::{Borrowed, Incoming, Place, SendError, Sink};
+
+/// The magic of this transport's records ("Sm").
+const RECORD_MAGIC: u16 = 0x6d53;
+/// A record announcing a payload to read with CMA.
+const ANNOUNCE: u8 = 1;
+/// A record saying a CMA read is done.
+const DONE: u8 = 2;
+/// The largest record: an announce with the largest signature.
+const MAX_RECORD: usize = 32 + frame::HEADER + 9 * frame::MAX_RUNS;
+/// Bytes moved from a ring into the input buffer at a time.
+const CHUNK: usize = 64 * 1024;
+/// Payloads at least this large go straight from the ring into their
+/// place (or their frame's buffer), not through the input buffer.
+const LARGE: usize = 64 * 1024;
+
+/// One peer on this host.
+#[derive(Debug)]
+pub(crate) struct Peer {
+    /// Its process id (for CMA).
+    pub(crate) pid: u32,
+    /// The ring it writes in this process's segment (its local slot).
+    pub(crate) inbound: usize,
+    /// Its segment, where this process writes ring `outbound`.
+    pub(crate) theirs: Segment,
+    /// This process's local slot.
+    pub(crate) outbound: usize,
+    /// Its doorbell.
+    pub(crate) bell: Doorbell,
+    /// It reads large payloads of this process with CMA.
+    pub(crate) cma: bool,
+    /// This process reads its large payloads with CMA.
+    pub(crate) reads_by_cma: bool,
+    out: Mutex<Output>,
+    input: Mutex<Input>,
+}
+
+impl Peer {
+    /// A peer reached through `theirs` and `bell`.
+    pub(crate) fn new(
+        pid: u32,
+        inbound: usize,
+        theirs: Segment,
+        outbound: usize,
+        bell: Doorbell,
+        cma: bool,
+        reads_by_cma: bool,
+    ) -> Peer {
+        Peer {
+            pid,
+            inbound,
+            theirs,
+            outbound,
+            bell,
+            cma,
+            reads_by_cma,
+            out: Mutex::default(),
+            input: Mutex::default(),
+        }
+    }
+}
+
+#[derive(Debug, Default)]
+struct Output {
+    queue: VecDeque<Chunk>,
+    /// Bytes of the first chunk already in the ring.
+    written: usize,
+    /// Where a frame is encoded when nothing waits (allocated once).
+    scratch: Vec<u8>,
+}
+
+#[derive(Debug)]
+enum Chunk {
+    Owned(Vec<u8>),
+    /// A payload written from its sender's memory, named by a token.
+    Borrowed(Borrowed, u64),
+}
+
+impl Chunk {
+    fn bytes(&self) -> &[u8] {
+        match self {
+            Chunk::Owned(bytes) => bytes,
+            Chunk::Borrowed(data, _) => data.bytes(),
+        }
+    }
+}
+
+#[derive(Debug, Default)]
+struct Input {
+    bytes: Vec<u8>,
+    large: Option<Large>,
+    /// The ring is corrupt: reported lost, never read again.
+    ended: bool,
+}
+
+/// A frame whose large payload comes straight out of the ring.
+#[derive(Debug)]
+struct Large {
+    len: usize,
+    got: usize,
+    into: Dest,
+}
+
+#[derive(Debug)]
+enum Dest {
+    Own { head: Vec<u8>, payload: Vec<u8> },
+    Placed { frame: Frame, place: Option<Place> },
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// One process's shared-memory links to its peers on this host.
+#[derive(Debug)]
+pub(crate) struct ShmLinks {
+    own: Segment,
+    bell: Doorbell,
+    /// By process (`None`: this one, or a peer not reached this way).
+    peers: Box<[Option<Peer>]>,
+    /// Borrowed payloads done with, for the next poll to hand back.
+    sent: Mutex<Vec<(ProcessId, u64)>>,
+    closed: AtomicBool,
+    /// Some output waits for room in a ring (a hint for `busy`).
+    queued: AtomicBool,
+}
+
+impl ShmLinks {
+    /// Links through `own` (this process's segment, woken by `bell`) to
+    /// `peers` (by process).
+    pub(crate) fn new(own: Segment, bell: Doorbell, peers: Vec<Option<Peer>>) -> ShmLinks {
+        ShmLinks {
+            own,
+            bell,
+            peers: peers.into(),
+            sent: Mutex::default(),
+            closed: AtomicBool::new(false),
+            queued: AtomicBool::new(false),
+        }
+    }
+
+    /// Whether frames to and from process `p` go through shared memory.
+    pub(crate) fn reaches(&self, p: ProcessId) -> bool {
+        matches!(self.peers.get(p.get() as usize), Some(Some(_)))
+    }
+
+    /// Whether this process reads process `p`'s large payloads by CMA.
+    pub(crate) fn reads_by_cma(&self, p: ProcessId) -> bool {
+        matches!(self.peers.get(p.get() as usize), Some(Some(peer)) if peer.reads_by_cma)
+    }
+
+    /// The descriptor a waiter adds to its epoll set.
+    pub(crate) fn doorbell_fd(&self) -> i32 {
+        self.bell.fd()
+    }
+
+    /// Resets the doorbell after a wake-up.
+    pub(crate) fn clear_doorbell(&self) {
+        self.bell.clear();
+    }
+
+    fn peer(&self, to: ProcessId) -> Result<&Peer, SendError> {
+        self.peers
+            .get(to.get() as usize)
+            .and_then(Option::as_ref)
+            .ok_or_else(|| SendError::Lost(to, "not a peer on this host".into()))
+    }
+
+    fn check(&self) -> Result<(), SendError> {
+        if self.closed.load(Ordering::Acquire) {
+            Err(SendError::Closed)
+        } else {
+            Ok(())
+        }
+    }
+
+    /// Queues `frame` for `to`.
+    pub(crate) fn send(&self, to: ProcessId, frame: &Frame) -> Result<(), SendError> {
+        self.check()?;
+        if frame.payload.len() > frame::MAX_PAYLOAD {
+            return Err(SendError::TooLarge(frame.payload.len()));
+        }
+        let peer = self.peer(to)?;
+        let mut out = lock(&peer.out);
+        if out.queue.is_empty() {
+            // The common case: straight into the ring, no allocation.
+            let mut scratch = std::mem::take(&mut out.scratch);
+            scratch.clear();
+            frame.encode(&mut scratch);
+            let (n, sleeping) = {
+                let (control, bytes) = peer.theirs.ring(peer.outbound);
+                let producer = Producer {
+                    control,
+                    bytes: &bytes,
+                };
+                // SAFETY: `scratch` is readable; the `out` lock makes this
+                // the ring's only producer.
+                unsafe { producer.write(scratch.as_ptr(), scratch.len()) }
+            };
+            if sleeping {
+                peer.bell.ring();
+            }
+            if n < scratch.len() {
+                out.queue.push_back(Chunk::Owned(scratch[n..].to_vec()));
+                self.queued.store(true, Ordering::Relaxed);
+                self.flush(peer, to, &mut out);
+            }
+            out.scratch = scratch;
+            return Ok(());
+        }
+        out.queue.push_back(Chunk::Owned(frame.to_bytes()));
+        self.flush(peer, to, &mut out);
+        Ok(())
+    }
+
+    /// Queues `frame` with `data` as its payload, written from the
+    /// caller's memory: `false` (a later poll hands [`Incoming::Sent`]).
+    pub(crate) fn send_borrowed(
+        &self,
+        to: ProcessId,
+        frame: Frame,
+        data: Borrowed,
+        token: u64,
+    ) -> Result<bool, SendError> {
+        self.check()?;
+        let len = data.bytes().len();
+        if len > frame::MAX_PAYLOAD {
+            return Err(SendError::TooLarge(len));
+        }
+        let peer = self.peer(to)?;
+        let mut out = lock(&peer.out);
+        if peer.cma {
+            let mut record = Vec::with_capacity(32 + frame.encoded_len());
+            record.extend_from_slice(&[0; 4]);
+            record.extend_from_slice(&RECORD_MAGIC.to_le_bytes());
+            record.extend_from_slice(&[ANNOUNCE, 0]);
+            record.extend_from_slice(&(data.bytes().as_ptr() as u64).to_le_bytes());
+            record.extend_from_slice(&(len as u64).to_le_bytes());
+            record.extend_from_slice(&token.to_le_bytes());
+            frame.encode_head_for(len, &mut record);
+            let rest = (record.len() - 4) as u32;
+            record[..4].copy_from_slice(&rest.to_le_bytes());
+            out.queue.push_back(Chunk::Owned(record));
+        } else {
+            let mut head = Vec::new();
+            frame.encode_head_for(len, &mut head);
+            out.queue.push_back(Chunk::Owned(head));
+            out.queue.push_back(Chunk::Borrowed(data, token));
+        }
+        if self.flush(peer, to, &mut out) {
+            // Whoever polls next hands the `Sent` back.
+            self.bell.ring();
+        }
+        Ok(false)
+    }
+
+    /// Writes what the ring takes of `peer`'s queue; returns whether it
+    /// finished a borrowed payload (its token is then in `sent`).
+    fn flush(&self, peer: &Peer, to: ProcessId, out: &mut Output) -> bool {
+        let (control, bytes) = peer.theirs.ring(peer.outbound);
+        let producer = Producer {
+            control,
+            bytes: &bytes,
+        };
+        let mut lent_back = false;
+        let mut wake = false;
+        while let Some(front) = out.queue.front() {
+            let rest = &front.bytes()[out.written..];
+            // SAFETY: `rest` is readable (a borrowed payload by `Borrowed`'s
+            // contract); the `out` lock makes this the only producer.
+            let (n, sleeping) = unsafe { producer.write(rest.as_ptr(), rest.len()) };
+            wake |= sleeping;
+            out.written += n;
+            if n == rest.len() {
+                if let Some(Chunk::Borrowed(_, token)) = out.queue.pop_front() {
+                    lock(&self.sent).push((to, token));
+                    lent_back = true;
+                }
+                out.written = 0;
+                continue;
+            }
+            // The ring is full: ask the peer to ring when it frees room,
+            // unless it did meanwhile.
+            if !producer.want_room() {
+                break;
+            }
+        }
+        if wake {
+            peer.bell.ring();
+        }
+        if !out.queue.is_empty() {
+            self.queued.store(true, Ordering::Relaxed);
+        }
+        lent_back
+    }
+
+    /// Flushes what waits and hands what arrived to `sink`.
+    pub(crate) fn poll(&self, sink: &mut dyn Sink) -> usize {
+        let mut handed = 0;
+        // A send that queues after the swap sets the hint again.
+        if self.queued.swap(false, Ordering::Relaxed) {
+            for (p, peer) in self.peers.iter().enumerate() {
+                let Some(peer) = peer else { continue };
+                let mut out = lock(&peer.out);
+                if !out.queue.is_empty() {
+                    self.flush(peer, ProcessId::new(p as u32), &mut out);
+                }
+            }
+        }
+        for (p, peer) in self.peers.iter().enumerate() {
+            if let Some(peer) = peer {
+                handed += self.read(peer, ProcessId::new(p as u32), sink);
+            }
+        }
+        let sent = std::mem::take(&mut *lock(&self.sent));
+        handed += sent.len();
+        for (to, token) in sent {
+            sink.take(Incoming::Sent(to, token));
+        }
+        handed
+    }
+
+    /// Hands what process `from` wrote so far to `sink` (before its loss
+    /// is reported: what it sent before it went is delivered).
+    pub(crate) fn drain(&self, from: ProcessId, sink: &mut dyn Sink) -> usize {
+        match self.peers.get(from.get() as usize) {
+            Some(Some(peer)) => self.read(peer, from, sink),
+            _ => 0,
+        }
+    }
+
+    /// Reads what `peer` wrote and hands its complete frames to `sink`.
+    fn read(&self, peer: &Peer, from: ProcessId, sink: &mut dyn Sink) -> usize {
+        let (control, bytes) = self.own.ring(peer.inbound);
+        let consumer = Consumer {
+            control,
+            bytes: &bytes,
+        };
+        // The common case, without a lock: nothing there.
+        if matches!(consumer.available(), Ok(0)) {
+            return 0;
+        }
+        let mut guard = lock(&peer.input);
+        let input = &mut *guard;
+        if input.ended {
+            return 0;
+        }
+        let mut handed = 0;
+        let mut wake_producer = false;
+        let mut result: Result<(), String> = Ok(());
+        loop {
+            if let Some(large) = &mut input.large {
+                let want = large.len - large.got;
+                let mut discard = [0u8; 4096];
+                let (dst, room) = match &mut large.into {
+                    Dest::Own { payload, .. } => (payload[large.got..].as_mut_ptr(), want),
+                    Dest::Placed {
+                        place: Some(place), ..
+                    } => place.rest(large.got),
+                    Dest::Placed { place: None, .. } => (discard.as_mut_ptr(), discard.len()),
+                };
+                // SAFETY: `dst` is `room` writable bytes: the frame's own
+                // buffer, the place (the transport's until handed over or
+                // withdrawn, `Place::new`'s contract), or `discard`; the
+                // `input` lock makes this the ring's only consumer.
+                match unsafe { consumer.read(dst, want.min(room)) } {
+                    Ok((0, _)) => break,
+                    Ok((n, waiting)) => {
+                        wake_producer |= waiting;
+                        large.got += n;
+                    }
+                    Err(why) => {
+                        result = Err(why.to_string());
+                        break;
+                    }
+                }
+                if large.got == large.len {
+                    let large = input.large.take().expect("a large frame");
+                    match large.into {
+                        Dest::Own { head, payload } => match Frame::decode_parts(&head, payload) {
+                            Ok(frame) => sink.take(Incoming::Frame(from, frame)),
+                            Err(err) => {
+                                result = Err(format!("a bad frame: {err}"));
+                                break;
+                            }
+                        },
+                        Dest::Placed { frame, .. } => {
+                            sink.take(Incoming::Placed(from, frame, large.len))
+                        }
+                    }
+                    handed += 1;
+                }
+                continue;
+            }
+            let available = match consumer.available() {
+                Ok(0) => break,
+                Ok(n) => n.min(CHUNK),
+                Err(why) => {
+                    result = Err(why.to_string());
+                    break;
+                }
+            };
+            let old = input.bytes.len();
+            input.bytes.resize(old + available, 0);
+            // SAFETY: the `available` bytes just added to `input.bytes`;
+            // the `input` lock makes this the ring's only consumer.
+            match unsafe { consumer.read(input.bytes[old..].as_mut_ptr(), available) } {
+                Ok((n, waiting)) => {
+                    wake_producer |= waiting;
+                    input.bytes.truncate(old + n);
+                }
+                Err(why) => {
+                    result = Err(why.to_string());
+                    break;
+                }
+            }
+            if let Err(why) = self.hand_records(peer, input, from, &mut handed, sink) {
+                result = Err(why);
+                break;
+            }
+        }
+        if wake_producer {
+            peer.bell.ring();
+        }
+        if let Err(why) = result {
+            input.ended = true;
+            input.bytes = Vec::new();
+            input.large = None;
+            handed += 1;
+            sink.take(Incoming::Lost(from, why));
+        }
+        handed
+    }
+
+    /// Hands the complete frames and records at the start of
+    /// `input.bytes` to `sink` and removes them; a frame with a large
+    /// payload whose header is there moves to `input.large`.
+    fn hand_records(
+        &self,
+        peer: &Peer,
+        input: &mut Input,
+        from: ProcessId,
+        handed: &mut usize,
+        sink: &mut dyn Sink,
+    ) -> Result<(), String> {
+        let mut at = 0;
+        let result = loop {
+            let rest = &input.bytes[at..];
+            if rest.len() >= 6 && u16::from_le_bytes([rest[4], rest[5]]) == RECORD_MAGIC {
+                if rest.len() < 8 {
+                    break Ok(());
+                }
+                let len = u32::from_le_bytes(rest[..4].try_into().expect("4 bytes")) as usize + 4;
+                if !(16..=MAX_RECORD).contains(&len) {
+                    break Err(format!("a record of {len} bytes"));
+                }
+                if rest.len() < len {
+                    break Ok(());
+                }
+                if let Err(why) = self.record(peer, &rest[..len], from, sink) {
+                    break Err(why);
+                }
+                *handed += 1;
+                at += len;
+                continue;
+            }
+            let len = match frame_len(rest) {
+                Ok(Some(len)) => len,
+                Ok(None) => break Ok(()),
+                Err(err) => break Err(format!("a bad frame: {err}")),
+            };
+            if rest.len() >= len {
+                match Frame::decode(&rest[..len]) {
+                    Ok(frame) => {
+                        *handed += 1;
+                        sink.take(Incoming::Frame(from, frame));
+                    }
+                    Err(err) => break Err(format!("a bad frame: {err}")),
+                }
+                at += len;
+                continue;
+            }
+            if let Ok(Some(head)) = Frame::head_len(rest) {
+                if len - head >= LARGE && rest.len() >= head {
+                    let (head, already) = rest.split_at(head);
+                    let len = len - head.len();
+                    let placed = Frame::decode_placed(head, len).ok().and_then(|frame| {
+                        let mut place = sink.place(from, &frame, len).filter(|p| p.len() >= len)?;
+                        place.write(0, already);
+                        Some(Dest::Placed {
+                            frame,
+                            place: Some(place),
+                        })
+                    });
+                    let into = placed.unwrap_or_else(|| {
+                        let mut payload = vec![0u8; len];
+                        payload[..already.len()].copy_from_slice(already);
+                        Dest::Own {
+                            head: head.to_vec(),
+                            payload,
+                        }
+                    });
+                    input.large = Some(Large {
+                        len,
+                        got: already.len(),
+                        into,
+                    });
+                    at = input.bytes.len();
+                }
+            }
+            break Ok(());
+        };
+        input.bytes.drain(..at);
+        result
+    }
+
+    /// Handles one of this transport's records from `from`.
+    fn record(
+        &self,
+        peer: &Peer,
+        record: &[u8],
+        from: ProcessId,
+        sink: &mut dyn Sink,
+    ) -> Result<(), String> {
+        let word = |i: usize| u64::from_le_bytes(record[i..i + 8].try_into().expect("8 bytes"));
+        match record[6] {
+            DONE => {
+                sink.take(Incoming::Sent(from, word(8)));
+                Ok(())
+            }
+            ANNOUNCE if record.len() >= 32 + frame::HEADER => {
+                let (address, len, token) = (word(8), word(16) as usize, word(24));
+                let head = &record[32..];
+                if len > frame::MAX_PAYLOAD
+                    || frame_len(head).ok().flatten() != Some(head.len() + len)
+                {
+                    return Err("a bad announce record".into());
+                }
+                let failed = |err: std::io::Error| {
+                    format!(
+                        "reading {len} bytes of its memory (process_vm_readv, pid {}) failed: {err}",
+                        peer.pid
+                    )
+                };
+                let placed = Frame::decode_placed(head, len).ok().and_then(|frame| {
+                    let place = sink.place(from, &frame, len).filter(|p| p.len() >= len)?;
+                    Some((frame, place))
+                });
+                let incoming = match placed {
+                    Some((frame, mut place)) => {
+                        let (dst, _) = place.rest(0);
+                        // SAFETY: the place has at least `len` writable
+                        // bytes, the transport's until handed over.
+                        unsafe { cma::read(peer.pid, address, dst, len) }.map_err(failed)?;
+                        Incoming::Placed(from, frame, len)
+                    }
+                    None => {
+                        let mut payload = vec![0u8; len];
+                        // SAFETY: `payload` has `len` writable bytes.
+                        unsafe { cma::read(peer.pid, address, payload.as_mut_ptr(), len) }
+                            .map_err(failed)?;
+                        let frame = Frame::decode_parts(head, payload)
+                            .map_err(|err| format!("a bad frame: {err}"))?;
+                        Incoming::Frame(from, frame)
+                    }
+                };
+                sink.take(incoming);
+                let mut done = Vec::with_capacity(16);
+                done.extend_from_slice(&12u32.to_le_bytes());
+                done.extend_from_slice(&RECORD_MAGIC.to_le_bytes());
+                done.extend_from_slice(&[DONE, 0]);
+                done.extend_from_slice(&token.to_le_bytes());
+                let mut out = lock(&peer.out);
+                out.queue.push_back(Chunk::Owned(done));
+                self.flush(peer, from, &mut out);
+                Ok(())
+            }
+            other => Err(format!("a record of unknown type {other}")),
+        }
+    }
+
+    /// See [`Transport::withdraw_send`](crate::transport::Transport::withdraw_send):
+    /// a payload streaming through the ring leaves from a copy. One
+    /// announced for CMA is not in this process's hands: the peer may
+    /// still read it, which cannot harm this process (the kernel checks
+    /// the range), and a withdrawal only happens when the job fails.
+    pub(crate) fn withdraw_send(&self, to: ProcessId, token: u64) {
+        let Ok(peer) = self.peer(to) else { return };
+        let mut out = lock(&peer.out);
+        let written = out.written;
+        for (i, chunk) in out.queue.iter_mut().enumerate() {
+            if let Chunk::Borrowed(data, t) = chunk {
+                if *t == token {
+                    let from = if i == 0 { written } else { 0 };
+                    *chunk = Chunk::Owned(data.bytes()[from..].to_vec());
+                    if i == 0 {
+                        out.written = 0;
+                    }
+                    return;
+                }
+            }
+        }
+    }
+
+    /// See [`Transport::withdraw_place`](crate::transport::Transport::withdraw_place).
+    pub(crate) fn withdraw_place(&self, from: ProcessId, id: u64) {
+        let Ok(peer) = self.peer(from) else { return };
+        let mut input = lock(&peer.input);
+        if let Some(Large {
+            into: Dest::Placed { frame, place },
+            ..
+        }) = &mut input.large
+        {
+            if frame.id == id {
+                *place = None;
+            }
+        }
+    }
+
+    /// Output waits for room, or a payload is partly read.
+    pub(crate) fn busy(&self) -> bool {
+        self.queued.load(Ordering::Relaxed)
+            || self.peers.iter().flatten().any(|peer| {
+                peer.input
+                    .try_lock()
+                    .map_or(true, |input| input.large.is_some())
+            })
+    }
+
+    /// About to sleep: marks every inbound ring sleeping. `false` if
+    /// something is there to do (then do not sleep); call
+    /// [`awake`](Self::awake) either way.
+    pub(crate) fn sleep(&self) -> bool {
+        let mut idle = true;
+        for peer in self.peers.iter().flatten() {
+            let (control, bytes) = self.own.ring(peer.inbound);
+            let consumer = Consumer {
+                control,
+                bytes: &bytes,
+            };
+            idle &= consumer.sleep();
+            let out = lock(&peer.out);
+            if !out.queue.is_empty() {
+                self.queued.store(true, Ordering::Relaxed);
+                let (control, bytes) = peer.theirs.ring(peer.outbound);
+                let producer = Producer {
+                    control,
+                    bytes: &bytes,
+                };
+                idle &= !producer.want_room();
+            }
+        }
+        idle && lock(&self.sent).is_empty()
+    }
+
+    /// Whether this process flagged the ring from `from` sleeping (tests).
+    #[cfg(test)]
+    pub(crate) fn asleep(&self, from: ProcessId) -> bool {
+        let peer = self.peer(from).expect("a peer");
+        let (control, _) = self.own.ring(peer.inbound);
+        control.tail.0.load(Ordering::SeqCst) & super::ring::SLEEPING != 0
+    }
+
+    /// Awake again (after [`sleep`](Self::sleep)).
+    pub(crate) fn awake(&self) {
+        for peer in self.peers.iter().flatten() {
+            let (control, bytes) = self.own.ring(peer.inbound);
+            Consumer {
+                control,
+                bytes: &bytes,
+            }
+            .awake();
+        }
+    }
+
+    /// Writes what waits (for at most `timeout`), then refuses sends.
+    pub(crate) fn close(&self, timeout: Duration) {
+        let deadline = Instant::now() + timeout;
+        for (p, peer) in self.peers.iter().enumerate() {
+            let Some(peer) = peer else { continue };
+            loop {
+                let mut out = lock(&peer.out);
+                self.flush(peer, ProcessId::new(p as u32), &mut out);
+                if out.queue.is_empty() || Instant::now() >= deadline {
+                    break;
+                }
+                drop(out);
+                std::thread::sleep(Duration::from_micros(200));
+            }
+        }
+        self.closed.store(true, Ordering::Release);
+    }
+}

@@ -1,0 +1,335 @@
+//! The links between "processes" that are threads of this test process
+//! (each with its own segment, reached through `pidfd_getfd` of this very
+//! process), under the routing transport over loopback TCP.
+
+use std::time::{Duration, Instant};
+
+use super::{id, joined_in_threads, joined_in_threads_on, Settings, DEFAULT_RING};
+use crate::transport::frame::{Frame, Kind};
+use crate::transport::route::Routed;
+use crate::transport::tcp::{loopback_mesh, TcpTransport};
+use crate::transport::{Borrowed, Incoming, Place, Sink, Transport};
+
+/// `n` routed transports whose peers all go through shared memory.
+fn routed(n: usize, settings: Settings) -> Vec<Routed> {
+    let set_ups = joined_in_threads(n, settings).unwrap();
+    loopback_mesh(n)
+        .unwrap()
+        .into_iter()
+        .zip(set_ups)
+        .enumerate()
+        .map(|(p, (streams, set_up))| {
+            assert!(set_up.unreached.is_empty(), "{:?}", set_up.notes);
+            let tcp = TcpTransport::new(id(p as u32), streams).unwrap();
+            Routed::new(tcp, set_up.links.expect("links")).unwrap()
+        })
+        .collect()
+}
+
+fn frame(id: u64, len: usize) -> Frame {
+    let mut f = Frame::control(Kind::Ack);
+    f.id = id;
+    f.payload = (0..len).map(|j| (id as usize * 7 + j) as u8).collect();
+    f
+}
+
+/// Places data frames into `buf` (once) and records what it is handed.
+struct Placer<'a> {
+    buf: Option<&'a mut Vec<u8>>,
+    got: Vec<Incoming>,
+}
+
+impl Sink for Placer<'_> {
+    fn take(&mut self, incoming: Incoming) {
+        self.got.push(incoming);
+    }
+
+    fn place(
+        &mut self,
+        _from: crate::identity::ProcessId,
+        _head: &Frame,
+        len: usize,
+    ) -> Option<Place> {
+        let buf = self.buf.take()?;
+        assert!(buf.len() >= len);
+        // SAFETY: the test keeps `buf` borrowed and untouched until the
+        // frame is handed over.
+        Some(unsafe { Place::new(buf.as_mut_ptr(), len) })
+    }
+}
+
+/// Two senders push many frames of every size through small rings (each
+/// wraps hundreds of times, and fills up): each sender's frames arrive
+/// whole and in order, interleaved with the other's.
+#[test]
+fn frames_from_each_peer_arrive_in_order_through_wrapping_rings() {
+    let t = routed(
+        3,
+        Settings {
+            ring: 4096,
+            cma: true,
+        },
+    );
+    const N: u64 = 600;
+    let mut got: Vec<Vec<Frame>> = vec![Vec::new(), Vec::new()];
+    std::thread::scope(|s| {
+        for sender in 1..3usize {
+            let t = &t;
+            s.spawn(move || {
+                for i in 0..N {
+                    let len = (i as usize * 37 + sender * 5) % 3000;
+                    t[sender].send(id(0), &frame(i, len)).unwrap();
+                    // Flush what the full ring did not take.
+                    while t[sender].busy() {
+                        t[sender].poll(&mut |_: Incoming| {});
+                        t[sender].wait(Some(Duration::from_millis(50)));
+                    }
+                }
+            });
+        }
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while got.iter().map(Vec::len).sum::<usize>() < 2 * N as usize {
+            assert!(Instant::now() < deadline, "frames missing");
+            t[0].poll(&mut |i| match i {
+                Incoming::Frame(p, f) => got[p.get() as usize - 1].push(f),
+                other => panic!("{other:?}"),
+            });
+            t[0].wait(Some(Duration::from_millis(50)));
+        }
+    });
+    for (k, frames) in got.iter().enumerate() {
+        let sender = k + 1;
+        for (i, f) in frames.iter().enumerate() {
+            let expect = frame(i as u64, (i * 37 + sender * 5) % 3000);
+            assert_eq!(f, &expect, "frame {i} from process {sender}");
+        }
+    }
+}
+
+/// A receiver asleep in `wait` wakes up when a frame arrives: the sender
+/// saw the sleeping flag and rang its doorbell (without it, each wait
+/// would last its whole 30 s).
+#[test]
+fn a_sleeping_receiver_is_woken_by_a_frame() {
+    let t = routed(
+        2,
+        Settings {
+            ring: DEFAULT_RING,
+            cma: true,
+        },
+    );
+    for round in 0..20u64 {
+        let mut got = Vec::new();
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                let start = Instant::now();
+                while got.is_empty() {
+                    t[1].wait(Some(Duration::from_secs(30)));
+                    assert!(start.elapsed() < Duration::from_secs(20), "not woken");
+                    t[1].poll(&mut |i| got.push(i));
+                }
+            });
+            // Only once the receiver is about to sleep (or asleep).
+            while !t[1].shm().asleep(id(0)) {
+                std::thread::yield_now();
+            }
+            t[0].send(id(1), &frame(round, 8)).unwrap();
+        });
+        assert!(matches!(&got[..], [Incoming::Frame(_, f)] if f.id == round));
+    }
+}
+
+fn large_through(settings: Settings) {
+    let t = routed(2, settings);
+    let len = 16usize << 20;
+    let data: Vec<u8> = (0..len).map(|i| (i % 251) as u8).collect();
+    let mut head = Frame::control(Kind::Data);
+    head.id = 7;
+    // SAFETY: `data` outlives the transfer (checked through `Sent`) and is
+    // not written meanwhile.
+    let lent = unsafe { Borrowed::new(data.as_ptr(), len) };
+    assert!(!t[0].send_borrowed(id(1), head, lent, 99).unwrap());
+    let mut buf = vec![0u8; len];
+    let mut sink = Placer {
+        buf: Some(&mut buf),
+        got: Vec::new(),
+    };
+    let mut at_sender = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while sink.got.is_empty() || at_sender.is_empty() {
+        assert!(Instant::now() < deadline, "the transfer did not end");
+        t[0].poll(&mut |i| at_sender.push(i));
+        t[1].poll(&mut sink);
+    }
+    match &sink.got[..] {
+        [Incoming::Placed(p, f, n)] => assert_eq!((p.get(), f.id, *n), (0, 7, len)),
+        other => panic!("{other:?}"),
+    }
+    drop(sink);
+    assert!(buf == data, "the placed bytes differ");
+    assert!(matches!(&at_sender[..], [Incoming::Sent(p, 99)] if p.get() == 1));
+}
+
+#[test]
+fn sixteen_mib_arrive_in_place_through_cma() {
+    large_through(Settings {
+        ring: DEFAULT_RING,
+        cma: true,
+    });
+}
+
+#[test]
+fn sixteen_mib_arrive_in_place_through_the_ring_without_cma() {
+    large_through(Settings {
+        ring: 64 << 10,
+        cma: false,
+    });
+}
+
+/// A peer's frames written before its TCP stream closed are handed over
+/// before its loss.
+#[test]
+fn a_lost_peer_s_last_frames_come_before_its_loss() {
+    let t = routed(
+        2,
+        Settings {
+            ring: DEFAULT_RING,
+            cma: true,
+        },
+    );
+    let mut t = t.into_iter();
+    let (a, b) = (t.next().unwrap(), t.next().unwrap());
+    for i in 0..3 {
+        b.send(id(0), &frame(i, 100)).unwrap();
+    }
+    // Its stream ends (as when the process dies), rings untouched.
+    drop(b);
+    let mut got = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !got.iter().any(|i| matches!(i, Incoming::Lost(..))) {
+        assert!(Instant::now() < deadline, "the loss was not seen");
+        // Only TCP's wake-up tells of the loss: poll until it shows up.
+        a.wait(Some(Duration::from_millis(50)));
+        a.poll(&mut |i| got.push(i));
+    }
+    let ids: Vec<String> = got
+        .iter()
+        .map(|i| match i {
+            Incoming::Frame(_, f) => format!("frame {}", f.id),
+            Incoming::Lost(p, why) => format!(
+                "lost {p}{}",
+                if why.contains("closed") {
+                    String::new()
+                } else {
+                    format!(": {why}")
+                }
+            ),
+            other => format!("{other:?}"),
+        })
+        .collect();
+    assert_eq!(ids, ["frame 0", "frame 1", "frame 2", "lost 1"]);
+}
+
+#[test]
+fn a_segment_that_cannot_be_created_leaves_every_peer_to_tcp() {
+    let set_ups = joined_in_threads(
+        2,
+        Settings {
+            ring: 1 << 62,
+            cma: true,
+        },
+    )
+    .unwrap();
+    for (p, s) in set_ups.iter().enumerate() {
+        assert!(s.links.is_none());
+        assert_eq!(s.unreached, [1 - p as u32]);
+        assert!(
+            s.notes.iter().any(|n| n.contains("could not be created")),
+            "{:?}",
+            s.notes
+        );
+    }
+}
+
+#[test]
+fn settings_parse_sizes_and_refuse_nonsense() {
+    let parse = |ring: Option<&str>, cma: Option<&str>| {
+        Settings::from_env(&|name| match name {
+            "MYRIAD_SHM_RING_BYTES" => ring.map(str::to_owned),
+            "MYRIAD_SHM_CMA" => cma.map(str::to_owned),
+            _ => None,
+        })
+    };
+    assert_eq!(
+        parse(None, None).unwrap(),
+        Settings {
+            ring: DEFAULT_RING,
+            cma: true
+        }
+    );
+    assert_eq!(parse(Some("256K"), Some("off")).unwrap().ring, 256 << 10);
+    assert_eq!(parse(Some("5000"), None).unwrap().ring, 8192);
+    for bad in ["x", "12", "-4096", "4096Q"] {
+        let e = parse(Some(bad), None).unwrap_err().to_string();
+        assert!(e.contains("MYRIAD_SHM_RING_BYTES"), "{e}");
+    }
+    let e = parse(None, Some("maybe")).unwrap_err().to_string();
+    assert!(e.contains("MYRIAD_SHM_CMA"), "{e}");
+}
+
+/// Processes 0 and 1 share a host, 2 is on another: frames between 0 and
+/// 1 go through their rings, to and from 2 through TCP, and every frame
+/// arrives, in order per pair, through the one routed transport.
+#[test]
+fn peers_of_this_host_go_through_shared_memory_the_others_through_tcp() {
+    let hosts: Vec<String> = ["a", "a", "b"].iter().map(|h| h.to_string()).collect();
+    let set_ups = joined_in_threads_on(
+        &hosts,
+        Settings {
+            ring: 4096,
+            cma: true,
+        },
+    )
+    .unwrap();
+    let mut t = Vec::new();
+    for (p, (streams, set_up)) in loopback_mesh(3)
+        .unwrap()
+        .into_iter()
+        .zip(set_ups)
+        .enumerate()
+    {
+        let tcp = TcpTransport::new(id(p as u32), streams).unwrap();
+        match set_up.links {
+            Some(links) => {
+                assert!(links.reaches(id(1 - p as u32)) && !links.reaches(id(2)));
+                t.push(Box::new(Routed::new(tcp, links).unwrap()) as Box<dyn Transport>);
+            }
+            None => {
+                assert_eq!((p, set_up.unreached.len()), (2, 0));
+                t.push(Box::new(tcp));
+            }
+        }
+    }
+    const N: u64 = 200;
+    for i in 0..N {
+        for (from, to) in [(0, 1), (1, 0), (0, 2), (2, 0), (1, 2), (2, 1)] {
+            t[from]
+                .send(id(to), &frame(i, (i as usize * 53) % 5000))
+                .unwrap();
+        }
+    }
+    let mut got = vec![vec![Vec::new(); 3]; 3];
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while got.iter().flatten().map(Vec::len).sum::<usize>() < 6 * N as usize {
+        assert!(Instant::now() < deadline, "frames missing");
+        for (to, transport) in t.iter().enumerate() {
+            transport.poll(&mut |i| match i {
+                Incoming::Frame(p, f) => got[to][p.get() as usize].push(f.id),
+                other => panic!("{other:?}"),
+            });
+        }
+    }
+    for (to, from) in [(1, 0), (0, 1), (2, 0), (0, 2), (2, 1), (1, 2)] {
+        assert_eq!(got[to][from], (0..N).collect::<Vec<_>>(), "{from} to {to}");
+    }
+}
