@@ -46,6 +46,8 @@ pub(crate) mod choice;
 pub(crate) mod frame;
 pub(crate) mod loopback;
 pub(crate) mod mesh;
+#[cfg(feature = "ofi")]
+pub(crate) mod ofi;
 pub(crate) mod tcp;
 
 use std::fmt;
