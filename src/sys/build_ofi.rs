@@ -22,7 +22,10 @@ const HEADERS: [&str; 7] = [
 pub(crate) fn generate() {
     println!("cargo:rerun-if-changed=src/sys/build_ofi.rs");
     println!("cargo:rustc-link-lib=fabric");
-    let wrapper: String = HEADERS.iter().map(|h| format!("#include <{h}>\n")).collect();
+    let wrapper: String = HEADERS
+        .iter()
+        .map(|h| format!("#include <{h}>\n"))
+        .collect();
     let bindings = bindgen::Builder::default()
         .header_contents("ofi_wrapper.h", &wrapper)
         .allowlist_function("fi_.*")

@@ -40,7 +40,13 @@ impl fmt::Display for OfiError {
         // SAFETY: fi_strerror returns a static NUL-terminated string for
         // any code.
         let text = unsafe { CStr::from_ptr(sys::fi_strerror(self.code)) };
-        write!(f, "{} failed: {} ({})", self.call, text.to_string_lossy(), self.code)
+        write!(
+            f,
+            "{} failed: {} ({})",
+            self.call,
+            text.to_string_lossy(),
+            self.code
+        )
     }
 }
 
@@ -240,7 +246,11 @@ impl Fabric {
         // SAFETY: the fabric is open; `fids` holds one open CQ's fid.
         unsafe {
             let trywait = op("fi_trywait", (*(*self.fabric).ops).trywait)?;
-            check("fi_trywait", trywait(self.fabric, fids.as_mut_ptr(), 1) as i64).map(drop)
+            check(
+                "fi_trywait",
+                trywait(self.fabric, fids.as_mut_ptr(), 1) as i64,
+            )
+            .map(drop)
         }
     }
 }
@@ -271,7 +281,12 @@ impl Domain {
         // SAFETY: the fabric is open and its info valid.
         check("fi_domain", unsafe {
             let open = op("fi_domain", (*(*fabric.fabric).ops).domain)?;
-            open(fabric.fabric, fabric.info.info, &mut domain, ptr::null_mut())
+            open(
+                fabric.fabric,
+                fabric.info.info,
+                &mut domain,
+                ptr::null_mut(),
+            )
         } as i64)?;
         Ok(Arc::new(Domain {
             domain,
@@ -521,12 +536,21 @@ unsafe impl Sync for Endpoint {}
 impl Endpoint {
     /// Opens an endpoint of the domain, binds `cq` (transmit and receive
     /// completions) and `av`, and enables it.
-    pub(crate) fn open(domain: &Arc<Domain>, cq: &Arc<Cq>, av: &Arc<Av>) -> Result<Endpoint, OfiError> {
+    pub(crate) fn open(
+        domain: &Arc<Domain>,
+        cq: &Arc<Cq>,
+        av: &Arc<Av>,
+    ) -> Result<Endpoint, OfiError> {
         let mut ep = ptr::null_mut();
         // SAFETY: the domain is open and its fabric's info valid.
         check("fi_endpoint", unsafe {
             let open = op("fi_endpoint", (*(*domain.domain).ops).endpoint)?;
-            open(domain.domain, domain.fabric.info.info, &mut ep, ptr::null_mut())
+            open(
+                domain.domain,
+                domain.fabric.info.info,
+                &mut ep,
+                ptr::null_mut(),
+            )
         } as i64)?;
         let endpoint = Endpoint {
             ep,
@@ -588,12 +612,24 @@ impl Endpoint {
     /// `buf` stays valid for writes of `len` bytes, and `context` (a
     /// `fi_context2` at its start, for providers that use it) valid, until
     /// the receive's completion is read.
-    pub(crate) unsafe fn recv(&self, buf: *mut u8, len: usize, context: *mut c_void) -> Result<(), OfiError> {
+    pub(crate) unsafe fn recv(
+        &self,
+        buf: *mut u8,
+        len: usize,
+        context: *mut c_void,
+    ) -> Result<(), OfiError> {
         // SAFETY: the endpoint is open; the caller keeps `buf` and
         // `context` valid.
         check("fi_recv", unsafe {
             let recv = op("fi_recv", (*(*self.ep).msg).recv)?;
-            recv(self.ep, buf.cast(), len, ptr::null_mut(), ADDR_UNSPEC, context)
+            recv(
+                self.ep,
+                buf.cast(),
+                len,
+                ptr::null_mut(),
+                ADDR_UNSPEC,
+                context,
+            )
         } as i64)
         .map(drop)
     }

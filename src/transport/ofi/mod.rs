@@ -290,7 +290,8 @@ impl Opened {
         names: &[String],
     ) -> Result<OfiTransport, Error> {
         let provider = self.provider();
-        let fail = |what: String| Error::config(format!("MYRIAD_TRANSPORT=ofi ({provider}): {what}"));
+        let fail =
+            |what: String| Error::config(format!("MYRIAD_TRANSPORT=ofi ({provider}): {what}"));
         if names.len() != streams.len() || this.get() as usize >= names.len() {
             return Err(fail(format!(
                 "{} names and {} streams for process {this}",
@@ -301,7 +302,9 @@ impl Opened {
         let mut addrs = Vec::with_capacity(names.len());
         for (p, hex) in names.iter().enumerate() {
             let name = unhex(hex).ok_or_else(|| {
-                fail(format!("process {p} published {hex:?}, which is not an endpoint name"))
+                fail(format!(
+                    "process {p} published {hex:?}, which is not an endpoint name"
+                ))
             })?;
             let addr = self
                 .ep
@@ -312,8 +315,9 @@ impl Opened {
         }
         let io = |e: io::Error| fail(e.to_string());
         // SAFETY: plain system calls; the descriptors are owned at once.
-        let epoll =
-            unsafe { OwnedFd::from_raw_fd(cvt(libc::epoll_create1(libc::EPOLL_CLOEXEC)).map_err(io)?) };
+        let epoll = unsafe {
+            OwnedFd::from_raw_fd(cvt(libc::epoll_create1(libc::EPOLL_CLOEXEC)).map_err(io)?)
+        };
         // SAFETY: as above.
         let wake = unsafe {
             OwnedFd::from_raw_fd(
@@ -407,7 +411,8 @@ fn add(epoll: &OwnedFd, fd: RawFd, token: u64) -> io::Result<()> {
         u64: token,
     };
     // SAFETY: both descriptors are open; `event` is valid.
-    cvt(unsafe { libc::epoll_ctl(epoll.as_raw_fd(), libc::EPOLL_CTL_ADD, fd, &mut event) }).map(drop)
+    cvt(unsafe { libc::epoll_ctl(epoll.as_raw_fd(), libc::EPOLL_CTL_ADD, fd, &mut event) })
+        .map(drop)
 }
 
 /// Cuts `bytes` (frame bytes, `head` then `payload`) into messages from
@@ -784,7 +789,12 @@ impl OfiTransport {
                 let mut handed = 0;
                 if let Some((p, Some(peer))) = from.and_then(|p| Some((p, self.peers.get(p)?))) {
                     let mut input = lock(&peer.input);
-                    handed = self.end(p, &mut input, format!("a libfabric receive failed: {error}"), sink);
+                    handed = self.end(
+                        p,
+                        &mut input,
+                        format!("a libfabric receive failed: {error}"),
+                        sink,
+                    );
                 }
                 self.repost(op);
                 handed
@@ -800,13 +810,19 @@ impl OfiTransport {
         // SAFETY: a fresh context for the next receive.
         unsafe { (*op).context = sys::fi_context2::default() };
         if let Err(e) = self.post_recv(op) {
-            eprintln!("[myriad] process {}: re-posting a libfabric receive: {e}", self.this);
+            eprintln!(
+                "[myriad] process {}: re-posting a libfabric receive: {e}",
+                self.this
+            );
         }
     }
 
     fn pending_output(&self) -> bool {
         self.peers.iter().flatten().any(|peer| {
-            let out = peer.out.try_lock().map(|out| !out.queue.is_empty() || out.in_flight > 0);
+            let out = peer
+                .out
+                .try_lock()
+                .map(|out| !out.queue.is_empty() || out.in_flight > 0);
             out.unwrap_or(true)
         })
     }

@@ -31,7 +31,11 @@ fn receive(t: &OfiTransport, others: &[&OfiTransport], n: usize) -> Vec<Incoming
     let mut got = Vec::new();
     let deadline = Instant::now() + Duration::from_secs(60);
     while got.len() < n {
-        assert!(Instant::now() < deadline, "only {} of {n} items: {got:?}", got.len());
+        assert!(
+            Instant::now() < deadline,
+            "only {} of {n} items: {got:?}",
+            got.len()
+        );
         for o in others {
             o.poll(&mut |i| panic!("nothing for the sender: {i:?}"));
         }
@@ -70,9 +74,11 @@ fn frames_of_every_size_arrive_whole_and_in_order() {
         if i % 2 == 0 {
             t[0].send(ProcessId::new(1), &frame(i as u64, n)).unwrap();
         } else {
-            t[0].send_owned(ProcessId::new(1), frame(i as u64, n)).unwrap();
+            t[0].send_owned(ProcessId::new(1), frame(i as u64, n))
+                .unwrap();
         }
-        t[1].send(ProcessId::new(0), &frame(100 + i as u64, n)).unwrap();
+        t[1].send(ProcessId::new(0), &frame(100 + i as u64, n))
+            .unwrap();
     }
     let mut got = [Vec::new(), Vec::new()];
     let deadline = Instant::now() + Duration::from_secs(60);
@@ -137,7 +143,10 @@ fn closed_and_vanished_peers_are_reported_lost_once() {
         receive(&t[0], &[], 6)
     });
     for (i, item) in got.iter().enumerate().take(5) {
-        assert!(matches!(item, Incoming::Frame(p, f) if p.get() == 1 && f.id == i as u64), "{item:?}");
+        assert!(
+            matches!(item, Incoming::Frame(p, f) if p.get() == 1 && f.id == i as u64),
+            "{item:?}"
+        );
     }
     assert!(
         matches!(&got[5], Incoming::Lost(p, why) if p.get() == 1 && why.contains("closed")),
@@ -147,7 +156,10 @@ fn closed_and_vanished_peers_are_reported_lost_once() {
     // Process 2 vanishes: no count on its control stream.
     drop(t2);
     let got = receive(&t[0], &[], 1);
-    assert!(matches!(&got[0], Incoming::Lost(p, _) if p.get() == 2), "{got:?}");
+    assert!(
+        matches!(&got[0], Incoming::Lost(p, _) if p.get() == 2),
+        "{got:?}"
+    );
     assert_eq!(t[0].poll(&mut |i| panic!("reported once: {i:?}")), 0);
     drop(t1);
 }
@@ -188,5 +200,8 @@ fn an_arriving_frame_ends_a_wait() {
 fn sends_after_close_fail() {
     let t = transports(2);
     t[0].close(Duration::from_secs(1));
-    assert_eq!(t[0].send(ProcessId::new(1), &frame(0, 1)), Err(SendError::Closed));
+    assert_eq!(
+        t[0].send(ProcessId::new(1), &frame(0, 1)),
+        Err(SendError::Closed)
+    );
 }
