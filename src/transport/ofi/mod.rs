@@ -43,8 +43,11 @@
 //! peer, and the receiver reports the end ([`Incoming::Lost`], which
 //! `p2p` ignores after a goodbye) once it has read that many, so a lost
 //! peer is reported after its last frame, as TCP does. A stream that ends
-//! without the count (a killed process) is reported at once, and so is a
-//! send whose completion fails.
+//! without the count (a killed process) is reported at once. A send whose
+//! completion fails is not reported by itself (the peer may have closed
+//! after its goodbye, which is still on the way): the control stream
+//! decides, and a peer whose sends fail while its stream stays open for
+//! [`LAST_MESSAGES`] is reported lost (a broken fabric path).
 //!
 //! ## What is not done
 //!
@@ -204,8 +207,10 @@ struct Output {
     numbered: u64,
     /// Of them, not completed yet.
     in_flight: usize,
-    /// A send failed: the peer is gone.
+    /// A send failed: the peer is gone (or its fabric path broken).
     failed: Option<String>,
+    /// When the first send failed.
+    failed_at: Option<Instant>,
 }
 
 #[derive(Debug, Default)]
@@ -442,11 +447,6 @@ fn messages(from: ProcessId, first: u64, head: &[u8], payload: &[u8]) -> Vec<Vec
 }
 
 impl OfiTransport {
-    /// The provider in use.
-    pub(crate) fn provider(&self) -> &str {
-        &self.provider
-    }
-
     fn ep(&self) -> &Endpoint {
         self.ep.as_ref().expect("the endpoint is open until drop")
     }
@@ -739,10 +739,18 @@ impl OfiTransport {
             if !out.queue.is_empty() {
                 self.flush(p, &mut out);
             }
+            let failed = out
+                .failed_at
+                .filter(|at| at.elapsed() > LAST_MESSAGES)
+                .and(out.failed.clone());
             drop(out);
             let mut input = lock(&peer.input);
             if input.closing.is_some() {
                 handed += self.check_closing(p, &mut input, sink);
+            } else if let Some(why) = failed {
+                // Sends fail but the control stream stays open: the
+                // fabric path to the peer is broken.
+                handed += self.end(p, &mut input, why, sink);
             }
         }
         handed
@@ -765,12 +773,18 @@ impl OfiTransport {
                 let mut out = lock(&peer.out);
                 out.in_flight = out.in_flight.saturating_sub(1);
                 let Some(error) = error else { return 0 };
-                let why = format!("a libfabric send failed: {error}");
-                out.failed = Some(why.clone());
+                // Not reported here: the peer may have said goodbye and
+                // closed, its last frames and count still on the way (the
+                // reading side decides, as for TCP; `p2p::remote`'s
+                // `send_failed`). A peer whose control stream stays open
+                // is reported after `LAST_MESSAGES`.
+                if out.failed.is_none() {
+                    let why = format!("a libfabric send ({}) failed: {error}", self.provider);
+                    out.failed = Some(why);
+                    out.failed_at = Some(Instant::now());
+                }
                 out.queue.clear();
-                drop(out);
-                let mut input = lock(&peer.input);
-                self.end(*to, &mut input, why, sink)
+                0
             }
             (What::Recv(buf), None) => {
                 let handed = self.received(&buf[..c.len.min(buf.len())], sink);
