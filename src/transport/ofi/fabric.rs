@@ -618,8 +618,8 @@ impl Endpoint {
         .map(drop)
     }
 
-    /// Posts a read of `len` bytes from `from`'s memory at `addr` under
-    /// `key` into `buf` (described by `desc`, where the provider wants
+    /// Posts a read of `len` bytes from `from` (a peer's registered
+    /// memory) into `buf` (described by `desc`, where the provider wants
     /// local memory registered).
     ///
     /// # Safety
@@ -632,18 +632,35 @@ impl Endpoint {
         buf: *mut u8,
         len: usize,
         desc: *mut c_void,
-        from: sys::fi_addr_t,
-        addr: u64,
-        key: u64,
+        from: RemoteMemory,
         context: *mut c_void,
     ) -> Result<(), OfiError> {
         // SAFETY: as for `recv`.
         check("fi_read", unsafe {
             let read = op("fi_read", (*(*self.ep).rma).read)?;
-            read(self.ep, buf.cast(), len, desc, from, addr, key, context)
+            read(
+                self.ep,
+                buf.cast(),
+                len,
+                desc,
+                from.peer,
+                from.addr,
+                from.key,
+                context,
+            )
         } as i64)
         .map(drop)
     }
+}
+
+/// Memory of a peer to read: its address in the AV, and the address (or
+/// offset) and key its registration gave.
+#[derive(Debug, Clone, Copy)]
+#[allow(dead_code)] // For the `fi_read` rendezvous, not wired yet.
+pub(crate) struct RemoteMemory {
+    pub(crate) peer: sys::fi_addr_t,
+    pub(crate) addr: u64,
+    pub(crate) key: u64,
 }
 
 impl Drop for Endpoint {

@@ -132,8 +132,14 @@ fn provider_variable() -> String {
 /// for `MYRIAD_TRANSPORT=auto`: its name if so.
 pub(crate) fn fabric_provider() -> Option<String> {
     let name = Info::get(wanted()).ok()?.provider();
+    is_fabric(&name).then_some(name)
+}
+
+/// Whether the provider `name` (`core;utility`, e.g. `verbs;ofi_rxm`)
+/// drives a fabric rather than the kernel's network stack.
+fn is_fabric(name: &str) -> bool {
     let core = name.split(';').next().unwrap_or_default();
-    (!NOT_FABRICS.contains(&core)).then_some(name)
+    !core.is_empty() && !NOT_FABRICS.contains(&core)
 }
 
 /// An operation posted to the endpoint: its context (a `fi_context2` first,

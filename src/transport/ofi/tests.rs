@@ -205,3 +205,21 @@ fn sends_after_close_fail() {
         Err(SendError::Closed)
     );
 }
+
+#[test]
+fn auto_prefers_only_fabric_providers() {
+    for fabric in ["verbs;ofi_rxm", "psm2", "psm3", "efa", "cxi", "opx"] {
+        assert!(is_fabric(fabric), "{fabric}");
+    }
+    for not in [
+        "tcp;ofi_rxm",
+        "tcp",
+        "sockets",
+        "udp;ofi_rxd",
+        "shm",
+        "net",
+        "",
+    ] {
+        assert!(!is_fabric(not), "{not}");
+    }
+}
