@@ -259,7 +259,11 @@ mod with_the_feature {
                     world.process_at_rank(1).receive_into(&mut buf[..]);
                 });
                 let e = result.unwrap_err().to_string();
-                eprintln!("process 0: {e}");
+                // One write: the launcher's own line may come at the same
+                // time on the shared standard error (`eprintln!` writes
+                // piece by piece).
+                let line = format!("process 0: {e}\n");
+                let _ = std::io::Write::write_all(&mut std::io::stderr(), line.as_bytes());
                 std::process::exit(1);
             }
         }
