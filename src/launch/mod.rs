@@ -177,6 +177,9 @@ pub(crate) fn connect(bootstrap: &mut Bootstrap) -> Result<(Arc<dyn Transport>, 
     crate::transport::route::check_one_host(choice, &hosts)?;
     let missing = match choice {
         Choice::Auto | Choice::Tcp | Choice::Shm => None,
+        #[cfg(feature = "ofi")]
+        Choice::Ofi => None,
+        #[cfg(not(feature = "ofi"))]
         Choice::Ofi => Some("libfabric is not built in (it needs the `ofi` cargo feature)"),
     };
     if let Some(why) = missing {
@@ -186,6 +189,11 @@ pub(crate) fn connect(bootstrap: &mut Bootstrap) -> Result<(Arc<dyn Transport>, 
         )));
     }
     let mesh = mesh(bootstrap, crate::transport::mesh::DEFAULT_TIMEOUT)?;
+    #[cfg(feature = "ofi")]
+    if let Some((opened, names)) = ofi(bootstrap, choice)? {
+        let this = ProcessId::new(bootstrap.process);
+        return Ok((Arc::new(opened.join(this, mesh.streams, &names)?), share));
+    }
     let session = &mut bootstrap.session;
     let transport = crate::transport::route::connect(
         choice,
@@ -196,6 +204,45 @@ pub(crate) fn connect(bootstrap: &mut Bootstrap) -> Result<(Arc<dyn Transport>, 
         &mut |name, value| session.allgather(name, value).map_err(Error::Launch),
     )?;
     Ok((transport, share))
+}
+
+/// The libfabric endpoint of this process, its name exchanged, when
+/// `choice` is `ofi`, or `auto` and every process has a fabric provider
+/// (`transport/ofi/`); `None` for TCP. Every process publishes its name or
+/// why it has none, so all fail together (naming the first that failed)
+/// rather than some waiting for the others.
+#[cfg(feature = "ofi")]
+fn ofi(
+    bootstrap: &mut Bootstrap,
+    choice: Choice,
+) -> Result<Option<(crate::transport::ofi::Opened, Vec<String>)>, Error> {
+    use crate::transport::ofi::{fabric_provider, OfiTransport};
+    let session = &mut bootstrap.session;
+    if choice == Choice::Auto {
+        let up = fabric_provider().is_some();
+        let all = session
+            .allgather("ofi-up", if up { "1" } else { "0" })
+            .map_err(Error::Launch)?;
+        if all.iter().any(|v| v != "1") {
+            return Ok(None);
+        }
+    } else if choice != Choice::Ofi {
+        return Ok(None);
+    }
+    let opened = OfiTransport::open();
+    let mine = match &opened {
+        Ok(o) => o.name_hex(),
+        Err(_) => "-".to_string(),
+    };
+    let names = session.allgather("ofi", &mine).map_err(Error::Launch)?;
+    let opened = opened?;
+    if let Some(p) = names.iter().position(|n| n == "-") {
+        return Err(Error::config(format!(
+            "MYRIAD_TRANSPORT=ofi: process {p} could not open a libfabric endpoint (its own \
+             error says why)"
+        )));
+    }
+    Ok(Some((opened, names)))
 }
 
 /// Ends this process's part in a job that ran to its end: meets the other

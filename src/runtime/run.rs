@@ -410,6 +410,15 @@ where
 {
     let mesh = tcp::loopback_mesh(ranks.len())
         .map_err(|e| Error::config(format!("connecting processes over TCP: {e}")))?;
+    // `MYRIAD_TRANSPORT=ofi` reruns these jobs over libfabric, the streams
+    // its control channel (as `launch::connect` does).
+    #[cfg(feature = "ofi")]
+    if crate::transport::choice::Choice::from_env(&|n| std::env::var(n).ok())?
+        == crate::transport::choice::Choice::Ofi
+    {
+        let transports = crate::transport::ofi::join_in_process(mesh)?;
+        return Ok(run_processes(config, ranks, transports, f));
+    }
     let transports = mesh
         .into_iter()
         .enumerate()

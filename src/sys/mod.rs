@@ -19,3 +19,21 @@
 pub(crate) mod pmix {
     include!(concat!(env!("OUT_DIR"), "/pmix.rs"));
 }
+
+/// libfabric (`ofi` feature): `fabric.h`, `fi_domain.h`, `fi_endpoint.h`,
+/// `fi_cm.h`, `fi_rma.h`, `fi_errno.h`, `fi_eq.h`.
+#[cfg(feature = "ofi")]
+#[allow(
+    non_camel_case_types,
+    non_snake_case,
+    non_upper_case_globals,
+    dead_code,
+    missing_docs,
+    unreachable_pub,
+    missing_debug_implementations,
+    clippy::all,
+    clippy::undocumented_unsafe_blocks
+)]
+pub(crate) mod ofi {
+    include!(concat!(env!("OUT_DIR"), "/ofi.rs"));
+}

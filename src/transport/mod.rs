@@ -14,7 +14,9 @@
 //!
 //! Implementations: [`loopback`] (in memory: several jobs of one test
 //! process, every frame encoded and decoded, so tests cover the wire format)
-//! and [`tcp`] (one connected stream per peer process, non-blocking, epoll).
+//! and [`tcp`] (one connected stream per peer process, non-blocking, epoll),
+//! and, with the `ofi` feature, `ofi` (a libfabric RDM endpoint per
+//! process, the TCP mesh kept as its authenticated control channel).
 //! The streams of [`tcp`] come from the [`mesh`]: one authenticated
 //! connection per pair of processes, made at start-up with the addresses
 //! the launcher's key-value space exchanged (`addr.rs` picks this
@@ -46,6 +48,8 @@ pub(crate) mod choice;
 pub(crate) mod frame;
 pub(crate) mod loopback;
 pub(crate) mod mesh;
+#[cfg(feature = "ofi")]
+pub(crate) mod ofi;
 pub(crate) mod route;
 pub(crate) mod shm;
 pub(crate) mod tcp;

@@ -1,0 +1,960 @@
+//! The libfabric transport (`ofi` feature, `MYRIAD_TRANSPORT=ofi`): frames
+//! between processes over one reliable-datagram (`FI_EP_RDM`) endpoint per
+//! process, on whatever provider libfabric picks or `FI_PROVIDER` names
+//! (`verbs;ofi_rxm` on InfiniBand, `tcp;ofi_rxm` or `sockets` anywhere).
+//!
+//! * **Start-up** is in two steps so that any allgather can join them:
+//!   [`OfiTransport::open`] opens the fabric, domain, completion queue,
+//!   address vector and endpoint and gives the endpoint's name (hex,
+//!   [`Opened::name_hex`]); [`Opened::join`] inserts every process's name
+//!   into the address vector (process `p` is address `p`) and pre-posts the
+//!   receive buffers.
+//! * **Frames as a stream.** Each peer's frames are encoded exactly as for
+//!   TCP (`transport::frame`) and the bytes cut into messages of at most
+//!   [`MSG`] bytes, each led by an 8-byte header (the sending process); the
+//!   receiver appends a message's bytes to that peer's input and cuts
+//!   frames out of it as the TCP transport does (`frame_len`). Messages of
+//!   one pair are matched in order (the endpoint is asked for
+//!   `FI_ORDER_SAS`, send after send) but may complete out of order (the
+//!   `tcp;ofi_rxm` provider completes a large message, which it moves by
+//!   its own rendezvous, after later small ones), so the header also
+//!   numbers them and the receiver holds early ones until their turn.
+//!   A send posts from an owned copy (freed when its completion is read);
+//!   what the provider does not take now (`FI_EAGAIN`) waits in the peer's
+//!   queue, posted by later calls in order. [`RECVS`] buffers of [`MSG`]
+//!   bytes are posted at start and re-posted as each completes.
+//! * **poll** reads the completion queue without blocking (which also
+//!   drives the provider's progress); **wait** blocks in `epoll` on the
+//!   queue's wait object (`FI_WAIT_FD`, after `fi_trywait`), the control
+//!   streams and an `eventfd` that [`wake`](Transport::wake) writes. A
+//!   provider without a wait fd is waited on in 1 ms steps.
+//!
+//! ## Design note: authentication and liveness
+//!
+//! libfabric has no notion of a job secret, and an RDM endpoint does not
+//! tell when a peer dies. So the job's TCP mesh (`transport/mesh.rs`,
+//! every connection authenticated with the job secret) stays open beside
+//! the endpoint as the control channel: the endpoint names travel through
+//! the launcher's key-value space, which only the job's processes reach,
+//! and a message is only taken from a peer address inserted from those
+//! names (an unknown sender's message is dropped and logged). A control
+//! stream that ends is how a lost peer shows: [`close`](Transport::close)
+//! writes, before ending the stream, how many messages it sent to that
+//! peer, and the receiver reports the end ([`Incoming::Lost`], which
+//! `p2p` ignores after a goodbye) once it has read that many, so a lost
+//! peer is reported after its last frame, as TCP does. A stream that ends
+//! without the count (a killed process) is reported at once. A send whose
+//! completion fails is not reported by itself (the peer may have closed
+//! after its goodbye, which is still on the way): the control stream
+//! decides, and a peer whose sends fail while its stream stays open for
+//! [`LAST_MESSAGES`] is reported lost (a broken fabric path).
+//!
+//! ## What is not done
+//!
+//! Rendezvous through `fi_read` (the receiver pulling a large payload from
+//! the sender's registered memory, [`fabric::Mr`] and
+//! [`fabric::Endpoint::read`] are there for it) is not wired yet: large
+//! messages travel as eager frames cut into messages, copied once on each
+//! side (the trait's default [`send_borrowed`](Transport::send_borrowed)
+//! and no [`Sink::place`]).
+
+pub(crate) mod fabric;
+
+use std::collections::{HashSet, VecDeque};
+use std::ffi::c_void;
+use std::io::{self, Read};
+use std::net::{Shutdown, TcpStream};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use self::fabric::{Av, Completion, Cq, Domain, Endpoint, Fabric, Info, OfiError, Wanted};
+use super::frame::{frame_len, Frame, MAX_PAYLOAD};
+use super::{Incoming, SendError, Sink, Transport};
+use crate::error::Error;
+use crate::identity::ProcessId;
+use crate::sys::ofi as sys;
+
+/// Bytes of one message, its header included.
+pub(crate) const MSG: usize = 64 * 1024;
+/// Bytes of a message's header: the sending process and the message's
+/// number among those it sent to this process (u32 LE each, the number
+/// wrapping).
+const HEADER: usize = 8;
+/// Receive buffers posted at once.
+pub(crate) const RECVS: usize = 32;
+/// Entries of the completion queue.
+const CQ_SIZE: usize = 1024;
+/// The epoll token of the wake-up eventfd (control streams use their
+/// process index).
+const WAKE: u64 = u64::MAX;
+/// The epoll token of the completion queue's wait fd.
+const CQ: u64 = u64::MAX - 1;
+/// How long a peer that closed may take for its last messages to arrive
+/// before it is reported lost anyway.
+const LAST_MESSAGES: Duration = Duration::from_secs(10);
+
+/// Provider names that are not a fabric: `auto` prefers our own TCP to
+/// them.
+const NOT_FABRICS: [&str; 5] = ["tcp", "sockets", "udp", "shm", "net"];
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn cvt(ret: libc::c_int) -> io::Result<libc::c_int> {
+    if ret < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(ret)
+    }
+}
+
+/// What the transport asks of a provider.
+fn wanted() -> Wanted {
+    Wanted {
+        caps: (sys::FI_MSG | sys::FI_RMA | sys::FI_READ | sys::FI_REMOTE_READ) as u64,
+        msg_order: sys::FI_ORDER_SAS as u64,
+    }
+}
+
+/// The `FI_PROVIDER` this process sees, for messages.
+fn provider_variable() -> String {
+    match std::env::var("FI_PROVIDER") {
+        Ok(v) if !v.is_empty() => format!("FI_PROVIDER={v:?}"),
+        _ => "FI_PROVIDER unset (libfabric's choice)".to_string(),
+    }
+}
+
+/// Whether a fabric provider (verbs, psm2, efa, cxi, ...: not `tcp`,
+/// `sockets` or another that runs over the kernel's network stack) is up,
+/// for `MYRIAD_TRANSPORT=auto`: its name if so.
+pub(crate) fn fabric_provider() -> Option<String> {
+    let name = Info::get(wanted()).ok()?.provider();
+    is_fabric(&name).then_some(name)
+}
+
+/// Whether the provider `name` (`core;utility`, e.g. `verbs;ofi_rxm`)
+/// drives a fabric rather than the kernel's network stack.
+fn is_fabric(name: &str) -> bool {
+    let core = name.split(';').next().unwrap_or_default();
+    !core.is_empty() && !NOT_FABRICS.contains(&core)
+}
+
+/// An operation posted to the endpoint: its context (a `fi_context2` first,
+/// for providers that use the caller's context) and its buffer, owned here
+/// until its completion is read.
+#[repr(C)]
+struct Op {
+    context: sys::fi_context2,
+    what: What,
+}
+
+enum What {
+    /// A receive buffer of [`MSG`] bytes.
+    Recv(Box<[u8]>),
+    /// A message to process `to`.
+    Send { to: usize, message: Vec<u8> },
+}
+
+impl Op {
+    fn new(what: What) -> *mut Op {
+        Box::into_raw(Box::new(Op {
+            context: sys::fi_context2::default(),
+            what,
+        }))
+    }
+}
+
+/// The endpoint opened, its name not yet exchanged (see the module docs).
+#[derive(Debug)]
+pub(crate) struct Opened {
+    ep: Endpoint,
+    domain: Arc<Domain>,
+    name: Vec<u8>,
+}
+
+/// One process's libfabric endpoint and control streams to the others.
+#[derive(Debug)]
+pub(crate) struct OfiTransport {
+    this: ProcessId,
+    /// `None` only while dropping.
+    ep: Option<Endpoint>,
+    domain: Arc<Domain>,
+    /// Each process's address in the AV.
+    addrs: Box<[sys::fi_addr_t]>,
+    peers: Box<[Option<Peer>]>,
+    epoll: OwnedFd,
+    wake: OwnedFd,
+    closed: AtomicBool,
+    /// Operations posted and not completed (as addresses of `Op`s), freed
+    /// at drop once the endpoint is closed.
+    live: Mutex<HashSet<usize>>,
+    /// Serialises reading the completion queue (poll and close).
+    progress: Mutex<()>,
+    /// What a `close` read that a later poll hands over.
+    stash: Mutex<Vec<Incoming>>,
+    provider: String,
+}
+
+#[derive(Debug)]
+struct Peer {
+    stream: TcpStream,
+    out: Mutex<Output>,
+    input: Mutex<Input>,
+}
+
+#[derive(Debug, Default)]
+struct Output {
+    /// Messages not posted yet (`FI_EAGAIN`), in order.
+    queue: VecDeque<Vec<u8>>,
+    /// Messages numbered (queued or posted) for this peer.
+    numbered: u64,
+    /// Of them, not completed yet.
+    in_flight: usize,
+    /// A send failed: the peer is gone (or its fabric path broken).
+    failed: Option<String>,
+    /// When the first send failed.
+    failed_at: Option<Instant>,
+}
+
+#[derive(Debug, Default)]
+struct Input {
+    /// Stream bytes not yet cut into frames.
+    bytes: Vec<u8>,
+    /// Messages received from this peer and taken in order.
+    received: u64,
+    /// Messages that completed before one numbered lower (a provider may
+    /// complete a large message after a later small one, though it
+    /// matches them in order): held, by number, until their turn.
+    early: std::collections::BTreeMap<u32, Vec<u8>>,
+    /// Bytes read from the control stream.
+    control: Vec<u8>,
+    /// The peer closed after sending this many messages (and when its
+    /// stream ended).
+    closing: Option<(u64, Instant)>,
+    /// Nothing more is taken from this peer (reported lost).
+    ended: bool,
+}
+
+impl OfiTransport {
+    /// Opens this process's endpoint: the first provider libfabric offers
+    /// for RDM endpoints with messages, reads and send-after-send order
+    /// (`FI_PROVIDER` filters them).
+    ///
+    /// # Errors
+    ///
+    /// No provider answers (naming `FI_PROVIDER` and `fi_info`), or opening
+    /// one of its objects fails.
+    pub(crate) fn open() -> Result<Opened, Error> {
+        let info = Info::get(wanted()).map_err(|e| {
+            Error::unsupported(format!(
+                "MYRIAD_TRANSPORT=ofi: no libfabric provider offers reliable datagram \
+                 endpoints with messages, reads and ordered sends ({e}; {}); `fi_info -l` \
+                 lists the providers this host has, `fi_info -p NAME -t FI_EP_RDM` what one \
+                 offers; set FI_PROVIDER to one of them (e.g. FI_PROVIDER=tcp) or use \
+                 MYRIAD_TRANSPORT=tcp",
+                provider_variable()
+            ))
+        })?;
+        let provider = info.provider();
+        let fail = |e: OfiError| {
+            Error::config(format!(
+                "MYRIAD_TRANSPORT=ofi: setting up libfabric's {provider} provider: {e}"
+            ))
+        };
+        let fabric = Fabric::open(info).map_err(fail)?;
+        let domain = Domain::open(&fabric).map_err(fail)?;
+        let cq = Cq::open(&domain, CQ_SIZE).map_err(fail)?;
+        let av = Av::open(&domain, 64).map_err(fail)?;
+        let ep = Endpoint::open(&domain, &cq, &av).map_err(fail)?;
+        let name = ep.name().map_err(fail)?;
+        Ok(Opened { ep, domain, name })
+    }
+}
+
+impl Opened {
+    /// The endpoint's name in hex (for the key-value space: a few dozen
+    /// bytes for most providers).
+    pub(crate) fn name_hex(&self) -> String {
+        self.name.iter().map(|b| format!("{b:02x}")).collect()
+    }
+
+    /// The provider's name.
+    pub(crate) fn provider(&self) -> String {
+        self.domain.fabric().info().provider()
+    }
+
+    /// The transport of process `this`: `names[p]` is process `p`'s
+    /// [`name_hex`](Self::name_hex), `streams[p]` its authenticated control
+    /// stream (`None` for `this`).
+    ///
+    /// # Errors
+    ///
+    /// A name that is not hex or that the AV refuses, streams that do not
+    /// match the names, or epoll or the receives cannot be set up.
+    pub(crate) fn join(
+        self,
+        this: ProcessId,
+        streams: Vec<Option<TcpStream>>,
+        names: &[String],
+    ) -> Result<OfiTransport, Error> {
+        let provider = self.provider();
+        let fail =
+            |what: String| Error::config(format!("MYRIAD_TRANSPORT=ofi ({provider}): {what}"));
+        if names.len() != streams.len() || this.get() as usize >= names.len() {
+            return Err(fail(format!(
+                "{} names and {} streams for process {this}",
+                names.len(),
+                streams.len()
+            )));
+        }
+        let mut addrs = Vec::with_capacity(names.len());
+        for (p, hex) in names.iter().enumerate() {
+            let name = unhex(hex).ok_or_else(|| {
+                fail(format!(
+                    "process {p} published {hex:?}, which is not an endpoint name"
+                ))
+            })?;
+            let addr = self
+                .ep
+                .av()
+                .insert(&name)
+                .map_err(|e| fail(format!("the address of process {p}: {e}")))?;
+            addrs.push(addr);
+        }
+        let io = |e: io::Error| fail(e.to_string());
+        // SAFETY: plain system calls; the descriptors are owned at once.
+        let epoll = unsafe {
+            OwnedFd::from_raw_fd(cvt(libc::epoll_create1(libc::EPOLL_CLOEXEC)).map_err(io)?)
+        };
+        // SAFETY: as above.
+        let wake = unsafe {
+            OwnedFd::from_raw_fd(
+                cvt(libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK)).map_err(io)?,
+            )
+        };
+        add(&epoll, wake.as_raw_fd(), WAKE).map_err(io)?;
+        if let Some(fd) = self.ep.cq().wait_fd() {
+            add(&epoll, fd, CQ).map_err(io)?;
+        }
+        let mut peers = Vec::with_capacity(streams.len());
+        for (p, stream) in streams.into_iter().enumerate() {
+            match (p == this.get() as usize, stream) {
+                (true, None) => peers.push(None),
+                (true, Some(_)) => return Err(fail(format!("a stream to process {this} itself"))),
+                (false, None) => return Err(fail(format!("no control stream to process {p}"))),
+                (false, Some(stream)) => {
+                    stream.set_nonblocking(true).map_err(io)?;
+                    add(&epoll, stream.as_raw_fd(), p as u64).map_err(io)?;
+                    peers.push(Some(Peer {
+                        stream,
+                        out: Mutex::default(),
+                        input: Mutex::default(),
+                    }));
+                }
+            }
+        }
+        let transport = OfiTransport {
+            this,
+            ep: Some(self.ep),
+            domain: self.domain,
+            addrs: addrs.into(),
+            peers: peers.into(),
+            epoll,
+            wake,
+            closed: AtomicBool::new(false),
+            live: Mutex::default(),
+            progress: Mutex::default(),
+            stash: Mutex::default(),
+            provider: provider.clone(),
+        };
+        for _ in 0..RECVS {
+            let op = Op::new(What::Recv(vec![0u8; MSG].into_boxed_slice()));
+            transport
+                .post_recv(op)
+                .map_err(|e| fail(format!("posting the receive buffers: {e}")))?;
+        }
+        Ok(transport)
+    }
+}
+
+/// The transports of a job whose processes are threads of this one,
+/// `mesh[p]` process `p`'s control streams (`tcp::loopback_mesh`): for
+/// tests of the multi-process behaviour over libfabric.
+///
+/// # Errors
+///
+/// As [`OfiTransport::open`] and [`Opened::join`].
+pub(crate) fn join_in_process(
+    mesh: Vec<Vec<Option<TcpStream>>>,
+) -> Result<Vec<Arc<dyn Transport>>, Error> {
+    let opened = mesh
+        .iter()
+        .map(|_| OfiTransport::open())
+        .collect::<Result<Vec<_>, _>>()?;
+    let names: Vec<String> = opened.iter().map(Opened::name_hex).collect();
+    opened
+        .into_iter()
+        .zip(mesh)
+        .enumerate()
+        .map(|(p, (o, streams))| {
+            o.join(ProcessId::new(p as u32), streams, &names)
+                .map(|t| Arc::new(t) as Arc<dyn Transport>)
+        })
+        .collect()
+}
+
+fn unhex(hex: &str) -> Option<Vec<u8>> {
+    if hex.len() % 2 != 0 || hex.is_empty() {
+        return None;
+    }
+    (0..hex.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(hex.get(i..i + 2)?, 16).ok())
+        .collect()
+}
+
+fn add(epoll: &OwnedFd, fd: RawFd, token: u64) -> io::Result<()> {
+    let mut event = libc::epoll_event {
+        events: libc::EPOLLIN as u32,
+        u64: token,
+    };
+    // SAFETY: both descriptors are open; `event` is valid.
+    cvt(unsafe { libc::epoll_ctl(epoll.as_raw_fd(), libc::EPOLL_CTL_ADD, fd, &mut event) })
+        .map(drop)
+}
+
+/// Cuts `bytes` (frame bytes, `head` then `payload`) into messages from
+/// process `from`.
+fn messages(from: ProcessId, first: u64, head: &[u8], payload: &[u8]) -> Vec<Vec<u8>> {
+    let total = head.len() + payload.len();
+    let room = MSG - HEADER;
+    let mut out = Vec::with_capacity(total.div_ceil(room));
+    let mut parts = [head, payload];
+    let mut at = 0;
+    while at < total {
+        let n = room.min(total - at);
+        let mut m = Vec::with_capacity(HEADER + n);
+        m.extend_from_slice(&from.get().to_le_bytes());
+        m.extend_from_slice(&((first + out.len() as u64) as u32).to_le_bytes());
+        let mut want = n;
+        for part in &mut parts {
+            let take = want.min(part.len());
+            m.extend_from_slice(&part[..take]);
+            *part = &part[take..];
+            want -= take;
+        }
+        at += n;
+        out.push(m);
+    }
+    out
+}
+
+impl OfiTransport {
+    fn ep(&self) -> &Endpoint {
+        self.ep.as_ref().expect("the endpoint is open until drop")
+    }
+
+    fn post_recv(&self, op: *mut Op) -> Result<(), OfiError> {
+        // SAFETY: `op` is a live Op from `Op::new` holding a receive
+        // buffer; it stays allocated (tracked in `live`) until its
+        // completion is read or the endpoint is closed.
+        let (buf, len) = unsafe {
+            match &mut (*op).what {
+                What::Recv(buf) => (buf.as_mut_ptr(), buf.len()),
+                What::Send { .. } => unreachable!("a receive"),
+            }
+        };
+        lock(&self.live).insert(op as usize);
+        // SAFETY: as above: buffer and context stay valid until the
+        // completion.
+        let posted = unsafe { self.ep().recv(buf, len, op.cast::<c_void>()) };
+        if posted.is_err() {
+            lock(&self.live).remove(&(op as usize));
+            // SAFETY: not posted: the Op is ours again, freed once.
+            drop(unsafe { Box::from_raw(op) });
+        }
+        posted
+    }
+
+    /// Posts what `out` queues for process `p`, in order, until the
+    /// provider says `FI_EAGAIN`.
+    fn flush(&self, p: usize, out: &mut Output) {
+        while let Some(message) = out.queue.pop_front() {
+            let op = Op::new(What::Send { to: p, message });
+            // SAFETY: `op` is live (from `Op::new`).
+            let (buf, len) = unsafe {
+                match &(*op).what {
+                    What::Send { message, .. } => (message.as_ptr(), message.len()),
+                    What::Recv(_) => unreachable!("a send"),
+                }
+            };
+            lock(&self.live).insert(op as usize);
+            // SAFETY: the message and the context stay allocated (the Op,
+            // tracked in `live`) and unchanged until the completion.
+            let posted = unsafe { self.ep().send(buf, len, self.addrs[p], op.cast()) };
+            match posted {
+                Ok(()) => {
+                    out.in_flight += 1;
+                }
+                Err(e) => {
+                    lock(&self.live).remove(&(op as usize));
+                    // SAFETY: not posted: the Op is ours again.
+                    let op = unsafe { Box::from_raw(op) };
+                    let What::Send { message, .. } = op.what else {
+                        unreachable!("a send")
+                    };
+                    if e.is_again() {
+                        out.queue.push_front(message);
+                    } else {
+                        out.failed = Some(e.to_string());
+                        out.queue.clear();
+                    }
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Queues the frame made of `head` and `payload` for `to` and posts
+    /// what the provider takes.
+    fn enqueue(&self, to: ProcessId, head: &[u8], payload: &[u8]) -> Result<(), SendError> {
+        if self.closed.load(Ordering::Acquire) {
+            return Err(SendError::Closed);
+        }
+        if payload.len() > MAX_PAYLOAD {
+            return Err(SendError::TooLarge(payload.len()));
+        }
+        let p = to.get() as usize;
+        let peer = self
+            .peers
+            .get(p)
+            .and_then(Option::as_ref)
+            .ok_or_else(|| SendError::Lost(to, "no such peer".into()))?;
+        let mut out = lock(&peer.out);
+        if let Some(why) = &out.failed {
+            return Err(SendError::Lost(to, why.clone()));
+        }
+        let messages = messages(self.this, out.numbered, head, payload);
+        out.numbered += messages.len() as u64;
+        let idle = out.queue.is_empty();
+        out.queue.extend(messages);
+        if idle {
+            self.flush(p, &mut out);
+        }
+        match &out.failed {
+            Some(why) => Err(SendError::Lost(to, why.clone())),
+            None => Ok(()),
+        }
+    }
+
+    /// Ends peer `p`: nothing more is taken from it; hands `Lost` once.
+    fn end(&self, p: usize, input: &mut Input, why: String, sink: &mut dyn Sink) -> usize {
+        if input.ended {
+            return 0;
+        }
+        input.ended = true;
+        input.bytes = Vec::new();
+        input.early.clear();
+        if let Some(Some(peer)) = self.peers.get(p) {
+            // SAFETY: both descriptors are open; a null event is allowed for
+            // EPOLL_CTL_DEL.
+            unsafe {
+                libc::epoll_ctl(
+                    self.epoll.as_raw_fd(),
+                    libc::EPOLL_CTL_DEL,
+                    peer.stream.as_raw_fd(),
+                    std::ptr::null_mut(),
+                )
+            };
+        }
+        sink.take(Incoming::Lost(ProcessId::new(p as u32), why));
+        1
+    }
+
+    /// A peer that closed is reported once its last message arrived (or
+    /// after [`LAST_MESSAGES`]).
+    fn check_closing(&self, p: usize, input: &mut Input, sink: &mut dyn Sink) -> usize {
+        match input.closing {
+            Some((count, _)) if input.received >= count => {
+                self.end(p, input, "the connection was closed".into(), sink)
+            }
+            Some((count, since)) if since.elapsed() > LAST_MESSAGES => {
+                let why = format!(
+                    "it closed its connection, but {} of the {count} messages it sent never \
+                     arrived",
+                    count - input.received
+                );
+                self.end(p, input, why, sink)
+            }
+            _ => 0,
+        }
+    }
+
+    /// Handles a received message (its bytes, header included).
+    fn received(&self, message: &[u8], sink: &mut dyn Sink) -> usize {
+        let from = message
+            .get(..4)
+            .map(|b| u32::from_le_bytes(b.try_into().expect("4 bytes")) as usize);
+        let peer = from.and_then(|p| self.peers.get(p)?.as_ref().map(|peer| (p, peer)));
+        let Some((p, peer)) = peer else {
+            eprintln!(
+                "[myriad] process {}: a libfabric message from no process of this job \
+                 ({} bytes) dropped",
+                self.this,
+                message.len()
+            );
+            return 0;
+        };
+        let mut input = lock(&peer.input);
+        if input.ended || message.len() < HEADER {
+            return 0;
+        }
+        let number = u32::from_le_bytes(message[4..8].try_into().expect("4 bytes"));
+        if number != input.received as u32 {
+            input.early.insert(number, message[HEADER..].to_vec());
+            return 0;
+        }
+        input.received += 1;
+        input.bytes.extend_from_slice(&message[HEADER..]);
+        loop {
+            let number = input.received as u32;
+            let Some(next) = input.early.remove(&number) else {
+                break;
+            };
+            input.received += 1;
+            input.bytes.extend_from_slice(&next);
+        }
+        let mut handed = 0;
+        let mut at = 0;
+        let from = ProcessId::new(p as u32);
+        let bad = loop {
+            let rest = &input.bytes[at..];
+            match frame_len(rest) {
+                Ok(Some(len)) if rest.len() >= len => match Frame::decode(&rest[..len]) {
+                    Ok(frame) => {
+                        handed += 1;
+                        sink.take(Incoming::Frame(from, frame));
+                        at += len;
+                    }
+                    Err(e) => break Some(format!("a bad frame: {e}")),
+                },
+                Ok(_) => break None,
+                Err(e) => break Some(format!("a bad frame: {e}")),
+            }
+        };
+        input.bytes.drain(..at);
+        if let Some(why) = bad {
+            return handed + self.end(p, &mut input, why, sink);
+        }
+        handed + self.check_closing(p, &mut input, sink)
+    }
+
+    /// Reads what the control stream of `p` carries: the message count
+    /// of a closing peer, or its end.
+    fn control(&self, p: usize, sink: &mut dyn Sink) -> usize {
+        let Some(Some(peer)) = self.peers.get(p) else {
+            return 0;
+        };
+        let mut input = lock(&peer.input);
+        if input.ended || input.closing.is_some() {
+            return 0;
+        }
+        let mut buf = [0u8; 64];
+        loop {
+            match (&peer.stream).read(&mut buf) {
+                Ok(0) => {
+                    if input.control.len() != 8 {
+                        let why = "the connection was closed".to_string();
+                        return self.end(p, &mut input, why, sink);
+                    }
+                    let count = u64::from_le_bytes(input.control[..8].try_into().expect("8"));
+                    input.closing = Some((count, Instant::now()));
+                    // SAFETY: both descriptors are open; a null event is
+                    // allowed for EPOLL_CTL_DEL.
+                    unsafe {
+                        libc::epoll_ctl(
+                            self.epoll.as_raw_fd(),
+                            libc::EPOLL_CTL_DEL,
+                            peer.stream.as_raw_fd(),
+                            std::ptr::null_mut(),
+                        )
+                    };
+                    return self.check_closing(p, &mut input, sink);
+                }
+                Ok(n) => {
+                    input.control.extend_from_slice(&buf[..n]);
+                    if input.control.len() > 8 {
+                        let why = "garbage on its control connection".to_string();
+                        return self.end(p, &mut input, why, sink);
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return 0,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return self.end(p, &mut input, e.to_string(), sink),
+            }
+        }
+    }
+
+    /// Reads the completion queue and the control streams, handing what
+    /// arrived to `sink`; posts queued messages.
+    fn progress(&self, sink: &mut dyn Sink) -> usize {
+        let _serial = lock(&self.progress);
+        let mut handed = 0;
+        let mut done = Vec::with_capacity(64);
+        loop {
+            done.clear();
+            if let Err(e) = self.ep().cq().read(&mut done, 64) {
+                // The queue itself failed: every peer is unreachable.
+                for (p, peer) in self.peers.iter().enumerate() {
+                    if let Some(peer) = peer {
+                        let mut input = lock(&peer.input);
+                        handed += self.end(p, &mut input, format!("libfabric: {e}"), sink);
+                    }
+                }
+                return handed;
+            }
+            for c in &done {
+                handed += self.completed(c, sink);
+            }
+            if done.len() < 64 {
+                break;
+            }
+        }
+        // Control streams that epoll reports readable.
+        let mut events = [libc::epoll_event { events: 0, u64: 0 }; 16];
+        loop {
+            // SAFETY: `events` has room for 16 entries; the epoll fd is
+            // open; a zero timeout does not block.
+            let n = unsafe { libc::epoll_wait(self.epoll.as_raw_fd(), events.as_mut_ptr(), 16, 0) };
+            let ready = &events[..n.max(0) as usize];
+            for event in ready {
+                if event.u64 < self.peers.len() as u64 {
+                    handed += self.control(event.u64 as usize, sink);
+                }
+            }
+            if ready.len() < events.len() {
+                break;
+            }
+        }
+        for (p, peer) in self.peers.iter().enumerate() {
+            let Some(peer) = peer else { continue };
+            let mut out = lock(&peer.out);
+            if !out.queue.is_empty() {
+                self.flush(p, &mut out);
+            }
+            let failed = out
+                .failed_at
+                .filter(|at| at.elapsed() > LAST_MESSAGES)
+                .and(out.failed.clone());
+            drop(out);
+            let mut input = lock(&peer.input);
+            if input.closing.is_some() {
+                handed += self.check_closing(p, &mut input, sink);
+            } else if let Some(why) = failed {
+                // Sends fail but the control stream stays open: the
+                // fabric path to the peer is broken.
+                handed += self.end(p, &mut input, why, sink);
+            }
+        }
+        handed
+    }
+
+    /// Handles one completion.
+    fn completed(&self, c: &Completion, sink: &mut dyn Sink) -> usize {
+        let op = c.context.cast::<Op>();
+        if op.is_null() || !lock(&self.live).remove(&(op as usize)) {
+            return 0;
+        }
+        // SAFETY: `op` was live (posted by this transport, removed from
+        // `live` just now): its completion is read once, so it is ours.
+        let op = unsafe { Box::from_raw(op) };
+        match (&op.what, &c.error) {
+            (What::Send { to, .. }, error) => {
+                let Some(Some(peer)) = self.peers.get(*to) else {
+                    return 0;
+                };
+                let mut out = lock(&peer.out);
+                out.in_flight = out.in_flight.saturating_sub(1);
+                let Some(error) = error else { return 0 };
+                // Not reported here: the peer may have said goodbye and
+                // closed, its last frames and count still on the way (the
+                // reading side decides, as for TCP; `p2p::remote`'s
+                // `send_failed`). A peer whose control stream stays open
+                // is reported after `LAST_MESSAGES`.
+                if out.failed.is_none() {
+                    let why = format!("a libfabric send ({}) failed: {error}", self.provider);
+                    out.failed = Some(why);
+                    out.failed_at = Some(Instant::now());
+                }
+                out.queue.clear();
+                0
+            }
+            (What::Recv(buf), None) => {
+                let handed = self.received(&buf[..c.len.min(buf.len())], sink);
+                self.repost(op);
+                handed
+            }
+            (What::Recv(buf), Some(error)) => {
+                if error.code == sys::FI_ECANCELED as i32 {
+                    return 0;
+                }
+                // A message that did not fit (or failed otherwise): its
+                // sender's stream is broken.
+                let from = buf
+                    .get(..4)
+                    .map(|b| u32::from_le_bytes(b.try_into().expect("4 bytes")) as usize);
+                let mut handed = 0;
+                if let Some((p, Some(peer))) = from.and_then(|p| Some((p, self.peers.get(p)?))) {
+                    let mut input = lock(&peer.input);
+                    handed = self.end(
+                        p,
+                        &mut input,
+                        format!("a libfabric receive failed: {error}"),
+                        sink,
+                    );
+                }
+                self.repost(op);
+                handed
+            }
+        }
+    }
+
+    fn repost(&self, op: Box<Op>) {
+        if self.closed.load(Ordering::Acquire) {
+            return;
+        }
+        let op = Box::into_raw(op);
+        // SAFETY: a fresh context for the next receive.
+        unsafe { (*op).context = sys::fi_context2::default() };
+        if let Err(e) = self.post_recv(op) {
+            eprintln!(
+                "[myriad] process {}: re-posting a libfabric receive: {e}",
+                self.this
+            );
+        }
+    }
+
+    fn pending_output(&self) -> bool {
+        self.peers.iter().flatten().any(|peer| {
+            let out = peer
+                .out
+                .try_lock()
+                .map(|out| !out.queue.is_empty() || out.in_flight > 0);
+            out.unwrap_or(true)
+        })
+    }
+}
+
+impl Transport for OfiTransport {
+    fn this(&self) -> ProcessId {
+        self.this
+    }
+
+    fn processes(&self) -> u32 {
+        self.peers.len() as u32
+    }
+
+    fn send(&self, to: ProcessId, frame: &Frame) -> Result<(), SendError> {
+        let mut head = Vec::new();
+        frame.encode_head(&mut head);
+        self.enqueue(to, &head, &frame.payload)
+    }
+
+    fn busy(&self) -> bool {
+        self.pending_output()
+    }
+
+    fn poll(&self, sink: &mut dyn Sink) -> usize {
+        let stash = std::mem::take(&mut *lock(&self.stash));
+        let mut handed = stash.len();
+        for item in stash {
+            sink.take(item);
+        }
+        handed += self.progress(sink);
+        handed
+    }
+
+    fn wait(&self, timeout: Option<Duration>) {
+        let mut ms = timeout.map_or(-1, |t| t.as_millis().min(i32::MAX as u128) as i32);
+        let closing = self.peers.iter().flatten().any(|peer| {
+            peer.input
+                .try_lock()
+                .map_or(true, |input| input.closing.is_some() && !input.ended)
+        });
+        let cq = self.ep().cq();
+        if cq.wait_fd().is_none() || closing || self.pending_output() {
+            // Progress needs polls: wait in short steps.
+            ms = if ms < 0 { 1 } else { ms.min(1) };
+        }
+        if !lock(&self.stash).is_empty() {
+            return;
+        }
+        if cq.wait_fd().is_some() && self.domain.fabric().trywait(cq).is_err() {
+            return;
+        }
+        let mut events = [libc::epoll_event { events: 0, u64: 0 }; 8];
+        // SAFETY: `events` has room for 8 entries; the epoll fd is open.
+        let n = unsafe { libc::epoll_wait(self.epoll.as_raw_fd(), events.as_mut_ptr(), 8, ms) };
+        if n > 0 && events[..n as usize].iter().any(|e| e.u64 == WAKE) {
+            let mut count = 0u64;
+            // SAFETY: reads 8 bytes into `count` from the open eventfd
+            // (non-blocking: resets it).
+            unsafe { libc::read(self.wake.as_raw_fd(), (&mut count as *mut u64).cast(), 8) };
+        }
+    }
+
+    fn wake(&self) {
+        let one = 1u64;
+        // SAFETY: writes 8 bytes from `one` to the open eventfd.
+        unsafe { libc::write(self.wake.as_raw_fd(), (&one as *const u64).cast(), 8) };
+    }
+
+    fn close(&self, timeout: Duration) {
+        let deadline = Instant::now() + timeout;
+        let mut stash = Vec::new();
+        // Every message posted and completed (so it left this process)
+        // before the counts go out.
+        while self.pending_output() && Instant::now() < deadline {
+            self.progress(&mut |i| stash.push(i));
+            std::thread::sleep(Duration::from_micros(200));
+        }
+        lock(&self.stash).extend(stash);
+        self.closed.store(true, Ordering::Release);
+        for peer in self.peers.iter().flatten() {
+            // Every message numbered: one still queued (the deadline
+            // passed) is reported missing by the peer, not silently lost.
+            let count = lock(&peer.out).numbered.to_le_bytes();
+            // SAFETY: `count` is 8 readable bytes; the socket is open.
+            // MSG_NOSIGNAL: a peer that is gone is an error, not SIGPIPE.
+            let n = unsafe {
+                libc::send(
+                    peer.stream.as_raw_fd(),
+                    count.as_ptr().cast(),
+                    count.len(),
+                    libc::MSG_NOSIGNAL,
+                )
+            };
+            let _ = n;
+            let _ = peer.stream.shutdown(Shutdown::Write);
+        }
+    }
+}
+
+impl Drop for OfiTransport {
+    fn drop(&mut self) {
+        // Closing the endpoint ends its operations; then their buffers go.
+        drop(self.ep.take());
+        for op in lock(&self.live).drain() {
+            // SAFETY: every address in `live` is an Op of this transport
+            // that no completion handed back; the endpoint is closed, so
+            // nothing refers to it any more.
+            drop(unsafe { Box::from_raw(op as *mut Op) });
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;
