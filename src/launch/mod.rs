@@ -175,7 +175,7 @@ pub(crate) fn connect(bootstrap: &mut Bootstrap) -> Result<(Arc<dyn Transport>, 
         hosts.iter().filter(|h| **h == host).count() as u32,
     );
     crate::transport::route::check_one_host(choice, &hosts)?;
-    let missing = match choice {
+    let missing: Option<&str> = match choice {
         Choice::Auto | Choice::Tcp | Choice::Shm => None,
         #[cfg(feature = "ofi")]
         Choice::Ofi => None,
@@ -191,7 +191,7 @@ pub(crate) fn connect(bootstrap: &mut Bootstrap) -> Result<(Arc<dyn Transport>, 
     let mesh = mesh(bootstrap, crate::transport::mesh::DEFAULT_TIMEOUT)?;
     #[cfg(feature = "ofi")]
     if let Some((opened, names)) = ofi(bootstrap, choice)? {
-        let this = ProcessId::new(bootstrap.process);
+        let this = crate::identity::ProcessId::new(bootstrap.process);
         return Ok((Arc::new(opened.join(this, mesh.streams, &names)?), share));
     }
     let session = &mut bootstrap.session;
