@@ -350,8 +350,6 @@ fn no_trace_unless_asked() {
 }
 
 #[test]
-#[ignore = "flaky (2 of 5 debug runs on 2026-12-01): a park slice of a rank sometimes overlaps \
-            the end of an earlier park on its track (see issue 14's note); run with --ignored"]
 fn each_process_of_a_job_writes_its_own_file_and_the_merge_joins_them() {
     let path = temp("processes");
     let results = myriad::Runtime::builder()

@@ -841,10 +841,13 @@ fn rescale(logs: &mut [PartyLog], samples: &mut [Vec<Sample>], scale: f64) {
             // Start and end, so that slices stay nested after rounding.
             let mut end = e.ts + e.dur;
             let end_ticks = end;
+            // The folded park's start, in ticks: `park_start` adds the
+            // offset to `ts`, so it must be read before `ts` is in ns.
+            let park_ticks = e.park_start().map(|p| p.min(end_ticks));
             ns(&mut e.ts);
             ns(&mut end);
             e.dur = end - e.ts;
-            if let Some(mut park) = e.park_start().map(|p| p.min(end_ticks)) {
+            if let Some(mut park) = park_ticks {
                 ns(&mut park);
                 e.park = (park.clamp(e.ts, end) - e.ts).min(NO_PARK as u64 - 1) as u32;
             }
@@ -1463,6 +1466,54 @@ mod tests {
         assert!(first.is_park(), "{events:?}");
         let second = receive.park_start().expect("the second park is folded");
         assert!(second >= first.ts + first.dur, "{events:?}");
+    }
+
+    #[test]
+    fn a_folded_park_late_in_its_operation_is_rescaled_from_ticks() {
+        // The park folded into the receive starts well after the receive
+        // (a second park in it): its offset must be turned into ns with
+        // the receive's start, not added in ticks to the start in ns (the
+        // per-process test's parks that overlapped their predecessor).
+        let tracer = one_worker(tracing(false));
+        let rec = tracer.recorder(0, 0, 0, false).unwrap();
+        let park = Op::Park {
+            what: &"receive",
+            label: NO_NAME,
+        };
+        {
+            let _receive = span(Some(&rec), Op::Receive, 1, 7, 0);
+            drop(span(Some(&rec), park, 1, 7, 0));
+            std::thread::sleep(std::time::Duration::from_millis(1));
+            drop(span(Some(&rec), park, 1, 7, 0));
+        }
+        let events = std::mem::take(&mut *rec.events.borrow_mut());
+        let before: Vec<Event> = events.iter().copied().collect();
+        let (first, receive) = (before[0], before[1]);
+        let park_ticks = receive.park_start().expect("the second park is folded");
+        assert!(park_ticks > receive.ts + 1000, "{before:?}");
+        let mut logs = vec![PartyLog {
+            rank: 0,
+            tid: 0,
+            worker: 0,
+            task: false,
+            start: 0,
+            end: receive.ts + receive.dur,
+            events,
+            profile: None,
+        }];
+        let scale = 0.25;
+        rescale(&mut logs, &mut [], scale);
+        let after: Vec<Event> = logs[0].events.iter().copied().collect();
+        let (first_ns, receive_ns) = (after[0], after[1]);
+        let park_ns = receive_ns.park_start().unwrap();
+        let want = (park_ticks as f64 * scale) as u64;
+        assert!(
+            park_ns.abs_diff(want) <= 1,
+            "{park_ns} ns, want {want}: {after:?}"
+        );
+        // It still starts where the first park ended.
+        assert_eq!(park_ticks, first.ts + first.dur);
+        assert!(park_ns >= first_ns.ts + first_ns.dur, "{after:?}");
     }
 
     #[test]
