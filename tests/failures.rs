@@ -37,6 +37,40 @@ fn send_to_rank_size_or_minus_one_names_the_rank() {
     }
 }
 
+/// The send path names its operation only when a check fails (the name is
+/// picked out of line); each send mode must still name its own, and the
+/// call site.
+#[test]
+fn bad_send_tags_name_the_operation_and_call_site() {
+    type SendFn = fn(&myriad::topology::Process<'_>);
+    let cases: [(&str, SendFn); 3] = [
+        ("send", |p| p.send_with_tag(&1u8, -3)),
+        ("buffered_send", |p| p.buffered_send_with_tag(&1u8, -3)),
+        ("synchronous_send", |p| {
+            p.synchronous_send_with_tag(&1u8, -3)
+        }),
+    ];
+    for (op, send) in cases {
+        let err = myriad::run(2, move |universe| {
+            let world = universe.world();
+            if world.rank() == 1 {
+                send(&world.process_at_rank(0));
+            }
+        })
+        .unwrap_err();
+        let (rank, message) = panic_message(err);
+        assert_eq!(rank, 1);
+        assert!(
+            message.starts_with(&format!("{op}: tag -3 is not valid")),
+            "{message}"
+        );
+        assert!(
+            message.contains("tests/failures.rs"),
+            "call site: {message}"
+        );
+    }
+}
+
 #[test]
 fn negative_tags_are_rejected() {
     let out = myriad::run(2, |universe| {

@@ -53,6 +53,14 @@ impl<X> Core<X> {
         }
     }
 
+    /// Whether `dest` names a peer and `tag` is a send tag: the test of
+    /// [`Self::check_send`] without its error, for the blocking send, which
+    /// names its operation (for the error) only when this fails.
+    #[inline]
+    pub(crate) fn send_ok(&self, dest: Rank, tag: Tag) -> bool {
+        (0..self.shared().peers.size() as Rank).contains(&dest) && (0..=TAG_UB).contains(&tag)
+    }
+
     /// Checks a destination rank and a send tag.
     pub(crate) fn check_send(&self, op: &'static str, dest: Rank, tag: Tag) -> Result<(), Error> {
         self.check_peer(op, dest)?;

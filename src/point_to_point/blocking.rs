@@ -14,15 +14,26 @@ pub(super) fn send(
     mode: SendMode,
     site: &'static Location<'static>,
 ) -> Result<(), Error> {
+    let ctx = core.caller()?;
+    if !core.send_ok(dest, tag) {
+        send_error(core, dest, tag, mode)?;
+    }
+    let route = core.route(core.p2p_context(), dest);
+    p2p::send(core.endpoint(), ctx, route, tag, src, mode, site)
+}
+
+/// The error of a send to `dest` with `tag` that [`CommCore::send_ok`]
+/// refused, naming the operation `mode` makes; out of line so that the
+/// send path does not pick the name on every call.
+#[cold]
+#[inline(never)]
+fn send_error(core: &CommCore, dest: Rank, tag: Tag, mode: SendMode) -> Result<(), Error> {
     let op = match mode {
         SendMode::Synchronous => "synchronous_send",
         SendMode::Buffered => "buffered_send",
         SendMode::Standard => "send",
     };
-    let ctx = core.caller()?;
-    core.check_send(op, dest, tag)?;
-    let route = core.route(core.p2p_context(), dest);
-    p2p::send(core.endpoint(), ctx, route, tag, src, mode, site)
+    core.check_send(op, dest, tag)
 }
 
 /// Blocking receive from `source` (or `ANY_SOURCE`) in the point-to-point
