@@ -45,6 +45,7 @@
 
 mod addr;
 pub(crate) mod choice;
+mod epoll;
 pub(crate) mod frame;
 pub(crate) mod loopback;
 pub(crate) mod mesh;

@@ -20,12 +20,12 @@
 
 use std::io;
 use std::net::TcpStream;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::choice::Choice;
+use super::epoll::Epoll;
 use super::shm::{self, ShmLinks};
 use super::tcp::TcpTransport;
 use super::{Borrowed, Frame, Incoming, Place, SendError, Sink, Transport};
@@ -47,7 +47,7 @@ const LIGHT: Duration = Duration::from_micros(100);
 pub(crate) struct Routed {
     tcp: TcpTransport,
     shm: ShmLinks,
-    epoll: OwnedFd,
+    epoll: Epoll,
     /// Every peer is reached through shared memory.
     all_shm: bool,
     polls: AtomicU32,
@@ -58,26 +58,9 @@ pub(crate) struct Routed {
 impl Routed {
     /// Routes through `shm` the peers it reaches, the others through `tcp`.
     pub(crate) fn new(tcp: TcpTransport, shm: ShmLinks) -> io::Result<Routed> {
-        // SAFETY: a plain system call; the descriptor is owned right away.
-        let fd = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
-        if fd < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        // SAFETY: a fresh descriptor.
-        let epoll = unsafe { OwnedFd::from_raw_fd(fd) };
-        for (token, watched) in [(TCP, tcp.epoll_fd()), (BELL, shm.doorbell_fd())] {
-            let mut event = libc::epoll_event {
-                events: libc::EPOLLIN as u32,
-                u64: token,
-            };
-            // SAFETY: both descriptors are open; `event` is valid.
-            if unsafe {
-                libc::epoll_ctl(epoll.as_raw_fd(), libc::EPOLL_CTL_ADD, watched, &mut event)
-            } < 0
-            {
-                return Err(io::Error::last_os_error());
-            }
-        }
+        let epoll = Epoll::new()?;
+        epoll.add(tcp.epoll_fd(), libc::EPOLLIN as u32, TCP)?;
+        epoll.add(shm.doorbell_fd(), libc::EPOLLIN as u32, BELL)?;
         let all_shm = (0..tcp.processes())
             .map(ProcessId::new)
             .all(|p| p == tcp.this() || shm.reaches(p));
@@ -106,33 +89,8 @@ impl Routed {
     /// handles what it reports; returns how many events it saw.
     fn epoll_wait(&self, timeout: Option<Duration>) -> usize {
         let mut events = [libc::epoll_event { events: 0, u64: 0 }; 2];
-        let spec = timeout.map(|t| libc::timespec {
-            tv_sec: t.as_secs().min(i32::MAX as u64) as libc::time_t,
-            tv_nsec: t.subsec_nanos() as libc::c_long,
-        });
-        let spec_ptr = spec
-            .as_ref()
-            .map_or(std::ptr::null(), |s| s as *const libc::timespec);
-        // SAFETY: `events` has room for 2 entries, the epoll fd is open,
-        // `spec_ptr` is null or points at a timespec alive for the call,
-        // and a null signal mask leaves the mask alone.
-        let mut n = unsafe {
-            libc::syscall(
-                libc::SYS_epoll_pwait2,
-                self.epoll.as_raw_fd(),
-                events.as_mut_ptr(),
-                2,
-                spec_ptr,
-                std::ptr::null::<libc::sigset_t>(),
-                0,
-            )
-        } as i32;
-        if n < 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::ENOSYS) {
-            let ms = timeout.map_or(-1, |t| t.as_millis().clamp(1, i32::MAX as u128) as i32);
-            // SAFETY: as above.
-            n = unsafe { libc::epoll_wait(self.epoll.as_raw_fd(), events.as_mut_ptr(), 2, ms) };
-        }
-        for event in &events[..n.max(0) as usize] {
+        let ready = self.epoll.ready_within(&mut events, timeout);
+        for event in ready {
             match event.u64 {
                 BELL => self.shm.clear_doorbell(),
                 _ => {
@@ -142,7 +100,7 @@ impl Routed {
                 }
             }
         }
-        n.max(0) as usize
+        ready.len()
     }
 }
 

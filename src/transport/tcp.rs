@@ -30,11 +30,12 @@
 use std::collections::VecDeque;
 use std::io::{self, Read};
 use std::net::{Shutdown, TcpStream};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, RawFd};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
+use super::epoll::{Doorbell, Epoll};
 use super::frame::{frame_len, Frame};
 use super::{Borrowed, Incoming, Place, SendError, Sink, Transport};
 use crate::identity::ProcessId;
@@ -55,8 +56,8 @@ const LARGE: usize = 256 * 1024;
 pub(crate) struct TcpTransport {
     this: ProcessId,
     peers: Box<[Option<Peer>]>,
-    epoll: OwnedFd,
-    wake: OwnedFd,
+    epoll: Epoll,
+    wake: Doorbell,
     closed: AtomicBool,
     /// Borrowed payloads written whole, by peer and token, for the next
     /// poll to hand back ([`Incoming::Sent`]).
@@ -114,14 +115,6 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-fn cvt(ret: libc::c_int) -> io::Result<libc::c_int> {
-    if ret < 0 {
-        Err(io::Error::last_os_error())
-    } else {
-        Ok(ret)
-    }
-}
-
 impl TcpTransport {
     /// The transport of process `this`, whose connection to process `p` is
     /// `streams[p]` (`None` for `this`).
@@ -141,17 +134,9 @@ impl TcpTransport {
                 streams.len()
             )));
         }
-        // SAFETY: plain system calls; the returned descriptors are owned
-        // right away.
-        let epoll = unsafe { OwnedFd::from_raw_fd(cvt(libc::epoll_create1(libc::EPOLL_CLOEXEC))?) };
-        // SAFETY: as above.
-        let wake = unsafe {
-            OwnedFd::from_raw_fd(cvt(libc::eventfd(
-                0,
-                libc::EFD_CLOEXEC | libc::EFD_NONBLOCK,
-            ))?)
-        };
-        add(&epoll, wake.as_raw_fd(), libc::EPOLLIN as u32, WAKE)?;
+        let epoll = Epoll::new()?;
+        let wake = Doorbell::new()?;
+        epoll.add(wake.fd(), libc::EPOLLIN as u32, WAKE)?;
         let mut peers = Vec::with_capacity(streams.len());
         for (p, stream) in streams.into_iter().enumerate() {
             match (p == this.get() as usize, stream) {
@@ -163,7 +148,7 @@ impl TcpTransport {
                 (false, Some(stream)) => {
                     stream.set_nonblocking(true)?;
                     stream.set_nodelay(true)?;
-                    add(&epoll, stream.as_raw_fd(), libc::EPOLLIN as u32, p as u64)?;
+                    epoll.add(stream.as_raw_fd(), libc::EPOLLIN as u32, p as u64)?;
                     peers.push(Some(Peer {
                         stream,
                         out: Mutex::default(),
@@ -185,7 +170,7 @@ impl TcpTransport {
     /// The epoll descriptor: a routing transport (`route.rs`) waits on it
     /// among others.
     pub(crate) fn epoll_fd(&self) -> RawFd {
-        self.epoll.as_raw_fd()
+        self.epoll.fd()
     }
 
     fn watch(&self, peer: &Peer, p: usize, out: bool) -> io::Result<()> {
@@ -193,21 +178,7 @@ impl TcpTransport {
         if out {
             events |= libc::EPOLLOUT as u32;
         }
-        let mut event = libc::epoll_event {
-            events,
-            u64: p as u64,
-        };
-        // SAFETY: both descriptors are open (owned by `self`); `event` is a
-        // valid epoll_event.
-        cvt(unsafe {
-            libc::epoll_ctl(
-                self.epoll.as_raw_fd(),
-                libc::EPOLL_CTL_MOD,
-                peer.stream.as_raw_fd(),
-                &mut event,
-            )
-        })
-        .map(drop)
+        self.epoll.modify(peer.stream.as_raw_fd(), events, p as u64)
     }
 
     /// Writes what the socket takes of `peer`'s queue; keeps the epoll
@@ -323,16 +294,7 @@ impl TcpTransport {
             input.ended = true;
             input.bytes = Vec::new();
             input.large = None;
-            // SAFETY: both descriptors are open; a null event is allowed
-            // for EPOLL_CTL_DEL.
-            unsafe {
-                libc::epoll_ctl(
-                    self.epoll.as_raw_fd(),
-                    libc::EPOLL_CTL_DEL,
-                    peer.stream.as_raw_fd(),
-                    std::ptr::null_mut(),
-                )
-            };
+            let _ = self.epoll.delete(peer.stream.as_raw_fd());
             handed += 1;
             sink.take(Incoming::Lost(from, why));
         }
@@ -557,13 +519,6 @@ impl TcpTransport {
     }
 }
 
-fn add(epoll: &OwnedFd, fd: RawFd, events: u32, token: u64) -> io::Result<()> {
-    let mut event = libc::epoll_event { events, u64: token };
-    // SAFETY: both descriptors are open; `event` is valid.
-    cvt(unsafe { libc::epoll_ctl(epoll.as_raw_fd(), libc::EPOLL_CTL_ADD, fd, &mut event) })
-        .map(drop)
-}
-
 impl Transport for TcpTransport {
     fn this(&self) -> ProcessId {
         self.this
@@ -668,12 +623,11 @@ impl Transport for TcpTransport {
         // sockets' locks, which a `recv` (or a `send` that would block) on
         // every stream at every poll would, in the way of the kernel
         // delivering segments and acknowledgements on loopback.
-        let mut events = [libc::epoll_event { events: 0, u64: 0 }; 16];
+        const BATCH: usize = 16;
+        let mut events = [libc::epoll_event { events: 0, u64: 0 }; BATCH];
         loop {
-            // SAFETY: `events` has room for 16 entries; the epoll fd is
-            // open; a zero timeout does not block.
-            let n = unsafe { libc::epoll_wait(self.epoll.as_raw_fd(), events.as_mut_ptr(), 16, 0) };
-            let ready = &events[..n.max(0) as usize];
+            // A zero timeout does not block.
+            let ready = self.epoll.ready(&mut events, 0);
             for event in ready {
                 let p = event.u64 as usize;
                 let Some(Some(peer)) = self.peers.get(p) else {
@@ -689,7 +643,7 @@ impl Transport for TcpTransport {
                     handed += self.read(peer, p, sink);
                 }
             }
-            if ready.len() < events.len() {
+            if ready.len() < BATCH {
                 break;
             }
         }
@@ -703,21 +657,11 @@ impl Transport for TcpTransport {
 
     fn wait(&self, timeout: Option<Duration>) {
         let ms = timeout.map_or(-1, |t| t.as_millis().min(i32::MAX as u128) as i32);
-        let mut events = [libc::epoll_event { events: 0, u64: 0 }; 8];
-        // SAFETY: `events` has room for 8 entries; the epoll fd is open.
-        let n = unsafe { libc::epoll_wait(self.epoll.as_raw_fd(), events.as_mut_ptr(), 8, ms) };
-        if n > 0 && events[..n as usize].iter().any(|e| e.u64 == WAKE) {
-            let mut count = 0u64;
-            // SAFETY: reads 8 bytes into `count` from the open eventfd
-            // (non-blocking: resets it).
-            unsafe { libc::read(self.wake.as_raw_fd(), (&mut count as *mut u64).cast(), 8) };
-        }
+        self.epoll.wait(&self.wake, WAKE, ms);
     }
 
     fn wake(&self) {
-        let one = 1u64;
-        // SAFETY: writes 8 bytes from `one` to the open eventfd.
-        unsafe { libc::write(self.wake.as_raw_fd(), (&one as *const u64).cast(), 8) };
+        self.wake.ring();
     }
 
     fn close(&self, timeout: Duration) {

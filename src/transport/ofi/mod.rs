@@ -64,12 +64,13 @@ use std::collections::{HashSet, VecDeque};
 use std::ffi::c_void;
 use std::io::{self, Read};
 use std::net::{Shutdown, TcpStream};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use self::fabric::{Av, Completion, Cq, Domain, Endpoint, Fabric, Info, OfiError, Wanted};
+use super::epoll::{Doorbell, Epoll};
 use super::frame::{frame_len, Frame, MAX_PAYLOAD};
 use super::{Incoming, SendError, Sink, Transport};
 use crate::error::Error;
@@ -101,14 +102,6 @@ const NOT_FABRICS: [&str; 5] = ["tcp", "sockets", "udp", "shm", "net"];
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-fn cvt(ret: libc::c_int) -> io::Result<libc::c_int> {
-    if ret < 0 {
-        Err(io::Error::last_os_error())
-    } else {
-        Ok(ret)
-    }
 }
 
 /// What the transport asks of a provider.
@@ -185,8 +178,8 @@ pub(crate) struct OfiTransport {
     /// Each process's address in the AV.
     addrs: Box<[sys::fi_addr_t]>,
     peers: Box<[Option<Peer>]>,
-    epoll: OwnedFd,
-    wake: OwnedFd,
+    epoll: Epoll,
+    wake: Doorbell,
     closed: AtomicBool,
     /// Operations posted and not completed (as addresses of `Op`s), freed
     /// at drop once the endpoint is closed.
@@ -325,19 +318,13 @@ impl Opened {
             addrs.push(addr);
         }
         let io = |e: io::Error| fail(e.to_string());
-        // SAFETY: plain system calls; the descriptors are owned at once.
-        let epoll = unsafe {
-            OwnedFd::from_raw_fd(cvt(libc::epoll_create1(libc::EPOLL_CLOEXEC)).map_err(io)?)
-        };
-        // SAFETY: as above.
-        let wake = unsafe {
-            OwnedFd::from_raw_fd(
-                cvt(libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK)).map_err(io)?,
-            )
-        };
-        add(&epoll, wake.as_raw_fd(), WAKE).map_err(io)?;
+        let epoll = Epoll::new().map_err(io)?;
+        let wake = Doorbell::new().map_err(io)?;
+        epoll
+            .add(wake.fd(), libc::EPOLLIN as u32, WAKE)
+            .map_err(io)?;
         if let Some(fd) = self.ep.cq().wait_fd() {
-            add(&epoll, fd, CQ).map_err(io)?;
+            epoll.add(fd, libc::EPOLLIN as u32, CQ).map_err(io)?;
         }
         let mut peers = Vec::with_capacity(streams.len());
         for (p, stream) in streams.into_iter().enumerate() {
@@ -347,7 +334,9 @@ impl Opened {
                 (false, None) => return Err(fail(format!("no control stream to process {p}"))),
                 (false, Some(stream)) => {
                     stream.set_nonblocking(true).map_err(io)?;
-                    add(&epoll, stream.as_raw_fd(), p as u64).map_err(io)?;
+                    epoll
+                        .add(stream.as_raw_fd(), libc::EPOLLIN as u32, p as u64)
+                        .map_err(io)?;
                     peers.push(Some(Peer {
                         stream,
                         out: Mutex::default(),
@@ -414,16 +403,6 @@ fn unhex(hex: &str) -> Option<Vec<u8>> {
         .step_by(2)
         .map(|i| u8::from_str_radix(hex.get(i..i + 2)?, 16).ok())
         .collect()
-}
-
-fn add(epoll: &OwnedFd, fd: RawFd, token: u64) -> io::Result<()> {
-    let mut event = libc::epoll_event {
-        events: libc::EPOLLIN as u32,
-        u64: token,
-    };
-    // SAFETY: both descriptors are open; `event` is valid.
-    cvt(unsafe { libc::epoll_ctl(epoll.as_raw_fd(), libc::EPOLL_CTL_ADD, fd, &mut event) })
-        .map(drop)
 }
 
 /// Cuts `bytes` (frame bytes, `head` then `payload`) into messages from
@@ -559,16 +538,7 @@ impl OfiTransport {
         input.bytes = Vec::new();
         input.early.clear();
         if let Some(Some(peer)) = self.peers.get(p) {
-            // SAFETY: both descriptors are open; a null event is allowed for
-            // EPOLL_CTL_DEL.
-            unsafe {
-                libc::epoll_ctl(
-                    self.epoll.as_raw_fd(),
-                    libc::EPOLL_CTL_DEL,
-                    peer.stream.as_raw_fd(),
-                    std::ptr::null_mut(),
-                )
-            };
+            let _ = self.epoll.delete(peer.stream.as_raw_fd());
         }
         sink.take(Incoming::Lost(ProcessId::new(p as u32), why));
         1
@@ -672,16 +642,7 @@ impl OfiTransport {
                     }
                     let count = u64::from_le_bytes(input.control[..8].try_into().expect("8"));
                     input.closing = Some((count, Instant::now()));
-                    // SAFETY: both descriptors are open; a null event is
-                    // allowed for EPOLL_CTL_DEL.
-                    unsafe {
-                        libc::epoll_ctl(
-                            self.epoll.as_raw_fd(),
-                            libc::EPOLL_CTL_DEL,
-                            peer.stream.as_raw_fd(),
-                            std::ptr::null_mut(),
-                        )
-                    };
+                    let _ = self.epoll.delete(peer.stream.as_raw_fd());
                     return self.check_closing(p, &mut input, sink);
                 }
                 Ok(n) => {
@@ -724,18 +685,17 @@ impl OfiTransport {
             }
         }
         // Control streams that epoll reports readable.
-        let mut events = [libc::epoll_event { events: 0, u64: 0 }; 16];
+        const BATCH: usize = 16;
+        let mut events = [libc::epoll_event { events: 0, u64: 0 }; BATCH];
         loop {
-            // SAFETY: `events` has room for 16 entries; the epoll fd is
-            // open; a zero timeout does not block.
-            let n = unsafe { libc::epoll_wait(self.epoll.as_raw_fd(), events.as_mut_ptr(), 16, 0) };
-            let ready = &events[..n.max(0) as usize];
+            // A zero timeout does not block.
+            let ready = self.epoll.ready(&mut events, 0);
             for event in ready {
                 if event.u64 < self.peers.len() as u64 {
                     handed += self.control(event.u64 as usize, sink);
                 }
             }
-            if ready.len() < events.len() {
+            if ready.len() < BATCH {
                 break;
             }
         }
@@ -895,21 +855,11 @@ impl Transport for OfiTransport {
         if cq.wait_fd().is_some() && self.domain.fabric().trywait(cq).is_err() {
             return;
         }
-        let mut events = [libc::epoll_event { events: 0, u64: 0 }; 8];
-        // SAFETY: `events` has room for 8 entries; the epoll fd is open.
-        let n = unsafe { libc::epoll_wait(self.epoll.as_raw_fd(), events.as_mut_ptr(), 8, ms) };
-        if n > 0 && events[..n as usize].iter().any(|e| e.u64 == WAKE) {
-            let mut count = 0u64;
-            // SAFETY: reads 8 bytes into `count` from the open eventfd
-            // (non-blocking: resets it).
-            unsafe { libc::read(self.wake.as_raw_fd(), (&mut count as *mut u64).cast(), 8) };
-        }
+        self.epoll.wait(&self.wake, WAKE, ms);
     }
 
     fn wake(&self) {
-        let one = 1u64;
-        // SAFETY: writes 8 bytes from `one` to the open eventfd.
-        unsafe { libc::write(self.wake.as_raw_fd(), (&one as *const u64).cast(), 8) };
+        self.wake.ring();
     }
 
     fn close(&self, timeout: Duration) {

@@ -35,8 +35,9 @@ use std::time::{Duration, Instant};
 
 use super::cma;
 use super::ring::{Consumer, Producer};
-use super::segment::{Doorbell, Segment};
+use super::segment::Segment;
 use crate::identity::ProcessId;
+use crate::transport::epoll::Doorbell;
 use crate::transport::frame::{self, frame_len, Frame};
 use crate::transport::{Borrowed, Incoming, Place, SendError, Sink};
 

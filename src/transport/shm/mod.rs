@@ -48,8 +48,9 @@ use std::fmt::Write as _;
 pub(crate) use links::ShmLinks;
 
 use crate::error::Error;
+use crate::transport::epoll::Doorbell;
 use links::Peer;
-use segment::{Doorbell, PeerProcess, Segment, MAGIC};
+use segment::{PeerProcess, Segment, MAGIC};
 
 /// Ring bytes by default.
 pub(crate) const DEFAULT_RING: usize = 1 << 20;

@@ -22,6 +22,7 @@ use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 
 use super::ring::{Bytes, Control};
+use crate::transport::epoll::Doorbell;
 
 /// The first word of every segment ("myriadSH").
 pub(crate) const MAGIC: u64 = u64::from_le_bytes(*b"myriadSH");
@@ -213,42 +214,6 @@ unsafe impl Bytes for SharedBytes<'_> {
     }
 }
 
-/// An eventfd: the owner sleeps on it, peers write it to wake the owner.
-#[derive(Debug)]
-pub(crate) struct Doorbell(OwnedFd);
-
-impl Doorbell {
-    /// A new non-blocking eventfd.
-    pub(crate) fn new() -> io::Result<Doorbell> {
-        // SAFETY: a plain system call; the descriptor is owned right away.
-        let fd = cvt(
-            unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) } as libc::c_long,
-        )?;
-        // SAFETY: `fd` is a fresh descriptor nobody else owns.
-        Ok(Doorbell(unsafe { OwnedFd::from_raw_fd(fd as RawFd) }))
-    }
-
-    /// The descriptor (for epoll, and the number peers fetch).
-    pub(crate) fn fd(&self) -> RawFd {
-        self.0.as_raw_fd()
-    }
-
-    /// Wakes the owner.
-    pub(crate) fn ring(&self) {
-        let one = 1u64;
-        // SAFETY: writes 8 bytes from `one` to the open eventfd.
-        unsafe { libc::write(self.0.as_raw_fd(), (&one as *const u64).cast(), 8) };
-    }
-
-    /// Resets it (the owner, after waking).
-    pub(crate) fn clear(&self) {
-        let mut count = 0u64;
-        // SAFETY: reads 8 bytes into `count` from the open, non-blocking
-        // eventfd.
-        unsafe { libc::read(self.0.as_raw_fd(), (&mut count as *mut u64).cast(), 8) };
-    }
-}
-
 /// A live process's descriptors, fetched with `pidfd_getfd` (needs the
 /// right to ptrace it: same user, and Yama's scope allowing it).
 #[derive(Debug)]
@@ -274,6 +239,6 @@ impl PeerProcess {
 
     /// A doorbell of the process, from its descriptor number.
     pub(crate) fn doorbell(&self, fd: RawFd) -> io::Result<Doorbell> {
-        self.fetch(fd).map(Doorbell)
+        self.fetch(fd).map(Doorbell::from_fd)
     }
 }
