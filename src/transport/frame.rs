@@ -362,6 +362,47 @@ fn check_element(signature: &[Run]) -> Result<(), FrameError> {
     Ok(())
 }
 
+/// What the front of a stream of frames holds, for a stream reader
+/// ([`front`]).
+#[derive(Debug)]
+pub(crate) enum Front<'a> {
+    /// Not enough bytes to act on yet.
+    Wanting,
+    /// A whole frame, the first `usize` bytes of the stream.
+    Whole(Frame, usize),
+    /// The header and signature of a frame with a large payload (`len`
+    /// bytes), and the first bytes of that payload: the reader places the
+    /// rest as it comes instead of waiting for the whole frame.
+    Large {
+        head: &'a [u8],
+        already: &'a [u8],
+        len: usize,
+    },
+}
+
+/// Cuts the front of a stream of frames: a whole frame, the start of one
+/// whose payload is at least `large` bytes (once its head is there), or
+/// nothing yet. An error is a stream that carries no frames.
+pub(crate) fn front(rest: &[u8], large: usize) -> Result<Front<'_>, FrameError> {
+    let Some(len) = frame_len(rest)? else {
+        return Ok(Front::Wanting);
+    };
+    if rest.len() >= len {
+        return Frame::decode(&rest[..len]).map(|frame| Front::Whole(frame, len));
+    }
+    if let Ok(Some(head)) = Frame::head_len(rest) {
+        if len - head >= large && rest.len() >= head {
+            let (head, already) = rest.split_at(head);
+            return Ok(Front::Large {
+                head,
+                already,
+                len: len - head.len(),
+            });
+        }
+    }
+    Ok(Front::Wanting)
+}
+
 /// The length of the frame that starts `bytes` once its header is there
 /// (`Ok(None)` before), after checking the magic, the version and the
 /// caps: what a stream reader needs to cut frames.

@@ -96,6 +96,24 @@ pub(crate) trait Sink {
     }
 }
 
+/// Asks `sink` where the payload of a large frame from `from` goes (its
+/// head `head`, `len` payload bytes of which `already` arrived): the
+/// frame, decoded as a data frame, and its place with `already` written,
+/// or `None` (not data, no place, or one too small: the payload goes into a
+/// buffer of the frame's own).
+pub(crate) fn place_large(
+    sink: &mut dyn Sink,
+    from: ProcessId,
+    head: &[u8],
+    len: usize,
+    already: &[u8],
+) -> Option<(Frame, Place)> {
+    let frame = Frame::decode_placed(head, len).ok()?;
+    let mut place = sink.place(from, &frame, len).filter(|p| p.len() >= len)?;
+    place.write(0, already);
+    Some((frame, place))
+}
+
 impl<F: FnMut(Incoming)> Sink for F {
     fn take(&mut self, incoming: Incoming) {
         self(incoming)

@@ -36,7 +36,7 @@ use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use super::epoll::{Doorbell, Epoll};
-use super::frame::{frame_len, Frame};
+use super::frame::{self, Frame, Front};
 use super::{Borrowed, Incoming, Place, SendError, Sink, Transport};
 use crate::identity::ProcessId;
 
@@ -432,50 +432,36 @@ fn hand_frames(
 ) -> Result<(), String> {
     let mut at = 0;
     let result = loop {
-        let rest = &input.bytes[at..];
-        let len = match frame_len(rest) {
-            Ok(Some(len)) => len,
-            Ok(None) => break Ok(()),
+        match frame::front(&input.bytes[at..], LARGE) {
             Err(err) => break Err(format!("a bad frame: {err}")),
-        };
-        if rest.len() >= len {
-            match Frame::decode(&rest[..len]) {
-                Ok(frame) => {
-                    *handed += 1;
-                    sink.take(Incoming::Frame(from, frame));
-                }
-                Err(err) => break Err(format!("a bad frame: {err}")),
+            Ok(Front::Wanting) => break Ok(()),
+            Ok(Front::Whole(frame, len)) => {
+                *handed += 1;
+                sink.take(Incoming::Frame(from, frame));
+                at += len;
             }
-            at += len;
-            continue;
-        }
-        if let Ok(Some(head)) = Frame::head_len(rest) {
-            if len - head >= LARGE && rest.len() >= head {
-                let (head, already) = rest.split_at(head);
-                let len = len - head.len();
+            Ok(Front::Large { head, already, len }) => {
                 // A data frame may go straight where its receive wants it.
-                let placed = Frame::decode_placed(head, len).ok().and_then(|frame| {
-                    let mut place = sink.place(from, &frame, len).filter(|p| p.len() >= len)?;
-                    place.write(0, already);
-                    Some(Dest::Placed {
+                let into = match super::place_large(sink, from, head, len, already) {
+                    Some((frame, place)) => Dest::Placed {
                         frame,
                         place: Some(place),
                         got: already.len(),
-                    })
-                });
-                let into = placed.unwrap_or_else(|| {
-                    let mut payload = Vec::with_capacity(len);
-                    payload.extend_from_slice(already);
-                    Dest::Own {
-                        head: head.to_vec(),
-                        payload,
+                    },
+                    None => {
+                        let mut payload = Vec::with_capacity(len);
+                        payload.extend_from_slice(already);
+                        Dest::Own {
+                            head: head.to_vec(),
+                            payload,
+                        }
                     }
-                });
+                };
                 input.large = Some(Large { len, into });
                 at = input.bytes.len();
+                break Ok(());
             }
         }
-        break Ok(());
     };
     input.bytes.drain(..at);
     result

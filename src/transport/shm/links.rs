@@ -38,8 +38,8 @@ use super::ring::{Consumer, Producer};
 use super::segment::Segment;
 use crate::identity::ProcessId;
 use crate::transport::epoll::Doorbell;
-use crate::transport::frame::{self, frame_len, Frame};
-use crate::transport::{Borrowed, Incoming, Place, SendError, Sink};
+use crate::transport::frame::{self, frame_len, Frame, Front};
+use crate::transport::{place_large, Borrowed, Incoming, Place, SendError, Sink};
 
 /// The magic of this transport's records ("Sm").
 const RECORD_MAGIC: u16 = 0x6d53;
@@ -505,51 +505,38 @@ impl ShmLinks {
                 at += len;
                 continue;
             }
-            let len = match frame_len(rest) {
-                Ok(Some(len)) => len,
-                Ok(None) => break Ok(()),
+            match frame::front(rest, LARGE) {
                 Err(err) => break Err(format!("a bad frame: {err}")),
-            };
-            if rest.len() >= len {
-                match Frame::decode(&rest[..len]) {
-                    Ok(frame) => {
-                        *handed += 1;
-                        sink.take(Incoming::Frame(from, frame));
-                    }
-                    Err(err) => break Err(format!("a bad frame: {err}")),
+                Ok(Front::Wanting) => break Ok(()),
+                Ok(Front::Whole(frame, len)) => {
+                    *handed += 1;
+                    sink.take(Incoming::Frame(from, frame));
+                    at += len;
                 }
-                at += len;
-                continue;
-            }
-            if let Ok(Some(head)) = Frame::head_len(rest) {
-                if len - head >= LARGE && rest.len() >= head {
-                    let (head, already) = rest.split_at(head);
-                    let len = len - head.len();
-                    let placed = Frame::decode_placed(head, len).ok().and_then(|frame| {
-                        let mut place = sink.place(from, &frame, len).filter(|p| p.len() >= len)?;
-                        place.write(0, already);
-                        Some(Dest::Placed {
+                Ok(Front::Large { head, already, len }) => {
+                    let into = match place_large(sink, from, head, len, already) {
+                        Some((frame, place)) => Dest::Placed {
                             frame,
                             place: Some(place),
-                        })
-                    });
-                    let into = placed.unwrap_or_else(|| {
-                        let mut payload = vec![0u8; len];
-                        payload[..already.len()].copy_from_slice(already);
-                        Dest::Own {
-                            head: head.to_vec(),
-                            payload,
+                        },
+                        None => {
+                            let mut payload = vec![0u8; len];
+                            payload[..already.len()].copy_from_slice(already);
+                            Dest::Own {
+                                head: head.to_vec(),
+                                payload,
+                            }
                         }
-                    });
+                    };
                     input.large = Some(Large {
                         len,
                         got: already.len(),
                         into,
                     });
                     at = input.bytes.len();
+                    break Ok(());
                 }
             }
-            break Ok(());
         };
         input.bytes.drain(..at);
         result
