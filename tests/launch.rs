@@ -189,36 +189,7 @@ fn built_in_launch_with(
     processes: u32,
     envs: &[(&str, &str)],
 ) -> (std::process::ExitStatus, String, String) {
-    let child = Command::new(std::env::current_exe().unwrap())
-        .args([test, "--exact", "--nocapture", "--test-threads=1"])
-        .env("MYRIAD_TEST_LAUNCH", test)
-        .env("MYRIAD_PROCESSES", processes.to_string())
-        .env_remove("MYRIAD_RANKS")
-        .env_remove("MYRIAD_RANKS_PER_PROCESS")
-        .envs(envs.iter().copied())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let pid = child.id() as i32;
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let _ = tx.send(child.wait_with_output());
-    });
-    let out = match rx.recv_timeout(Duration::from_secs(60)) {
-        Ok(out) => out.unwrap(),
-        Err(_) => {
-            // SAFETY: signalling a process has no memory effects; the
-            // launcher is not reaped yet (its waiter thread still waits).
-            unsafe { libc::kill(pid, libc::SIGKILL) };
-            panic!("{test}: the launcher did not end within 60 s (hang)");
-        }
-    };
-    (
-        out.status,
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    common::launched::launch(test, processes, envs, &[], Duration::from_secs(60))
 }
 
 /// The launcher's part: `myriad::run` launches and exits the process.

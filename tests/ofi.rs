@@ -9,7 +9,8 @@
 //! libfabric with `MYRIAD_TRANSPORT=ofi cargo test --features myriad/ofi`
 //! (its `tcp::` cases then join their processes through ofi).
 
-use std::process::Command;
+mod common;
+
 use std::time::Duration;
 
 /// What this run of the test binary is (see `tests/launch.rs`).
@@ -39,37 +40,12 @@ fn launch(
     envs: &[(&str, &str)],
 ) -> (std::process::ExitStatus, String, String) {
     let provider = std::env::var("FI_PROVIDER").unwrap_or_else(|_| "tcp".into());
-    let child = Command::new(std::env::current_exe().unwrap())
-        .args([test, "--exact", "--nocapture", "--test-threads=1"])
-        .env("MYRIAD_TEST_LAUNCH", test)
-        .env("MYRIAD_PROCESSES", processes.to_string())
-        .env("MYRIAD_TRANSPORT", "ofi")
-        .env("FI_PROVIDER", provider)
-        .env_remove("MYRIAD_RANKS")
-        .env_remove("MYRIAD_RANKS_PER_PROCESS")
-        .envs(envs.iter().copied())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let pid = child.id() as i32;
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let _ = tx.send(child.wait_with_output());
-    });
-    let out = match rx.recv_timeout(Duration::from_secs(120)) {
-        Ok(out) => out.unwrap(),
-        Err(_) => {
-            // SAFETY: signalling a process has no memory effects.
-            unsafe { libc::kill(pid, libc::SIGKILL) };
-            panic!("{test}: the launcher did not end within 120 s (hang)");
-        }
-    };
-    (
-        out.status,
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    let provider = [
+        ("MYRIAD_TRANSPORT", "ofi"),
+        ("FI_PROVIDER", provider.as_str()),
+    ];
+    let envs: Vec<(&str, &str)> = provider.iter().chain(envs).copied().collect();
+    common::launched::launch(test, processes, &envs, &[], Duration::from_secs(120))
 }
 
 fn be_the_launcher() -> ! {

@@ -8,7 +8,6 @@
 //! launcher. Every job runs under a time limit: without the wave these
 //! jobs hang.
 
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use myriad::traits::*;
@@ -271,32 +270,8 @@ fn real_processes_of_the_built_in_launcher_all_report_the_deadlock() {
             other => panic!("process {process}: expected a deadlock, got {other:?}"),
         }
     }
-    let child = Command::new(std::env::current_exe().unwrap())
-        .args([TEST, "--exact", "--nocapture", "--test-threads=1"])
-        .env("MYRIAD_TEST_LAUNCH", TEST)
-        .env("MYRIAD_PROCESSES", "3")
-        .env_remove("MYRIAD_RANKS")
-        .env_remove("MYRIAD_RANKS_PER_PROCESS")
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let pid = child.id() as i32;
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let _ = tx.send(child.wait_with_output());
-    });
-    let out = match rx.recv_timeout(LIMIT) {
-        Ok(out) => out.unwrap(),
-        Err(_) => {
-            // SAFETY: signalling a process has no memory effects; the
-            // launcher is not reaped yet (its waiter thread still waits).
-            unsafe { libc::kill(pid, libc::SIGKILL) };
-            panic!("the launcher did not end within {LIMIT:?} (hang)");
-        }
-    };
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(3), "{stderr}");
+    let (status, _, stderr) = common::launched::launch(TEST, 3, &[], &[], LIMIT);
+    assert_eq!(status.code(), Some(3), "{stderr}");
     for process in 0..3 {
         let reported = format!("process {process} failed: deadlock: ");
         assert!(

@@ -14,7 +14,8 @@
 //! memory between threads (`shm::` modules); `.ci/run` runs the tests
 //! with real processes again under `MYRIAD_TRANSPORT=shm`.
 
-use std::process::Command;
+mod common;
+
 use std::time::Duration;
 
 use myriad::traits::*;
@@ -34,40 +35,18 @@ fn role(test: &str) -> Option<Option<u32>> {
 /// Runs `test` as the built-in launcher of `processes` processes with
 /// `envs`: the exit status and standard error.
 fn launch(test: &str, processes: u32, envs: &[(&str, &str)]) -> (Option<i32>, String) {
-    let child = Command::new(std::env::current_exe().unwrap())
-        .args([test, "--exact", "--nocapture", "--test-threads=1"])
-        .env("MYRIAD_TEST_LAUNCH", test)
-        .env("MYRIAD_PROCESSES", processes.to_string())
-        .env_remove("MYRIAD_RANKS")
-        .env_remove("MYRIAD_RANKS_PER_PROCESS")
-        .env_remove("MYRIAD_TRANSPORT")
-        .env_remove("MYRIAD_SHM_RING_BYTES")
-        .env_remove("MYRIAD_SHM_CMA")
-        .envs(envs.iter().copied())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let pid = child.id() as i32;
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let _ = tx.send(child.wait_with_output());
-    });
-    let out = match rx.recv_timeout(LIMIT) {
-        Ok(out) => out.unwrap(),
-        Err(_) => {
-            // SAFETY: signalling a process has no memory effects; the
-            // launcher is not reaped yet (its waiter thread still waits).
-            unsafe { libc::kill(pid, libc::SIGKILL) };
-            panic!("{test}: the launcher did not end within {LIMIT:?} (hang)");
-        }
-    };
-    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    (
-        out.status.code(),
-        format!("{stderr}\n--- stdout ---\n{stdout}"),
-    )
+    let (status, stdout, stderr) = common::launched::launch(
+        test,
+        processes,
+        envs,
+        &[
+            "MYRIAD_TRANSPORT",
+            "MYRIAD_SHM_RING_BYTES",
+            "MYRIAD_SHM_CMA",
+        ],
+        LIMIT,
+    );
+    (status.code(), format!("{stderr}\n--- stdout ---\n{stdout}"))
 }
 
 /// The launcher's part: `myriad::run` launches and exits the process.

@@ -6,6 +6,7 @@ use std::process::Command;
 
 #[macro_use]
 pub(crate) mod joined;
+pub(crate) mod launched;
 
 /// Set in a child process to the name of the test it runs.
 const CHILD: &str = "MYRIAD_TEST_CHILD";
