@@ -68,6 +68,18 @@
 //! of a process, NUMA node or worker should share on purpose with
 //! [`hls::Hls`] (see [`hls`]).
 
+/// `eprintln!` in one `write` (for a line shorter than a pipe's atomic
+/// 4 KiB): the processes of a job share their standard error, and
+/// `eprintln!` writes a line in pieces, between which another process's
+/// line can land.
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        let mut line = format!($($arg)*);
+        line.push('\n');
+        let _ = std::io::Write::write_all(&mut std::io::stderr(), line.as_bytes());
+    }};
+}
+
 mod coll;
 pub mod collective;
 mod comm;

@@ -499,7 +499,7 @@ impl Drop for LocalScope<'_> {
 
 #[cold]
 fn abort_on_unhandled_request() -> ! {
-    eprintln!(
+    say!(
         "myriad: a request scope ended with requests still registered (leaked with \
          mem::forget?); their buffers may still be written by other ranks, aborting"
     );

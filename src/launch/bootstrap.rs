@@ -335,7 +335,7 @@ pub(crate) fn build_id() -> u64 {
         }
         let id = hasher.finish();
         if std::env::var_os("MYRIAD_REPORT_BUILD_ID").is_some() {
-            eprintln!(
+            say!(
                 "[myriad] build id {id:016x}: {bytes} bytes of /proc/self/exe hashed in {:.1} ms",
                 started.elapsed().as_secs_f64() * 1e3
             );

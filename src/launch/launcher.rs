@@ -267,7 +267,7 @@ fn supervise(
                 code,
                 message,
             }) => {
-                eprintln!(
+                say!(
                     "myriad launcher: process {process} aborted the job (exit code {code}): \
                      {message}"
                 );
@@ -327,7 +327,7 @@ fn supervise(
             .iter()
             .filter(|s| s.is_some_and(|s| !s.success()))
             .count();
-        eprintln!(
+        say!(
             "myriad launcher: {outcome}; {} of the {n} processes failed or were ended",
             others
         );
@@ -364,7 +364,7 @@ pub(crate) fn run_and_exit(processes: u32) -> ! {
     match result {
         Ok(outcome) => std::process::exit(outcome.exit_code()),
         Err(e) => {
-            eprintln!("myriad: job failed: launcher: {e}");
+            say!("myriad: job failed: launcher: {e}");
             std::process::exit(1)
         }
     }

@@ -219,7 +219,7 @@ impl Connection {
     }
 
     fn log(&self, problem: &str) {
-        eprintln!(
+        say!(
             "myriad launcher: PMI request of process {} refused: {problem}",
             self.process
         );

@@ -571,10 +571,7 @@ impl Runtime {
             })
         });
         if let Err(error) = result {
-            // One write: the processes of a job share standard error, and
-            // `eprintln!` writes piece by piece, so their lines would mix.
-            let line = format!("myriad: job failed: {error}\n");
-            let _ = std::io::Write::write_all(&mut std::io::stderr(), line.as_bytes());
+            say!("myriad: job failed: {error}");
             std::process::exit(1);
         }
     }

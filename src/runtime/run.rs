@@ -241,10 +241,12 @@ where
         remote.count_as_waker(job.sched());
     }
     if config.report_bindings {
-        eprintln!("[myriad] {topo}; stack guards: {:?}", pool.mode());
-        eprint!(
-            "{}",
-            hardware::binding_report(&placements, &assignment.counts(), binds)
+        // One write for the whole report (`say!`).
+        let report = hardware::binding_report(&placements, &assignment.counts(), binds);
+        say!(
+            "[myriad] {topo}; stack guards: {:?}\n{}",
+            pool.mode(),
+            report.trim_end()
         );
     }
 
@@ -363,7 +365,7 @@ where
             .enumerate()
             .map(|(i, n)| format!("worker {i}: {n}"))
             .collect();
-        eprintln!("[myriad] ranks run per worker: {}", hosted.join(", "));
+        say!("[myriad] ranks run per worker: {}", hosted.join(", "));
     }
     if config.report_memory {
         super::memory_report::print(&job, &pool, config.allocator_statistics);

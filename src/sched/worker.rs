@@ -436,7 +436,7 @@ pub(crate) fn run(args: WorkerArgs<'_>) {
     let spin_while_busy = spin_while_busy(sched.workers.len());
     if let Some(cpu) = bind_to {
         if let Err(err) = crate::hardware::bind_current_thread(cpu) {
-            eprintln!("myriad: worker {index} could not bind to PU {cpu}: {err}; running unbound");
+            say!("myriad: worker {index} could not bind to PU {cpu}: {err}; running unbound");
         }
     }
     let _ = sched.workers[index].thread.set(std::thread::current());

@@ -804,7 +804,7 @@ impl Tracer {
                 epoch_unix_ns: self.epoch_unix_ns,
             };
             if let Err(err) = chrome::write(&path, &out) {
-                eprintln!(
+                say!(
                     "[myriad] could not write the trace to {}: {err}",
                     path.display()
                 );
@@ -817,7 +817,7 @@ impl Tracer {
                 ProfileTo::File(path) => {
                     let path = self.trace_path(path);
                     if let Err(err) = std::fs::write(&path, text) {
-                        eprintln!(
+                        say!(
                             "[myriad] could not write the profile to {}: {err}",
                             path.display()
                         );

@@ -322,7 +322,7 @@ fn accept(
                 streams[from as usize] = Some(finish(stream)?);
             }
             Err(reason) => {
-                eprintln!("[myriad] process {this} refused a connection from {peer}: {reason}");
+                say!("[myriad] process {this} refused a connection from {peer}: {reason}");
                 refused.push(format!("{peer}: {reason}"));
             }
         }

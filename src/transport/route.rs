@@ -277,10 +277,10 @@ pub(crate) fn connect(
         )));
     }
     for note in &set_up.notes {
-        eprintln!("[myriad] warning: {}", say(note));
+        say!("[myriad] warning: {}", say(note));
     }
     if choice != Choice::Tcp && !set_up.unreached.is_empty() {
-        eprintln!(
+        say!(
             "[myriad] warning: {}",
             say(&format!(
                 "process(es) {} of this host are reached through TCP, not shared memory",
@@ -291,7 +291,7 @@ pub(crate) fn connect(
     let report = var("MYRIAD_REPORT_BINDINGS")
         .is_some_and(|v| matches!(v.trim(), "1" | "true" | "yes" | "on"));
     if report {
-        eprintln!(
+        say!(
             "[myriad] transport: {}",
             say(&describe(&set_up, hosts.len() as u32, this))
         );

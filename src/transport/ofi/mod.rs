@@ -570,7 +570,7 @@ impl OfiTransport {
             .map(|b| u32::from_le_bytes(b.try_into().expect("4 bytes")) as usize);
         let peer = from.and_then(|p| self.peers.get(p)?.as_ref().map(|peer| (p, peer)));
         let Some((p, peer)) = peer else {
-            eprintln!(
+            say!(
                 "[myriad] process {}: a libfabric message from no process of this job \
                  ({} bytes) dropped",
                 self.this,
@@ -790,7 +790,7 @@ impl OfiTransport {
         // SAFETY: a fresh context for the next receive.
         unsafe { (*op).context = sys::fi_context2::default() };
         if let Err(e) = self.post_recv(op) {
-            eprintln!(
+            say!(
                 "[myriad] process {}: re-posting a libfabric receive: {e}",
                 self.this
             );
