@@ -200,6 +200,25 @@ impl Borrowed {
 // gives it back.
 unsafe impl Send for Borrowed {}
 
+/// Bytes of an output queue of a stream-like transport (TCP, shared
+/// memory): a buffer of its own, or a borrowed payload named by its token.
+#[derive(Debug)]
+pub(crate) enum Chunk {
+    Owned(Vec<u8>),
+    /// A payload written from its sender's memory, named by a token.
+    Borrowed(Borrowed, u64),
+}
+
+impl Chunk {
+    /// The bytes to write.
+    pub(crate) fn bytes(&self) -> &[u8] {
+        match self {
+            Chunk::Owned(bytes) => bytes,
+            Chunk::Borrowed(data, _) => data.bytes(),
+        }
+    }
+}
+
 /// Why a frame could not be queued.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum SendError {

@@ -37,7 +37,7 @@ use std::time::{Duration, Instant};
 
 use super::epoll::{Doorbell, Epoll};
 use super::frame::{self, Frame, Front};
-use super::{Borrowed, Incoming, Place, SendError, Sink, Transport};
+use super::{Borrowed, Chunk, Incoming, Place, SendError, Sink, Transport};
 use crate::identity::ProcessId;
 
 /// The epoll token of the wake-up eventfd (peers use their process id).
@@ -81,23 +81,6 @@ struct Output {
     watching_out: bool,
     /// A write failed: the connection is gone.
     failed: Option<String>,
-}
-
-/// Bytes of the output queue.
-#[derive(Debug)]
-enum Chunk {
-    Owned(Vec<u8>),
-    /// A payload written from its sender's memory, named by a token.
-    Borrowed(Borrowed, u64),
-}
-
-impl Chunk {
-    fn bytes(&self) -> &[u8] {
-        match self {
-            Chunk::Owned(bytes) => bytes,
-            Chunk::Borrowed(data, _) => data.bytes(),
-        }
-    }
 }
 
 #[derive(Debug, Default)]

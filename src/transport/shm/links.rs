@@ -39,7 +39,7 @@ use super::segment::Segment;
 use crate::identity::ProcessId;
 use crate::transport::epoll::Doorbell;
 use crate::transport::frame::{self, frame_len, Frame, Front};
-use crate::transport::{place_large, Borrowed, Incoming, Place, SendError, Sink};
+use crate::transport::{place_large, Borrowed, Chunk, Incoming, Place, SendError, Sink};
 
 /// The magic of this transport's records ("Sm").
 const RECORD_MAGIC: u16 = 0x6d53;
@@ -108,22 +108,6 @@ struct Output {
     written: usize,
     /// Where a frame is encoded when nothing waits (allocated once).
     scratch: Vec<u8>,
-}
-
-#[derive(Debug)]
-enum Chunk {
-    Owned(Vec<u8>),
-    /// A payload written from its sender's memory, named by a token.
-    Borrowed(Borrowed, u64),
-}
-
-impl Chunk {
-    fn bytes(&self) -> &[u8] {
-        match self {
-            Chunk::Owned(bytes) => bytes,
-            Chunk::Borrowed(data, _) => data.bytes(),
-        }
-    }
 }
 
 #[derive(Debug, Default)]
