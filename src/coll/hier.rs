@@ -60,7 +60,7 @@ use super::select::{select_local, select_spanning};
 use super::{allgather, barrier, bcast, gather, reduce, scatter};
 use super::{Algorithm, Call, CommCore, Kind, Selection, State};
 use crate::comm::context::{self, Creation};
-use crate::comm::locality::Locality;
+use crate::comm::locality::{HostLevel, Locality};
 use crate::comm::{CommShared, Members};
 use crate::datatype::copy::Layout;
 use crate::error::Error;
@@ -71,7 +71,7 @@ use crate::Rank;
 /// Sequence numbers of the tiers per call of the parent.
 pub(crate) const STEPS: u32 = 4;
 
-/// The two tiers of a communicator spanning processes (module docs).
+/// The tiers of a communicator spanning processes (module docs).
 #[derive(Debug)]
 pub(crate) struct Tiers {
     local: Arc<CommShared<State>>,
@@ -79,6 +79,24 @@ pub(crate) struct Tiers {
     /// This process's position among the processes with members: its
     /// leader's rank among the leaders.
     me: usize,
+    /// The host level, where the processes with members run on several
+    /// hosts.
+    host: Option<HostTiers>,
+}
+
+/// The tiers of the host level (module docs).
+#[derive(Debug)]
+struct HostTiers {
+    /// The leaders of the processes of this process's host (`None`: it is
+    /// the host's only process with members).
+    peers: Option<Arc<CommShared<State>>>,
+    /// One leader per host (`None`: this process's leader heads no host).
+    heads: Option<Arc<CommShared<State>>>,
+    /// This process's leader's rank among its host's peers (0: the head).
+    peer: usize,
+    /// This host's position among the hosts with members (the head's rank
+    /// among the heads).
+    host: usize,
 }
 
 /// The tiers of `comm`, made on first use.
@@ -118,26 +136,85 @@ fn make_tiers(comm: &CommCore) -> Result<Tiers, Error> {
         &format!("{name} (part in process {this})"),
         state,
     )?;
-    let leader_ranks: Box<[Rank]> = locality.leaders().iter().map(|&(_, r)| r).collect();
-    let leader_members = Members::from_vec(leader_ranks.iter().map(|&r| world(r)).collect());
-    let mut state = State::new(leader_ranks.len(), check, Selection::from_env());
-    // Errors and signatures of the leaders' messages name parent ranks.
-    state.parent_ranks = Some(leader_ranks);
-    state.traffic = Arc::clone(&comm.coll().traffic);
-    let leaders = registry.create(
-        context::derive(
-            shared.context,
-            Creation::Tier {
-                leaders: true,
-                process: 0,
-            },
-        ),
-        leader_members,
-        None,
-        &format!("{name} (leaders)"),
-        state,
+    // A tier of leaders (by their positions among all leaders).
+    let of_leaders = |positions: &mut dyn Iterator<Item = usize>,
+                      creation: Creation,
+                      what: &str|
+     -> Result<Arc<CommShared<State>>, Error> {
+        let ranks: Box<[Rank]> = positions.map(|i| locality.leaders()[i].1).collect();
+        let members = Members::from_vec(ranks.iter().map(|&r| world(r)).collect());
+        let mut state = State::new(ranks.len(), check, Selection::from_env());
+        // Errors and signatures of the leaders' messages name parent ranks.
+        state.parent_ranks = Some(ranks);
+        state.traffic = Arc::clone(&comm.coll().traffic);
+        let context = context::derive(shared.context, creation);
+        registry.create(context, members, None, &format!("{name} ({what})"), state)
+    };
+    let leaders = of_leaders(
+        &mut (0..locality.processes()),
+        Creation::Tier {
+            leaders: true,
+            process: 0,
+        },
+        "leaders",
     )?;
-    Ok(Tiers { local, leaders, me })
+    let host = match locality.hosts() {
+        None => None,
+        Some(level) => {
+            let host = level.host_position(me);
+            let peer = level.peer_index(me).expect("this process is on its host");
+            let peers = (level.peers().len() > 1)
+                .then(|| {
+                    of_leaders(
+                        &mut level.peers().iter().copied(),
+                        Creation::HostTier {
+                            heads: false,
+                            host: host as u32,
+                        },
+                        &format!("leaders on host {host}"),
+                    )
+                })
+                .transpose()?;
+            let heads = (peer == 0)
+                .then(|| {
+                    of_leaders(
+                        &mut level.heads().iter().copied(),
+                        Creation::HostTier {
+                            heads: true,
+                            host: 0,
+                        },
+                        "one leader per host",
+                    )
+                })
+                .transpose()?;
+            Some(HostTiers {
+                peers,
+                heads,
+                peer,
+                host,
+            })
+        }
+    };
+    Ok(Tiers {
+        local,
+        leaders,
+        me,
+        host,
+    })
+}
+
+/// Whether hierarchical collectives may use the host level
+/// (`MYRIAD_HIER_HOSTS`, default on; `0` keeps them at the process level,
+/// to measure one against the other). Read once; every process of a job
+/// must see the same value.
+fn hosts_enabled() -> bool {
+    static ENABLED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ENABLED.get_or_init(|| {
+        !matches!(
+            std::env::var("MYRIAD_HIER_HOSTS").as_deref(),
+            Ok("0" | "off" | "false" | "no")
+        )
+    })
 }
 
 /// This rank's view of one call's hierarchy.
@@ -149,6 +226,11 @@ struct Plan<'a> {
     rl: Rank,
     /// The handle to the leaders (the leader only).
     leaders: Option<CommCore>,
+    /// The handle to this host's peers (the leader only, where the host
+    /// level exists and the host has several processes with members).
+    peers: Option<CommCore>,
+    /// The handle to the heads (a host's head only).
+    heads: Option<CommCore>,
 }
 
 impl<'a> Plan<'a> {
@@ -159,15 +241,27 @@ impl<'a> Plan<'a> {
             .local_index(call.rank())
             .expect("the caller lives here");
         let local = call.comm.with_shared(Arc::clone(&tiers.local), rl);
-        let leaders = (rl == 0).then(|| {
+        let leads = rl == 0;
+        let leaders = leads.then(|| {
             call.comm
                 .with_shared(Arc::clone(&tiers.leaders), tiers.me as Rank)
+        });
+        let host = tiers.host.as_ref().filter(|_| leads);
+        let peers = host.and_then(|h| {
+            let peers = h.peers.as_ref()?;
+            Some(call.comm.with_shared(Arc::clone(peers), h.peer as Rank))
+        });
+        let heads = host.and_then(|h| {
+            let heads = h.heads.as_ref()?;
+            Some(call.comm.with_shared(Arc::clone(heads), h.host as Rank))
         });
         Ok(Plan {
             tiers,
             local,
             rl,
             leaders,
+            peers,
+            heads,
         })
     }
 
@@ -179,6 +273,20 @@ impl<'a> Plan<'a> {
     /// Processes with members.
     fn processes(&self) -> Rank {
         self.tiers.leaders.group.size() as Rank
+    }
+
+    /// The host level if this call uses it: it exists, is enabled, and
+    /// (for a call whose result depends on the order of the processes,
+    /// `ordered`) each host's processes are consecutive. Decided alike by
+    /// every rank.
+    fn by_host<'c>(
+        &self,
+        call: &Call<'c>,
+        ordered: bool,
+    ) -> Option<(&'a HostTiers, &'c HostLevel)> {
+        let tiers = self.tiers.host.as_ref()?;
+        let level = locality(call).hosts()?;
+        (hosts_enabled() && (!ordered || level.is_blocked())).then_some((tiers, level))
     }
 }
 
@@ -205,6 +313,13 @@ fn step<'c>(
 /// The message-based algorithm the leaders run for `kind`.
 fn among_leaders(kind: Kind, leaders: Rank, signature: &Signature) -> Algorithm {
     select_spanning(kind, leaders as usize, signature.bytes).unwrap_or(Algorithm::Linear)
+}
+
+/// Step `n` of `call` on a tier of leaders (`comm`), running the
+/// message-based algorithm the selector picks for its size.
+fn among<'c>(call: &Call<'c>, comm: &'c CommCore, kind: Kind, n: u32) -> Call<'c> {
+    let algorithm = among_leaders(kind, comm.size(), &call.signature);
+    step(call, comm, kind, algorithm, n)
 }
 
 /// The call as the flat algorithm the selector picks without `hier`.
@@ -246,9 +361,8 @@ pub(crate) fn barrier(call: &Call<'_>) -> Result<(), Error> {
         } else {
             round.wait(&local, || round.all_arrived())
         };
-        if let (Ok(()), Some(leaders)) = (&result, &plan.leaders) {
-            let among = step(call, leaders, Kind::Barrier, Algorithm::Dissemination, 0);
-            result = barrier::barrier(&among);
+        if result.is_ok() {
+            result = leaders_barrier(call, &plan);
         }
         // Released also on an error: the job fails with it either way.
         round.set_ready(&local);
@@ -276,22 +390,14 @@ pub(crate) fn broadcast(call: &Call<'_>, root: Rank, buf: &Layout) -> Result<(),
             n,
         )
     };
-    let leaders = |comm| {
-        let algorithm = among_leaders(Kind::Broadcast, plan.processes(), &call.signature);
-        step(call, comm, Kind::Broadcast, algorithm, 0)
-    };
     if rp == plan.tiers.me {
         let local_root = locality(call).local_index(root).expect("the root is here");
         if plan.nl() > 1 {
             bcast::broadcast(&shm(0), local_root, buf)?;
         }
-        if let Some(comm) = &plan.leaders {
-            bcast::broadcast(&leaders(comm), rp as Rank, buf)?;
-        }
+        leaders_broadcast(call, &plan, rp, buf)?;
     } else {
-        if let Some(comm) = &plan.leaders {
-            bcast::broadcast(&leaders(comm), rp as Rank, buf)?;
-        }
+        leaders_broadcast(call, &plan, rp, buf)?;
         if plan.nl() > 1 {
             bcast::broadcast(&shm(1), 0, buf)?;
         }
@@ -323,10 +429,8 @@ pub(crate) fn reduce(
     let Some(root) = root else {
         // All-reduce: the leaders all-reduce, each leader broadcasts.
         let recv = recv.expect("all-reduce").slice(0, count);
-        if let Some(comm) = &plan.leaders {
-            let algorithm = among_leaders(Kind::AllReduce, plan.processes(), &call.signature);
-            let among = step(call, comm, Kind::AllReduce, algorithm, 0);
-            reduce::reduce(&among, None, op, commutative, mine, Some(&recv))?;
+        if plan.rl == 0 {
+            leaders_all_reduce(call, &plan, op, commutative, mine, &recv)?;
         }
         if nl > 1 {
             let shm = step(
@@ -344,25 +448,209 @@ pub(crate) fn reduce(
     let root_leads = locality(call).leaders()[rp].1 == root;
     let here = rp == plan.tiers.me;
     let total = (here && !root_leads && plan.rl == 0).then(|| Scratch::like(send));
-    if let Some(comm) = &plan.leaders {
+    if plan.rl == 0 {
         let dst = match (&total, here) {
             (Some(total), _) => Some((**total).clone()),
             (None, true) => Some(recv.expect("the root has a receive buffer").slice(0, count)),
             (None, false) => None,
         };
-        let algorithm = among_leaders(Kind::Reduce, plan.processes(), &call.signature);
-        let among = step(call, comm, Kind::Reduce, algorithm, 0);
-        reduce::reduce(
-            &among,
+        leaders_reduce(call, &plan, rp, op, commutative, mine, dst.as_ref())?;
+    }
+    if here && !root_leads {
+        hand_over(call, &plan, root, total.as_deref(), recv, count)?;
+    }
+    Ok(())
+}
+
+/// The leaders' barrier (the leader of each process calls it): a
+/// dissemination among all leaders, or by host: each host's peers report
+/// to their head, the heads run the dissemination, the heads release their
+/// peers.
+fn leaders_barrier(call: &Call<'_>, plan: &Plan<'_>) -> Result<(), Error> {
+    let Some((host, _)) = plan.by_host(call, false) else {
+        let leaders = plan.leaders.as_ref().expect("the leader calls");
+        let among = step(call, leaders, Kind::Barrier, Algorithm::Dissemination, 0);
+        return barrier::barrier(&among);
+    };
+    let empty = Layout::empty();
+    if let Some(peers) = &plan.peers {
+        let up = step(call, peers, Kind::Barrier, Algorithm::Linear, 0);
+        let mut ex = Exchange::new(&up);
+        if host.peer == 0 {
+            for r in 1..peers.size() {
+                ex.recv(r, &empty)?;
+            }
+        } else {
+            ex.send(0, &empty);
+        }
+        ex.wait()?;
+    }
+    if let Some(heads) = &plan.heads {
+        let among = step(call, heads, Kind::Barrier, Algorithm::Dissemination, 0);
+        barrier::barrier(&among)?;
+    }
+    if let Some(peers) = &plan.peers {
+        let down = step(call, peers, Kind::Barrier, Algorithm::Linear, 1);
+        let mut ex = Exchange::new(&down);
+        if host.peer == 0 {
+            for r in 1..peers.size() {
+                ex.send(r, &empty);
+            }
+        } else {
+            ex.recv(0, &empty)?;
+        }
+        ex.wait()?;
+    }
+    Ok(())
+}
+
+/// The leaders' broadcast of `buf` from the leader at position `rp` (every
+/// leader calls it; others return at once): among all leaders, or by host:
+/// on the root's host among its peers, then among the heads, then among
+/// each other host's peers.
+fn leaders_broadcast(
+    call: &Call<'_>,
+    plan: &Plan<'_>,
+    rp: usize,
+    buf: &Layout,
+) -> Result<(), Error> {
+    if plan.rl != 0 {
+        return Ok(());
+    }
+    let on = |comm, n| among(call, comm, Kind::Broadcast, n);
+    let Some((host, level)) = plan.by_host(call, false) else {
+        let leaders = plan.leaders.as_ref().expect("the leader calls");
+        return bcast::broadcast(&on(leaders, 0), rp as Rank, buf);
+    };
+    let root_host = level.host_position(rp);
+    if root_host == host.host {
+        if let Some(peers) = &plan.peers {
+            let root = level.peer_index(rp).expect("the root's leader is a peer");
+            bcast::broadcast(&on(peers, 0), root as Rank, buf)?;
+        }
+        if let Some(heads) = &plan.heads {
+            bcast::broadcast(&on(heads, 0), root_host as Rank, buf)?;
+        }
+    } else {
+        if let Some(heads) = &plan.heads {
+            bcast::broadcast(&on(heads, 0), root_host as Rank, buf)?;
+        }
+        if let Some(peers) = &plan.peers {
+            bcast::broadcast(&on(peers, 1), 0, buf)?;
+        }
+    }
+    Ok(())
+}
+
+/// The leaders' reduce of `mine` to the leader at position `rp` (into
+/// `dst`, there): among all leaders, or by host: each host's peers reduce
+/// to their head, the heads to the root's host's head, which hands the
+/// result to the root's leader if they differ. The leaders only.
+fn leaders_reduce(
+    call: &Call<'_>,
+    plan: &Plan<'_>,
+    rp: usize,
+    op: &OpRef<'_>,
+    commutative: bool,
+    mine: &Layout,
+    dst: Option<&Layout>,
+) -> Result<(), Error> {
+    let on = |comm, n| among(call, comm, Kind::Reduce, n);
+    let Some((host, level)) = plan.by_host(call, !commutative) else {
+        let leaders = plan.leaders.as_ref().expect("the leader calls");
+        return reduce::reduce(
+            &on(leaders, 0),
             Some(rp as Rank),
             op,
             commutative,
             mine,
-            dst.as_ref(),
+            dst,
+        );
+    };
+    // This host's processes reduce to its head.
+    let partial = (host.peer == 0 && plan.peers.is_some()).then(|| Scratch::like(mine));
+    if let Some(peers) = &plan.peers {
+        reduce::reduce(
+            &on(peers, 0),
+            Some(0),
+            op,
+            commutative,
+            mine,
+            partial.as_deref(),
         )?;
     }
-    if here && !root_leads {
-        hand_over(call, &plan, root, total.as_deref(), recv, count)?;
+    let mine: &Layout = partial.as_deref().unwrap_or(mine);
+    let root_host = level.host_position(rp);
+    let here = root_host == host.host;
+    let root_peer = if here {
+        level.peer_index(rp).expect("the root's leader is a peer")
+    } else {
+        0
+    };
+    // The heads reduce to the root's host's head (into `dst` if it is the
+    // root's leader).
+    let total = (here && root_peer != 0 && host.peer == 0).then(|| Scratch::like(mine));
+    if let Some(heads) = &plan.heads {
+        let into = match (&total, here) {
+            (Some(total), _) => Some(&**total),
+            (None, true) => dst,
+            (None, false) => None,
+        };
+        reduce::reduce(
+            &on(heads, 0),
+            Some(root_host as Rank),
+            op,
+            commutative,
+            mine,
+            into,
+        )?;
+    }
+    if here && root_peer != 0 {
+        let peers = plan.peers.as_ref().expect("the root's host has peers");
+        let hop = step(call, peers, Kind::Reduce, Algorithm::Linear, 2);
+        let mut ex = Exchange::new(&hop);
+        if host.peer == 0 {
+            ex.send(
+                root_peer as Rank,
+                total.as_deref().expect("the head holds it"),
+            );
+        } else if host.peer == root_peer {
+            ex.recv(0, dst.expect("the root's leader receives"))?;
+        }
+        ex.wait()?;
+    }
+    Ok(())
+}
+
+/// The leaders' all-reduce of `mine` into `recv`: among all leaders, or
+/// by host: each host's peers reduce to their head, the heads all-reduce,
+/// each head broadcasts to its peers. The leaders only.
+fn leaders_all_reduce(
+    call: &Call<'_>,
+    plan: &Plan<'_>,
+    op: &OpRef<'_>,
+    commutative: bool,
+    mine: &Layout,
+    recv: &Layout,
+) -> Result<(), Error> {
+    let on = |comm, kind, n| among(call, comm, kind, n);
+    let Some((host, _)) = plan.by_host(call, !commutative) else {
+        let leaders = plan.leaders.as_ref().expect("the leader calls");
+        let among = on(leaders, Kind::AllReduce, 0);
+        return reduce::reduce(&among, None, op, commutative, mine, Some(recv));
+    };
+    let partial = (host.peer == 0 && plan.peers.is_some()).then(|| Scratch::like(mine));
+    if let Some(peers) = &plan.peers {
+        let up = on(peers, Kind::Reduce, 0);
+        reduce::reduce(&up, Some(0), op, commutative, mine, partial.as_deref())?;
+    }
+    if let Some(heads) = &plan.heads {
+        let mine: &Layout = partial.as_deref().unwrap_or(mine);
+        let among = on(heads, Kind::AllReduce, 0);
+        reduce::reduce(&among, None, op, commutative, mine, Some(recv))?;
+    }
+    if let Some(peers) = &plan.peers {
+        bcast::broadcast(&on(peers, Kind::Broadcast, 1), 0, recv)?;
     }
     Ok(())
 }
