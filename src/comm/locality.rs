@@ -118,6 +118,7 @@ impl HostLevel {
     }
 
     /// Hosts with members.
+    #[cfg(test)]
     pub(crate) fn hosts(&self) -> usize {
         self.heads.len()
     }
