@@ -687,9 +687,10 @@ fn hosts_non_commutative_reductions_keep_rank_order() {
 }
 
 /// With the host level, a leader that heads no host talks only to the
-/// processes of its own host (its head), in an all-reduce, a barrier and
-/// a broadcast from another host; at the process level (one host), the
-/// leaders' recursive doubling and dissemination reach across.
+/// processes of its own host (its head), in an all-reduce, a barrier, a
+/// broadcast, gather and scatter rooted on another host's non-head, and an
+/// all-gather; at the process level (one host), the leaders' recursive
+/// doubling and dissemination reach across.
 #[test]
 fn hosts_a_non_head_talks_only_within_its_host() {
     // Processes 0, 1 on host 0 and 2, 3 on host 1; process 1's leader is
@@ -703,6 +704,29 @@ fn hosts_a_non_head_talks_only_within_its_host() {
         world.barrier();
         let mut value = if world.rank() == 7 { 42 } else { 0 };
         world.process_at_rank(7).broadcast_into(&mut value);
+        // Gather, scatter (rooted at process 3's non-leader) and all-gather.
+        let me = world.rank();
+        let mut all = [0i32; 8];
+        if me == 7 {
+            world.process_at_rank(7).gather_into_root(&me, &mut all[..]);
+        } else {
+            world.process_at_rank(7).gather_into(&me);
+        }
+        let mut part = 0i32;
+        if me == 7 {
+            let sends: Vec<i32> = (0..8).map(|r| r * 11).collect();
+            world
+                .process_at_rank(7)
+                .scatter_into_root(&sends[..], &mut part);
+        } else {
+            world.process_at_rank(7).scatter_into(&mut part);
+        }
+        let mut every = [0i32; 8];
+        world.all_gather_into(&(me * 2), &mut every[..]);
+        let ok = part == me * 11
+            && every.iter().enumerate().all(|(r, &v)| v == 2 * r as i32)
+            && (me != 7 || all.iter().enumerate().all(|(r, &v)| v == r as i32));
+        let sum = if ok { sum } else { -1 };
         (world.take_collective_peer_processes(), sum, value)
     };
     let by_host = on_hosts(layout, &[0, 0, 1, 1], measure);

@@ -43,11 +43,14 @@ fn be_the_launcher() -> ! {
 const RANKS: i32 = 8;
 
 /// The collectives with a host level.
-const HOSTED: [Collective; 4] = [
+const HOSTED: [Collective; 7] = [
     Collective::Barrier,
     Collective::Broadcast,
     Collective::Reduce,
     Collective::AllReduce,
+    Collective::Gather,
+    Collective::Scatter,
+    Collective::AllGather,
 ];
 
 /// Broadcasts, reduces and all-reduces from every root on `comm` (a
@@ -85,6 +88,27 @@ fn collectives(comm: &impl Communicator) -> Vec<i64> {
         let mut max = 0i64;
         comm.all_reduce_into(&(me * (root as i64 + 1)), &mut max, SystemOperation::max());
         out.push(max);
+        let n = comm.size() as usize;
+        let mut all = vec![-1i64; 2 * n];
+        let mine = [me * 3, root as i64];
+        if comm.rank() == root {
+            comm.process_at_rank(root)
+                .gather_into_root(&mine[..], &mut all[..]);
+        } else {
+            comm.process_at_rank(root).gather_into(&mine[..]);
+        }
+        out.extend(&all);
+        let mut part = [-1i64; 2];
+        if comm.rank() == root {
+            let sends: Vec<i64> = (0..2 * n as i64).map(|i| i * 7 - root as i64).collect();
+            comm.process_at_rank(root)
+                .scatter_into_root(&sends[..], &mut part[..]);
+        } else {
+            comm.process_at_rank(root).scatter_into(&mut part[..]);
+        }
+        out.extend(part);
+        comm.all_gather_into(&mine[..], &mut all[..]);
+        out.extend(&all);
     }
     comm.barrier();
     out
@@ -131,6 +155,9 @@ fn check_hosts() {
             (Collective::Broadcast, Algorithm::Binomial),
             (Collective::Reduce, Algorithm::Binomial),
             (Collective::AllReduce, Algorithm::RecursiveDoubling),
+            (Collective::Gather, Algorithm::Binomial),
+            (Collective::Scatter, Algorithm::Linear),
+            (Collective::AllGather, Algorithm::Ring),
         ] {
             flat.set_collective_algorithm(c, a).unwrap();
         }

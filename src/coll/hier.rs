@@ -655,6 +655,247 @@ fn leaders_all_reduce(
     Ok(())
 }
 
+/// Moves `count` elements from rank `from` of `tier` (its `src`) to rank
+/// `to` (into its `dst`); `me` is the caller's rank there. Step `n` of
+/// `call`.
+#[allow(clippy::too_many_arguments)]
+fn hop(
+    call: &Call<'_>,
+    tier: &CommCore,
+    n: u32,
+    me: usize,
+    from: usize,
+    to: usize,
+    src: Option<&Layout>,
+    dst: Option<&Layout>,
+) -> Result<(), Error> {
+    let hop = step(call, tier, call.kind, Algorithm::Linear, n);
+    let mut ex = Exchange::new(&hop);
+    if me == from {
+        ex.send(to as Rank, src.expect("the sender holds the data"));
+    } else if me == to {
+        ex.recv(from as Rank, dst.expect("the receiver has a buffer"))?;
+    }
+    ex.wait()
+}
+
+/// On a communicator blocked by process and by host: the blocks (counts
+/// and displacements, in elements) of this host's processes relative to
+/// the host's first element, and of every host, from the processes'
+/// blocks `counts`/`displs` (by leader position).
+fn host_blocks(
+    level: &HostLevel,
+    counts: &[usize],
+    displs: &[usize],
+) -> ((Vec<usize>, Vec<usize>), (Vec<usize>, Vec<usize>)) {
+    let peers = level.peers();
+    let start = displs[peers[0]];
+    let peer_blocks = peers
+        .iter()
+        .map(|&i| (counts[i], displs[i] - start))
+        .unzip();
+    let heads = level.heads();
+    let host_blocks = heads
+        .iter()
+        .enumerate()
+        .map(|(h, &first)| {
+            let end = heads.get(h + 1).copied().unwrap_or(counts.len());
+            (counts[first..end].iter().sum::<usize>(), displs[first])
+        })
+        .unzip();
+    (peer_blocks, host_blocks)
+}
+
+/// The leaders' gather of each process's block (`mine`, `count` elements
+/// per member) to the leader at position `rp` (into `dst`, there): seed
+/// 002's binomial Gatherv among all leaders, or by host: each host's
+/// peers gather to their head, the heads to the root's host's head (the
+/// same binomial Gatherv on hosts' blocks), which hands the whole to the
+/// root's leader if they differ. The leaders only.
+fn leaders_gather(
+    call: &Call<'_>,
+    plan: &Plan<'_>,
+    rp: usize,
+    mine: &Layout,
+    dst: Option<&Layout>,
+    count: usize,
+) -> Result<(), Error> {
+    let (counts, displs) = blocks(locality(call), count);
+    let gatherv_among =
+        |comm, n, root: usize, mine: &Layout, buf: Option<&Layout>, table: (&[usize], &[usize])| {
+            let parts = buf.map(|buf| Parts {
+                buf: buf.clone(),
+                counts: table.0.to_vec(),
+                displs: table.1.to_vec(),
+                uniform: None,
+            });
+            let among = step(
+                call,
+                comm,
+                Kind::GatherVarcount,
+                Algorithm::BinomialAggressive,
+                n,
+            );
+            gather::gatherv(&among, root as Rank, mine, parts.as_ref(), Some(table))
+        };
+    let Some((host, level)) = plan.by_host(call, true) else {
+        let leaders = plan.leaders.as_ref().expect("the leader calls");
+        return gatherv_among(leaders, 0, rp, mine, dst, (&counts, &displs));
+    };
+    let ((pc, pd), (hc, hd)) = host_blocks(level, &counts, &displs);
+    // This host's processes gather to its head.
+    let block = (host.peer == 0 && plan.peers.is_some()).then(|| scratch(mine, pc.iter().sum()));
+    if let Some(peers) = &plan.peers {
+        gatherv_among(peers, 0, 0, mine, block.as_deref(), (&pc, &pd))?;
+    }
+    let mine: &Layout = block.as_deref().unwrap_or(mine);
+    let root_host = level.host_position(rp);
+    let here = root_host == host.host;
+    let root_peer = if here {
+        level.peer_index(rp).expect("the root's leader is a peer")
+    } else {
+        0
+    };
+    let total: usize = counts.iter().sum();
+    let whole = (here && root_peer != 0 && host.peer == 0).then(|| scratch(mine, total));
+    if let Some(heads) = &plan.heads {
+        let into = match (&whole, here) {
+            (Some(whole), _) => Some(&**whole),
+            (None, true) => dst,
+            (None, false) => None,
+        };
+        gatherv_among(heads, 0, root_host, mine, into, (&hc, &hd))?;
+    }
+    if here && root_peer != 0 {
+        let peers = plan.peers.as_ref().expect("the root's host has peers");
+        hop(
+            call,
+            peers,
+            2,
+            host.peer,
+            0,
+            root_peer,
+            whole.as_deref(),
+            dst,
+        )?;
+    }
+    Ok(())
+}
+
+/// The leaders' scatter of the processes' blocks (`src`, at the leader at
+/// position `rp`; `count` elements per member) into each leader's `mine`:
+/// a linear Scatterv among all leaders, or by host: the root's leader
+/// hands the whole to its host's head if they differ, the heads scatter
+/// the hosts' blocks, each head its processes' blocks. The leaders only.
+fn leaders_scatter(
+    call: &Call<'_>,
+    plan: &Plan<'_>,
+    rp: usize,
+    src: Option<&Layout>,
+    mine: &Layout,
+    count: usize,
+) -> Result<(), Error> {
+    let (counts, displs) = blocks(locality(call), count);
+    let scatterv_among =
+        |comm, n, root: usize, buf: Option<&Layout>, table: (&[usize], &[usize]), into: &Layout| {
+            let parts = buf.map(|buf| Parts {
+                buf: buf.clone(),
+                counts: table.0.to_vec(),
+                displs: table.1.to_vec(),
+                uniform: None,
+            });
+            let among = step(call, comm, Kind::ScatterVarcount, Algorithm::Linear, n);
+            scatter::scatterv(&among, root as Rank, parts.as_ref(), into)
+        };
+    let Some((host, level)) = plan.by_host(call, true) else {
+        let leaders = plan.leaders.as_ref().expect("the leader calls");
+        return scatterv_among(leaders, 0, rp, src, (&counts, &displs), mine);
+    };
+    let ((pc, pd), (hc, hd)) = host_blocks(level, &counts, &displs);
+    let root_host = level.host_position(rp);
+    let here = root_host == host.host;
+    let root_peer = if here {
+        level.peer_index(rp).expect("the root's leader is a peer")
+    } else {
+        0
+    };
+    let total: usize = counts.iter().sum();
+    let whole = (here && root_peer != 0 && host.peer == 0).then(|| scratch(mine, total));
+    if here && root_peer != 0 {
+        let peers = plan.peers.as_ref().expect("the root's host has peers");
+        hop(
+            call,
+            peers,
+            2,
+            host.peer,
+            root_peer,
+            0,
+            src,
+            whole.as_deref(),
+        )?;
+    }
+    // The heads scatter the hosts' blocks (into the host's block, or
+    // straight into `mine` on a host of one process).
+    let block = (host.peer == 0 && plan.peers.is_some()).then(|| scratch(mine, pc.iter().sum()));
+    if let Some(heads) = &plan.heads {
+        let from = whole.as_deref().or(if here { src } else { None });
+        let into: &Layout = block.as_deref().unwrap_or(mine);
+        scatterv_among(heads, 0, root_host, from, (&hc, &hd), into)?;
+    }
+    if let Some(peers) = &plan.peers {
+        scatterv_among(peers, 1, 0, block.as_deref(), (&pc, &pd), mine)?;
+    }
+    Ok(())
+}
+
+/// The leaders' all-gather of each process's block (`mine`, `count`
+/// elements per member) into `all`: an all-gatherv among all leaders, or
+/// by host: each host's peers gather to their head, the heads all-gather
+/// the hosts' blocks, each head broadcasts the whole to its peers. The
+/// leaders only.
+fn leaders_all_gather(
+    call: &Call<'_>,
+    plan: &Plan<'_>,
+    mine: &Layout,
+    all: &Layout,
+    count: usize,
+) -> Result<(), Error> {
+    let (counts, displs) = blocks(locality(call), count);
+    let parts = |buf: &Layout, table: (Vec<usize>, Vec<usize>)| Parts {
+        buf: buf.clone(),
+        counts: table.0,
+        displs: table.1,
+        uniform: None,
+    };
+    let Some((host, level)) = plan.by_host(call, true) else {
+        let leaders = plan.leaders.as_ref().expect("the leader calls");
+        let among = among(call, leaders, Kind::AllGatherVarcount, 0);
+        return allgather::allgatherv(&among, mine, &parts(all, (counts, displs)));
+    };
+    let ((pc, pd), hosts) = host_blocks(level, &counts, &displs);
+    let block = (host.peer == 0 && plan.peers.is_some()).then(|| scratch(mine, pc.iter().sum()));
+    if let Some(peers) = &plan.peers {
+        let buf = block.as_deref().map(|b| parts(b, (pc.clone(), pd.clone())));
+        let up = step(
+            call,
+            peers,
+            Kind::GatherVarcount,
+            Algorithm::BinomialAggressive,
+            0,
+        );
+        gather::gatherv(&up, 0, mine, buf.as_ref(), Some((&pc, &pd)))?;
+    }
+    if let Some(heads) = &plan.heads {
+        let mine: &Layout = block.as_deref().unwrap_or(mine);
+        let among = among(call, heads, Kind::AllGatherVarcount, 0);
+        allgather::allgatherv(&among, mine, &parts(all, hosts))?;
+    }
+    if let Some(peers) = &plan.peers {
+        bcast::broadcast(&among(call, peers, Kind::Broadcast, 1), 0, all)?;
+    }
+    Ok(())
+}
+
 /// The last hop in the root's process when the root is not its leader:
 /// the leader sends `from` (its result), the root receives the first
 /// `count` elements of `into`.
@@ -744,34 +985,15 @@ pub(crate) fn gather(
     let root_leads = locality(call).leaders()[rp].1 == root;
     let here = rp == plan.tiers.me;
     let all = (here && !root_leads && plan.rl == 0).then(|| scratch(send, n * count));
-    if let Some(comm) = &plan.leaders {
+    if plan.rl == 0 {
         let mine: &Layout = block.as_deref().unwrap_or(send);
-        let (counts, displs) = blocks(locality(call), count);
-        let parts = here.then(|| Parts {
-            buf: match &all {
-                Some(all) => (**all).clone(),
-                None => recv
-                    .expect("the root has a receive buffer")
-                    .slice(0, n * count),
-            },
-            counts: counts.clone(),
-            displs: displs.clone(),
-            uniform: None,
+        let dst = here.then(|| match &all {
+            Some(all) => (**all).clone(),
+            None => recv
+                .expect("the root has a receive buffer")
+                .slice(0, n * count),
         });
-        let among = step(
-            call,
-            comm,
-            Kind::GatherVarcount,
-            Algorithm::BinomialAggressive,
-            0,
-        );
-        gather::gatherv(
-            &among,
-            rp as Rank,
-            mine,
-            parts.as_ref(),
-            Some((&counts, &displs)),
-        )?;
+        leaders_gather(call, &plan, rp, mine, dst.as_ref(), count)?;
     }
     if here && !root_leads {
         hand_over(call, &plan, root, all.as_deref(), recv, n * count)?;
@@ -948,20 +1170,13 @@ pub(crate) fn scatter(
     }
     // The leaders scatter the processes' blocks.
     let block = (plan.rl == 0 && nl > 1).then(|| scratch(recv, nl as usize * count));
-    if let Some(comm) = &plan.leaders {
-        let (counts, displs) = blocks(locality(call), count);
-        let parts = here.then(|| Parts {
-            buf: match &all {
-                Some(all) => (**all).clone(),
-                None => send.expect("the root sends").slice(0, n * count),
-            },
-            counts,
-            displs,
-            uniform: None,
+    if plan.rl == 0 {
+        let src = here.then(|| match &all {
+            Some(all) => (**all).clone(),
+            None => send.expect("the root sends").slice(0, n * count),
         });
         let mine: &Layout = block.as_deref().unwrap_or(recv);
-        let among = step(call, comm, Kind::ScatterVarcount, Algorithm::Linear, 0);
-        scatter::scatterv(&among, rp as Rank, parts.as_ref(), mine)?;
+        leaders_scatter(call, &plan, rp, src.as_ref(), mine, count)?;
     }
     if nl > 1 {
         let shm = step(call, &plan.local, Kind::Scatter, Algorithm::SharedMemory, 1);
@@ -984,18 +1199,9 @@ pub(crate) fn allgather(call: &Call<'_>, send: &Layout, recv: &Layout) -> Result
         gather::gather(&shm, 0, send, block.as_deref())?;
     }
     let all = recv.slice(0, n * count);
-    if let Some(comm) = &plan.leaders {
-        let (counts, displs) = blocks(locality(call), count);
-        let parts = Parts {
-            buf: all.clone(),
-            counts,
-            displs,
-            uniform: None,
-        };
+    if plan.rl == 0 {
         let mine: &Layout = block.as_deref().unwrap_or(send);
-        let algorithm = among_leaders(Kind::AllGatherVarcount, plan.processes(), &call.signature);
-        let among = step(call, comm, Kind::AllGatherVarcount, algorithm, 0);
-        allgather::allgatherv(&among, mine, &parts)?;
+        leaders_all_gather(call, &plan, mine, &all, count)?;
     }
     if nl > 1 {
         let shm = step(
