@@ -1,23 +1,30 @@
 //! Hierarchical collectives (`hier`): a shared-memory step among each
-//! process's members, a message-based step among one leader per process,
-//! a shared-memory step back.
+//! process's members, message-based steps among one leader per process
+//! (grouped by host where the job spans hosts: process → host → job), a
+//! shared-memory step back.
 //!
 //! On a communicator whose members live in several processes, the flat
 //! message-based algorithms run over *all* its ranks: a million ranks in
 //! four processes exchange millions of messages where four leaders would
-//! do. Here each communicator gets two **tiers**, made by each process on
-//! the first hierarchical call and kept in its collective state
+//! do. Here each communicator gets **tiers**, made by each process on the
+//! first hierarchical call and kept in its collective state
 //! ([`State::tiers`](super::State)):
 //!
 //! * the **local part**: its members in this process, in rank order (all
 //!   local, so the round-based `shm` algorithms run there);
 //! * the **leaders**: the lowest-ranked member of each process, in process
 //!   order (one per process, so message-based algorithms run there; only
-//!   this process's leader ever holds a handle to it).
+//!   this process's leader ever holds a handle to it);
+//! * where its processes run on several hosts
+//!   ([`HostLevel`](crate::comm::locality::HostLevel)), the **peers**: the
+//!   leaders of the processes of this process's host (made only if there
+//!   are several), and the **heads**: one leader per host, its first
+//!   process's (this process holds it only if its leader heads its host).
 //!
 //! Their context pairs are derived from the parent's
-//! ([`Creation::Tier`](crate::comm::context::Creation)), so no process
-//! talks to another to make them, and they live as long as the parent.
+//! ([`Creation::Tier`](crate::comm::context::Creation),
+//! `Creation::HostTier`), so no process talks to another to make them, and
+//! they live as long as the parent.
 //!
 //! ## One call
 //!
@@ -41,6 +48,28 @@
 //!
 //! The root of a Gather talks to ⌈log2 P⌉ processes for P processes.
 //!
+//! ## The host level
+//!
+//! With the host level, the leaders' column becomes three steps: among
+//! each host's peers, among the heads, among each host's peers again.
+//!
+//! | collective | peers | heads | peers |
+//! |---|---|---|---|
+//! | barrier | each reports to its head | dissemination | the head releases them |
+//! | broadcast | on the root's host, from the root's leader | from the root's host | elsewhere, from the head |
+//! | reduce | reduce to the head | reduce to the root's host | head → root's leader if they differ |
+//! | all-reduce | reduce to the head | all-reduce | broadcast from the head |
+//! | gather | Gatherv to the head | Gatherv of hosts' blocks to the root's host | head → root's leader if they differ |
+//! | scatter | root's leader → head if they differ | Scatterv of hosts' blocks | Scatterv from the head |
+//! | all-gather | Gatherv to the head | all-gatherv of hosts' blocks | broadcast from the head |
+//!
+//! A step whose tier has one member is skipped: on a job of one host there
+//! is no host level at all (the tiers are the two above, the cost is the
+//! same), and a host of one process has no peers. A leader that heads no
+//! host talks only to its head. `MYRIAD_HIER_HOSTS=0` keeps the process
+//! level (to measure one against the other). Gatherv keeps the process
+//! level.
+//!
 //! Rank order: a hierarchical reduction combines each process's members
 //! (in rank order) and then the processes (in process order), which is
 //! rank order when each process's members are consecutive ranks and the
@@ -48,6 +77,10 @@
 //! most splits). Elsewhere a non-commutative reduction, and the gathers and
 //! scatters (whose blocks would not be contiguous), run the flat algorithm
 //! the selector would pick without `hier`, decided alike by every rank.
+//! By host likewise: where a host's processes are not consecutive among
+//! the leaders ([`HostLevel::is_blocked`]), the calls whose result depends
+//! on order keep the process level; barrier, broadcast and commutative
+//! reductions use the host level anyway.
 
 use std::sync::Arc;
 
