@@ -712,15 +712,14 @@ fn hop(
     ex.wait()
 }
 
+/// Counts and displacements of blocks, in elements.
+type Blocks = (Vec<usize>, Vec<usize>);
+
 /// On a communicator blocked by process and by host: the blocks (counts
 /// and displacements, in elements) of this host's processes relative to
 /// the host's first element, and of every host, from the processes'
 /// blocks `counts`/`displs` (by leader position).
-fn host_blocks(
-    level: &HostLevel,
-    counts: &[usize],
-    displs: &[usize],
-) -> ((Vec<usize>, Vec<usize>), (Vec<usize>, Vec<usize>)) {
+fn host_blocks(level: &HostLevel, counts: &[usize], displs: &[usize]) -> (Blocks, Blocks) {
     let peers = level.peers();
     let start = displs[peers[0]];
     let peer_blocks = peers
@@ -975,7 +974,7 @@ fn hand_up(
 
 /// Each process's block of a gathered buffer of `count` elements per rank,
 /// in elements: counts and displacements by leader.
-fn blocks(locality: &Locality, count: usize) -> (Vec<usize>, Vec<usize>) {
+fn blocks(locality: &Locality, count: usize) -> Blocks {
     (0..locality.processes())
         .map(|i| {
             let block = locality.block(i);
