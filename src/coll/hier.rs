@@ -56,7 +56,7 @@
 //! | collective | peers | heads | peers |
 //! |---|---|---|---|
 //! | barrier | each reports to its head | dissemination | the head releases them |
-//! | broadcast | on the root's host, from the root's leader | from the root's host | elsewhere, from the head |
+//! | broadcast | on the root's host, from the root's leader (if it is not the head) | from the root's host | from the head (on the root's host too, if its leader is the head) |
 //! | reduce | reduce to the head | reduce to the root's host | head → root's leader if they differ |
 //! | all-reduce | reduce to the head | all-reduce | broadcast from the head |
 //! | gather | Gatherv to the head | Gatherv of hosts' blocks to the root's host | head → root's leader if they differ |
@@ -556,13 +556,24 @@ fn leaders_broadcast(
         return bcast::broadcast(&on(leaders, 0), rp as Rank, buf);
     };
     let root_host = level.host_position(rp);
-    if root_host == host.host {
+    let root_peer = (root_host == host.host)
+        .then(|| level.peer_index(rp).expect("the root's leader is a peer"));
+    if root_peer.is_some_and(|r| r != 0) {
+        // The root's leader is not the head: its host first.
         if let Some(peers) = &plan.peers {
-            let root = level.peer_index(rp).expect("the root's leader is a peer");
-            bcast::broadcast(&on(peers, 0), root as Rank, buf)?;
+            bcast::broadcast(&on(peers, 0), root_peer.unwrap_or(0) as Rank, buf)?;
         }
         if let Some(heads) = &plan.heads {
             bcast::broadcast(&on(heads, 0), root_host as Rank, buf)?;
+        }
+    } else if root_peer == Some(0) {
+        // The head holds it: the other hosts first (they wait longest),
+        // then its own peers.
+        if let Some(heads) = &plan.heads {
+            bcast::broadcast(&on(heads, 0), root_host as Rank, buf)?;
+        }
+        if let Some(peers) = &plan.peers {
+            bcast::broadcast(&on(peers, 0), 0, buf)?;
         }
     } else {
         if let Some(heads) = &plan.heads {
