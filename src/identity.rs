@@ -18,6 +18,11 @@
 //! indices, up to the room [`Processes::with_room`] leaves (the job's rank
 //! limit); the comparison is against that room.
 //!
+//! In a job of several hosts it also says which host runs each process
+//! (numbered by first appearance in process order, from the host names the
+//! processes exchange at start): what `split_shared` and the host level of
+//! hierarchical collectives group by.
+//!
 //! A layer-0 module: the scheduler uses the two index types only (it knows
 //! local indices, and the world rank each acts for to name it in reports);
 //! `p2p` routes by the layout; communicators derive their locality from it
@@ -176,20 +181,17 @@ impl Processes {
     /// # Panics
     ///
     /// If `names` does not have one entry per process.
-    pub(crate) fn with_hosts<H: PartialEq>(mut self, names: &[H]) -> Processes {
+    pub(crate) fn with_hosts<H: Eq + std::hash::Hash>(mut self, names: &[H]) -> Processes {
         assert_eq!(names.len(), self.count() as usize, "one host per process");
-        let mut firsts: Vec<&H> = Vec::new();
+        let mut numbers: std::collections::HashMap<&H, u32> = std::collections::HashMap::new();
         let hosts: Vec<u32> = names
             .iter()
-            .map(|name| match firsts.iter().position(|f| *f == name) {
-                Some(h) => h as u32,
-                None => {
-                    firsts.push(name);
-                    firsts.len() as u32 - 1
-                }
+            .map(|name| {
+                let next = numbers.len() as u32;
+                *numbers.entry(name).or_insert(next)
             })
             .collect();
-        self.hosts = (firsts.len() > 1).then(|| hosts.into());
+        self.hosts = (numbers.len() > 1).then(|| hosts.into());
         self
     }
 
