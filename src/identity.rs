@@ -18,6 +18,11 @@
 //! indices, up to the room [`Processes::with_room`] leaves (the job's rank
 //! limit); the comparison is against that room.
 //!
+//! In a job of several hosts it also says which host runs each process
+//! (numbered by first appearance in process order, from the host names the
+//! processes exchange at start): what `split_shared` and the host level of
+//! hierarchical collectives group by.
+//!
 //! A layer-0 module: the scheduler uses the two index types only (it knows
 //! local indices, and the world rank each acts for to name it in reports);
 //! `p2p` routes by the layout; communicators derive their locality from it
@@ -123,6 +128,10 @@ pub(crate) struct Processes {
     ///
     /// [`with_room`]: Self::with_room
     bound: u32,
+    /// The host of each process (`0..hosts`, numbered by first appearance
+    /// in process order), where processes run on several hosts
+    /// ([`with_hosts`](Self::with_hosts)); `None`: all on one host.
+    hosts: Option<Arc<[u32]>>,
 }
 
 impl Processes {
@@ -161,7 +170,43 @@ impl Processes {
             first,
             count,
             bound: count,
+            hosts: None,
         }
+    }
+
+    /// The same layout, process `p` running on the host named `names[p]`
+    /// (any labels: equal labels are one host). All on one host keeps no
+    /// table.
+    ///
+    /// # Panics
+    ///
+    /// If `names` does not have one entry per process.
+    pub(crate) fn with_hosts<H: Eq + std::hash::Hash>(mut self, names: &[H]) -> Processes {
+        assert_eq!(names.len(), self.count() as usize, "one host per process");
+        let mut numbers: std::collections::HashMap<&H, u32> = std::collections::HashMap::new();
+        let hosts: Vec<u32> = names
+            .iter()
+            .map(|name| {
+                let next = numbers.len() as u32;
+                *numbers.entry(name).or_insert(next)
+            })
+            .collect();
+        self.hosts = (numbers.len() > 1).then(|| hosts.into());
+        self
+    }
+
+    /// Hosts the job runs on.
+    pub(crate) fn host_count(&self) -> u32 {
+        self.hosts
+            .as_ref()
+            .map_or(1, |h| h.iter().max().map_or(1, |&m| m + 1))
+    }
+
+    /// The host of `process` (`0..host_count()`, numbered by first
+    /// appearance in process order).
+    #[inline]
+    pub(crate) fn host_of(&self, process: ProcessId) -> u32 {
+        self.hosts.as_ref().map_or(0, |h| h[process.0 as usize])
     }
 
     /// The same layout of one process, where world ranks up to `room`
@@ -257,6 +302,7 @@ mod tests {
             assert_eq!(p.locate(WorldRank(w)), (ProcessId(0), LocalIndex(w)));
         }
         assert_eq!(p.local(WorldRank(5)), None);
+        assert_eq!((p.host_count(), p.host_of(ProcessId(0))), (1, 0));
         assert_eq!(
             p.local_ranks().collect::<Vec<_>>(),
             (0..5).map(WorldRank).collect::<Vec<_>>()
@@ -282,5 +328,17 @@ mod tests {
             p.local_ranks().collect::<Vec<_>>(),
             [WorldRank(3), WorldRank(4)]
         );
+    }
+
+    #[test]
+    fn hosts_are_numbered_by_first_appearance() {
+        let p =
+            Processes::from_blocks(&[1, 1, 1, 1], ProcessId(2)).with_hosts(&["b", "b", "a", "b"]);
+        assert_eq!(p.host_count(), 2);
+        let hosts: Vec<u32> = (0..4).map(|q| p.host_of(ProcessId(q))).collect();
+        assert_eq!(hosts, [0, 0, 1, 0]);
+        // One host: no table.
+        let p = Processes::from_blocks(&[1, 1], ProcessId(0)).with_hosts(&[7, 7]);
+        assert!(p.hosts.is_none() && p.host_count() == 1);
     }
 }

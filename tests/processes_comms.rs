@@ -44,7 +44,7 @@ const LAYOUTS: [&[usize]; 3] = [&[2, 3], &[3, 1, 2], &[2, 2, 1, 3]];
 cases!(
     duplicate_and_collectives_on_the_duplicate,
     split_with_keys_reversing_the_order,
-    split_shared_is_one_communicator_per_process,
+    split_by_process_is_one_communicator_per_process,
     comm_create_from_a_group,
     cartesian_grid_across_processes,
     nested_splits,
@@ -127,12 +127,15 @@ fn split_with_keys_reversing_the_order(via: Via) {
     }
 }
 
-fn split_shared_is_one_communicator_per_process(via: Via) {
+fn split_by_process_is_one_communicator_per_process(via: Via) {
     for layout in LAYOUTS {
         let out = all_ok(joined(via, layout, |universe| {
             let world = universe.world();
             let rank = world.rank();
-            let shared = world.split_shared(-rank);
+            let shared = world.split_by_process(-rank);
+            // The processes of a joined job share this host: `split_shared`
+            // keeps them all (by host).
+            assert_eq!(world.split_shared(0).size(), world.size());
             // All local: the shared-memory algorithms are allowed there
             // (and refused on the world, which is not).
             let allowed = shared
@@ -397,7 +400,7 @@ fn inter_communicator_between_processes(via: Via) {
         let world = universe.world();
         let rank = world.rank();
         let left = rank < 2;
-        let local = world.split_shared(0);
+        let local = world.split_by_process(0);
         let inter = InterCommunicator::create(&local, 0, &world, if left { 2 } else { 0 }, 7);
         let theirs = inter.remote_size();
         inter

@@ -6,7 +6,16 @@
 //! non-commutative reductions in rank order, communicators whose
 //! processes' ranks are not consecutive (the flat fallback), immediate
 //! calls, the peers of a Gather's root counted from the real traffic, a
-//! mismatch across processes, and `split_by_host` with two emulated hosts.
+//! mismatch across processes.
+//!
+//! Jobs whose processes run on emulated hosts (`Runtime::run_joined_on_hosts`,
+//! loopback): the host level (process → host → job) against the same
+//! reference, in even and uneven layouts (2 hosts × 2 processes, 3
+//! processes on one host and 1 on the other, a host of one process, hosts
+//! whose processes interleave), with `ANY_SOURCE` traffic in flight on the
+//! same communicator; the processes a leader talks to (the host level keeps
+//! a non-head to its own host); `split_shared` by host, `split_by_process`.
+//! A real launch with `MYRIAD_HOST` is in `tests/processes_hosts.rs`.
 
 use myriad::collective::{Algorithm, Collective, SystemOperation, UserOperation};
 use myriad::datatype::PartitionMut;
@@ -50,7 +59,6 @@ cases!(
     immediate_hierarchical_collectives,
     gather_root_talks_to_log2_p_processes,
     a_mismatch_across_processes_names_both_calls,
-    split_by_host_with_two_emulated_hosts,
 );
 
 /// What one rank computes with `hier` (set on a duplicate of the world),
@@ -515,53 +523,6 @@ fn a_mismatch_across_processes_names_both_calls(via: Via) {
     }
 }
 
-fn split_by_host_with_two_emulated_hosts(via: Via) {
-    // Jobs of 4 processes see processes 0, 1 on host 0 and 2, 3 on host 1
-    // (never reset: both transports' cases set the same, and no other case
-    // of this file splits by host with 4 processes).
-    myriad::topology::emulate_hosts(Some(vec![0, 0, 1, 1]));
-    let layout: &[usize] = &[2, 3, 1, 2];
-    let out = all_ok(joined(via, layout, |universe| {
-        let world = universe.world();
-        let me = world.rank();
-        // Reversed order within each host.
-        let host = world.split_by_host(-me);
-        let members = {
-            let mut all = vec![0i32; host.size() as usize];
-            host.all_gather_into(&me, &mut all[..]);
-            all
-        };
-        // Collectives on a part spanning two processes (hierarchical).
-        let mut sum = 0i32;
-        host.all_reduce_into(&me, &mut sum, SystemOperation::sum());
-        let mut from_first = if host.rank() == 0 { me } else { -1 };
-        host.process_at_rank(0).broadcast_into(&mut from_first);
-        // `split_shared` stays by process.
-        let shared = world.split_shared(0).size();
-        (members, sum, from_first, shared)
-    }));
-    let blocks = [0..2, 2..5, 5..6, 6..8];
-    for (me, (members, sum, from_first, shared)) in out.into_iter().enumerate() {
-        let on_host0 = me < 5;
-        let expected: Vec<i32> = if on_host0 {
-            (0..5).rev().collect()
-        } else {
-            (5..8).rev().collect()
-        };
-        assert_eq!(members, expected, "rank {me}");
-        assert_eq!(sum, expected.iter().sum::<i32>(), "rank {me}");
-        assert_eq!(from_first, expected[0], "rank {me}");
-        let block = blocks.iter().find(|b| b.contains(&me)).unwrap();
-        assert_eq!(shared, block.len() as i32, "rank {me}");
-    }
-    // Three processes (no emulation for that count): one host, one part.
-    let out = all_ok(joined(via, &[2, 1, 2], |universe| {
-        let world = universe.world();
-        world.split_by_host(0).size()
-    }));
-    assert_eq!(out, [5; 5]);
-}
-
 /// Explicit `hier` on a communicator of one process is its shared-memory
 /// step alone (the leaders' step has one member).
 #[test]
@@ -580,4 +541,271 @@ fn explicit_hier_in_one_process() {
     for (me, results) in out.into_iter().enumerate() {
         assert_eq!(results, reference(me, n), "rank {me}");
     }
+}
+
+/// Runs `f` on a job whose process `p` hosts `layout[p]` ranks (2 workers
+/// each) and runs on emulated host `hosts[p]`, joined by the loopback
+/// transport; every rank's result in world rank order.
+fn on_hosts<T, F>(layout: &'static [usize], hosts: &'static [u32], f: F) -> Vec<T>
+where
+    T: Send + std::fmt::Debug + 'static,
+    F: Fn(myriad::Universe) -> T + Send + Sync + 'static,
+{
+    all_ok(common::within_time_limit(
+        "a job on emulated hosts",
+        common::joined::LIMIT,
+        move || {
+            myriad::Runtime::builder()
+                .workers(2)
+                .run_joined_on_hosts(layout, hosts, f)
+                .expect("the job starts")
+        },
+    ))
+}
+
+/// (ranks per process, host per process): 2 hosts × 2 processes × 2
+/// ranks; uneven blocks on the same hosts; 3 processes on host A and 1 on
+/// B; a host of one process first; hosts whose processes interleave (the
+/// order-keeping collectives stay at the process level there).
+const HOST_LAYOUTS: [(&[usize], &[u32]); 6] = [
+    (&[2, 2, 2, 2], &[0, 0, 1, 1]),
+    (&[2, 3, 1, 2], &[0, 0, 1, 1]),
+    (&[1, 2, 3, 1], &[0, 0, 0, 1]),
+    (&[2, 3, 1], &[0, 1, 1]),
+    (&[2, 1, 3, 2], &[0, 1, 0, 1]),
+    (&[1, 1, 1, 1, 1, 1], &[0, 0, 1, 1, 2, 2]),
+];
+
+/// Every hierarchical collective on the world of jobs on several hosts
+/// equals the reference (what the flat algorithms give), twice, while each
+/// rank's message to the next rank (sent before, received with
+/// `ANY_SOURCE` and any tag after) is in flight on the same communicator.
+#[test]
+fn hosts_every_hierarchical_collective_matches_the_reference() {
+    for (layout, hosts) in HOST_LAYOUTS {
+        let n: usize = layout.iter().sum();
+        let out = on_hosts(layout, hosts, move |universe| {
+            let world = universe.world();
+            for c in HIER {
+                world
+                    .set_collective_algorithm(c, Algorithm::Hierarchical)
+                    .unwrap();
+            }
+            let me = world.rank();
+            let size = world.size();
+            world
+                .process_at_rank((me + 1) % size)
+                .send_with_tag(&(1000 + me), 7 + me % 3);
+            let first = run_all(&world, n);
+            let (got, status) = world.any_process().receive::<i32>();
+            let second = run_all(&world, n);
+            (first, second, got, status.source_rank(), status.tag())
+        });
+        for (me, (first, second, got, source, tag)) in out.into_iter().enumerate() {
+            let expected = reference(me, n);
+            assert_eq!(first, expected, "{layout:?} on {hosts:?} rank {me}");
+            assert_eq!(second, expected, "{layout:?} on {hosts:?} rank {me}, again");
+            let from = (me + n - 1) % n;
+            assert_eq!(
+                (got, source, tag),
+                (1000 + from as i32, from as i32, 7 + from as i32 % 3),
+                "{layout:?} on {hosts:?} rank {me}: the ANY_SOURCE message"
+            );
+        }
+    }
+}
+
+/// The selector's choice (`hier` across processes) agrees with flat
+/// algorithms set explicitly, on several hosts.
+#[test]
+fn hosts_auto_agrees_with_flat_algorithms() {
+    for (layout, hosts) in HOST_LAYOUTS {
+        let n: usize = layout.iter().sum();
+        let out = on_hosts(layout, hosts, move |universe| {
+            let world = universe.world();
+            let auto = run_all(&world, n);
+            let flat = world.duplicate();
+            for (c, a) in [
+                (Collective::AllReduce, Algorithm::RecursiveDoubling),
+                (Collective::Reduce, Algorithm::Binomial),
+                (Collective::Broadcast, Algorithm::Binomial),
+                (Collective::Barrier, Algorithm::Dissemination),
+            ] {
+                flat.set_collective_algorithm(c, a).unwrap();
+            }
+            (auto, run_all(&flat, n))
+        });
+        for (me, (auto, flat)) in out.into_iter().enumerate() {
+            assert_eq!(auto, flat, "{layout:?} on {hosts:?} rank {me}");
+            assert_eq!(auto, reference(me, n), "{layout:?} on {hosts:?} rank {me}");
+        }
+    }
+}
+
+/// A non-commutative reduction on several hosts: rank order when hosts'
+/// processes are consecutive (host level) and when they interleave (the
+/// process level then).
+#[test]
+fn hosts_non_commutative_reductions_keep_rank_order() {
+    for (layout, hosts) in HOST_LAYOUTS {
+        let n: usize = layout.iter().sum();
+        let expected = (0..n as i64).map(matrix).reduce(product).unwrap();
+        let out = on_hosts(layout, hosts, move |universe| {
+            let world = universe.world();
+            let op = matrix_op();
+            let me = world.rank();
+            for c in [Collective::AllReduce, Collective::Reduce] {
+                world
+                    .set_collective_algorithm(c, Algorithm::Hierarchical)
+                    .unwrap();
+            }
+            let mut all = [0i64; 4];
+            world.all_reduce_into(&matrix(me as i64), &mut all, &op);
+            let mut at_roots = Vec::new();
+            for root in 0..world.size() {
+                let mut prod = [0i64; 4];
+                if me == root {
+                    world.process_at_rank(root).reduce_into_root(
+                        &matrix(me as i64),
+                        &mut prod,
+                        &op,
+                    );
+                    at_roots.push(prod);
+                } else {
+                    world
+                        .process_at_rank(root)
+                        .reduce_into(&matrix(me as i64), &op);
+                }
+            }
+            (all, at_roots)
+        });
+        for (me, (all, at_roots)) in out.into_iter().enumerate() {
+            assert_eq!(all, expected, "{layout:?} on {hosts:?} rank {me}");
+            assert_eq!(at_roots, [expected], "{layout:?} on {hosts:?} rank {me}");
+        }
+    }
+}
+
+/// With the host level, a leader that heads no host talks only to the
+/// processes of its own host (its head), in an all-reduce, a barrier, a
+/// broadcast, gather and scatter rooted on another host's non-head, and an
+/// all-gather; at the process level (one host), the leaders' recursive
+/// doubling and dissemination reach across.
+#[test]
+fn hosts_a_non_head_talks_only_within_its_host() {
+    // Processes 0, 1 on host 0 and 2, 3 on host 1; process 1's leader is
+    // world rank 2, process 3's rank 6.
+    let layout: &'static [usize] = &[2, 2, 2, 2];
+    let measure = |universe: myriad::Universe| {
+        let world = universe.world();
+        world.take_collective_peer_processes();
+        let mut sum = 0i32;
+        world.all_reduce_into(&world.rank(), &mut sum, SystemOperation::sum());
+        world.barrier();
+        let mut value = if world.rank() == 7 { 42 } else { 0 };
+        world.process_at_rank(7).broadcast_into(&mut value);
+        // Gather, scatter (rooted at process 3's non-leader) and all-gather.
+        let me = world.rank();
+        let mut all = [0i32; 8];
+        if me == 7 {
+            world.process_at_rank(7).gather_into_root(&me, &mut all[..]);
+        } else {
+            world.process_at_rank(7).gather_into(&me);
+        }
+        let mut part = 0i32;
+        if me == 7 {
+            let sends: Vec<i32> = (0..8).map(|r| r * 11).collect();
+            world
+                .process_at_rank(7)
+                .scatter_into_root(&sends[..], &mut part);
+        } else {
+            world.process_at_rank(7).scatter_into(&mut part);
+        }
+        let mut every = [0i32; 8];
+        world.all_gather_into(&(me * 2), &mut every[..]);
+        let ok = part == me * 11
+            && every.iter().enumerate().all(|(r, &v)| v == 2 * r as i32)
+            && (me != 7 || all.iter().enumerate().all(|(r, &v)| v == r as i32));
+        let sum = if ok { sum } else { -1 };
+        (world.take_collective_peer_processes(), sum, value)
+    };
+    let by_host = on_hosts(layout, &[0, 0, 1, 1], measure);
+    let one_host = on_hosts(layout, &[0, 0, 0, 0], measure);
+    for out in [&by_host, &one_host] {
+        assert!(out.iter().all(|&(_, sum, value)| sum == 28 && value == 42));
+    }
+    assert_eq!(by_host[2].0, [0], "process 1 talks to its head only");
+    assert_eq!(by_host[6].0, [2], "process 3 talks to its head only");
+    // The heads talk to their peer and to each other.
+    assert_eq!(by_host[0].0, [1, 2]);
+    assert_eq!(by_host[4].0, [0, 3]);
+    // One host: the leaders' recursive doubling pairs processes 1 and 3.
+    assert!(one_host[2].0.contains(&3), "{:?}", one_host[2].0);
+}
+
+/// `split_shared` gives the ranks of each host (every process of it), in
+/// key order; `split_by_host` the same; `split_by_process` each process's
+/// ranks. Collectives on the host parts (which span processes) agree.
+#[test]
+fn split_shared_is_one_communicator_per_host() {
+    let layout: &'static [usize] = &[2, 3, 1, 2];
+    let hosts: &'static [u32] = &[0, 0, 1, 1];
+    let out = on_hosts(layout, hosts, |universe| {
+        let world = universe.world();
+        let me = world.rank();
+        let members = |comm: &myriad::topology::SimpleCommunicator| {
+            let mut all = vec![0i32; comm.size() as usize];
+            comm.all_gather_into(&me, &mut all[..]);
+            all
+        };
+        // Reversed order within each host.
+        let shared = world.split_shared(-me);
+        let host = world.split_by_host(-me);
+        let process = world.split_by_process(0);
+        let mut sum = 0i32;
+        shared.all_reduce_into(&me, &mut sum, SystemOperation::sum());
+        let mut from_first = if shared.rank() == 0 { me } else { -1 };
+        shared.process_at_rank(0).broadcast_into(&mut from_first);
+        (
+            members(&shared),
+            members(&host),
+            members(&process),
+            sum,
+            from_first,
+        )
+    });
+    let blocks = [0..2, 2..5, 5..6, 6..8];
+    for (me, (shared, host, process, sum, from_first)) in out.into_iter().enumerate() {
+        let expected: Vec<i32> = if me < 5 {
+            (0..5).rev().collect()
+        } else {
+            (5..8).rev().collect()
+        };
+        assert_eq!(shared, expected, "rank {me}");
+        assert_eq!(host, expected, "rank {me}");
+        assert_eq!(sum, expected.iter().sum::<i32>(), "rank {me}");
+        assert_eq!(from_first, expected[0], "rank {me}");
+        let block = blocks.iter().find(|b| b.contains(&(me as i32))).unwrap();
+        assert_eq!(process, block.clone().collect::<Vec<_>>(), "rank {me}");
+    }
+    // One host: every rank in one part.
+    let out = on_hosts(&[2, 1, 2], &[4, 4, 4], |universe| {
+        let world = universe.world();
+        (
+            world.split_shared(0).size(),
+            world.split_by_process(0).size(),
+        )
+    });
+    assert_eq!(out, [(5, 2), (5, 2), (5, 1), (5, 2), (5, 2)]);
+}
+
+/// A host list of the wrong length is refused before anything runs.
+#[test]
+fn hosts_of_the_wrong_length_are_refused() {
+    let err = myriad::Runtime::builder()
+        .workers(1)
+        .run_joined_on_hosts(&[1, 1], &[0], |_| ())
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("1 hosts for a job of 2 processes"), "{err}");
 }

@@ -43,8 +43,9 @@
 //! instead, and there is no last arrival: every rank decides.
 //!
 //! 1. each rank takes the parent's next sequence number and checks the
-//!    call (the checker, as any message-based collective); `split_shared`
-//!    sets its color to its process's index (shared memory is the process);
+//!    call (the checker, as any message-based collective);
+//!    `split_by_process` sets its color to its process's index
+//!    (`split_shared` and `split_by_host` come with their host's index);
 //! 2. it encodes its ask (`create/wire.rs`) and two all-gathers
 //!    (recursive doubling, in the parent's collective context with the
 //!    call's tag) give every rank every ask: the lengths, then the asks
@@ -178,6 +179,8 @@ pub(crate) enum Creation {
     Merge,
     /// `split_by_host`: the color is the process's host.
     Host,
+    /// `split_by_process`: the color is the process.
+    Process,
 }
 
 impl Creation {
@@ -194,6 +197,7 @@ impl Creation {
             Creation::InterSide => "InterCommunicator::create",
             Creation::Merge => "InterCommunicator::merge",
             Creation::Host => "split_by_host",
+            Creation::Process => "split_by_process",
         }
     }
 
@@ -201,7 +205,7 @@ impl Creation {
     fn prefix(self) -> &'static str {
         match self {
             Creation::Duplicate => "dup",
-            Creation::Split | Creation::Shared | Creation::Host => "split",
+            Creation::Split | Creation::Shared | Creation::Host | Creation::Process => "split",
             Creation::Subgroup => "subgroup",
             Creation::Cartesian => "cartesian",
             Creation::CartesianSub => "cartesian sub-grid",
@@ -388,8 +392,8 @@ pub(crate) fn create(
 fn create_spanning(core: &CommCore, mut ask: Ask) -> Result<Option<CommCore>, Error> {
     let site = ask.site;
     let rank = core.rank();
-    if ask.creation == Creation::Shared {
-        // Shared memory is the process: its index names the part.
+    if ask.creation == Creation::Process {
+        // The process's index names its part.
         let processes = crate::p2p::Node::p2p(core.job()).processes();
         ask.color = Some(processes.process_of(core.world()).get() as i32);
     }

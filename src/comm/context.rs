@@ -33,8 +33,9 @@
 //! * **tiers** of a communicator spanning processes (its members in one
 //!   process, its leaders: what its hierarchical collectives run on): the
 //!   parent's context and which tier, plus the process for a local part
-//!   ([`Creation::Tier`]). Each parent has one of each, so the inputs never
-//!   repeat either.
+//!   ([`Creation::Tier`]); on a parent spanning hosts, also its leaders on
+//!   one host and its one leader per host ([`Creation::HostTier`]). Each
+//!   parent has one of each, so the inputs never repeat either.
 //! * **spawned ranks**: their world comes from the parent's context and the
 //!   spawn call's sequence number there ([`Creation::Spawn`]); the
 //!   inter-communicator to them is an [`Creation::InterSide`] pair of the
@@ -116,6 +117,10 @@ pub(crate) enum Creation {
     /// it), or its leaders (`leaders` true, `process` 0: the same pair in
     /// every process).
     Tier { leaders: bool, process: u32 },
+    /// A host tier of a communicator spanning hosts: the leaders of the
+    /// processes of host `host` (`heads` false), or one leader per host
+    /// (`heads` true, `host` 0: the same pair in every process).
+    HostTier { heads: bool, host: u32 },
     /// The world of the ranks spawned by a spawn call at sequence number
     /// `seq` of the parent communicator. The inter-communicator between
     /// parents and children is then derived as if the children's world had
@@ -151,6 +156,7 @@ pub(crate) fn derive(parent: u64, creation: Creation) -> u64 {
             [6, parent & !1, u64::from(leaders), process.into(), 0]
         }
         Creation::Spawn { seq } => [7, parent & !1, seq.into(), 0, 0],
+        Creation::HostTier { heads, host } => [8, parent & !1, u64::from(heads), host.into(), 0],
     };
     let h = mix(&words);
     // The even ids but the world's and the last (whose odd id, u64::MAX,
@@ -236,6 +242,10 @@ mod tests {
                 process: 0,
             },
             Creation::Spawn { seq: 0 },
+            Creation::HostTier {
+                heads: false,
+                host: 0,
+            },
         ];
         let pairs: std::collections::HashSet<u64> = kinds.iter().map(|&k| derive(2, k)).collect();
         assert_eq!(pairs.len(), kinds.len());

@@ -1,5 +1,6 @@
 //! Where a communicator's members live: its members in this process, one
-//! leader per process, and how many processes it spans.
+//! leader per process, how many processes it spans, and (on a job of
+//! several hosts) which host each of those processes runs on.
 //!
 //! Computed once, when the communicator's shared state is created, from its
 //! member list and the job's [`Processes`]: a pure function of both, so
@@ -15,6 +16,15 @@
 //! each process's data in one block, where the communicator is *blocked*
 //! ([`Locality::is_blocked`]: each process's members are consecutive
 //! ranks, the processes in rank order).
+//!
+//! On a job whose processes run on several hosts ([`Processes::host_of`]),
+//! the leaders group by host ([`HostLevel`]): the *peers* of a process are
+//! the leaders of the processes of its host, the *head* of a host is its
+//! first process's leader (the host's lowest rank on a blocked
+//! communicator); hierarchical collectives add a step among the heads.
+//! Computed alike by every process from the same tables, so no process
+//! asks another. A communicator whose processes all run on one host has no
+//! host level (and costs nothing more).
 //!
 //! Cost: O(1) for any communicator of a one-process job (all its members
 //! are local; no table), O(processes) for `Members::World` (the world's
@@ -43,6 +53,104 @@ pub(crate) struct Locality {
     blocked: bool,
     /// Members in all.
     size: Rank,
+    /// The leaders grouped by host, where the processes with members run on
+    /// several hosts.
+    hosts: Option<Box<HostLevel>>,
+}
+
+/// The leaders of a communicator grouped by host (module docs).
+#[derive(Debug, Clone)]
+pub(crate) struct HostLevel {
+    /// For each leader (by position in `Locality::leaders`): its host's
+    /// position among the hosts with members (hosts in job order).
+    host_position: Box<[u32]>,
+    /// For each host with members: the position of its head (its first
+    /// process's leader) among the leaders.
+    heads: Box<[usize]>,
+    /// The positions among the leaders of the processes on this process's
+    /// host, ascending (empty if this process has no members).
+    peers: Box<[usize]>,
+    /// The hosts along the leaders never go back: each host's processes
+    /// are consecutive among the leaders, so (on a blocked communicator)
+    /// its members are consecutive ranks and a reduction by host keeps rank
+    /// order.
+    blocked: bool,
+}
+
+impl HostLevel {
+    /// The host level of `leaders` in job `processes` (`None`: one host).
+    fn new(leaders: &[(ProcessId, Rank)], processes: &Processes) -> Option<Box<HostLevel>> {
+        if processes.host_count() == 1 {
+            return None;
+        }
+        let host_of: Vec<u32> = leaders.iter().map(|&(p, _)| processes.host_of(p)).collect();
+        let mut hosts: Vec<u32> = host_of.clone();
+        hosts.sort_unstable();
+        hosts.dedup();
+        if hosts.len() < 2 {
+            return None;
+        }
+        let host_position: Box<[u32]> = host_of
+            .iter()
+            .map(|h| hosts.binary_search(h).expect("listed") as u32)
+            .collect();
+        let mut heads = vec![usize::MAX; hosts.len()];
+        for (i, &h) in host_position.iter().enumerate() {
+            let head = &mut heads[h as usize];
+            if *head == usize::MAX {
+                *head = i;
+            }
+        }
+        let this = processes.this();
+        let peers = match leaders.binary_search_by_key(&this, |&(p, _)| p) {
+            Ok(me) => (0..leaders.len())
+                .filter(|&i| host_position[i] == host_position[me])
+                .collect(),
+            Err(_) => Box::default(),
+        };
+        let blocked = host_position.windows(2).all(|w| w[0] <= w[1]);
+        Some(Box::new(HostLevel {
+            host_position,
+            heads: heads.into(),
+            peers,
+            blocked,
+        }))
+    }
+
+    /// Hosts with members.
+    #[cfg(test)]
+    pub(crate) fn hosts(&self) -> usize {
+        self.heads.len()
+    }
+
+    /// The position of the host of the leader at position `leader` among
+    /// the hosts with members.
+    pub(crate) fn host_position(&self, leader: usize) -> usize {
+        self.host_position[leader] as usize
+    }
+
+    /// The positions among the leaders of each host's head, by host.
+    pub(crate) fn heads(&self) -> &[usize] {
+        &self.heads
+    }
+
+    /// The positions among the leaders of the processes on this process's
+    /// host, ascending.
+    pub(crate) fn peers(&self) -> &[usize] {
+        &self.peers
+    }
+
+    /// The position of leader `leader` among this host's peers, if it runs
+    /// on this host.
+    pub(crate) fn peer_index(&self, leader: usize) -> Option<usize> {
+        self.peers.binary_search(&leader).ok()
+    }
+
+    /// Whether each host's processes are consecutive among the leaders
+    /// (see the field).
+    pub(crate) fn is_blocked(&self) -> bool {
+        self.blocked
+    }
 }
 
 /// The communicator ranks of the members in this process.
@@ -72,6 +180,7 @@ impl Locality {
                 all_local: true,
                 blocked: true,
                 size,
+                hosts: None,
             };
         }
         match members {
@@ -87,9 +196,11 @@ impl Locality {
                         (!block.is_empty()).then_some((p, block.start as Rank))
                     })
                     .collect();
+                let leaders: Box<[(ProcessId, Rank)]> = leaders;
                 Locality {
                     all_local: here.len() == n as usize,
                     local: Local::Range(here.start as Rank..here.end as Rank),
+                    hosts: HostLevel::new(&leaders, processes),
                     leaders,
                     blocked: true,
                     size,
@@ -117,6 +228,7 @@ impl Locality {
                 Locality {
                     all_local: local.len() == table.len(),
                     local: Local::List(local.into()),
+                    hosts: HostLevel::new(&leaders, processes),
                     leaders: leaders.into(),
                     blocked,
                     size,
@@ -189,6 +301,12 @@ impl Locality {
     /// `(process, leader)` of every process with members, by process.
     pub(crate) fn leaders(&self) -> &[(ProcessId, Rank)] {
         &self.leaders
+    }
+
+    /// The leaders grouped by host, if the processes with members run on
+    /// several hosts.
+    pub(crate) fn hosts(&self) -> Option<&HostLevel> {
+        self.hosts.as_deref()
     }
 
     /// The leader of process `process`, if it has members.
@@ -314,5 +432,59 @@ mod tests {
         assert_eq!(all(&views[1]), [0, 1]);
         assert_eq!(views[1].leaders(), [(ProcessId::new(1), 0)]);
         assert!(!views[0].is_all_local());
+    }
+
+    /// The locality of `members` from each process of a job of `blocks` on
+    /// `hosts` (by process).
+    fn on_hosts(members: &Members, blocks: &[u32], hosts: &[u32]) -> Vec<Locality> {
+        (0..blocks.len() as u32)
+            .map(|p| {
+                let processes = Processes::from_blocks(blocks, ProcessId::new(p)).with_hosts(hosts);
+                Locality::new(members, &processes)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn the_leaders_group_by_host_alike_in_every_process() {
+        // Four processes of two ranks; processes 0, 1, 3 on host "0", 2 on
+        // host "1" (host numbers by first appearance: 0, 0, 1, 0).
+        let views = on_hosts(&Members::World(8), &[2; 4], &[5, 5, 9, 5]);
+        for (p, l) in views.iter().enumerate() {
+            let h = l.hosts().expect("two hosts");
+            assert_eq!(h.hosts(), 2);
+            assert_eq!(h.heads(), [0, 2], "process {p}");
+            let positions: Vec<usize> = (0..4).map(|i| h.host_position(i)).collect();
+            assert_eq!(positions, [0, 0, 1, 0]);
+            // Host 0's processes are not consecutive: not blocked by host.
+            assert!(!h.is_blocked());
+        }
+        assert_eq!(views[1].hosts().unwrap().peers(), [0, 1, 3]);
+        assert_eq!(views[2].hosts().unwrap().peers(), [2]);
+        assert_eq!(views[3].hosts().unwrap().peer_index(3), Some(2));
+        assert_eq!(views[3].hosts().unwrap().peer_index(2), None);
+
+        // Consecutive hosts: blocked.
+        for l in on_hosts(&Members::World(8), &[2; 4], &[0, 0, 1, 1]) {
+            let h = l.hosts().unwrap();
+            assert!(h.is_blocked());
+            assert_eq!(h.heads(), [0, 2]);
+        }
+
+        // A member table on one host of two: no host level.
+        let members = Members::from_vec(vec![0, 3, 2]);
+        for l in on_hosts(&members, &[2; 4], &[0, 0, 1, 1]) {
+            assert!(l.hosts().is_none());
+        }
+        // A job on one host: no host level either.
+        for l in on_hosts(&Members::World(8), &[2; 4], &[3; 4]) {
+            assert!(l.hosts().is_none());
+        }
+        // A process without members knows the grouping, has no peers.
+        let members = Members::from_vec(vec![0, 6]);
+        let views = on_hosts(&members, &[2; 4], &[0, 0, 1, 1]);
+        assert_eq!(views[1].hosts().unwrap().peers(), [] as [usize; 0]);
+        assert_eq!(views[3].hosts().unwrap().peers(), [1]);
+        assert_eq!(views[3].hosts().unwrap().heads(), [0, 1]);
     }
 }

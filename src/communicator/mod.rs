@@ -93,35 +93,30 @@ pub enum CommunicatorRelation {
 /// ([`emulate_hosts`]).
 static EMULATED_HOSTS: std::sync::Mutex<Option<Vec<u32>>> = std::sync::Mutex::new(None);
 
-/// Makes `split_by_host` see process `p` of a job of `hosts.len()`
-/// processes on host `hosts[p]` (`None`: the real host names again), in
-/// every job of this process with that many processes. For tests that run
-/// the processes of a job as threads of one process, all on one host.
+/// Makes jobs of `hosts.len()` processes run as threads of this process
+/// (`Runtime::run_joined*`) see process `p` on host `hosts[p]` (`None`:
+/// one host again), in every such job started after the call: what
+/// `split_shared`, `split_by_host` and the host level of hierarchical
+/// collectives see. Process-global: tests that run in parallel should pass
+/// the hosts to `Runtime::run_joined_on_hosts` instead.
 #[doc(hidden)]
 pub fn emulate_hosts(hosts: Option<Vec<u32>>) {
     *EMULATED_HOSTS.lock().unwrap_or_else(|e| e.into_inner()) = hosts;
 }
 
-/// The color of this rank's host in `split_by_host`: the same in every
-/// process of the host, non-negative.
+/// The hosts [`emulate_hosts`] set for jobs of `processes` processes.
+pub(crate) fn emulated_hosts(processes: usize) -> Option<Vec<u32>> {
+    let emulated = EMULATED_HOSTS.lock().unwrap_or_else(|e| e.into_inner());
+    emulated.clone().filter(|h| h.len() == processes)
+}
+
+/// The color of this rank's host: its index among the job's hosts (from
+/// the host names the processes exchanged when the job started), the same
+/// in every process of the host.
 fn host_color(core: &CommCore) -> Rank {
     use crate::p2p::Node;
     let processes = core.job().p2p().processes();
-    let emulated = EMULATED_HOSTS.lock().unwrap_or_else(|e| e.into_inner());
-    if let Some(hosts) = emulated
-        .as_ref()
-        .filter(|h| h.len() == processes.count() as usize)
-    {
-        return (hosts[processes.this().get() as usize] & 0x7fff_ffff) as Rank;
-    }
-    drop(emulated);
-    let name = crate::environment::processor_name().unwrap_or_default();
-    // FNV-1a, folded to 31 bits: a color is a non-negative `i32`.
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in name.bytes() {
-        h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
-    }
-    ((h ^ (h >> 32)) & 0x7fff_ffff) as Rank
+    processes.host_of(processes.this()) as Rank
 }
 
 mod sealed {
@@ -330,28 +325,53 @@ pub trait Communicator: AsCore {
 
     /// Splits the communicator into parts whose ranks share memory
     /// (`MPI_Comm_split_type(MPI_COMM_TYPE_SHARED)`): one communicator per
-    /// process (ranks of one process share its memory; processes on one
-    /// host do not share a myriad rank's memory), ordered by `key` and then
-    /// by rank; in a one-process job, all ranks. Collective.
+    /// host (the ranks of every process of the job on one machine, which
+    /// reach each other through shared memory), ordered by `key` and then
+    /// by rank; in a job of one process, or of processes on one host, all
+    /// ranks. The hosts come from the names the processes exchanged when
+    /// the job started (`MYRIAD_HOST` overrides this process's), so no
+    /// further exchange is needed. Collective.
+    ///
+    /// Windows (`allocate_shared_window`) span one process only: for a
+    /// communicator of the ranks that share this process's address space,
+    /// use [`split_by_process`](Self::split_by_process).
     #[track_caller]
     fn split_shared(&self, key: Key) -> SimpleCommunicator {
         let core = self.core();
-        let ask = split::Ask::new(split::Creation::Shared, Some(0), key);
+        let ask = split::Ask::new(split::Creation::Shared, Some(host_color(core)), key);
         split::create(core, ask, std::panic::Location::caller())
             .or_raise()
             .map(SimpleCommunicator::from_core)
-            .expect("every rank shares the process")
+            .expect("every rank has a host")
     }
 
-    /// Splits the communicator into one part per host: the ranks of the
-    /// processes that run on one machine (by host name), ordered by `key`
-    /// and then by rank (not in rsmpi: `split_shared` splits by process,
-    /// whose ranks share memory). In a job of one process, or of processes
-    /// on one host, all ranks. Collective.
+    /// Splits the communicator into one part per process: the ranks that
+    /// share this process's address space (what `split_shared` gave before
+    /// it split by host; not in rsmpi), ordered by `key` and then by rank.
+    /// In a job of one process, all ranks. Collective.
     ///
-    /// Hosts are told apart by a 31-bit hash of their names (every process
-    /// hashes its own, no exchange of names): two hosts whose names collide
-    /// would share a part.
+    /// ```
+    /// use myriad::traits::*;
+    /// let sizes = myriad::run(3, |universe| {
+    ///     let world = universe.world();
+    ///     world.split_by_process(0).size()
+    /// })
+    /// .unwrap();
+    /// assert_eq!(sizes, [3, 3, 3]);
+    /// ```
+    #[track_caller]
+    fn split_by_process(&self, key: Key) -> SimpleCommunicator {
+        let core = self.core();
+        let ask = split::Ask::new(split::Creation::Process, Some(0), key);
+        split::create(core, ask, std::panic::Location::caller())
+            .or_raise()
+            .map(SimpleCommunicator::from_core)
+            .expect("every rank has a process")
+    }
+
+    /// Splits the communicator into one part per host: the same parts as
+    /// [`split_shared`](Self::split_shared) (not in rsmpi; kept for the
+    /// programs that asked for hosts by name).
     ///
     /// ```
     /// use myriad::traits::*;

@@ -68,12 +68,19 @@ pub(crate) struct Bootstrap {
     pub(crate) launcher: &'static str,
     /// The PMI connection, open until the job ends.
     pub(crate) session: Session,
+    /// Each process's host name, once `connect` exchanged them.
+    pub(crate) hosts: Option<Vec<String>>,
 }
 
 impl Bootstrap {
-    /// The job's processes and their rank blocks, seen from this process.
+    /// The job's processes, their rank blocks and (once `connect` exchanged
+    /// them) their hosts, seen from this process.
     pub(crate) fn processes_map(&self) -> Processes {
-        Processes::from_blocks(&self.blocks, ProcessId::new(self.process))
+        let processes = Processes::from_blocks(&self.blocks, ProcessId::new(self.process));
+        match &self.hosts {
+            Some(hosts) => processes.with_hosts(hosts),
+            None => processes,
+        }
     }
 
     /// Runs the exchange over `session`: agrees on the layout, the build and
@@ -99,6 +106,7 @@ impl Bootstrap {
                 local_process: session.local_process().or_else(|| local_process(var)),
                 launcher,
                 session,
+                hosts: None,
             }),
             Err(e) => {
                 let _ = session.finalize();

@@ -157,6 +157,42 @@ pub(crate) fn mesh(bootstrap: &mut Bootstrap, timeout: Duration) -> Result<Mesh,
 /// count.
 pub(crate) type HostShare = (u32, u32);
 
+/// The host name this process publishes (processes with one name share
+/// shared memory, `split_shared` parts and a host level of hierarchical
+/// collectives): `MYRIAD_HOST` if set, else the machine's name.
+///
+/// `MYRIAD_HOST` emulates several hosts on one machine (tests, benchmarks):
+/// one name for this process, or a comma-separated list with one name per
+/// process of the job (process `p` takes the `p`-th), which is how the
+/// processes of one launch (all with the same environment) get different
+/// hosts, e.g. `MYRIAD_HOST=a,a,b,b` with `--processes 4`.
+pub(crate) fn host_name(
+    var: &dyn Fn(&str) -> Option<String>,
+    process: u32,
+    processes: u32,
+) -> Result<String, Error> {
+    let Some(value) = var("MYRIAD_HOST") else {
+        return crate::environment::processor_name();
+    };
+    let names: Vec<&str> = value.split(',').map(str::trim).collect();
+    let name = match names.len() {
+        1 => names[0],
+        n if n == processes as usize => names[process as usize],
+        n => {
+            return Err(Error::config(format!(
+                "MYRIAD_HOST={value:?} lists {n} hosts for a job of {processes} processes: \
+                 give one name, or one per process"
+            )))
+        }
+    };
+    if name.is_empty() {
+        return Err(Error::config(format!(
+            "MYRIAD_HOST={value:?} gives process {process} an empty host name"
+        )));
+    }
+    Ok(name.to_string())
+}
+
 /// Joins this process to the others of a job of several: the transport
 /// `MYRIAD_TRANSPORT` chooses (`transport/choice.rs`) over the mesh, and
 /// this process's share of its host (its index among the job's processes
@@ -164,15 +200,32 @@ pub(crate) type HostShare = (u32, u32);
 /// publishes).
 pub(crate) fn connect(bootstrap: &mut Bootstrap) -> Result<(Arc<dyn Transport>, HostShare), Error> {
     let choice = Choice::from_env(&|name| std::env::var(name).ok())?;
-    let host = crate::environment::processor_name()?;
+    let host = host_name(
+        &|name| std::env::var(name).ok(),
+        bootstrap.process,
+        bootstrap.processes,
+    )?;
     let hosts = bootstrap
         .session
         .allgather("host", &host)
         .map_err(Error::Launch)?;
+    bootstrap.hosts = Some(hosts.clone());
+    // The processing units are the machine's: with emulated hosts
+    // (`MYRIAD_HOST`), the share comes from the machines' own names.
+    let machines = if std::env::var_os("MYRIAD_HOST").is_some() {
+        let machine = crate::environment::processor_name()?;
+        bootstrap
+            .session
+            .allgather("machine", &machine)
+            .map_err(Error::Launch)?
+    } else {
+        hosts.clone()
+    };
     let this = bootstrap.process as usize;
+    let mine = &machines[this];
     let share = (
-        hosts[..this].iter().filter(|h| **h == host).count() as u32,
-        hosts.iter().filter(|h| **h == host).count() as u32,
+        machines[..this].iter().filter(|h| *h == mine).count() as u32,
+        machines.iter().filter(|h| *h == mine).count() as u32,
     );
     crate::transport::route::check_one_host(choice, &hosts)?;
     let missing: Option<&str> = match choice {

@@ -1471,3 +1471,31 @@ fn mesh_across_processes_of_open_mpi() {
         "{stderr}"
     );
 }
+
+/// `MYRIAD_HOST`: one name for every process, or one per process; a list
+/// of the wrong length or an empty name is a configuration error.
+#[test]
+fn host_name_override() {
+    let with =
+        |value: &'static str| move |name: &str| (name == "MYRIAD_HOST").then(|| value.to_string());
+    assert_eq!(super::host_name(&with("node7"), 2, 4).unwrap(), "node7");
+    let list = with("a, a,b,b");
+    let names: Vec<String> = (0..4)
+        .map(|p| super::host_name(&list, p, 4).unwrap())
+        .collect();
+    assert_eq!(names, ["a", "a", "b", "b"]);
+    let err = super::host_name(&with("a,b,c"), 0, 4)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("3 hosts for a job of 4 processes"), "{err}");
+    let err = super::host_name(&with("a,,b,b"), 1, 4)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("empty host name"), "{err}");
+    // Without the variable: the machine's name.
+    let none = |_: &str| None;
+    assert_eq!(
+        super::host_name(&none, 0, 2).unwrap(),
+        crate::environment::processor_name().unwrap()
+    );
+}

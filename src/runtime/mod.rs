@@ -510,6 +510,29 @@ impl Runtime {
         Ok(run::run_joined(&config, ranks, f))
     }
 
+    /// [`run_joined`](Self::run_joined) with process `p` on the emulated
+    /// host `hosts[p]` (equal values: one host), as `split_shared` and the
+    /// host level of hierarchical collectives see them.
+    ///
+    /// # Errors
+    ///
+    /// The configuration is invalid, or `hosts` does not have one entry per
+    /// process.
+    #[doc(hidden)]
+    pub fn run_joined_on_hosts<T, F>(
+        &self,
+        ranks: &[usize],
+        hosts: &[u32],
+        f: F,
+    ) -> Result<Vec<Result<Vec<T>, Error>>, Error>
+    where
+        T: Send,
+        F: Fn(Universe) -> T + Sync,
+    {
+        let config = self.config()?;
+        run::run_joined_on_hosts(&config, ranks, hosts, f)
+    }
+
     /// [`run_joined`](Self::run_joined) over TCP: the processes are joined
     /// by connected TCP streams over the loopback interface.
     ///

@@ -399,6 +399,33 @@ where
     run_processes(config, ranks, transports, f)
 }
 
+/// [`run_joined`] with process `p` on the emulated host `hosts[p]` (equal
+/// values: one host): what `split_shared` and the host level of
+/// hierarchical collectives see, as if the processes ran on those hosts.
+pub(crate) fn run_joined_on_hosts<T, F>(
+    config: &Config,
+    ranks: &[usize],
+    hosts: &[u32],
+    f: F,
+) -> Result<Vec<Result<Vec<T>, Error>>, Error>
+where
+    T: Send,
+    F: Fn(Universe) -> T + Sync,
+{
+    if hosts.len() != ranks.len() {
+        return Err(Error::config(format!(
+            "{} hosts for a job of {} processes: give one host per process",
+            hosts.len(),
+            ranks.len()
+        )));
+    }
+    let transports: Vec<Arc<dyn Transport>> = Loopback::join(ranks.len() as u32)
+        .into_iter()
+        .map(|t| t as Arc<dyn Transport>)
+        .collect();
+    Ok(run_processes_on(config, ranks, Some(hosts), transports, f))
+}
+
 /// [`run_joined`] over TCP streams connected through the loopback
 /// interface.
 pub(crate) fn run_joined_tcp<T, F>(
@@ -461,6 +488,24 @@ where
     T: Send,
     F: Fn(Universe) -> T + Sync,
 {
+    // Hosts a test emulates for jobs of this many processes
+    // (`topology::emulate_hosts`), else one host.
+    let emulated = crate::communicator::emulated_hosts(ranks.len());
+    run_processes_on(config, ranks, emulated.as_deref(), transports, f)
+}
+
+/// [`run_processes`], process `p` on host `hosts[p]` (`None`: one host).
+fn run_processes_on<T, F>(
+    config: &Config,
+    ranks: &[usize],
+    hosts: Option<&[u32]>,
+    transports: Vec<Arc<dyn Transport>>,
+    f: F,
+) -> Vec<Result<Vec<T>, Error>>
+where
+    T: Send,
+    F: Fn(Universe) -> T + Sync,
+{
     assert_eq!(ranks.len(), transports.len(), "one transport per process");
     let sizes: Vec<u32> = ranks.iter().map(|&n| n as u32).collect();
     // The processes share this program's processing units: each placing
@@ -477,7 +522,10 @@ where
             .into_iter()
             .enumerate()
             .map(|(p, transport)| {
-                let processes = Processes::from_blocks(&sizes, ProcessId::new(p as u32));
+                let mut processes = Processes::from_blocks(&sizes, ProcessId::new(p as u32));
+                if let Some(hosts) = hosts {
+                    processes = processes.with_hosts(hosts);
+                }
                 scope.spawn(move || {
                     let joined = Joined {
                         processes,

@@ -25,7 +25,7 @@ use crate::comm::topo::{Adjacency, Graph};
 use crate::error::Error;
 use crate::{Count, Rank};
 
-const CREATIONS: [Creation; 11] = [
+const CREATIONS: [Creation; 12] = [
     Creation::Duplicate,
     Creation::Split,
     Creation::Shared,
@@ -37,6 +37,7 @@ const CREATIONS: [Creation; 11] = [
     Creation::InterSide,
     Creation::Merge,
     Creation::Host,
+    Creation::Process,
 ];
 
 /// `ask` as bytes.
