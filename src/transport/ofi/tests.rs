@@ -223,3 +223,136 @@ fn auto_prefers_only_fabric_providers() {
         assert!(!is_fabric(not), "{not}");
     }
 }
+
+/// A sink that places the payload of frame `id` into `buf`.
+struct Into<'a> {
+    id: u64,
+    buf: &'a mut [u8],
+    got: Vec<Incoming>,
+}
+
+impl Sink for Into<'_> {
+    fn take(&mut self, incoming: Incoming) {
+        self.got.push(incoming);
+    }
+
+    fn place(&mut self, _: ProcessId, head: &Frame, len: usize) -> Option<Place> {
+        // SAFETY: the buffer outlives the test's transports' use of it
+        // (the frame is handed before the test reads it).
+        (head.id == self.id).then(|| unsafe { Place::new(self.buf.as_mut_ptr(), len) })
+    }
+}
+
+fn data_frame(id: u64) -> Frame {
+    let mut f = Frame::control(Kind::Data);
+    f.id = id;
+    f
+}
+
+/// A lent payload is announced in one message and read by the receiver
+/// (`fi_read`) straight into its place (or, with none, into the frame),
+/// in its place among the pair's frames; the sender gets its memory back
+/// (`Sent`) once the receiver said it is done.
+#[test]
+fn a_lent_payload_is_read_into_its_place_in_order() {
+    let t = transports(2);
+    assert!(
+        t[0].rma,
+        "the provider ({}) reads remote memory",
+        t[0].provider
+    );
+    let n = (3 << 20) + 5;
+    let data: Vec<u8> = (0..n).map(|i| (i * 13 % 251) as u8).collect();
+    let mut buf = vec![0u8; n];
+    let mut sent = Vec::new();
+    let mut sink = Into {
+        id: 41,
+        buf: &mut buf,
+        got: Vec::new(),
+    };
+    for placed in [true, false] {
+        sink.got.clear();
+        let id = if placed { 41 } else { 42 };
+        t[0].send(ProcessId::new(1), &frame(1, 10)).unwrap();
+        // SAFETY: `data` outlives the transports' use (the `Sent` below).
+        let lent = unsafe { Borrowed::new(data.as_ptr(), n) };
+        let before = lock(&t[0].peers[1].as_ref().unwrap().out).numbered;
+        let done = t[0]
+            .send_borrowed(ProcessId::new(1), data_frame(id), lent, 7)
+            .unwrap();
+        assert!(!done, "lent, not copied");
+        let after = lock(&t[0].peers[1].as_ref().unwrap().out).numbered;
+        assert_eq!(
+            after - before,
+            1,
+            "announced in one message, not sent eagerly"
+        );
+        t[0].send(ProcessId::new(1), &frame(2, 10)).unwrap();
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while sink.got.len() < 3 || sent.is_empty() {
+            assert!(Instant::now() < deadline, "{:?} {sent:?}", sink.got);
+            t[0].poll(&mut |i| sent.push(i));
+            t[1].poll(&mut sink);
+            t[1].wait(Some(Duration::from_millis(1)));
+        }
+        assert!(matches!(sent.pop(), Some(Incoming::Sent(p, 7)) if p.get() == 1));
+        assert!(lock(&t[0].peers[1].as_ref().unwrap().out).lent.is_empty());
+        let got = std::mem::take(&mut sink.got);
+        assert!(
+            matches!(&got[0], Incoming::Frame(_, f) if f.id == 1),
+            "{got:?}"
+        );
+        assert!(
+            matches!(&got[2], Incoming::Frame(_, f) if f.id == 2),
+            "{got:?}"
+        );
+        match &got[1] {
+            Incoming::Placed(p, f, len) if placed => {
+                assert_eq!((p.get(), f.id, *len), (0, 41, n));
+                assert!(sink.buf == &data[..], "the placed payload differs");
+            }
+            Incoming::Frame(p, f) if !placed => {
+                assert_eq!((p.get(), f.id), (0, 42));
+                assert!(f.payload == data, "the payload differs");
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+}
+
+/// The sender of a lent payload vanishes while the receiver reads it: the
+/// receiver reports it lost (once) instead of waiting, hands no data, and
+/// its read completes (failed), so nothing is left writing its memory.
+#[test]
+fn a_sender_lost_while_its_payload_is_read_is_reported() {
+    let mut t = transports(2);
+    let sender = t.pop().unwrap();
+    let n = 4 << 20;
+    let data = vec![5u8; n];
+    // SAFETY: `data` outlives the sender (dropped below, before `data`).
+    let lent = unsafe { Borrowed::new(data.as_ptr(), n) };
+    sender
+        .send_borrowed(ProcessId::new(0), data_frame(3), lent, 9)
+        .unwrap();
+    // Both progress until the receiver reads (its read posted, not
+    // served: the sender does not progress after that).
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !t[0].reading() {
+        assert!(Instant::now() < deadline, "the announce never arrived");
+        sender.poll(&mut |i| panic!("nothing for the sender: {i:?}"));
+        t[0].poll(&mut |i| panic!("nothing before the read: {i:?}"));
+    }
+    drop(sender);
+    let got = receive(&t[0], &[], 1);
+    assert!(
+        matches!(&got[0], Incoming::Lost(p, _) if p.get() == 1),
+        "{got:?}"
+    );
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while t[0].reading() {
+        assert!(Instant::now() < deadline, "the failed read never completed");
+        assert_eq!(t[0].poll(&mut |i| panic!("reported once: {i:?}")), 0);
+        t[0].wait(Some(Duration::from_millis(1)));
+    }
+    drop(data);
+}
