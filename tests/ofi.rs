@@ -215,8 +215,6 @@ mod with_the_feature {
     /// Process 1 exits (no goodbye) while rank 0 waits for its 16 MiB:
     /// the launch fails naming process 1, and nothing hangs.
     #[test]
-    #[ignore = "flaky under load: process 0 sometimes reports the loss after the launcher's \
-                2 s grace and is killed first (seen in CI, 2026-12-01); run with --ignored"]
     fn a_peer_exiting_mid_job_fails_the_waiting_ranks() {
         const TEST: &str = "with_the_feature::a_peer_exiting_mid_job_fails_the_waiting_ranks";
         match role(TEST) {

@@ -356,3 +356,35 @@ fn a_sender_lost_while_its_payload_is_read_is_reported() {
     }
     drop(data);
 }
+
+/// Output to a peer reported lost is not waited for at close (memory lent
+/// to it, messages it never acknowledged): a process that lost a peer
+/// closes at once rather than after the close's whole timeout, so it
+/// reports the loss before the launcher's grace ends.
+#[test]
+fn close_does_not_wait_for_a_lost_peer() {
+    let mut t = transports(2);
+    let peer = t.pop().unwrap();
+    let n = 1 << 20;
+    let data = vec![5u8; n];
+    // SAFETY: `data` outlives the transport (dropped at the end).
+    let lent = unsafe { Borrowed::new(data.as_ptr(), n) };
+    t[0].send_borrowed(ProcessId::new(1), data_frame(3), lent, 9)
+        .unwrap();
+    drop(peer);
+    let got = receive(&t[0], &[], 1);
+    assert!(
+        matches!(&got[0], Incoming::Lost(p, _) if p.get() == 1),
+        "{got:?}"
+    );
+    assert!(!lock(&t[0].peers[1].as_ref().unwrap().out).lent.is_empty());
+    let start = Instant::now();
+    t[0].close(Duration::from_secs(120));
+    assert!(
+        start.elapsed() < Duration::from_secs(60),
+        "close waited {:?} for a lost peer",
+        start.elapsed()
+    );
+    drop(t);
+    drop(data);
+}
