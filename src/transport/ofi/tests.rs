@@ -388,3 +388,68 @@ fn close_does_not_wait_for_a_lost_peer() {
     drop(t);
     drop(data);
 }
+
+/// `auto` with a fabric: processes 0 and 1 share a host (shared memory
+/// between them), process 2 is on another (libfabric): each frame goes
+/// the way of its pair, a lent payload to the other host is read by
+/// `fi_read`, and the pair on one host sends nothing through libfabric.
+#[test]
+fn routed_over_shared_memory_and_libfabric() {
+    use crate::transport::route::Routed;
+    use crate::transport::shm;
+    let hosts: Vec<String> = ["a", "a", "b"].iter().map(|h| h.to_string()).collect();
+    let settings = shm::Settings {
+        ring: shm::DEFAULT_RING,
+        cma: true,
+    };
+    let mut links = shm::joined_in_threads_on(&hosts, settings).unwrap();
+    let mut ofi = transports(3);
+    let remote = ofi.pop().unwrap();
+    let numbered = |t: &OfiTransport, p: usize| lock(&t.peers[p].as_ref().unwrap().out).numbered;
+    let routed: Vec<Routed> = ofi
+        .into_iter()
+        .zip(&mut links)
+        .map(|(t, set_up)| Routed::new(t, set_up.links.take().unwrap()).unwrap())
+        .collect();
+    // SAFETY: the network transports are the `OfiTransport`s just given
+    // (the cast drops the vtable of `dyn Network`); the references live
+    // as long as `routed`.
+    let inside: Vec<&OfiTransport> = routed
+        .iter()
+        .map(|r| unsafe {
+            &*(r.network() as *const dyn super::super::route::Network).cast::<OfiTransport>()
+        })
+        .collect();
+    routed[0].send(ProcessId::new(1), &frame(1, 100)).unwrap();
+    routed[0].send(ProcessId::new(2), &frame(2, 100)).unwrap();
+    remote.send(ProcessId::new(0), &frame(3, 100)).unwrap();
+    let n = 1 << 20;
+    let data: Vec<u8> = (0..n).map(|i| (i % 253) as u8).collect();
+    // SAFETY: `data` outlives the transports' use (the `Sent` below).
+    let lent = unsafe { Borrowed::new(data.as_ptr(), n) };
+    assert!(!routed[0]
+        .send_borrowed(ProcessId::new(2), data_frame(4), lent, 5)
+        .unwrap());
+    let mut got: [Vec<Incoming>; 3] = Default::default();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while got[0].len() < 2 || got[1].is_empty() || got[2].len() < 2 {
+        assert!(Instant::now() < deadline, "{got:?}");
+        routed[0].poll(&mut |i| got[0].push(i));
+        routed[1].poll(&mut |i| got[1].push(i));
+        remote.poll(&mut |i| got[2].push(i));
+        routed[0].wait(Some(Duration::from_millis(1)));
+    }
+    assert!(matches!(&got[1][..], [Incoming::Frame(p, f)] if p.get() == 0 && f.id == 1));
+    assert!(matches!(&got[0][0], Incoming::Frame(p, f) if p.get() == 2 && f.id == 3));
+    assert!(matches!(&got[0][1], Incoming::Sent(p, 5) if p.get() == 2));
+    assert!(matches!(&got[2][0], Incoming::Frame(p, f) if p.get() == 0 && f.id == 2));
+    assert!(
+        matches!(&got[2][1], Incoming::Frame(p, f) if p.get() == 0 && f.id == 4 && f.payload == data)
+    );
+    // 0 → 2: a frame and an announce; 2 → 0: a frame and the read's
+    // done; nothing between 0 and 1 through libfabric.
+    assert_eq!(numbered(inside[0], 2), 2);
+    assert_eq!(numbered(&remote, 0), 2);
+    assert_eq!((numbered(inside[0], 1), numbered(inside[1], 0)), (0, 0));
+    drop(routed);
+}
