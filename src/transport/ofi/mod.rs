@@ -9,7 +9,8 @@
 //!   [`Opened::name_hex`]); [`Opened::join`] inserts every process's name
 //!   into the address vector (process `p` is address `p`) and pre-posts the
 //!   receive buffers.
-//! * **Frames as a stream.** Each peer's frames are encoded exactly as for
+//! * **Frames as a stream.** Each peer's frames (and this transport's
+//!   records, below) are encoded exactly as for
 //!   TCP (`transport::frame`) and the bytes cut into messages of at most
 //!   [`MSG`] bytes, each led by an 8-byte header (the sending process); the
 //!   receiver appends a message's bytes to that peer's input and cuts
@@ -49,14 +50,46 @@
 //! decides, and a peer whose sends fail while its stream stays open for
 //! [`LAST_MESSAGES`] is reported lost (a broken fabric path).
 //!
-//! ## What is not done
+//! ## Rendezvous: the receiver reads (`fi_read`)
 //!
-//! Rendezvous through `fi_read` (the receiver pulling a large payload from
-//! the sender's registered memory, [`fabric::Mr`] and
-//! [`fabric::Endpoint::read`] are there for it) is not wired yet: large
-//! messages travel as eager frames cut into messages, copied once on each
-//! side (the trait's default [`send_borrowed`](Transport::send_borrowed)
-//! and no [`Sink::place`]).
+//! A large payload lent by [`send_borrowed`](Transport::send_borrowed)
+//! (at least [`RENDEZVOUS`] bytes, the data of an announced message) is
+//! not copied into messages: the sender registers its buffer
+//! (`fi_mr_reg`, `FI_REMOTE_READ`; the address it announces is the
+//! buffer's under `FI_MR_VIRT_ADDR`, else 0, and the key the provider's
+//! under `FI_MR_PROV_KEY`, else one of ours) and sends a record in the
+//! pair's stream, told from a frame by its magic ("Of" where a frame has
+//! "My"):
+//!
+//! ```text
+//! offset  size  field
+//!      0     4  length of the rest of the record
+//!      4     2  RECORD_MAGIC
+//!      6     1  type: 1 = announce, 2 = done
+//!      7     1  0
+//!   announce:  8 address, 16 key, 24 length, 32 token (u64 each),
+//!              40… the frame's header and signature
+//!   done:      8 token
+//! ```
+//!
+//! The receiver asks its sink for a place ([`Sink::place`]) and reads the
+//! payload straight into it (else into the frame's own buffer), in reads
+//! of at most the provider's `max_msg_size`, registering the destination
+//! first if the provider wants local memory registered (`FI_MR_LOCAL`).
+//! Frames behind the announce wait until the reads complete, so the
+//! payload is handed in its place among the pair's frames; then `done`
+//! goes back, and its arrival deregisters the memory and hands
+//! [`Incoming::Sent`]. A read that fails (the sender died) reports the
+//! sender lost. A provider without `FI_RMA` is used without it: lent
+//! payloads then go as eager messages (noted once at start).
+//!
+//! Withdrawals wait rather than copy: [`withdraw_place`](Transport::withdraw_place)
+//! returns once no read into the place is in flight (a read the provider
+//! accepted cannot be called back), driving progress itself;
+//! [`withdraw_send`](Transport::withdraw_send) waits for the peer's
+//! `done` (it is reading, or will: the announce is ahead of any abort in
+//! the stream) unless the peer is lost or [`LAST_MESSAGES`] passes, then
+//! deregisters.
 
 pub(crate) mod fabric;
 
@@ -776,7 +809,9 @@ impl OfiTransport {
                     break None;
                 }
                 let record = rest[..len].to_vec();
-                at += len;
+                // Removed first: handling it may cut what follows.
+                input.bytes.drain(..at + len);
+                at = 0;
                 match self.record(p, input, &record, sink) {
                     Ok(n) => handed += n,
                     Err(why) => break Some(why),

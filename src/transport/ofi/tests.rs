@@ -453,3 +453,34 @@ fn routed_over_shared_memory_and_libfabric() {
     assert_eq!((numbered(inside[0], 1), numbered(inside[1], 0)), (0, 0));
     drop(routed);
 }
+
+/// An announce that needs no read (an empty payload) is handed at once,
+/// and the frames behind it once each.
+#[test]
+fn an_empty_announce_is_handed_in_order() {
+    let t = transports(2);
+    let mut head = Vec::new();
+    data_frame(6).encode_head_for(0, &mut head);
+    let mut record = vec![0u8; 4];
+    record.extend_from_slice(&RECORD_MAGIC.to_le_bytes());
+    record.extend_from_slice(&[ANNOUNCE, 0]);
+    for word in [0u64, 0, 0, 1] {
+        record.extend_from_slice(&word.to_le_bytes());
+    }
+    record.extend_from_slice(&head);
+    let rest = (record.len() - 4) as u32;
+    record[..4].copy_from_slice(&rest.to_le_bytes());
+    t[0].send(ProcessId::new(1), &frame(1, 3)).unwrap();
+    t[0].enqueue(ProcessId::new(1), &record, &[]).unwrap();
+    t[0].send(ProcessId::new(1), &frame(2, 3)).unwrap();
+    let got = receive(&t[1], &[&t[0]], 3);
+    let ids: Vec<u64> = got
+        .iter()
+        .map(|i| match i {
+            Incoming::Frame(_, f) => f.id,
+            other => panic!("{other:?}"),
+        })
+        .collect();
+    assert_eq!(ids, [1, 6, 2]);
+    assert_eq!(t[1].poll(&mut |i| panic!("once: {i:?}")), 0);
+}
