@@ -188,10 +188,12 @@ pub(crate) fn connect(bootstrap: &mut Bootstrap) -> Result<(Arc<dyn Transport>, 
             choice.name()
         )));
     }
+    // Without the `ofi` feature neither is changed below.
+    #[cfg_attr(not(feature = "ofi"), allow(unused_mut))]
     let mut mesh = mesh(bootstrap, crate::transport::mesh::DEFAULT_TIMEOUT)?;
     // libfabric for every peer (`ofi`), or for the peers shared memory
     // does not reach (`auto` with a fabric).
-    #[allow(unused_mut)]
+    #[cfg_attr(not(feature = "ofi"), allow(unused_mut))]
     let mut network: Option<Box<dyn crate::transport::route::Network>> = None;
     #[cfg(feature = "ofi")]
     if let Some((opened, names)) = ofi(bootstrap, choice)? {

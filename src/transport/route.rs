@@ -110,8 +110,8 @@ impl Routed {
         &self.shm
     }
 
-    /// The network transport (tests).
-    #[cfg(test)]
+    /// The network transport (tests of libfabric under it).
+    #[cfg(all(test, feature = "ofi"))]
     pub(crate) fn network(&self) -> &dyn Network {
         &*self.tcp
     }
