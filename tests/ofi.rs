@@ -190,6 +190,52 @@ mod with_the_feature {
         assert_passed(TEST, 2, &[]);
     }
 
+    /// `auto` where a fabric is up (forced: the tcp provider counted as
+    /// one, `MYRIAD_TEST_OFI_AS_FABRIC`): the processes of this host talk
+    /// through shared memory, not libfabric, and a large message crosses.
+    #[test]
+    fn auto_with_a_fabric_keeps_shared_memory_on_one_host() {
+        const TEST: &str = "with_the_feature::auto_with_a_fabric_keeps_shared_memory_on_one_host";
+        match role(TEST) {
+            Role::Parent => {}
+            Role::Launcher => be_the_launcher(),
+            Role::Child => {
+                myriad::run(2, |u| {
+                    let world = u.world();
+                    let data: Vec<u32> = (0..(1 << 20)).collect();
+                    if world.rank() == 0 {
+                        world.process_at_rank(1).send(&data[..]);
+                    } else {
+                        let (v, _) = world.process_at_rank(0).receive_vec::<u32>();
+                        assert!(v == data, "the message differs");
+                    }
+                })
+                .unwrap();
+                return;
+            }
+        }
+        let envs = [
+            ("MYRIAD_TRANSPORT", "auto"),
+            ("MYRIAD_TEST_OFI_AS_FABRIC", "1"),
+            ("MYRIAD_REPORT_BINDINGS", "1"),
+        ];
+        let (status, stdout, stderr) = launch(TEST, 2, &envs);
+        assert!(status.success(), "{status:?}\n{stdout}\n{stderr}");
+        assert_eq!(stdout.matches("1 passed").count(), 2, "{stdout}\n{stderr}");
+        for (p, other) in [(0, 1), (1, 0)] {
+            let line = format!("process {p} (host");
+            let report = stderr
+                .lines()
+                .find(|l| l.contains(&line) && l.contains("transport:"))
+                .unwrap_or_else(|| panic!("no report of process {p}: {stderr}"));
+            assert!(
+                report.contains(&format!("shared memory with processes {other}"))
+                    && report.contains("libfabric with none"),
+                "{report}"
+            );
+        }
+    }
+
     /// No provider: every process fails with an error naming
     /// `FI_PROVIDER` and `fi_info`.
     #[test]
@@ -215,8 +261,6 @@ mod with_the_feature {
     /// Process 1 exits (no goodbye) while rank 0 waits for its 16 MiB:
     /// the launch fails naming process 1, and nothing hangs.
     #[test]
-    #[ignore = "flaky under load: process 0 sometimes reports the loss after the launcher's \
-                2 s grace and is killed first (seen in CI, 2026-12-01); run with --ignored"]
     fn a_peer_exiting_mid_job_fails_the_waiting_ranks() {
         const TEST: &str = "with_the_feature::a_peer_exiting_mid_job_fails_the_waiting_ranks";
         match role(TEST) {

@@ -241,11 +241,22 @@ pub(crate) fn connect(bootstrap: &mut Bootstrap) -> Result<(Arc<dyn Transport>, 
             choice.name()
         )));
     }
-    let mesh = mesh(bootstrap, crate::transport::mesh::DEFAULT_TIMEOUT)?;
+    // Without the `ofi` feature neither is changed below.
+    #[cfg_attr(not(feature = "ofi"), allow(unused_mut))]
+    let mut mesh = mesh(bootstrap, crate::transport::mesh::DEFAULT_TIMEOUT)?;
+    // libfabric for every peer (`ofi`), or for the peers shared memory
+    // does not reach (`auto` with a fabric).
+    #[cfg_attr(not(feature = "ofi"), allow(unused_mut))]
+    let mut network: Option<Box<dyn crate::transport::route::Network>> = None;
     #[cfg(feature = "ofi")]
     if let Some((opened, names)) = ofi(bootstrap, choice)? {
         let this = crate::identity::ProcessId::new(bootstrap.process);
-        return Ok((Arc::new(opened.join(this, mesh.streams, &names)?), share));
+        let streams = std::mem::take(&mut mesh.streams);
+        let ofi = opened.join(this, streams, &names)?;
+        if choice == Choice::Ofi {
+            return Ok((Arc::new(ofi), share));
+        }
+        network = Some(Box::new(ofi));
     }
     let session = &mut bootstrap.session;
     let transport = crate::transport::route::connect(
@@ -253,6 +264,7 @@ pub(crate) fn connect(bootstrap: &mut Bootstrap) -> Result<(Arc<dyn Transport>, 
         bootstrap.process,
         &hosts,
         mesh.streams,
+        network,
         &|name| std::env::var(name).ok(),
         &mut |name, value| session.allgather(name, value).map_err(Error::Launch),
     )?;

@@ -1,5 +1,9 @@
 //! The routing transport: peers on this host through shared memory
-//! (`shm/`), the others through TCP, behind one [`Transport`].
+//! (`shm/`), the others through a [`Network`] transport (TCP, or
+//! libfabric where `auto` found a fabric), behind one [`Transport`].
+//!
+//! Below, "TCP" is that network transport (libfabric keeps the TCP mesh
+//! as its control channel, whose end reports a loss the same way).
 //!
 //! Every pair keeps its TCP connection even when its frames go through
 //! shared memory: the stream's end is how a peer's loss is seen (a
@@ -20,6 +24,7 @@
 
 use std::io;
 use std::net::TcpStream;
+use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -42,10 +47,27 @@ const TCP_EVERY: u32 = 64;
 /// it (see `wait`).
 const LIGHT: Duration = Duration::from_micros(100);
 
-/// Shared memory for the peers of this host, TCP for the others.
+/// The transport of the peers on other hosts: one whose readiness an
+/// epoll set can watch.
+pub(crate) trait Network: Transport {
+    /// An epoll descriptor that is readable when a
+    /// [`wait`](Transport::wait) with a zero timeout and a poll have
+    /// something to do.
+    fn epoll_fd(&self) -> RawFd;
+}
+
+impl Network for TcpTransport {
+    fn epoll_fd(&self) -> RawFd {
+        TcpTransport::epoll_fd(self)
+    }
+}
+
+/// Shared memory for the peers of this host, the network (TCP, libfabric)
+/// for the others.
 #[derive(Debug)]
 pub(crate) struct Routed {
-    tcp: TcpTransport,
+    /// The network transport (TCP or libfabric).
+    tcp: Box<dyn Network>,
     shm: ShmLinks,
     epoll: Epoll,
     /// Every peer is reached through shared memory.
@@ -56,8 +78,14 @@ pub(crate) struct Routed {
 }
 
 impl Routed {
-    /// Routes through `shm` the peers it reaches, the others through `tcp`.
-    pub(crate) fn new(tcp: TcpTransport, shm: ShmLinks) -> io::Result<Routed> {
+    /// Routes through `shm` the peers it reaches, the others through `tcp`
+    /// (the network transport).
+    pub(crate) fn new(tcp: impl Network + 'static, shm: ShmLinks) -> io::Result<Routed> {
+        Routed::over(Box::new(tcp), shm)
+    }
+
+    /// [`new`](Self::new) over a network transport chosen at run time.
+    pub(crate) fn over(tcp: Box<dyn Network>, shm: ShmLinks) -> io::Result<Routed> {
         let epoll = Epoll::new()?;
         epoll.add(tcp.epoll_fd(), libc::EPOLLIN as u32, TCP)?;
         epoll.add(shm.doorbell_fd(), libc::EPOLLIN as u32, BELL)?;
@@ -80,6 +108,12 @@ impl Routed {
     #[cfg(test)]
     pub(crate) fn shm(&self) -> &ShmLinks {
         &self.shm
+    }
+
+    /// The network transport (tests of libfabric under it).
+    #[cfg(all(test, feature = "ofi"))]
+    pub(crate) fn network(&self) -> &dyn Network {
+        &*self.tcp
     }
 }
 
@@ -239,7 +273,8 @@ impl Transport for Routed {
 /// `hosts` (by process), over the mesh's `streams`, as `choice` says:
 /// shared memory for the peers of this host where it can be set up
 /// (`auto`: else TCP, with a warning on standard error; `shm`: else an
-/// error), TCP for the others. `exchange` is the bootstrap session's
+/// error), TCP for the others, or `network` (libfabric, built over the
+/// streams already; `streams` are then unused) where given. `exchange` is the bootstrap session's
 /// allgather (name, value → every process's value); every process calls
 /// it the same number of times, whatever the choice.
 ///
@@ -253,13 +288,20 @@ pub(crate) fn connect(
     this: u32,
     hosts: &[String],
     streams: Vec<Option<TcpStream>>,
+    network: Option<Box<dyn Network>>,
     var: &dyn Fn(&str) -> Option<String>,
     exchange: &mut shm::Exchange<'_>,
 ) -> Result<Arc<dyn Transport>, Error> {
     let settings = shm::Settings::from_env(var)?;
     let id = ProcessId::new(this);
-    let tcp = TcpTransport::new(id, streams)
-        .map_err(|e| Error::config(format!("setting up the TCP transport: {e}")))?;
+    let (tcp, over) = match network {
+        Some(network) => (network, "libfabric"),
+        None => {
+            let tcp = TcpTransport::new(id, streams)
+                .map_err(|e| Error::config(format!("setting up the TCP transport: {e}")))?;
+            (Box::new(tcp) as Box<dyn Network>, "TCP")
+        }
+    };
     let set_up = shm::set_up(this, hosts, choice != Choice::Tcp, settings, exchange)?;
     let say = |what: &str| format!("process {this} (host {}): {what}", hosts[this as usize]);
     if choice == Choice::Shm && !set_up.unreached.is_empty() {
@@ -283,7 +325,7 @@ pub(crate) fn connect(
         say!(
             "[myriad] warning: {}",
             say(&format!(
-                "process(es) {} of this host are reached through TCP, not shared memory",
+                "process(es) {} of this host are reached through {over}, not shared memory",
                 shm::names(&set_up.unreached)
             ))
         );
@@ -293,19 +335,19 @@ pub(crate) fn connect(
     if report {
         say!(
             "[myriad] transport: {}",
-            say(&describe(&set_up, hosts.len() as u32, this))
+            say(&describe(&set_up, hosts.len() as u32, this, over))
         );
     }
     match set_up.links {
-        Some(links) => Routed::new(tcp, links)
+        Some(links) => Routed::over(tcp, links)
             .map(|r| Arc::new(r) as Arc<dyn Transport>)
             .map_err(|e| Error::config(format!("setting up the routed transport: {e}"))),
-        None => Ok(Arc::new(tcp)),
+        None => Ok(Arc::<dyn Network>::from(tcp)),
     }
 }
 
 /// Which peers this process reaches how (`MYRIAD_REPORT_BINDINGS`).
-fn describe(set_up: &shm::SetUp, processes: u32, this: u32) -> String {
+fn describe(set_up: &shm::SetUp, processes: u32, this: u32, over: &str) -> String {
     let others = (0..processes).filter(|&p| p != this);
     let (mut shared, mut cma, mut tcp) = (Vec::new(), Vec::new(), Vec::new());
     for p in others {
@@ -327,7 +369,7 @@ fn describe(set_up: &shm::SetUp, processes: u32, this: u32) -> String {
         }
     };
     format!(
-        "shared memory with processes {} (large messages read by CMA from {}), TCP with {}",
+        "shared memory with processes {} (large messages read by CMA from {}), {over} with {}",
         list(&shared),
         list(&cma),
         list(&tcp)

@@ -136,6 +136,7 @@ impl Info {
             let d = &mut *h.domain_attr;
             d.threading = sys::fi_threading_FI_THREAD_SAFE;
             d.av_type = sys::fi_av_type_FI_AV_TABLE;
+            // Not FI_MR_LOCAL: sends and receives pass no descriptors.
             d.mr_mode = (sys::FI_MR_VIRT_ADDR | sys::FI_MR_ALLOCATED | sys::FI_MR_PROV_KEY) as i32;
             let mut info = ptr::null_mut();
             let version = (sys::FI_MAJOR_VERSION << 16) | sys::FI_MINOR_VERSION;
@@ -150,6 +151,39 @@ impl Info {
                 code: sys::FI_ENODATA as i32,
             }),
             Err(e) => Err(e),
+        }
+    }
+
+    /// The capabilities the provider grants (`FI_MSG | FI_RMA | ...`).
+    pub(crate) fn caps(&self) -> u64 {
+        // SAFETY: `info` is a valid fi_info from fi_getinfo.
+        unsafe { (*self.info).caps }
+    }
+
+    /// The memory registration modes the provider requires
+    /// (`FI_MR_VIRT_ADDR`, `FI_MR_PROV_KEY`, `FI_MR_LOCAL`, ...).
+    pub(crate) fn mr_mode(&self) -> u64 {
+        // SAFETY: `info` is valid; its domain_attr is NULL or valid.
+        unsafe {
+            let domain = (*self.info).domain_attr;
+            if domain.is_null() {
+                0
+            } else {
+                (*domain).mr_mode as u32 as u64
+            }
+        }
+    }
+
+    /// The largest message (and read) the endpoint moves at once.
+    pub(crate) fn max_msg_size(&self) -> usize {
+        // SAFETY: `info` is valid; its ep_attr is NULL or valid.
+        unsafe {
+            let ep = (*self.info).ep_attr;
+            if ep.is_null() {
+                0
+            } else {
+                (*ep).max_msg_size
+            }
         }
     }
 
@@ -626,7 +660,6 @@ impl Endpoint {
     ///
     /// `buf` stays valid for writes of `len` bytes, and `context` valid,
     /// until the read's completion is read.
-    #[allow(dead_code)] // For the `fi_read` rendezvous, not wired yet.
     pub(crate) unsafe fn read(
         &self,
         buf: *mut u8,
@@ -656,7 +689,6 @@ impl Endpoint {
 /// Memory of a peer to read: its address in the AV, and the address (or
 /// offset) and key its registration gave.
 #[derive(Debug, Clone, Copy)]
-#[allow(dead_code)] // For the `fi_read` rendezvous, not wired yet.
 pub(crate) struct RemoteMemory {
     pub(crate) peer: sys::fi_addr_t,
     pub(crate) addr: u64,
@@ -674,7 +706,6 @@ impl Drop for Endpoint {
 /// Registered memory (`fi_mr_reg`): a buffer peers may read (`FI_REMOTE_READ`)
 /// or the endpoint read into (`FI_READ`).
 #[derive(Debug)]
-#[allow(dead_code)] // For the `fi_read` rendezvous, not wired yet.
 pub(crate) struct Mr {
     mr: *mut sys::fid_mr,
     _domain: Arc<Domain>,
@@ -685,9 +716,10 @@ unsafe impl Send for Mr {}
 // SAFETY: as above.
 unsafe impl Sync for Mr {}
 
-#[allow(dead_code)] // For the `fi_read` rendezvous, not wired yet.
 impl Mr {
-    /// Registers `len` bytes at `buf` for `access`.
+    /// Registers `len` bytes at `buf` for `access`, asking for `key`
+    /// (which a provider of `FI_MR_PROV_KEY` mode ignores: [`key`](Self::key)
+    /// is the one to use).
     ///
     /// # Safety
     ///
@@ -698,6 +730,7 @@ impl Mr {
         buf: *const u8,
         len: usize,
         access: u64,
+        key: u64,
     ) -> Result<Mr, OfiError> {
         let mut mr = ptr::null_mut();
         // SAFETY: the domain is open; the caller keeps the memory valid.
@@ -709,7 +742,7 @@ impl Mr {
                 len,
                 access,
                 0,
-                0,
+                key,
                 0,
                 &mut mr,
                 ptr::null_mut(),

@@ -9,7 +9,8 @@
 //!   [`Opened::name_hex`]); [`Opened::join`] inserts every process's name
 //!   into the address vector (process `p` is address `p`) and pre-posts the
 //!   receive buffers.
-//! * **Frames as a stream.** Each peer's frames are encoded exactly as for
+//! * **Frames as a stream.** Each peer's frames (and this transport's
+//!   records, below) are encoded exactly as for
 //!   TCP (`transport::frame`) and the bytes cut into messages of at most
 //!   [`MSG`] bytes, each led by an 8-byte header (the sending process); the
 //!   receiver appends a message's bytes to that peer's input and cuts
@@ -49,30 +50,64 @@
 //! decides, and a peer whose sends fail while its stream stays open for
 //! [`LAST_MESSAGES`] is reported lost (a broken fabric path).
 //!
-//! ## What is not done
+//! ## Rendezvous: the receiver reads (`fi_read`)
 //!
-//! Rendezvous through `fi_read` (the receiver pulling a large payload from
-//! the sender's registered memory, [`fabric::Mr`] and
-//! [`fabric::Endpoint::read`] are there for it) is not wired yet: large
-//! messages travel as eager frames cut into messages, copied once on each
-//! side (the trait's default [`send_borrowed`](Transport::send_borrowed)
-//! and no [`Sink::place`]).
+//! A large payload lent by [`send_borrowed`](Transport::send_borrowed)
+//! (at least [`RENDEZVOUS`] bytes, the data of an announced message) is
+//! not copied into messages: the sender registers its buffer
+//! (`fi_mr_reg`, `FI_REMOTE_READ`; the address it announces is the
+//! buffer's under `FI_MR_VIRT_ADDR`, else 0, and the key the provider's
+//! under `FI_MR_PROV_KEY`, else one of ours) and sends a record in the
+//! pair's stream, told from a frame by its magic ("Of" where a frame has
+//! "My"):
+//!
+//! ```text
+//! offset  size  field
+//!      0     4  length of the rest of the record
+//!      4     2  RECORD_MAGIC
+//!      6     1  type: 1 = announce, 2 = done
+//!      7     1  0
+//!   announce:  8 address, 16 key, 24 length, 32 token (u64 each),
+//!              40… the frame's header and signature
+//!   done:      8 token
+//! ```
+//!
+//! The receiver asks its sink for a place ([`Sink::place`]) and reads the
+//! payload straight into it (else into the frame's own buffer), in reads
+//! of at most the provider's `max_msg_size`, registering the destination
+//! first if the provider wants local memory registered (`FI_MR_LOCAL`).
+//! Frames behind the announce wait until the reads complete, so the
+//! payload is handed in its place among the pair's frames; then `done`
+//! goes back, and its arrival deregisters the memory and hands
+//! [`Incoming::Sent`]. A read that fails (the sender died) reports the
+//! sender lost. A provider without `FI_RMA` is used without it: lent
+//! payloads then go as eager messages (noted once at start).
+//!
+//! Withdrawals wait rather than copy: [`withdraw_place`](Transport::withdraw_place)
+//! returns once no read into the place is in flight (a read the provider
+//! accepted cannot be called back), driving progress itself;
+//! [`withdraw_send`](Transport::withdraw_send) waits for the peer's
+//! `done` (it is reading, or will: the announce is ahead of any abort in
+//! the stream) unless the peer is lost or [`LAST_MESSAGES`] passes, then
+//! deregisters.
 
 pub(crate) mod fabric;
 
-use std::collections::{HashSet, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::ffi::c_void;
 use std::io::{self, Read};
 use std::net::{Shutdown, TcpStream};
 use std::os::fd::AsRawFd;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use self::fabric::{Av, Completion, Cq, Domain, Endpoint, Fabric, Info, OfiError, Wanted};
+use self::fabric::{
+    Av, Completion, Cq, Domain, Endpoint, Fabric, Info, Mr, OfiError, RemoteMemory, Wanted,
+};
 use super::epoll::{Doorbell, Epoll};
 use super::frame::{frame_len, Frame, MAX_PAYLOAD};
-use super::{Incoming, SendError, Sink, Transport};
+use super::{Borrowed, Incoming, Place, SendError, Sink, Transport};
 use crate::error::Error;
 use crate::identity::ProcessId;
 use crate::sys::ofi as sys;
@@ -96,6 +131,22 @@ const CQ: u64 = u64::MAX - 1;
 /// before it is reported lost anyway.
 const LAST_MESSAGES: Duration = Duration::from_secs(10);
 
+/// Payloads of at least this many bytes lent by `send_borrowed` are read
+/// by the receiver (`fi_read`) rather than sent as eager messages.
+pub(crate) const RENDEZVOUS: usize = 64 * 1024;
+/// The magic of this transport's records in a peer's stream ("Of" at
+/// bytes 4..6, where a frame has its own magic).
+const RECORD_MAGIC: u16 = 0x664f;
+/// A record announcing a payload to read: `8` address, `16` key, `24`
+/// length, `32` token (u64 LE each), `40…` the frame's header.
+const ANNOUNCE: u8 = 1;
+/// A record saying the read of the payload `8` (token) is done.
+const DONE: u8 = 2;
+/// Bytes of an announce before the frame's header.
+const ANNOUNCE_HEAD: usize = 40;
+/// The largest record: an announce with the largest signature.
+const MAX_RECORD: usize = ANNOUNCE_HEAD + super::frame::HEADER + 9 * super::frame::MAX_RUNS;
+
 /// Provider names that are not a fabric: `auto` prefers our own TCP to
 /// them.
 const NOT_FABRICS: [&str; 5] = ["tcp", "sockets", "udp", "shm", "net"];
@@ -104,11 +155,30 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// What the transport asks of a provider.
-fn wanted() -> Wanted {
+/// What the transport asks of a provider: messages, and reads of remote
+/// memory for the rendezvous if `rma`.
+fn wanted(rma: bool) -> Wanted {
+    let reads = if rma {
+        sys::FI_RMA | sys::FI_READ | sys::FI_REMOTE_READ
+    } else {
+        0
+    };
     Wanted {
-        caps: (sys::FI_MSG | sys::FI_RMA | sys::FI_READ | sys::FI_REMOTE_READ) as u64,
+        caps: (sys::FI_MSG | reads) as u64,
         msg_order: sys::FI_ORDER_SAS as u64,
+    }
+}
+
+/// The first provider with reads of remote memory, else the first
+/// without (large payloads then go as eager messages): its answer, and
+/// whether it reads.
+fn provider_info() -> Result<(Info, bool), OfiError> {
+    match Info::get(wanted(true)) {
+        Ok(info) if info.caps() & sys::FI_RMA as u64 != 0 => Ok((info, true)),
+        with => match Info::get(wanted(false)) {
+            Ok(info) => Ok((info, false)),
+            Err(e) => Err(with.err().unwrap_or(e)),
+        },
     }
 }
 
@@ -122,10 +192,26 @@ fn provider_variable() -> String {
 
 /// Whether a fabric provider (verbs, psm2, efa, cxi, ...: not `tcp`,
 /// `sockets` or another that runs over the kernel's network stack) is up,
-/// for `MYRIAD_TRANSPORT=auto`: its name if so.
+/// for `MYRIAD_TRANSPORT=auto`: its name if so. `MYRIAD_TEST_OFI_AS_FABRIC=1`
+/// counts any provider as one: for tests of `auto`'s routing on hosts
+/// without a fabric, never for jobs (our TCP beats libfabric's).
 pub(crate) fn fabric_provider() -> Option<String> {
-    let name = Info::get(wanted()).ok()?.provider();
-    is_fabric(&name).then_some(name)
+    let name = provider_info().ok()?.0.provider();
+    let any = std::env::var("MYRIAD_TEST_OFI_AS_FABRIC").is_ok_and(|v| v.trim() == "1");
+    (any || is_fabric(&name)).then_some(name)
+}
+
+impl super::route::Network for OfiTransport {
+    /// The epoll set of the completion queue's wait fd, the control
+    /// streams and the wake-up eventfd. Readable before a completion is
+    /// read; `wait(Some(ZERO))` then re-arms the queue (`fi_trywait`).
+    /// Progress that no descriptor announces (a send the provider refused
+    /// for now, `FI_EAGAIN`) waits for the next poll: idle workers poll
+    /// while [`busy`](Transport::busy), and the progress thread's waits
+    /// are bounded.
+    fn epoll_fd(&self) -> std::os::fd::RawFd {
+        self.epoll.fd()
+    }
 }
 
 /// Whether the provider `name` (`core;utility`, e.g. `verbs;ofi_rxm`)
@@ -149,6 +235,9 @@ enum What {
     Recv(Box<[u8]>),
     /// A message to process `to`.
     Send { to: usize, message: Vec<u8> },
+    /// A part of the read of process `from`'s payload (its input's
+    /// [`Reading`] holds the memory).
+    Read { from: usize },
 }
 
 impl Op {
@@ -166,6 +255,8 @@ pub(crate) struct Opened {
     ep: Endpoint,
     domain: Arc<Domain>,
     name: Vec<u8>,
+    /// The provider reads remote memory.
+    rma: bool,
 }
 
 /// One process's libfabric endpoint and control streams to the others.
@@ -189,6 +280,16 @@ pub(crate) struct OfiTransport {
     /// What a `close` read that a later poll hands over.
     stash: Mutex<Vec<Incoming>>,
     provider: String,
+    /// The provider reads remote memory (`FI_RMA`): large borrowed
+    /// payloads go by rendezvous.
+    rma: bool,
+    /// The provider's `FI_MR_*` modes.
+    mr_mode: u64,
+    /// The largest read posted at once.
+    max_read: usize,
+    /// The key asked for the next registration (providers without
+    /// `FI_MR_PROV_KEY` take the caller's).
+    next_key: AtomicU64,
 }
 
 #[derive(Debug)]
@@ -210,6 +311,9 @@ struct Output {
     failed: Option<String>,
     /// When the first send failed.
     failed_at: Option<Instant>,
+    /// Memory lent to the peer's reads (`send_borrowed`), by token,
+    /// registered until its `DONE` record arrives.
+    lent: HashMap<u64, Mr>,
 }
 
 #[derive(Debug, Default)]
@@ -229,6 +333,58 @@ struct Input {
     closing: Option<(u64, Instant)>,
     /// Nothing more is taken from this peer (reported lost).
     ended: bool,
+    /// A payload this process reads from the peer: frames after it wait
+    /// in `bytes` until it is done.
+    reading: Option<Reading>,
+}
+
+/// A payload being read from a peer's memory (`fi_read`).
+#[derive(Debug)]
+struct Reading {
+    /// Where it goes.
+    into: Target,
+    /// Bytes.
+    len: usize,
+    /// Where it is.
+    from: RemoteMemory,
+    /// The sender's name for it, sent back in `DONE`.
+    token: u64,
+    /// Bytes whose reads are posted.
+    posted: usize,
+    /// Reads posted and not completed.
+    outstanding: usize,
+    /// A read failed: why.
+    failed: Option<String>,
+    /// The place was withdrawn (or the peer ended): post nothing more,
+    /// drop the data once the posted reads completed.
+    dropped: bool,
+    /// The destination registered, for providers of `FI_MR_LOCAL` mode.
+    local: Option<Mr>,
+}
+
+/// Where a payload read goes.
+#[derive(Debug)]
+enum Target {
+    /// The frame's own buffer.
+    Own { head: Vec<u8>, payload: Vec<u8> },
+    /// The place the sink gave (its memory is the transport's until the
+    /// frame is handed over or the place withdrawn).
+    Placed { frame: Frame, place: Place },
+}
+
+impl Reading {
+    /// The destination's first byte.
+    fn base(&mut self) -> *mut u8 {
+        match &mut self.into {
+            Target::Own { payload, .. } => payload.as_mut_ptr(),
+            Target::Placed { place, .. } => place.rest(0).0,
+        }
+    }
+
+    /// No read of it is in flight and none will be posted.
+    fn settled(&self) -> bool {
+        self.outstanding == 0 && (self.posted == self.len || self.failed.is_some() || self.dropped)
+    }
 }
 
 impl OfiTransport {
@@ -241,7 +397,7 @@ impl OfiTransport {
     /// No provider answers (naming `FI_PROVIDER` and `fi_info`), or opening
     /// one of its objects fails.
     pub(crate) fn open() -> Result<Opened, Error> {
-        let info = Info::get(wanted()).map_err(|e| {
+        let (info, rma) = provider_info().map_err(|e| {
             Error::unsupported(format!(
                 "MYRIAD_TRANSPORT=ofi: no libfabric provider offers reliable datagram \
                  endpoints with messages, reads and ordered sends ({e}; {}); `fi_info -l` \
@@ -252,6 +408,12 @@ impl OfiTransport {
             ))
         })?;
         let provider = info.provider();
+        if !rma {
+            say!(
+                "[myriad] note: libfabric's {provider} provider cannot read remote memory \
+                 (no FI_RMA): large messages go as eager messages, copied on both sides"
+            );
+        }
         let fail = |e: OfiError| {
             Error::config(format!(
                 "MYRIAD_TRANSPORT=ofi: setting up libfabric's {provider} provider: {e}"
@@ -263,7 +425,12 @@ impl OfiTransport {
         let av = Av::open(&domain, 64).map_err(fail)?;
         let ep = Endpoint::open(&domain, &cq, &av).map_err(fail)?;
         let name = ep.name().map_err(fail)?;
-        Ok(Opened { ep, domain, name })
+        Ok(Opened {
+            ep,
+            domain,
+            name,
+            rma,
+        })
     }
 }
 
@@ -345,7 +512,14 @@ impl Opened {
                 }
             }
         }
+        let info = self.domain.fabric().info();
+        let (mr_mode, max_msg) = (info.mr_mode(), info.max_msg_size());
         let transport = OfiTransport {
+            rma: self.rma,
+            mr_mode,
+            // A provider that gives no size reads at most 1 GiB at once.
+            max_read: if max_msg == 0 { 1 << 30 } else { max_msg },
+            next_key: AtomicU64::new(1),
             this,
             ep: Some(self.ep),
             domain: self.domain,
@@ -443,7 +617,7 @@ impl OfiTransport {
         let (buf, len) = unsafe {
             match &mut (*op).what {
                 What::Recv(buf) => (buf.as_mut_ptr(), buf.len()),
-                What::Send { .. } => unreachable!("a receive"),
+                What::Send { .. } | What::Read { .. } => unreachable!("a receive"),
             }
         };
         lock(&self.live).insert(op as usize);
@@ -467,7 +641,7 @@ impl OfiTransport {
             let (buf, len) = unsafe {
                 match &(*op).what {
                     What::Send { message, .. } => (message.as_ptr(), message.len()),
-                    What::Recv(_) => unreachable!("a send"),
+                    What::Recv(_) | What::Read { .. } => unreachable!("a send"),
                 }
             };
             lock(&self.live).insert(op as usize);
@@ -537,6 +711,13 @@ impl OfiTransport {
         input.ended = true;
         input.bytes = Vec::new();
         input.early.clear();
+        // Reads in flight keep their memory until they complete.
+        if let Some(r) = &mut input.reading {
+            r.dropped = true;
+        }
+        if input.reading.as_ref().is_some_and(Reading::settled) {
+            input.reading = None;
+        }
         if let Some(Some(peer)) = self.peers.get(p) {
             let _ = self.epoll.delete(peer.stream.as_raw_fd());
         }
@@ -547,6 +728,10 @@ impl OfiTransport {
     /// A peer that closed is reported once its last message arrived (or
     /// after [`LAST_MESSAGES`]).
     fn check_closing(&self, p: usize, input: &mut Input, sink: &mut dyn Sink) -> usize {
+        if input.reading.is_some() {
+            // Its end comes after the payload being read.
+            return 0;
+        }
         match input.closing {
             Some((count, _)) if input.received >= count => {
                 self.end(p, input, "the connection was closed".into(), sink)
@@ -597,11 +782,42 @@ impl OfiTransport {
             input.received += 1;
             input.bytes.extend_from_slice(&next);
         }
+        self.cut(p, &mut input, sink)
+    }
+
+    /// Hands the frames and records at the start of the input of `p` to
+    /// `sink` and removes them; stops at a payload to read (the frames
+    /// behind it wait for it). Ends the peer on bytes that are neither.
+    fn cut(&self, p: usize, input: &mut Input, sink: &mut dyn Sink) -> usize {
         let mut handed = 0;
         let mut at = 0;
         let from = ProcessId::new(p as u32);
         let bad = loop {
+            if input.reading.is_some() || input.ended {
+                break None;
+            }
             let rest = &input.bytes[at..];
+            if rest.len() >= 6 && u16::from_le_bytes([rest[4], rest[5]]) == RECORD_MAGIC {
+                if rest.len() < 8 {
+                    break None;
+                }
+                let len = u32::from_le_bytes(rest[..4].try_into().expect("4 bytes")) as usize + 4;
+                if !(16..=MAX_RECORD).contains(&len) {
+                    break Some(format!("a record of {len} bytes"));
+                }
+                if rest.len() < len {
+                    break None;
+                }
+                let record = rest[..len].to_vec();
+                // Removed first: handling it may cut what follows.
+                input.bytes.drain(..at + len);
+                at = 0;
+                match self.record(p, input, &record, sink) {
+                    Ok(n) => handed += n,
+                    Err(why) => break Some(why),
+                }
+                continue;
+            }
             match frame_len(rest) {
                 Ok(Some(len)) if rest.len() >= len => match Frame::decode(&rest[..len]) {
                     Ok(frame) => {
@@ -615,11 +831,193 @@ impl OfiTransport {
                 Err(e) => break Some(format!("a bad frame: {e}")),
             }
         };
-        input.bytes.drain(..at);
-        if let Some(why) = bad {
-            return handed + self.end(p, &mut input, why, sink);
+        if !input.ended {
+            input.bytes.drain(..at);
         }
-        handed + self.check_closing(p, &mut input, sink)
+        if let Some(why) = bad {
+            return handed + self.end(p, input, why, sink);
+        }
+        handed + self.check_closing(p, input, sink)
+    }
+
+    /// Handles one of this transport's records from `p` (`record`, its
+    /// length word included): a payload to read, or a read of ours done.
+    fn record(
+        &self,
+        p: usize,
+        input: &mut Input,
+        record: &[u8],
+        sink: &mut dyn Sink,
+    ) -> Result<usize, String> {
+        let word = |i: usize| u64::from_le_bytes(record[i..i + 8].try_into().expect("8 bytes"));
+        let from = ProcessId::new(p as u32);
+        match record[6] {
+            DONE => {
+                let token = word(8);
+                let Some(Some(peer)) = self.peers.get(p) else {
+                    return Ok(0);
+                };
+                // Deregistered: the peer read it all.
+                let lent = lock(&peer.out).lent.remove(&token);
+                Ok(match lent {
+                    Some(_) => {
+                        sink.take(Incoming::Sent(from, token));
+                        1
+                    }
+                    // Withdrawn meanwhile.
+                    None => 0,
+                })
+            }
+            ANNOUNCE if record.len() >= ANNOUNCE_HEAD + super::frame::HEADER => {
+                let (addr, key, len, token) = (word(8), word(16), word(24) as usize, word(32));
+                let head = &record[ANNOUNCE_HEAD..];
+                if len > MAX_PAYLOAD || frame_len(head).ok().flatten() != Some(head.len() + len) {
+                    return Err("a bad announce record".into());
+                }
+                if !self.rma {
+                    return Err(
+                        "a payload to read, but this process's provider cannot read \
+                                remote memory"
+                            .into(),
+                    );
+                }
+                let into = match super::place_large(sink, from, head, len, &[]) {
+                    Some((frame, place)) => Target::Placed { frame, place },
+                    None => Target::Own {
+                        head: head.to_vec(),
+                        payload: vec![0u8; len],
+                    },
+                };
+                let mut reading = Reading {
+                    into,
+                    len,
+                    from: RemoteMemory {
+                        peer: self.addrs[p],
+                        addr,
+                        key,
+                    },
+                    token,
+                    posted: 0,
+                    outstanding: 0,
+                    failed: None,
+                    dropped: false,
+                    local: None,
+                };
+                if self.mr_mode & sys::FI_MR_LOCAL as u64 != 0 && len > 0 {
+                    let base = reading.base();
+                    let key = self.next_key.fetch_add(1, Ordering::Relaxed);
+                    // SAFETY: the destination (the frame's own buffer, or
+                    // the place, which `withdraw_place` does not give back
+                    // while reads are in flight) outlives the registration,
+                    // dropped with the reading.
+                    let mr =
+                        unsafe { Mr::register(&self.domain, base, len, sys::FI_READ as u64, key) };
+                    reading.local = Some(mr.map_err(|e| {
+                        format!("registering {len} bytes to read its memory into: {e}")
+                    })?);
+                }
+                self.post_reads(p, &mut reading);
+                input.reading = Some(reading);
+                Ok(self.settle(p, input, sink))
+            }
+            other => Err(format!("a record of unknown type {other}")),
+        }
+    }
+
+    /// Posts the reads of `r` not posted yet (from process `p`), each at
+    /// most [`max_read`](Self::max_read) bytes, until the provider says
+    /// `FI_EAGAIN` (the next progress posts the rest).
+    fn post_reads(&self, p: usize, r: &mut Reading) {
+        let desc = r.local.as_ref().map_or(std::ptr::null_mut(), Mr::desc);
+        let base = r.base();
+        while r.posted < r.len && r.failed.is_none() && !r.dropped {
+            let n = self.max_read.min(r.len - r.posted);
+            let op = Op::new(What::Read { from: p });
+            lock(&self.live).insert(op as usize);
+            let from = RemoteMemory {
+                addr: r.from.addr.wrapping_add(r.posted as u64),
+                ..r.from
+            };
+            // SAFETY: `base + posted .. + n` is inside the destination,
+            // which stays valid for writes until the read completes (the
+            // frame's own buffer lives in the reading, kept until its reads
+            // completed; a place is not given back before either); the
+            // context is a live Op.
+            let posted = unsafe {
+                self.ep()
+                    .read(base.wrapping_add(r.posted), n, desc, from, op.cast())
+            };
+            match posted {
+                Ok(()) => {
+                    r.posted += n;
+                    r.outstanding += 1;
+                }
+                Err(e) => {
+                    lock(&self.live).remove(&(op as usize));
+                    // SAFETY: not posted: the Op is ours again.
+                    drop(unsafe { Box::from_raw(op) });
+                    if !e.is_again() {
+                        r.failed = Some(format!(
+                            "reading {} bytes of its memory ({}) failed: {e}",
+                            r.len, self.provider
+                        ));
+                    }
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Finishes the read from `p` once no read of it is in flight: hands
+    /// its frame (or ends the peer if a read failed), tells the sender it
+    /// is done, and cuts the frames that waited behind it.
+    fn settle(&self, p: usize, input: &mut Input, sink: &mut dyn Sink) -> usize {
+        if !input.reading.as_ref().is_some_and(Reading::settled) {
+            return 0;
+        }
+        let r = input.reading.take().expect("a reading");
+        if input.ended {
+            return 0;
+        }
+        if let Some(why) = r.failed {
+            return self.end(p, input, why, sink);
+        }
+        let from = ProcessId::new(p as u32);
+        let incoming = match r.into {
+            Target::Own { head, payload } => match Frame::decode_parts(&head, payload) {
+                Ok(frame) => Incoming::Frame(from, frame),
+                Err(e) => return self.end(p, input, format!("a bad frame: {e}"), sink),
+            },
+            // Also when the place was withdrawn (the rest was dropped).
+            Target::Placed { frame, .. } => Incoming::Placed(from, frame, r.len),
+        };
+        sink.take(incoming);
+        let mut done = Vec::with_capacity(16);
+        done.extend_from_slice(&12u32.to_le_bytes());
+        done.extend_from_slice(&RECORD_MAGIC.to_le_bytes());
+        done.extend_from_slice(&[DONE, 0]);
+        done.extend_from_slice(&r.token.to_le_bytes());
+        // A failure here shows as the peer's loss.
+        let _ = self.enqueue(from, &done, &[]);
+        1 + self.cut(p, input, sink)
+    }
+
+    /// Runs this transport's progress for a caller that waits for it (a
+    /// withdrawal), what it finds kept for the next poll; if a poll is
+    /// running, lets it.
+    fn drive(&self) {
+        let guard = match self.progress.try_lock() {
+            Ok(guard) => guard,
+            Err(std::sync::TryLockError::Poisoned(e)) => e.into_inner(),
+            Err(std::sync::TryLockError::WouldBlock) => {
+                std::thread::sleep(Duration::from_micros(20));
+                return;
+            }
+        };
+        let mut found = Vec::new();
+        self.progress_locked(&mut |i| found.push(i));
+        lock(&self.stash).extend(found);
+        drop(guard);
     }
 
     /// Reads what the control stream of `p` carries: the message count
@@ -660,9 +1058,9 @@ impl OfiTransport {
     }
 
     /// Reads the completion queue and the control streams, handing what
-    /// arrived to `sink`; posts queued messages.
-    fn progress(&self, sink: &mut dyn Sink) -> usize {
-        let _serial = lock(&self.progress);
+    /// arrived to `sink`; posts queued messages and reads. The caller
+    /// holds `self.progress`.
+    fn progress_locked(&self, sink: &mut dyn Sink) -> usize {
         let mut handed = 0;
         let mut done = Vec::with_capacity(64);
         loop {
@@ -711,6 +1109,13 @@ impl OfiTransport {
                 .and(out.failed.clone());
             drop(out);
             let mut input = lock(&peer.input);
+            if let Some(r) = &mut input.reading {
+                // What `FI_EAGAIN` left, or a reading dropped meanwhile.
+                if r.posted < r.len && !r.dropped && r.failed.is_none() {
+                    self.post_reads(p, r);
+                }
+                handed += self.settle(p, &mut input, sink);
+            }
             if input.closing.is_some() {
                 handed += self.check_closing(p, &mut input, sink);
             } else if let Some(why) = failed {
@@ -751,6 +1156,23 @@ impl OfiTransport {
                 }
                 out.queue.clear();
                 0
+            }
+            (What::Read { from }, error) => {
+                let Some(Some(peer)) = self.peers.get(*from) else {
+                    return 0;
+                };
+                let mut input = lock(&peer.input);
+                let Some(r) = &mut input.reading else {
+                    return 0;
+                };
+                r.outstanding = r.outstanding.saturating_sub(1);
+                if let (Some(error), None) = (error, &r.failed) {
+                    r.failed = Some(format!(
+                        "reading {} bytes of its memory ({}) failed: {error}",
+                        r.len, self.provider
+                    ));
+                }
+                self.settle(*from, &mut input, sink)
             }
             (What::Recv(buf), None) => {
                 let handed = self.received(&buf[..c.len.min(buf.len())], sink);
@@ -797,13 +1219,26 @@ impl OfiTransport {
         }
     }
 
+    /// Output to a peer not lost waits or is in flight (messages, or
+    /// memory lent to its reads).
     fn pending_output(&self) -> bool {
         self.peers.iter().flatten().any(|peer| {
+            // A lost peer takes nothing more: its output is not waited for.
+            let lost = peer.input.try_lock().is_ok_and(|input| input.ended);
             let out = peer
                 .out
                 .try_lock()
-                .map(|out| !out.queue.is_empty() || out.in_flight > 0);
-            out.unwrap_or(true)
+                .map(|out| !out.queue.is_empty() || out.in_flight > 0 || !out.lent.is_empty());
+            !lost && out.unwrap_or(true)
+        })
+    }
+
+    /// A payload is being read from a peer.
+    fn reading(&self) -> bool {
+        self.peers.iter().flatten().any(|peer| {
+            peer.input
+                .try_lock()
+                .map_or(true, |input| input.reading.is_some())
         })
     }
 }
@@ -823,17 +1258,141 @@ impl Transport for OfiTransport {
         self.enqueue(to, &head, &frame.payload)
     }
 
+    fn send_borrowed(
+        &self,
+        to: ProcessId,
+        frame: Frame,
+        data: Borrowed,
+        token: u64,
+    ) -> Result<bool, SendError> {
+        let bytes = data.bytes();
+        let len = bytes.len();
+        let mut head = Vec::new();
+        frame.encode_head_for(len, &mut head);
+        if !self.rma || len < RENDEZVOUS {
+            // Eager, copied into the messages.
+            return self.enqueue(to, &head, bytes).map(|()| true);
+        }
+        if self.closed.load(Ordering::Acquire) {
+            return Err(SendError::Closed);
+        }
+        if len > MAX_PAYLOAD {
+            return Err(SendError::TooLarge(len));
+        }
+        let peer = self
+            .peers
+            .get(to.get() as usize)
+            .and_then(Option::as_ref)
+            .ok_or_else(|| SendError::Lost(to, "no such peer".into()))?;
+        let key = self.next_key.fetch_add(1, Ordering::Relaxed);
+        // SAFETY: `Borrowed`'s contract: the memory stays valid and
+        // unchanged until `Sent` is handed or `withdraw_send` returns; the
+        // registration is dropped before either (`DONE`, `withdraw_send`).
+        let mr = unsafe {
+            Mr::register(
+                &self.domain,
+                bytes.as_ptr(),
+                len,
+                sys::FI_REMOTE_READ as u64,
+                key,
+            )
+        };
+        let mr = match mr {
+            Ok(mr) => mr,
+            Err(e) => {
+                say!(
+                    "[myriad] process {}: registering {len} bytes for libfabric's {} failed \
+                     ({e}): sent as eager messages",
+                    self.this,
+                    self.provider
+                );
+                return self.enqueue(to, &head, bytes).map(|()| true);
+            }
+        };
+        // FI_MR_VIRT_ADDR: the peer reads at our address; else at offsets.
+        let addr = if self.mr_mode & sys::FI_MR_VIRT_ADDR as u64 != 0 {
+            bytes.as_ptr() as u64
+        } else {
+            0
+        };
+        let mut record = Vec::with_capacity(ANNOUNCE_HEAD + head.len());
+        record.extend_from_slice(&[0; 4]);
+        record.extend_from_slice(&RECORD_MAGIC.to_le_bytes());
+        record.extend_from_slice(&[ANNOUNCE, 0]);
+        for word in [addr, mr.key(), len as u64, token] {
+            record.extend_from_slice(&word.to_le_bytes());
+        }
+        record.extend_from_slice(&head);
+        let rest = (record.len() - 4) as u32;
+        record[..4].copy_from_slice(&rest.to_le_bytes());
+        // Lent before the announce leaves: its `DONE` may come at once.
+        lock(&peer.out).lent.insert(token, mr);
+        if let Err(e) = self.enqueue(to, &record, &[]) {
+            drop(lock(&peer.out).lent.remove(&token));
+            return Err(e);
+        }
+        Ok(false)
+    }
+
+    /// Waits (driving progress) until the peer read the memory and said
+    /// so, it is lost, or [`LAST_MESSAGES`] passed; then deregisters it.
+    fn withdraw_send(&self, to: ProcessId, token: u64) {
+        let Some(Some(peer)) = self.peers.get(to.get() as usize) else {
+            return;
+        };
+        let deadline = Instant::now() + LAST_MESSAGES;
+        loop {
+            if !lock(&peer.out).lent.contains_key(&token) {
+                return;
+            }
+            let lost = lock(&peer.input).ended;
+            let failed = lock(&peer.out).failed.is_some();
+            if lost || failed || Instant::now() > deadline {
+                break;
+            }
+            self.drive();
+        }
+        drop(lock(&peer.out).lent.remove(&token));
+    }
+
+    /// Waits (driving progress) until no read into the place is in
+    /// flight: a read the provider accepted cannot be called back.
+    fn withdraw_place(&self, from: ProcessId, id: u64) {
+        let Some(Some(peer)) = self.peers.get(from.get() as usize) else {
+            return;
+        };
+        loop {
+            {
+                let mut input = lock(&peer.input);
+                let Some(r) = &mut input.reading else {
+                    return;
+                };
+                if !matches!(&r.into, Target::Placed { frame, .. } if frame.id == id) {
+                    return;
+                }
+                r.dropped = true;
+                if r.outstanding == 0 {
+                    // The next progress hands the frame on.
+                    return;
+                }
+            }
+            self.drive();
+        }
+    }
+
     fn busy(&self) -> bool {
-        self.pending_output()
+        self.pending_output() || self.reading()
     }
 
     fn poll(&self, sink: &mut dyn Sink) -> usize {
+        // Under the progress lock: what a withdrawal found comes first.
+        let _serial = lock(&self.progress);
         let stash = std::mem::take(&mut *lock(&self.stash));
         let mut handed = stash.len();
         for item in stash {
             sink.take(item);
         }
-        handed += self.progress(sink);
+        handed += self.progress_locked(sink);
         handed
     }
 
@@ -868,10 +1427,12 @@ impl Transport for OfiTransport {
         // Every message posted and completed (so it left this process)
         // before the counts go out.
         while self.pending_output() && Instant::now() < deadline {
-            self.progress(&mut |i| stash.push(i));
+            let serial = lock(&self.progress);
+            self.progress_locked(&mut |i| stash.push(i));
+            lock(&self.stash).append(&mut stash);
+            drop(serial);
             std::thread::sleep(Duration::from_micros(200));
         }
-        lock(&self.stash).extend(stash);
         self.closed.store(true, Ordering::Release);
         for peer in self.peers.iter().flatten() {
             // Every message numbered: one still queued (the deadline
