@@ -32,9 +32,10 @@ use super::{Event, Name, NO_NAME, NO_PARK};
 /// How many events a party records plain before it packs the rest.
 pub(crate) const PACK_AFTER: usize = 8192;
 
-/// The most bytes one packed event takes: header, depth, six varints of
-/// up to 10 bytes, the park's up to 5 (a u32 in 7-bit groups), two names
-/// of 8.
+/// Room kept for one packed event: header and depth, three u64 varints
+/// of up to 10 bytes (start, duration, bytes), peer and tag (zigzagged
+/// i32s: 5), the flow (ids below 2^53, so a zigzagged difference and the
+/// direction bit: 8), the park (5), two names of 8: 73, rounded up.
 pub(crate) const MAX_PACKED: usize = 2 + 6 * 10 + 5 + 16;
 
 /// Header bits: the kind in the low four.
@@ -195,7 +196,9 @@ impl Packed {
             }
             start.write(head);
             start.add(1).write(e.depth);
-            self.bytes.set_len(len + at.offset_from(start) as usize);
+            let written = at.offset_from(start) as usize;
+            debug_assert!(written <= MAX_PACKED, "{written} bytes");
+            self.bytes.set_len(len + written);
         }
         p.ts = e.ts;
         p.tag = e.tag;
