@@ -273,14 +273,25 @@ fn schedule_remote(sched: &Scheduler, worker: usize, task: usize) {
 /// for their shared-memory flags. The worker's own idle poll (`spin`)
 /// takes over after the park.
 ///
+/// `#[inline]`: with one worker, or more workers than CPUs, it is one
+/// thread-local load and a test on every park.
+///
 /// [`ParkState::is_notified`]: super::park::ParkState::is_notified
+#[inline]
 pub(crate) fn spin_before_park(sched: &Scheduler, park: &super::park::ParkState) {
     let local = WORKER.with(|w| w.get());
     // SAFETY: as in `schedule`.
-    let Some(local) = (unsafe { local.as_ref() }) else {
-        return;
-    };
-    if !local.spin_in_rank || !ptr::eq(local.sched, sched) || local.has_other_work(sched) {
+    if let Some(local) = unsafe { local.as_ref() } {
+        if local.spin_in_rank {
+            spin_in_rank(local, sched, park);
+        }
+    }
+}
+
+/// The spin of [`spin_before_park`].
+#[inline(never)]
+fn spin_in_rank(local: &WorkerLocal, sched: &Scheduler, park: &super::park::ParkState) {
+    if !ptr::eq(local.sched, sched) || local.has_other_work(sched) {
         return;
     }
     let start = Instant::now();
