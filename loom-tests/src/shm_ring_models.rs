@@ -6,8 +6,6 @@
 //! sees the sleeper's flag. loom reports a lost wake-up as a deadlock (both
 //! asleep), and a read of bytes not yet written (or overwritten) as a data
 //! race on the ring's cells; the model asserts the bytes arrive in order.
-//! A third model adds a poller that clears the sleeper's flag and rings
-//! its doorbell instead (the worker taking over from the progress thread).
 
 use loom::sync::{Arc, Condvar, Mutex};
 use loom::thread;
@@ -139,69 +137,4 @@ fn bytes_cross_a_small_ring_in_order_without_a_lost_wake_up() {
 #[test]
 fn a_consumer_going_to_sleep_sees_the_byte_or_is_woken() {
     model(4, b"x");
-}
-
-/// The consumer's side with two parties: a sleeper (the progress thread)
-/// and a poller (an idle worker) that finds the sleeper's flag set, clears
-/// it and rings the sleeper's doorbell (`ring.rs`, "A poller clears the
-/// flag"), while the producer writes one byte. The poller does not read
-/// (a worker whose poll came just before the byte, gone to run a rank), so
-/// the sleeper must get the byte, though the producer may have seen the
-/// flag cleared and not rung. Without the poller's ring loom finds the
-/// sleeper asleep for ever (a deadlock).
-#[test]
-fn a_poller_clearing_the_sleeper_s_flag_loses_no_wake_up() {
-    loom::model(|| {
-        let shared = Arc::new(Shared {
-            control: Control {
-                tail: Line(AtomicU64::new(0)),
-                head: Line(AtomicU64::new(0)),
-            },
-            cells: Cells((0..2).map(|_| UnsafeCell::new(0)).collect()),
-            consumer_bell: Doorbell::default(),
-            producer_bell: Doorbell::default(),
-        });
-        let s = shared.clone();
-        let producer = thread::spawn(move || {
-            let p = Producer {
-                control: &s.control,
-                bytes: &s.cells,
-            };
-            // SAFETY: one readable byte; one producer.
-            let (n, sleeping) = unsafe { p.write(b"x".as_ptr(), 1) };
-            assert_eq!(n, 1);
-            if sleeping {
-                s.consumer_bell.ring();
-            }
-        });
-        let s = shared.clone();
-        let poller = thread::spawn(move || {
-            let c = Consumer {
-                control: &s.control,
-                bytes: &s.cells,
-            };
-            if c.flagged() && c.unflag() {
-                s.consumer_bell.ring();
-            }
-        });
-        let c = Consumer {
-            control: &shared.control,
-            bytes: &shared.cells,
-        };
-        let mut buf = [0u8; 1];
-        loop {
-            // SAFETY: `buf` is writable; the sleeper is the only reader.
-            let (n, _) = unsafe { c.read(buf.as_mut_ptr(), 1) }.unwrap();
-            if n == 1 {
-                break;
-            }
-            if c.sleep() {
-                shared.consumer_bell.sleep();
-            }
-            c.awake();
-        }
-        assert_eq!(&buf, b"x");
-        producer.join().unwrap();
-        poller.join().unwrap();
-    });
 }

@@ -10,9 +10,7 @@
 //!
 //! `wait` is one epoll set over the TCP transport's own epoll descriptor
 //! and this process's doorbell (the eventfd senders ring when they see the
-//! receiver sleeping). After a light sleep it flags the rings asleep; a
-//! worker whose poll finds them flagged clears them and rings the doorbell
-//! itself (`shm/ring.rs`): while workers poll, senders make no system call. Where every peer is on this host, TCP only watches
+//! receiver sleeping). Where every peer is on this host, TCP only watches
 //! for losses: `poll` asks it at every 64th call, or when `wait` saw it
 //! ready, so a poll that finds nothing makes no system call.
 //!
@@ -190,18 +188,9 @@ impl Transport for Routed {
 
     fn poll(&self, sink: &mut dyn Sink) -> usize {
         let mut handed = self.shm.poll(sink);
-        // Loads first, read-modify-writes only when they say so: a poll
-        // that finds nothing should not take lines from the other pollers.
-        // A count that loses a racing poll's increment only shifts the
-        // next look at TCP.
         let look = !self.all_shm
-            || (self.tcp_ready.load(Ordering::Relaxed)
-                && self.tcp_ready.swap(false, Ordering::Relaxed))
-            || {
-                let polls = self.polls.load(Ordering::Relaxed);
-                self.polls.store(polls.wrapping_add(1), Ordering::Relaxed);
-                polls % TCP_EVERY == 0
-            };
+            || self.tcp_ready.swap(false, Ordering::Relaxed)
+            || self.polls.fetch_add(1, Ordering::Relaxed) % TCP_EVERY == 0;
         if look {
             let mut after = AfterRing {
                 shm: &self.shm,

@@ -322,9 +322,8 @@ impl ShmLinks {
     /// Flushes what waits and hands what arrived to `sink`.
     pub(crate) fn poll(&self, sink: &mut dyn Sink) -> usize {
         let mut handed = 0;
-        // A send that queues after the swap sets the hint again. (A load
-        // first: the swap is a read-modify-write on every poll otherwise.)
-        if self.queued.load(Ordering::Relaxed) && self.queued.swap(false, Ordering::Relaxed) {
+        // A send that queues after the swap sets the hint again.
+        if self.queued.swap(false, Ordering::Relaxed) {
             for (p, peer) in self.peers.iter().enumerate() {
                 let Some(peer) = peer else { continue };
                 let mut out = lock(&peer.out);
@@ -333,17 +332,10 @@ impl ShmLinks {
                 }
             }
         }
-        let mut unflagged = false;
         for (p, peer) in self.peers.iter().enumerate() {
             if let Some(peer) = peer {
-                unflagged |= self.take_over(peer);
                 handed += self.read(peer, ProcessId::new(p as u32), sink);
             }
-        }
-        if unflagged {
-            // The sleeper wakes, and sets its flags again before it sleeps
-            // on (`ring.rs`, "A poller clears the flag").
-            self.bell.ring();
         }
         let sent = std::mem::take(&mut *lock(&self.sent));
         handed += sent.len();
@@ -351,20 +343,6 @@ impl ShmLinks {
             sink.take(Incoming::Sent(to, token));
         }
         handed
-    }
-
-    /// Clears the sleeping flag of `peer`'s ring if this process's waiter
-    /// set it (`sleep`): the caller polls, so `peer` need not ring for
-    /// every frame. `true` if it was set: the caller then rings this
-    /// process's doorbell. A load when the flag is clear, as it is while
-    /// anyone polls.
-    fn take_over(&self, peer: &Peer) -> bool {
-        let (control, bytes) = self.own.ring(peer.inbound);
-        let consumer = Consumer {
-            control,
-            bytes: &bytes,
-        };
-        consumer.flagged() && consumer.unflag()
     }
 
     /// Hands what process `from` wrote so far to `sink` (before its loss

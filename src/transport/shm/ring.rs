@@ -17,23 +17,8 @@
 //! (`fetch_add`) are read-modify-writes of the same word, so one comes
 //! first in its modification order: either the consumer's `fetch_or` sees
 //! the new tail (and does not sleep), or the producer's `fetch_add` sees
-//! the flag (and wakes the consumer). Likewise for room. The models in
-//! `loom-tests/src/shm_ring_models.rs` check this very file, a poller
-//! clearing the flag (below) included.
-//!
-//! ## A poller clears the flag
-//!
-//! The consumer's side may have two parties: a sleeper (a process's
-//! progress thread, blocked on the doorbell) and pollers (its idle
-//! workers, which read the ring in a loop and never sleep on it). While
-//! the sleeper's flag is set, every write rings the doorbell: a system
-//! call on the producer's path and a wake-up that competes for the CPU
-//! with the pollers, which take the bytes anyway. So a poller that finds
-//! the flag set clears it ([`Consumer::unflag`]) and rings the doorbell
-//! itself, once. The sleeper never stays asleep on a cleared flag unknown
-//! to it: whoever clears the flag rings, and a woken sleeper looks at the
-//! ring and sets the flag again (`sleep`) before it sleeps again, so a
-//! write after the clear is seen by that look or rings the new flag.
+//! the flag (and wakes the consumer). Likewise for room. The model in
+//! `loom-tests/src/shm_ring_models.rs` checks this very file.
 
 use crate::sync::{AtomicU64, Ordering};
 
@@ -217,19 +202,5 @@ impl<B: Bytes> Consumer<'_, B> {
     /// Awake again: producers need not wake this side.
     pub(crate) fn awake(&self) {
         self.control.tail.0.fetch_and(!SLEEPING, Ordering::Relaxed);
-    }
-
-    /// Whether the sleeping flag is set (a load: a poller's cheap look).
-    pub(crate) fn flagged(&self) -> bool {
-        self.control.tail.0.load(Ordering::Relaxed) & SLEEPING != 0
-    }
-
-    /// Clears the sleeping flag on behalf of the sleeper (a poller that
-    /// took over: producers need not ring while it polls). Returns `true`
-    /// if it was set: the caller must then ring the sleeper's doorbell, so
-    /// that the sleeper wakes and sets it again before it sleeps on (see
-    /// "A poller clears the flag" in the module docs).
-    pub(crate) fn unflag(&self) -> bool {
-        self.control.tail.0.fetch_and(!SLEEPING, Ordering::AcqRel) & SLEEPING != 0
     }
 }

@@ -139,43 +139,6 @@ fn a_sleeping_receiver_is_woken_by_a_frame() {
     }
 }
 
-/// A worker's poll that finds the waiter's flags set takes over: it
-/// clears them (senders make no system call while someone polls) and
-/// rings the waiter's doorbell, so the waiter does not sleep on cleared
-/// flags (it looks again, and sets them again before it sleeps on).
-/// Without the take-over the flag stays set and the waiter sleeps its 10 s.
-#[test]
-fn a_poll_that_finds_the_rings_flagged_clears_them_and_wakes_the_waiter() {
-    let t = routed(
-        2,
-        Settings {
-            ring: DEFAULT_RING,
-            cma: true,
-        },
-    );
-    for _ in 0..20 {
-        std::thread::scope(|s| {
-            let waiter = s.spawn(|| {
-                let start = Instant::now();
-                t[1].wait(Some(Duration::from_secs(10)));
-                start.elapsed()
-            });
-            while !t[1].shm().asleep(id(0)) {
-                std::thread::yield_now();
-            }
-            let mut got = Vec::new();
-            t[1].poll(&mut |i| got.push(i));
-            assert!(got.is_empty());
-            assert!(!t[1].shm().asleep(id(0)), "the poll left the flag set");
-            let waited = waiter.join().unwrap();
-            assert!(
-                waited < Duration::from_secs(5),
-                "the waiter slept {waited:?}"
-            );
-        });
-    }
-}
-
 fn large_through(settings: Settings) {
     let t = routed(2, settings);
     let len = 16usize << 20;
