@@ -372,6 +372,9 @@ pub(crate) fn park_once(ctx: &RankCtx, info: &WaitInfo) -> Result<(), Error> {
     }
     let slot = sched.slots.get(ctx.slot);
     slot.set_wait(info);
+    // Briefly, while its worker has nothing else to run: a wake-up from
+    // another worker then costs no switch and no requeue (`worker.rs`).
+    worker::spin_before_park(sched, &slot.park);
     if slot.park.try_park() {
         let _span = ctx.recorder().map(|r| {
             r.park(

@@ -101,6 +101,14 @@ impl ParkState {
         self.state.swap(NOTIFIED, Ordering::AcqRel) == PARKED
     }
 
+    /// Whether a wake-up is pending (the rank runs and has not consumed it):
+    /// what a rank that spins before parking watches (a load, so that the
+    /// spin does not take the line from the waker; `try_park` consumes it).
+    #[inline]
+    pub(crate) fn is_notified(&self) -> bool {
+        self.state.load(Ordering::Acquire) == NOTIFIED
+    }
+
     /// Whether the rank is parked right now (deadlock reports only).
     pub(crate) fn is_parked(&self) -> bool {
         self.state.load(Ordering::Acquire) == PARKED

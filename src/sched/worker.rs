@@ -11,6 +11,9 @@
 //!    another worker's deque (crossbeam-deque);
 //!
 //! and otherwise spins briefly, then announces sleep and parks (`idle`).
+//! Before that, a rank about to park while its worker has nothing else to
+//! run spins on its own park state for a moment ([`spin_before_park`]), so
+//! that a reply from a rank of another worker reaches it without a requeue.
 //!
 //! ## Ending a job
 //!
@@ -120,6 +123,9 @@ struct WorkerLocal {
     yielded: Cell<bool>,
     /// Tasks spawned by ranks of this worker, not started yet.
     spawned: RefCell<Vec<Spawn>>,
+    /// A rank about to park may spin first ([`spin_before_park`]): the
+    /// job's workers have a CPU each ([`spin_while_busy`]).
+    spin_in_rank: bool,
 }
 
 /// Ranks run in a row from `WorkerLocal::next` and `woken` before the head
@@ -182,6 +188,20 @@ impl WorkerLocal {
         Some(task)
     }
 
+    /// Whether this worker has something to do besides the running rank:
+    /// queued or woken ranks, timers, spawned tasks or micro-tasks, ranks
+    /// not started yet, or the job aborts. Loads of lines that change
+    /// rarely (its own inbox count, the job's counters).
+    fn has_other_work(&self, sched: &Scheduler) -> bool {
+        self.has_ready()
+            || sched.workers[self.index].pending.load(Ordering::Relaxed) > 0
+            || !self.timers.borrow().is_empty()
+            || !self.spawned.borrow().is_empty()
+            || !sched.micro.is_empty()
+            || sched.unstarted.load(Ordering::Relaxed) > 0
+            || sched.is_aborting()
+    }
+
     /// Whether a rank is queued to run.
     fn has_ready(&self) -> bool {
         self.next.get().is_some()
@@ -238,6 +258,55 @@ fn schedule_remote(sched: &Scheduler, worker: usize, task: usize) {
     }
 }
 
+/// Lets the rank running on this thread spin for a while (at most
+/// [`SPIN_PARK`]) before it parks on `park`, until a wake-up is pending
+/// ([`ParkState::is_notified`]): only while its worker has nothing else to
+/// run and the job's workers have a CPU each (else the spin takes a CPU
+/// from a worker with work). The caller then parks as usual
+/// (`ParkState::try_park`, which fails at once if the wake-up came).
+///
+/// Why: a rank woken from another worker while parked costs the waker an
+/// inbox push and a sleep-flag claim, and the rank's worker a drain and
+/// two coroutine switches (lines that bounce between the workers: most of
+/// a 1 B one-way time across workers). Woken while it spins, it costs the
+/// waker one swap on the line the spinner reads — what MPI's processes pay
+/// for their shared-memory flags. The worker's own idle poll (`spin`)
+/// takes over after the park.
+///
+/// `#[inline]`: with one worker, or more workers than CPUs, it is one
+/// thread-local load and a test on every park.
+///
+/// [`ParkState::is_notified`]: super::park::ParkState::is_notified
+#[inline]
+pub(crate) fn spin_before_park(sched: &Scheduler, park: &super::park::ParkState) {
+    let local = WORKER.with(|w| w.get());
+    // SAFETY: as in `schedule`.
+    if let Some(local) = unsafe { local.as_ref() } {
+        if local.spin_in_rank {
+            spin_in_rank(local, sched, park);
+        }
+    }
+}
+
+/// The spin of [`spin_before_park`].
+#[inline(never)]
+fn spin_in_rank(local: &WorkerLocal, sched: &Scheduler, park: &super::park::ParkState) {
+    if !ptr::eq(local.sched, sched) || local.has_other_work(sched) {
+        return;
+    }
+    let start = Instant::now();
+    let mut looks = 0u32;
+    while !park.is_notified() {
+        std::hint::spin_loop();
+        looks = looks.wrapping_add(1);
+        // The other sources, and the clock, every few looks: the park
+        // state is the line a wake-up writes.
+        if looks % 16 == 0 && (local.has_other_work(sched) || start.elapsed() >= SPIN_PARK) {
+            return;
+        }
+    }
+}
+
 /// Requeues woken tasks `tasks` of worker `worker`: one push to the local
 /// run queue, or one inbox lock and one wake-up for another worker.
 pub(crate) fn schedule_batch(sched: &Scheduler, worker: usize, tasks: &[u32]) {
@@ -283,6 +352,11 @@ pub(crate) fn add_timer(sched: &Scheduler, slot: u32, deadline: Instant) {
 
 /// How long an idle worker polls before it sleeps.
 const SPIN: std::time::Duration = std::time::Duration::from_micros(50);
+
+/// How long a rank spins before it parks ([`spin_before_park`]): a reply
+/// from a rank of another worker that runs comes within a few
+/// microseconds; the worker's idle poll takes over after it.
+const SPIN_PARK: std::time::Duration = std::time::Duration::from_micros(20);
 
 /// How long it polls on while a transfer with another process is under way
 /// (its next chunk comes sooner than a sleeping worker would wake): longer
@@ -450,6 +524,7 @@ pub(crate) fn run(args: WorkerArgs<'_>) {
         timers: RefCell::new(BinaryHeap::new()),
         yielded: Cell::new(false),
         spawned: RefCell::new(Vec::new()),
+        spin_in_rank: spin_while_busy,
     };
     WORKER.with(|w| w.set(&local));
     start.wait();
@@ -865,11 +940,19 @@ impl Worker<'_> {
         let mut extended: Option<Option<libc::c_long>> = None;
         sleep.set_polling(me, true);
         self.hooks.polling(true, false);
+        let mut looks = 0u32;
         let found = loop {
             // One pause per look: PAUSE costs ~60 cycles on recent AMD cores.
             std::hint::spin_loop();
             if self.has_work() || self.hooks.progress() {
                 break true;
+            }
+            // The clock every few looks: a read of it costs as much as a
+            // look (a sixth of an idle poll's time went to it), and each
+            // look's length adds to the time to find a message.
+            looks = looks.wrapping_add(1);
+            if looks % 8 != 0 {
+                continue;
             }
             let now = Instant::now();
             if now >= deadline {
