@@ -114,6 +114,17 @@ pub(crate) struct Reader {
     /// One shared read at a time (another poller reads alone meanwhile).
     turn: Mutex<()>,
     helper: OnceLock<Option<std::thread::JoinHandle<()>>>,
+    /// Reads of at least [`SHARED_READ`] bytes under way.
+    long: AtomicUsize,
+}
+
+/// Counts a long read while it lasts.
+struct Long<'a>(&'a AtomicUsize);
+
+impl Drop for Long<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
 }
 
 #[derive(Debug, Default)]
@@ -166,6 +177,7 @@ impl Reader {
             shared: Arc::default(),
             turn: Mutex::new(()),
             helper: OnceLock::new(),
+            long: AtomicUsize::new(0),
         }
     }
 
@@ -177,6 +189,7 @@ impl Reader {
             shared: Arc::default(),
             turn: Mutex::new(()),
             helper: OnceLock::new(),
+            long: AtomicUsize::new(0),
         }
     }
 
@@ -184,6 +197,14 @@ impl Reader {
     #[cfg(test)]
     pub(crate) fn helped(&self) -> bool {
         self.mask.is_some()
+    }
+
+    /// Whether a read of at least [`SHARED_READ`] bytes is under way: its
+    /// thread holds the peer's input for a millisecond or more, and a
+    /// worker that polled on meanwhile would only take a core the copy
+    /// wants (see `ShmLinks::busy`).
+    pub(crate) fn reading_long(&self) -> bool {
+        self.long.load(Ordering::Relaxed) > 0
     }
 
     /// Starts the helper once; `false` if there is none.
@@ -225,7 +246,13 @@ impl Reader {
         dst: *mut u8,
         len: usize,
     ) -> io::Result<()> {
-        let turn = if len >= SHARED_READ && self.start() {
+        if len < SHARED_READ {
+            // SAFETY: the caller's contract.
+            return unsafe { read(pid, remote, dst, len) };
+        }
+        self.long.fetch_add(1, Ordering::Relaxed);
+        let _long = Long(&self.long);
+        let turn = if self.start() {
             self.turn.try_lock().ok()
         } else {
             None

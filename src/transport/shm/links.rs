@@ -637,13 +637,21 @@ impl ShmLinks {
     }
 
     /// Output waits for room, or a payload is partly read.
+    ///
+    /// A long CMA read under way is not: the poller copying holds the
+    /// input until it is done (and then wakes the rank it completes),
+    /// while a worker polling on would take the core that the read's
+    /// helper thread, or the peer, wants.
     pub(crate) fn busy(&self) -> bool {
         self.queued.load(Ordering::Relaxed)
-            || self.peers.iter().flatten().any(|peer| {
-                peer.input
-                    .try_lock()
-                    .map_or(true, |input| input.large.is_some())
-            })
+            || self
+                .peers
+                .iter()
+                .flatten()
+                .any(|peer| match peer.input.try_lock() {
+                    Ok(input) => input.large.is_some(),
+                    Err(_) => !self.reader.reading_long(),
+                })
     }
 
     /// About to sleep: marks every inbound ring sleeping. `false` if
