@@ -423,16 +423,15 @@ mod tests {
         };
         assert_ne!(map, libc::MAP_FAILED);
         // SAFETY: the second half of the mapping just made.
-        assert_eq!(
-            unsafe { libc::munmap(map.cast::<u8>().add(len / 2).cast(), len / 2) },
-            0
-        );
+        let unmapped = unsafe { libc::munmap(map.cast::<u8>().add(len / 2).cast(), len / 2) };
+        assert_eq!(unmapped, 0);
         let mut dst = vec![0u8; len];
         // SAFETY: `dst` has `len` writable bytes, ours alone.
         let err = unsafe { reader.read(std::process::id(), map as u64, dst.as_mut_ptr(), len) };
         assert!(err.is_err(), "half of the range is not mapped");
         // SAFETY: the first half, still mapped.
-        assert_eq!(unsafe { libc::munmap(map, len / 2) }, 0);
+        let unmapped = unsafe { libc::munmap(map, len / 2) };
+        assert_eq!(unmapped, 0);
         let src = pattern(len);
         assert!(read_own(&reader, &src).unwrap() == src);
     }
