@@ -10,11 +10,16 @@
 #   shared memory: myriad's 2 ranks on 1 worker and on 2 workers of one
 #                  process, and 2 processes of 1 rank each over the shared-
 #                  memory transport (built-in launcher, MYRIAD_TRANSPORT=shm);
-#                  MPICH and Open MPI with 2 processes;
+#                  MPICH (ch4's shared memory) and Open MPI (pml ob1, btl
+#                  self,vader: its shared memory, CMA for large messages)
+#                  with 2 processes;
 #   TCP loopback:  myriad with 2 processes (built-in launcher,
 #                  MYRIAD_TRANSPORT=tcp: auto would pick shared memory);
 #                  MPICH with MPIR_CVAR_NOLOCAL=1 UCX_TLS=tcp,self (this
-#                  MPICH is ch4:ucx) and Open MPI with pml ob1, btl tcp,self.
+#                  MPICH is ch4:ucx) and Open MPI with pml ob1, btl self,tcp.
+# The MPI tools are called by their full names (mpicc.mpich, mpiexec.mpich,
+# mpicc.openmpi, mpirun.openmpi): the plain mpicc/mpirun alternatives may
+# point at either. Open MPI runs as root here, so the script allows it.
 # The ratio column is the better MPI over myriad (> 1: myriad is faster).
 # Every configuration runs once per round, in the same order, so a noisy
 # machine spreads over all of them alike. Without mpicc.mpich/mpicc.openmpi
@@ -36,9 +41,20 @@ fi
 if command -v mpicc.openmpi > /dev/null && command -v mpirun.openmpi > /dev/null; then
     mpicc.openmpi -O2 -o "$out/pp.ompi" benches/pingpong_vs_mpi.c && have_ompi=1
 fi
-ompi() {
-    OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
-        mpirun.openmpi --oversubscribe "$@"
+ompi=(env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+    mpirun.openmpi --oversubscribe --mca pml ob1)
+# One MPI run's rows appended to $out/<config>; a run that fails (or hangs
+# for 10 minutes) leaves its round out with a note instead of ending the
+# script, so the other columns still fill.
+mpi_run() {
+    local config=$1
+    shift
+    local rows
+    if rows=$(timeout 600 "$@" 2> "$out/$config.err"); then
+        mpi_rows <<< "$rows" >> "$out/$config"
+    else
+        echo "# $config failed this round: $(tail -n 3 "$out/$config.err" | tr '\n' ' ')" >&2
+    fi
 }
 
 # Rows "bytes oneway_us" of one run, appended to $out/<config>.
@@ -52,14 +68,13 @@ for round in $(seq "$ROUNDS"); do
     MYRIAD_TRANSPORT=shm "$PP" --iters "$ITERS" --processes 2 | myriad_rows >> "$out/myriad_shm2p"
     MYRIAD_TRANSPORT=tcp "$PP" --iters "$ITERS" --processes 2 | myriad_rows >> "$out/myriad_tcp"
     if [ $have_mpich = 1 ]; then
-        mpiexec.mpich -n 2 "$out/pp.mpich" "$ITERS" | mpi_rows >> "$out/mpich_shm"
-        MPIR_CVAR_NOLOCAL=1 UCX_TLS=tcp,self mpiexec.mpich -n 2 "$out/pp.mpich" "$ITERS" \
-            | mpi_rows >> "$out/mpich_tcp"
+        mpi_run mpich_shm mpiexec.mpich -n 2 "$out/pp.mpich" "$ITERS"
+        mpi_run mpich_tcp env MPIR_CVAR_NOLOCAL=1 UCX_TLS=tcp,self \
+            mpiexec.mpich -n 2 "$out/pp.mpich" "$ITERS"
     fi
     if [ $have_ompi = 1 ]; then
-        ompi -n 2 "$out/pp.ompi" "$ITERS" | mpi_rows >> "$out/ompi_shm"
-        ompi --mca pml ob1 --mca btl tcp,self -n 2 "$out/pp.ompi" "$ITERS" \
-            | mpi_rows >> "$out/ompi_tcp"
+        mpi_run ompi_shm "${ompi[@]}" --mca btl self,vader -n 2 "$out/pp.ompi" "$ITERS"
+        mpi_run ompi_tcp "${ompi[@]}" --mca btl self,tcp -n 2 "$out/pp.ompi" "$ITERS"
     fi
 done
 

@@ -254,21 +254,31 @@ impl TcpTransport {
                     }
                 }
             }
-            match (&peer.stream).read(&mut chunk) {
+            let short = match (&peer.stream).read(&mut chunk) {
                 Ok(0) => {
                     end = Some("the connection was closed".into());
                     break;
                 }
-                Ok(n) => input.bytes.extend_from_slice(&chunk[..n]),
+                Ok(n) => {
+                    input.bytes.extend_from_slice(&chunk[..n]);
+                    n < chunk.len()
+                }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(e) => {
                     end = Some(e.to_string());
                     break;
                 }
-            }
+            };
             if let Err(why) = hand_frames(input, from, &mut handed, sink) {
                 end = Some(why);
+                break;
+            }
+            // A short read emptied the socket: the read that would find it
+            // so (`EAGAIN`) is skipped, a system call per small message.
+            // Epoll is level-triggered, so bytes that arrive meanwhile are
+            // reported at the next poll.
+            if short {
                 break;
             }
         }

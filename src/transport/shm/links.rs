@@ -22,7 +22,8 @@
 //! A large borrowed payload ([`send_borrowed`](ShmLinks::send_borrowed))
 //! to a peer that can read this process's memory travels as an announce:
 //! the receiver copies the data once with `process_vm_readv` straight into
-//! the [`Place`] its sink gives (else into the frame's own buffer), hands
+//! the [`Place`] its sink gives (else into the frame's own buffer; a large
+//! read shared with `cma::Reader`'s helper thread), hands
 //! it over, and answers `done`, whose arrival hands [`Incoming::Sent`] to
 //! the sender. To a peer that cannot (CMA refused), the payload streams
 //! through the ring from the sender's memory, and the receiver copies it
@@ -148,6 +149,8 @@ pub(crate) struct ShmLinks {
     closed: AtomicBool,
     /// Some output waits for room in a ring (a hint for `busy`).
     queued: AtomicBool,
+    /// Reads announced payloads (with a helper thread when large).
+    reader: cma::Reader,
 }
 
 impl ShmLinks {
@@ -161,6 +164,7 @@ impl ShmLinks {
             sent: Mutex::default(),
             closed: AtomicBool::new(false),
             queued: AtomicBool::new(false),
+            reader: cma::Reader::new(),
         }
     }
 
@@ -563,14 +567,17 @@ impl ShmLinks {
                         let (dst, _) = place.rest(0);
                         // SAFETY: the place has at least `len` writable
                         // bytes, the transport's until handed over.
-                        unsafe { cma::read(peer.pid, address, dst, len) }.map_err(failed)?;
+                        unsafe { self.reader.read(peer.pid, address, dst, len) }.map_err(failed)?;
                         Incoming::Placed(from, frame, len)
                     }
                     None => {
                         let mut payload = vec![0u8; len];
                         // SAFETY: `payload` has `len` writable bytes.
-                        unsafe { cma::read(peer.pid, address, payload.as_mut_ptr(), len) }
-                            .map_err(failed)?;
+                        unsafe {
+                            self.reader
+                                .read(peer.pid, address, payload.as_mut_ptr(), len)
+                        }
+                        .map_err(failed)?;
                         let frame = Frame::decode_parts(head, payload)
                             .map_err(|err| format!("a bad frame: {err}"))?;
                         Incoming::Frame(from, frame)
@@ -630,13 +637,21 @@ impl ShmLinks {
     }
 
     /// Output waits for room, or a payload is partly read.
+    ///
+    /// A long CMA read under way is not: the poller copying holds the
+    /// input until it is done (and then wakes the rank it completes),
+    /// while a worker polling on would take the core that the read's
+    /// helper thread, or the peer, wants.
     pub(crate) fn busy(&self) -> bool {
         self.queued.load(Ordering::Relaxed)
-            || self.peers.iter().flatten().any(|peer| {
-                peer.input
-                    .try_lock()
-                    .map_or(true, |input| input.large.is_some())
-            })
+            || self
+                .peers
+                .iter()
+                .flatten()
+                .any(|peer| match peer.input.try_lock() {
+                    Ok(input) => input.large.is_some(),
+                    Err(_) => !self.reader.reading_long(),
+                })
     }
 
     /// About to sleep: marks every inbound ring sleeping. `false` if

@@ -6,7 +6,7 @@
 //! |---|---|
 //! | `ring.rs` | the single-producer single-consumer byte ring and its sleep/wake protocol (modelled in `loom-tests`) |
 //! | `segment.rs` | a process's segment (memfd, mapped shared), its doorbell (eventfd), reaching a peer's (`pidfd_getfd`) |
-//! | `cma.rs` | `process_vm_readv`: reading a peer's memory, and the probe that says whether the kernel allows it |
+//! | `cma.rs` | `process_vm_readv`: reading a peer's memory (large reads shared with a helper thread), and the probe that says whether the kernel allows it |
 //! | `links.rs` | one process's links to its peers: output queues, input parsing, the CMA records |
 //!
 //! ## Setting up ([`set_up`], at a job's start, after the TCP mesh)
