@@ -382,7 +382,16 @@ impl Remote {
     fn idle(&self, sched: &Scheduler) -> Idle {
         let this = self.transport.this();
         let wakers = usize::from(self.counted.load(Ordering::Acquire));
-        let report = sched::deadlock::quiescent(sched, wakers, &format!("process {this}"));
+        // A transport still moving bytes or holding a completion it has not
+        // handed back (a `Sent` found by the write that finished a borrowed
+        // payload, handed at the end of this very poll) is about to wake a
+        // rank: answering idle then let two waves pass a ping-pong whose
+        // receiver had the data while its sender still waited for `Sent`.
+        let report = if self.transport.holds_completions() {
+            None
+        } else {
+            sched::deadlock::quiescent(sched, wakers, &format!("process {this}"))
+        };
         let read = |c: &[AtomicU64]| c.iter().map(|n| n.load(Ordering::SeqCst)).collect();
         Idle {
             report,

@@ -303,6 +303,16 @@ pub(crate) trait Transport: Send + Sync + fmt::Debug {
         false
     }
 
+    /// A completion found but not handed back yet (an [`Incoming::Sent`]
+    /// that a write finishing a borrowed payload queued for the end of the
+    /// poll): its sender is about to run, so the process must not answer a
+    /// termination wave as idle. Asked from inside a poll (unlike
+    /// [`busy`](Self::busy), which counts the poller's own locks as work).
+    /// `false` by default (transports that hand completions at once).
+    fn holds_completions(&self) -> bool {
+        false
+    }
+
     /// Flushes what it can of the queued output and hands every frame that
     /// arrived to `sink`, without blocking; returns how many items it
     /// handed over. Calls may come from several threads, but the caller

@@ -220,6 +220,11 @@ impl Transport for Routed {
         self.shm.busy() || (!self.all_shm && self.tcp.busy())
     }
 
+    fn holds_completions(&self) -> bool {
+        // Shared memory hands a `Sent` as it reads the `done` record.
+        self.tcp.holds_completions()
+    }
+
     fn poll(&self, sink: &mut dyn Sink) -> usize {
         let mut handed = self.shm.poll(sink);
         let look = !self.all_shm

@@ -578,6 +578,10 @@ impl Transport for TcpTransport {
         }
     }
 
+    fn holds_completions(&self) -> bool {
+        !lock(&self.sent).is_empty()
+    }
+
     fn busy(&self) -> bool {
         self.peers.iter().flatten().any(|peer| {
             // A lock held by a poller counts as busy.
@@ -904,6 +908,28 @@ mod tests {
             t[0].poll(&mut |i| sent.push(i));
         }
         assert!(matches!(sent[0], Incoming::Sent(p, 99) if p.get() == 1));
+    }
+
+    #[test]
+    fn a_sent_not_handed_back_yet_is_a_held_completion() {
+        // A payload that fits the socket is written whole by `send_borrowed`
+        // itself; its `Sent` waits for the next poll. Until then the sender
+        // is about to run, so the process must not answer a termination
+        // wave as idle (`Remote::idle` asks).
+        let t = transports(2);
+        let data = vec![5u8; 1024];
+        // SAFETY: `data` outlives the transfer (checked through `Sent`) and
+        // is not written meanwhile.
+        let lent = unsafe { Borrowed::new(data.as_ptr(), data.len()) };
+        let done = t[0]
+            .send_borrowed(ProcessId::new(1), data_frame(3), lent, 42)
+            .unwrap();
+        assert!(!done);
+        assert!(t[0].holds_completions(), "a Sent waits for the next poll");
+        let mut sent = Vec::new();
+        t[0].poll(&mut |i| sent.push(i));
+        assert!(matches!(sent[..], [Incoming::Sent(p, 42)] if p.get() == 1));
+        assert!(!t[0].holds_completions());
     }
 
     #[test]

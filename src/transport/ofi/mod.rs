@@ -1384,6 +1384,11 @@ impl Transport for OfiTransport {
         self.pending_output() || self.reading()
     }
 
+    fn holds_completions(&self) -> bool {
+        // What a withdrawal found waits in the stash for the next poll.
+        !lock(&self.stash).is_empty()
+    }
+
     fn poll(&self, sink: &mut dyn Sink) -> usize {
         // Under the progress lock: what a withdrawal found comes first.
         let _serial = lock(&self.progress);
