@@ -258,39 +258,41 @@ fn matrix(r: i64) -> [i64; 4] {
     [1, r, 0, 1 + r % 2]
 }
 
+/// The hierarchical all-reduce of every rank's matrix, and the reduce to
+/// every root in turn (what this rank received as root).
+fn matrix_reductions(world: &myriad::topology::SimpleCommunicator) -> ([i64; 4], Vec<[i64; 4]>) {
+    let op = matrix_op();
+    let me = world.rank();
+    for c in [Collective::AllReduce, Collective::Reduce] {
+        world
+            .set_collective_algorithm(c, Algorithm::Hierarchical)
+            .unwrap();
+    }
+    let mut all = [0i64; 4];
+    world.all_reduce_into(&matrix(me as i64), &mut all, &op);
+    let mut at_roots = Vec::new();
+    for root in 0..world.size() {
+        let mut prod = [0i64; 4];
+        if me == root {
+            world
+                .process_at_rank(root)
+                .reduce_into_root(&matrix(me as i64), &mut prod, &op);
+            at_roots.push(prod);
+        } else {
+            world
+                .process_at_rank(root)
+                .reduce_into(&matrix(me as i64), &op);
+        }
+    }
+    (all, at_roots)
+}
+
 fn non_commutative_reductions_keep_rank_order(via: Via) {
     for layout in LAYOUTS {
         let n: usize = layout.iter().sum();
         let expected = (0..n as i64).map(matrix).reduce(product).unwrap();
         let out = all_ok(joined(via, layout, move |universe| {
-            let world = universe.world();
-            let op = matrix_op();
-            let me = world.rank();
-            world
-                .set_collective_algorithm(Collective::AllReduce, Algorithm::Hierarchical)
-                .unwrap();
-            world
-                .set_collective_algorithm(Collective::Reduce, Algorithm::Hierarchical)
-                .unwrap();
-            let mut all = [0i64; 4];
-            world.all_reduce_into(&matrix(me as i64), &mut all, &op);
-            let mut at_roots = Vec::new();
-            for root in 0..world.size() {
-                let mut prod = [0i64; 4];
-                if me == root {
-                    world.process_at_rank(root).reduce_into_root(
-                        &matrix(me as i64),
-                        &mut prod,
-                        &op,
-                    );
-                    at_roots.push(prod);
-                } else {
-                    world
-                        .process_at_rank(root)
-                        .reduce_into(&matrix(me as i64), &op);
-                }
-            }
-            (all, at_roots)
+            matrix_reductions(&universe.world())
         }));
         for (me, (all, at_roots)) in out.into_iter().enumerate() {
             assert_eq!(all, expected, "{layout:?} rank {me}: all_reduce");
@@ -651,33 +653,7 @@ fn hosts_non_commutative_reductions_keep_rank_order() {
         let n: usize = layout.iter().sum();
         let expected = (0..n as i64).map(matrix).reduce(product).unwrap();
         let out = on_hosts(layout, hosts, move |universe| {
-            let world = universe.world();
-            let op = matrix_op();
-            let me = world.rank();
-            for c in [Collective::AllReduce, Collective::Reduce] {
-                world
-                    .set_collective_algorithm(c, Algorithm::Hierarchical)
-                    .unwrap();
-            }
-            let mut all = [0i64; 4];
-            world.all_reduce_into(&matrix(me as i64), &mut all, &op);
-            let mut at_roots = Vec::new();
-            for root in 0..world.size() {
-                let mut prod = [0i64; 4];
-                if me == root {
-                    world.process_at_rank(root).reduce_into_root(
-                        &matrix(me as i64),
-                        &mut prod,
-                        &op,
-                    );
-                    at_roots.push(prod);
-                } else {
-                    world
-                        .process_at_rank(root)
-                        .reduce_into(&matrix(me as i64), &op);
-                }
-            }
-            (all, at_roots)
+            matrix_reductions(&universe.world())
         });
         for (me, (all, at_roots)) in out.into_iter().enumerate() {
             assert_eq!(all, expected, "{layout:?} on {hosts:?} rank {me}");
