@@ -1,10 +1,16 @@
 #!/bin/bash
 # Two emulated hosts (network namespaces joined by a veth pair, 10.99.0.1 and 10.99.0.2, each
 # with its own UTS hostname), 2 processes each, launched by Hydra over an ssh stand-in that
-# enters the right namespace: ../shared/reference/launchers.md §5, Hydra stage (Slurm stage
-# with WITH_SLURM=1 is not wired up yet). Needs root, iproute2, util-linux and MPICH.
+# enters the right namespace: ../shared/reference/launchers.md §5, Hydra stage; with
+# WITH_SLURM=1 also a 2-node Slurm (slurmctld + one slurmd per host) and `srun -N2 -n4`.
+# Needs root, iproute2, util-linux and MPICH.
 #
-# Usage: .ci/multihost.sh PROG [ARGS...]   (PROG runs as 4 processes; exit status is mpiexec's)
+# Usage: .ci/multihost.sh PROG [ARGS...]   (PROG runs as 4 processes; exit status is the last
+#        launcher's)
+#   WITH_SLURM=1     also run PROG under srun
+#   SRUN_MPI="pmi2"  srun's --mpi plugins, one run each (e.g. "pmi2 pmix": pmix needs PROG built
+#                    with the pmix feature)
+#   HYDRA=0          skip the Hydra run (Slurm only)
 # Prints "skipped: ..." and exits 0 where root or `ip netns` is missing.
 set -u
 if [ "$(id -u)" -ne 0 ] || ! ip netns list >/dev/null 2>&1 || ! command -v nsenter >/dev/null \
@@ -44,12 +50,14 @@ shift
 exec $W/onhost "\$h" /bin/sh -c "\$*"
 EOS
 chmod +x "$W/onhost" "$W/nsrsh"
-t0=$(date +%s.%N)
-setsid timeout -s KILL 120 "$W/onhost" "$A" mpiexec.hydra \
-    -launcher ssh -launcher-exec "$W/nsrsh" -hosts 10.99.0.1:2,10.99.0.2:2 -n 4 "${PROG[@]}"
-rc=$?
-echo "multihost: hydra 2x2: rc=$rc in $(echo "$(date +%s.%N)-$t0" | bc)s"
-[ $rc -eq 0 ] || exit $rc
+if [ "${HYDRA:-1}" != 0 ]; then
+    t0=$(date +%s.%N)
+    setsid timeout -s KILL 120 "$W/onhost" "$A" mpiexec.hydra \
+        -launcher ssh -launcher-exec "$W/nsrsh" -hosts 10.99.0.1:2,10.99.0.2:2 -n 4 "${PROG[@]}"
+    rc=$?
+    echo "multihost: hydra 2x2: rc=$rc in $(echo "$(date +%s.%N)-$t0" | bc)s"
+    [ $rc -eq 0 ] || exit $rc
+fi
 [ "${WITH_SLURM:-0}" = 1 ] || exit 0
 if ! command -v slurmctld >/dev/null; then
     echo "multihost: slurm stage skipped: no slurmctld (apt-get install slurm-wlm)"
@@ -81,6 +89,10 @@ NodeName=$A NodeAddr=10.99.0.1 CPUs=2 Sockets=1 CoresPerSocket=2 ThreadsPerCore=
 NodeName=$B NodeAddr=10.99.0.2 CPUs=2 Sockets=1 CoresPerSocket=2 ThreadsPerCore=1 RealMemory=1000
 PartitionName=ci Nodes=$A,$B Default=YES MaxTime=INFINITE State=UP
 EOS
+    # srun --mpi=pmix: the hosts share /tmp, where each slurmstepd would create the same
+    # per-step directory (EEXIST on the second host); give each host its own.
+    mkdir -p "$W/slurm/pmix_$n"
+    echo "PMIxCliTmpDirBase=$W/slurm/pmix_$n" > "$W/slurm/conf_$n/mpi.conf"
 done
 export SLURM_CONF=$W/slurm/conf_$A/slurm.conf
 t0=$(date +%s.%N)
@@ -95,8 +107,12 @@ for i in $(seq 1 300); do
 done
 echo "multihost: slurm 2 nodes up=$up after $(echo "$(date +%s.%N)-$t0" | bc)s"
 [ $up = 1 ] || { tail -n 5 "$W"/slurm/log/*.out; exit 1; }
-t0=$(date +%s.%N)
-setsid timeout -s KILL 60 "$W/onhost" "$A" srun -N2 -n4 --mpi=pmi2 "${PROG[@]}"
-rc=$?
-echo "multihost: srun --mpi=pmi2 2x2: rc=$rc in $(echo "$(date +%s.%N)-$t0" | bc)s"
+rc=0
+for mpi in ${SRUN_MPI:-pmi2}; do
+    t0=$(date +%s.%N)
+    setsid timeout -s KILL 60 "$W/onhost" "$A" srun -N2 -n4 --mpi="$mpi" "${PROG[@]}"
+    rc=$?
+    echo "multihost: srun --mpi=$mpi 2x2: rc=$rc in $(echo "$(date +%s.%N)-$t0" | bc)s"
+    [ $rc -eq 0 ] || { tail -n 20 "$W"/slurm/log/slurmd.*.log; exit $rc; }
+done
 exit $rc
