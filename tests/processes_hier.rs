@@ -719,6 +719,32 @@ fn hosts_a_non_head_talks_only_within_its_host() {
     assert!(one_host[2].0.contains(&3), "{:?}", one_host[2].0);
 }
 
+/// One rank per process (how MPI jobs are usually launched), 2 hosts × 2
+/// processes, no algorithm set: `auto` still takes the host level, so a
+/// non-head process talks only to its host's head, and the results hold.
+#[test]
+fn hosts_one_rank_per_process_auto_keeps_a_non_head_on_its_host() {
+    let out = on_hosts(&[1, 1, 1, 1], &[0, 0, 1, 1], |universe| {
+        let world = universe.world();
+        let me = world.rank();
+        world.take_collective_peer_processes();
+        let mut sum = 0i32;
+        world.all_reduce_into(&me, &mut sum, SystemOperation::sum());
+        world.barrier();
+        let mut value = if me == 3 { 42 } else { 0 };
+        world.process_at_rank(3).broadcast_into(&mut value);
+        let mut every = [0i32; 4];
+        world.all_gather_into(&(me * 2), &mut every[..]);
+        let ok = sum == 6 && value == 42 && every == [0, 2, 4, 6];
+        (world.take_collective_peer_processes(), ok)
+    });
+    assert!(out.iter().all(|&(_, ok)| ok), "{out:?}");
+    assert_eq!(out[1].0, [0], "process 1 talks to its head only");
+    assert_eq!(out[3].0, [2], "process 3 talks to its head only");
+    assert_eq!(out[0].0, [1, 2]);
+    assert_eq!(out[2].0, [0, 3]);
+}
+
 /// `split_shared` gives the ranks of each host (every process of it), in
 /// key order; `split_by_host` the same; `split_by_process` each process's
 /// ranks. Collectives on the host parts (which span processes) agree.

@@ -461,20 +461,26 @@ impl Selection {
 
 /// The selector's choice on a communicator of `size` ranks and `locality`:
 /// [`select_local`] where every member is local; where they span
-/// processes, `hier` for the collectives that have it when some process
-/// holds several members (fewer leaders than members), else
-/// [`select_spanning`].
+/// processes, `hier` for the collectives that have it when it has a level
+/// to use — some process holds several members (fewer leaders than
+/// members), or some host runs several of the processes (fewer hosts than
+/// leaders: one rank per process, as MPI jobs are usually launched, still
+/// keeps a host's traffic on the host) — else [`select_spanning`].
 fn select(
     collective: Collective,
     size: usize,
     bytes: Option<usize>,
     locality: &Locality,
 ) -> Option<Algorithm> {
+    let levels = || {
+        locality.processes() < size
+            || locality
+                .hosts()
+                .is_some_and(|hosts| hosts.heads().len() < locality.processes())
+    };
     if locality.is_all_local() {
         Some(select_local(collective, size, bytes))
-    } else if locality.processes() < size
-        && collective.algorithms().contains(&Algorithm::Hierarchical)
-    {
+    } else if collective.algorithms().contains(&Algorithm::Hierarchical) && levels() {
         Some(Algorithm::Hierarchical)
     } else {
         select_spanning(collective, size, bytes)
@@ -752,9 +758,10 @@ mod tests {
     }
 
     /// Across processes `auto` is `hier` for the collectives that have it
-    /// when some process holds several members, the flat selector's
-    /// choice when every process holds one (a hierarchy would add steps
-    /// for nothing) and for the other collectives.
+    /// when some process holds several members or some host several
+    /// processes, the flat selector's choice when every process holds one
+    /// on a host of its own (a hierarchy would add steps for nothing) and
+    /// for the other collectives.
     #[test]
     fn auto_picks_hier_where_processes_hold_several_members() {
         let name = || "MPI_COMM_WORLD".to_string();
@@ -774,6 +781,28 @@ mod tests {
                 if let Ok(a) = sel.resolve(c, Algorithm::Auto, 3, bytes, &single, name) {
                     assert_eq!(Some(a), select_spanning(c, 3, bytes), "{c} {bytes:?}");
                 }
+            }
+        }
+        // One member per process: `hier` where a host runs several of the
+        // processes, flat where each process has a host of its own.
+        let hosts_of = |hosts: &[u32]| {
+            use crate::comm::Members;
+            use crate::identity::{ProcessId, Processes};
+            let processes =
+                Processes::from_blocks(&[1, 1, 1, 1], ProcessId::new(0)).with_hosts(hosts);
+            Locality::new(&Members::World(4), &processes)
+        };
+        let (shared, apart) = (hosts_of(&[0, 0, 1, 1]), hosts_of(&[0, 1, 2, 3]));
+        for &c in Collective::ALL {
+            let has = c.algorithms().contains(&Algorithm::Hierarchical);
+            let sel = selection_of(Algorithm::Auto);
+            let a = sel.resolve(c, Algorithm::Auto, 4, Some(8), &shared, name);
+            if has {
+                assert_eq!(a.unwrap(), Algorithm::Hierarchical, "{c} on 2 hosts");
+            }
+            let sel = selection_of(Algorithm::Auto);
+            if let Ok(a) = sel.resolve(c, Algorithm::Auto, 4, Some(8), &apart, name) {
+                assert_eq!(Some(a), select_spanning(c, 4, Some(8)), "{c} on 4 hosts");
             }
         }
         // Explicit `hier`, also where every member is local (one process:
