@@ -735,7 +735,21 @@ fn hosts_one_rank_per_process_auto_keeps_a_non_head_on_its_host() {
         world.process_at_rank(3).broadcast_into(&mut value);
         let mut every = [0i32; 4];
         world.all_gather_into(&(me * 2), &mut every[..]);
-        let ok = sum == 6 && value == 42 && every == [0, 2, 4, 6];
+        // Gatherv of rank r's r + 1 values to rank 3 (a non-head).
+        let mine: Vec<i32> = (0..=me).map(|i| 10 * me + i).collect();
+        let mut allv = [0i32; 10];
+        if me == 3 {
+            let (counts, displs): (Vec<Count>, Vec<Count>) =
+                (0..4).map(|r| (r + 1, r * (r + 1) / 2)).unzip();
+            let mut part = PartitionMut::new(&mut allv[..], &counts[..], &displs[..]);
+            world
+                .process_at_rank(3)
+                .gather_varcount_into_root(&mine[..], &mut part);
+        } else {
+            world.process_at_rank(3).gather_varcount_into(&mine[..]);
+        }
+        let gathered = me != 3 || allv == [0, 10, 11, 20, 21, 22, 30, 31, 32, 33];
+        let ok = sum == 6 && value == 42 && every == [0, 2, 4, 6] && gathered;
         (world.take_collective_peer_processes(), ok)
     });
     assert!(out.iter().all(|&(_, ok)| ok), "{out:?}");

@@ -67,8 +67,8 @@
 //! is no host level at all (the tiers are the two above, the cost is the
 //! same), and a host of one process has no peers. A leader that heads no
 //! host talks only to its head. `MYRIAD_HIER_HOSTS=0` keeps the process
-//! level (to measure one against the other). Gatherv keeps the process
-//! level.
+//! level (to measure one against the other). Gatherv runs as gather, after
+//! a broadcast of the counts by host (to the leaders).
 //!
 //! Rank order: a hierarchical reduction combines each process's members
 //! (in rank order) and then the processes (in process order), which is
@@ -102,7 +102,7 @@ use crate::p2p::Node;
 use crate::Rank;
 
 /// Sequence numbers of the tiers per call of the parent.
-pub(crate) const STEPS: u32 = 4;
+pub(crate) const STEPS: u32 = 8;
 
 /// The tiers of a communicator spanning processes (module docs).
 #[derive(Debug)]
@@ -750,11 +750,8 @@ fn host_blocks(level: &HostLevel, counts: &[usize], displs: &[usize]) -> (Blocks
 }
 
 /// The leaders' gather of each process's block (`mine`, `count` elements
-/// per member) to the leader at position `rp` (into `dst`, there): seed
-/// 002's binomial Gatherv among all leaders, or by host: each host's
-/// peers gather to their head, the heads to the root's host's head (the
-/// same binomial Gatherv on hosts' blocks), which hands the whole to the
-/// root's leader if they differ. The leaders only.
+/// per member) to the leader at position `rp` (into `dst`, there): see
+/// [`leaders_gatherv`]. The leaders only.
 fn leaders_gather(
     call: &Call<'_>,
     plan: &Plan<'_>,
@@ -764,6 +761,25 @@ fn leaders_gather(
     count: usize,
 ) -> Result<(), Error> {
     let (counts, displs) = blocks(locality(call), count);
+    leaders_gatherv(call, plan, rp, mine, dst, (&counts, &displs), 0)
+}
+
+/// The leaders' gather of each process's block (`mine`; the blocks by
+/// leader position in `table`, counts and displacements in elements) to
+/// the leader at position `rp` (into `dst`, there): seed 002's binomial
+/// Gatherv among all leaders, or by host: each host's peers gather to
+/// their head, the heads to the root's host's head (the same binomial
+/// Gatherv on hosts' blocks), which hands the whole to the root's leader
+/// if they differ. Steps `base` and `base + 2` of `call`. The leaders only.
+fn leaders_gatherv(
+    call: &Call<'_>,
+    plan: &Plan<'_>,
+    rp: usize,
+    mine: &Layout,
+    dst: Option<&Layout>,
+    (counts, displs): (&[usize], &[usize]),
+    base: u32,
+) -> Result<(), Error> {
     let gatherv_among =
         |comm, n, root: usize, mine: &Layout, buf: Option<&Layout>, table: (&[usize], &[usize])| {
             let parts = buf.map(|buf| Parts {
@@ -777,15 +793,15 @@ fn leaders_gather(
                 comm,
                 Kind::GatherVarcount,
                 Algorithm::BinomialAggressive,
-                n,
+                base + n,
             );
             gather::gatherv(&among, root as Rank, mine, parts.as_ref(), Some(table))
         };
     let Some((host, level)) = plan.by_host(call, true) else {
         let leaders = plan.leaders.as_ref().expect("the leader calls");
-        return gatherv_among(leaders, 0, rp, mine, dst, (&counts, &displs));
+        return gatherv_among(leaders, 0, rp, mine, dst, (counts, displs));
     };
-    let ((pc, pd), (hc, hd)) = host_blocks(level, &counts, &displs);
+    let ((pc, pd), (hc, hd)) = host_blocks(level, counts, displs);
     // This host's processes gather to its head.
     let block = (host.peer == 0 && plan.peers.is_some()).then(|| scratch(mine, pc.iter().sum()));
     if let Some(peers) = &plan.peers {
@@ -814,7 +830,7 @@ fn leaders_gather(
         hop(
             call,
             peers,
-            2,
+            base + 2,
             host.peer,
             0,
             root_peer,
@@ -1085,7 +1101,10 @@ pub(crate) fn gatherv(
     if here && !root_leads {
         hand_up(call, &plan, root, Some(&table), Some(&table), 3)?;
     }
-    if let Some(comm) = &plan.leaders {
+    if plan.by_host(call, false).is_some() {
+        // By host (steps 0 and 1): a non-head leader hears only its head.
+        leaders_broadcast(call, &plan, rp, &table)?;
+    } else if let Some(comm) = &plan.leaders {
         let among = step(call, comm, Kind::Broadcast, Algorithm::Binomial, 1);
         bcast::broadcast(&among, rp as Rank, &table)?;
     }
@@ -1125,35 +1144,18 @@ pub(crate) fn gatherv(
         );
         gather::gatherv(&shm, 0, send, block.as_ref(), None)?;
     }
-    // 3. The leaders gather the packed blocks to the root's leader.
+    // 3. The leaders gather the packed blocks to the root's leader (steps
+    //    4 and 6: by host, the counts' broadcast took 0 and 1).
     let total: usize = counts.iter().sum();
     let all = (here && plan.rl == 0).then(|| scratch(send, total));
-    if let Some(comm) = &plan.leaders {
+    if plan.rl == 0 {
         let proc_counts: Vec<usize> = (0..plan.processes() as usize)
             .map(|i| locality(call).block(i).map(|r| counts[r as usize]).sum())
             .collect();
         let proc_displs = packed(&proc_counts);
         let mine: &Layout = block.as_ref().map_or(send, |b| &b.buf);
-        let leader_parts = all.as_ref().map(|all| Parts {
-            buf: (**all).clone(),
-            counts: proc_counts.clone(),
-            displs: proc_displs.clone(),
-            uniform: None,
-        });
-        let among = step(
-            call,
-            comm,
-            Kind::GatherVarcount,
-            Algorithm::BinomialAggressive,
-            0,
-        );
-        gather::gatherv(
-            &among,
-            rp as Rank,
-            mine,
-            leader_parts.as_ref(),
-            Some((&proc_counts, &proc_displs)),
-        )?;
+        let table = (&proc_counts[..], &proc_displs[..]);
+        leaders_gatherv(call, &plan, rp, mine, all.as_deref(), table, 4)?;
     }
     // 4. The root unpacks into its parts.
     if !here {
