@@ -688,6 +688,10 @@ impl<'a, N: Node> PendingGuard<'a, N> {
     }
 
     /// Waits for completion (parking the rank) and returns the outcome.
+    /// `#[inline]`: it is the wait of every blocking call, and LLVM moved
+    /// it out of line (+30 instructions a message) when `outcome` grew a
+    /// check.
+    #[inline]
     pub(crate) fn wait(self, ctx: &RankCtx, info: &WaitInfo) -> Result<Outcome, Error> {
         sched::wait_until(ctx, info, || self.completion.is_done())?;
         let outcome = self.completion.outcome();
