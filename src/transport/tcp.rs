@@ -26,6 +26,20 @@
 //!
 //! Writes use `send(MSG_NOSIGNAL)`: a peer that closed its end is an
 //! error, not a `SIGPIPE`.
+//!
+//! ## Design note: a small send buffer
+//!
+//! Each stream's send buffer is set to [`SNDBUF`] (the kernel doubles it
+//! and stops autotuning it; `MYRIAD_TCP_SNDBUF` sets another size in
+//! bytes, `0` leaves the kernel's autotuning). Autotuned on loopback it
+//! grows to 4 MiB, and a large payload then crosses in megabyte writes
+//! whose bytes have left the caches by the time the receiver copies them
+//! out; with half a megabyte in flight the sender's copy in and the
+//! receiver's copy out overlap on data still in cache. 16 MiB one-way
+//! between 2 processes here went from 7.4–13.5 ms to 3.6–4.9 ms (load
+//! ~10, 3 alternating rounds). 512 KiB in flight still fills a link of
+//! 10 Gb/s at 400 µs round trips; a longer or faster path can ask for
+//! more.
 
 use std::collections::VecDeque;
 use std::io::{self, Read};
@@ -50,6 +64,49 @@ const CHUNK: usize = 64 * 1024;
 /// buffer the received frame keeps, so the bytes are not copied through the
 /// chunk and the input buffer (nor the input buffer grown and moved).
 const LARGE: usize = 256 * 1024;
+
+/// The send buffer asked for each stream (`SO_SNDBUF`, which the kernel
+/// doubles): see the design note.
+const SNDBUF: usize = 256 * 1024;
+
+/// The send buffer to ask for: [`SNDBUF`], or `MYRIAD_TCP_SNDBUF` (bytes;
+/// `None` for `0`: the kernel's autotuning).
+fn sndbuf() -> io::Result<Option<libc::c_int>> {
+    let Some(v) = std::env::var_os("MYRIAD_TCP_SNDBUF") else {
+        return Ok(Some(SNDBUF as libc::c_int));
+    };
+    match v.to_str().map(str::trim).map(str::parse::<libc::c_int>) {
+        Some(Ok(0)) => Ok(None),
+        Some(Ok(n)) if n > 0 => Ok(Some(n)),
+        _ => Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!(
+                "MYRIAD_TCP_SNDBUF={v:?} is not a size in bytes (e.g. 262144; 0 leaves the \
+                 kernel's autotuning)"
+            ),
+        )),
+    }
+}
+
+/// Asks for a send buffer of `bytes` on `stream`.
+fn set_sndbuf(stream: &TcpStream, bytes: libc::c_int) -> io::Result<()> {
+    // SAFETY: the socket is open; the option value is a `c_int` that lives
+    // for the call, and its size is passed.
+    let rc = unsafe {
+        libc::setsockopt(
+            stream.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_SNDBUF,
+            (&bytes as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
 
 /// One process's TCP connections to the others.
 #[derive(Debug)]
@@ -117,6 +174,7 @@ impl TcpTransport {
                 streams.len()
             )));
         }
+        let sndbuf = sndbuf()?;
         let epoll = Epoll::new()?;
         let wake = Doorbell::new()?;
         epoll.add(wake.fd(), libc::EPOLLIN as u32, WAKE)?;
@@ -131,6 +189,9 @@ impl TcpTransport {
                 (false, Some(stream)) => {
                     stream.set_nonblocking(true)?;
                     stream.set_nodelay(true)?;
+                    if let Some(bytes) = sndbuf {
+                        set_sndbuf(&stream, bytes)?;
+                    }
                     epoll.add(stream.as_raw_fd(), libc::EPOLLIN as u32, p as u64)?;
                     peers.push(Some(Peer {
                         stream,
