@@ -72,7 +72,12 @@ const SNDBUF: usize = 256 * 1024;
 /// The send buffer to ask for: [`SNDBUF`], or `MYRIAD_TCP_SNDBUF` (bytes;
 /// `None` for `0`: the kernel's autotuning).
 fn sndbuf() -> io::Result<Option<libc::c_int>> {
-    let Some(v) = std::env::var_os("MYRIAD_TCP_SNDBUF") else {
+    sndbuf_from(std::env::var_os("MYRIAD_TCP_SNDBUF"))
+}
+
+/// [`sndbuf`] for the variable's value `v`.
+fn sndbuf_from(v: Option<std::ffi::OsString>) -> io::Result<Option<libc::c_int>> {
+    let Some(v) = v else {
         return Ok(Some(SNDBUF as libc::c_int));
     };
     match v.to_str().map(str::trim).map(str::parse::<libc::c_int>) {
@@ -885,6 +890,40 @@ mod tests {
         );
         // Reported once, then silent.
         assert_eq!(t0.poll(&mut |_| panic!("reported once")), 0);
+    }
+
+    #[test]
+    fn the_send_buffer_size_is_read_and_checked() {
+        let v = |s: &str| Some(std::ffi::OsString::from(s));
+        assert_eq!(sndbuf_from(None).unwrap(), Some(SNDBUF as libc::c_int));
+        assert_eq!(sndbuf_from(v(" 65536 ")).unwrap(), Some(65536));
+        assert_eq!(sndbuf_from(v("0")).unwrap(), None);
+        for bad in ["-1", "1M", ""] {
+            let err = sndbuf_from(v(bad)).unwrap_err().to_string();
+            assert!(err.contains("MYRIAD_TCP_SNDBUF"), "{err}");
+        }
+        // A stream gets it (the kernel doubles what it is asked for).
+        let t = transports(2);
+        let stream = &t[0].peers[1].as_ref().unwrap().stream;
+        let mut got: libc::c_int = 0;
+        let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+        // SAFETY: the socket is open; `got` and `len` live for the call.
+        let rc = unsafe {
+            libc::getsockopt(
+                stream.as_raw_fd(),
+                libc::SOL_SOCKET,
+                libc::SO_SNDBUF,
+                (&mut got as *mut libc::c_int).cast(),
+                &mut len,
+            )
+        };
+        assert_eq!(rc, 0);
+        // Asked sizes are capped at `net.core.wmem_max`.
+        let max = std::fs::read_to_string("/proc/sys/net/core/wmem_max")
+            .ok()
+            .and_then(|m| m.trim().parse::<usize>().ok())
+            .unwrap_or(usize::MAX);
+        assert_eq!(got as usize, 2 * SNDBUF.min(max));
     }
 
     #[test]
