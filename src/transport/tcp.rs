@@ -26,6 +26,20 @@
 //!
 //! Writes use `send(MSG_NOSIGNAL)`: a peer that closed its end is an
 //! error, not a `SIGPIPE`.
+//!
+//! ## Design note: a small send buffer
+//!
+//! Each stream's send buffer is set to [`SNDBUF`] (the kernel doubles it
+//! and stops autotuning it; `MYRIAD_TCP_SNDBUF` sets another size in
+//! bytes, `0` leaves the kernel's autotuning). Autotuned on loopback it
+//! grows to 4 MiB, and a large payload then crosses in megabyte writes
+//! whose bytes have left the caches by the time the receiver copies them
+//! out; with half a megabyte in flight the sender's copy in and the
+//! receiver's copy out overlap on data still in cache. 16 MiB one-way
+//! between 2 processes here went from 7.4–13.5 ms to 3.6–4.9 ms (load
+//! ~10, 3 alternating rounds). 512 KiB in flight still fills a link of
+//! 10 Gb/s at 400 µs round trips; a longer or faster path can ask for
+//! more.
 
 use std::collections::VecDeque;
 use std::io::{self, Read};
@@ -50,6 +64,54 @@ const CHUNK: usize = 64 * 1024;
 /// buffer the received frame keeps, so the bytes are not copied through the
 /// chunk and the input buffer (nor the input buffer grown and moved).
 const LARGE: usize = 256 * 1024;
+
+/// The send buffer asked for each stream (`SO_SNDBUF`, which the kernel
+/// doubles): see the design note.
+const SNDBUF: usize = 256 * 1024;
+
+/// The send buffer to ask for: [`SNDBUF`], or `MYRIAD_TCP_SNDBUF` (bytes;
+/// `None` for `0`: the kernel's autotuning).
+fn sndbuf() -> io::Result<Option<libc::c_int>> {
+    sndbuf_from(std::env::var_os("MYRIAD_TCP_SNDBUF"))
+}
+
+/// [`sndbuf`] for the variable's value `v`.
+fn sndbuf_from(v: Option<std::ffi::OsString>) -> io::Result<Option<libc::c_int>> {
+    let Some(v) = v else {
+        return Ok(Some(SNDBUF as libc::c_int));
+    };
+    match v.to_str().map(str::trim).map(str::parse::<libc::c_int>) {
+        Some(Ok(0)) => Ok(None),
+        Some(Ok(n)) if n > 0 => Ok(Some(n)),
+        _ => Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!(
+                "MYRIAD_TCP_SNDBUF={v:?} is not a size in bytes (e.g. 262144; 0 leaves the \
+                 kernel's autotuning)"
+            ),
+        )),
+    }
+}
+
+/// Asks for a send buffer of `bytes` on `stream`.
+fn set_sndbuf(stream: &TcpStream, bytes: libc::c_int) -> io::Result<()> {
+    // SAFETY: the socket is open; the option value is a `c_int` that lives
+    // for the call, and its size is passed.
+    let rc = unsafe {
+        libc::setsockopt(
+            stream.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_SNDBUF,
+            (&bytes as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
 
 /// One process's TCP connections to the others.
 #[derive(Debug)]
@@ -117,6 +179,7 @@ impl TcpTransport {
                 streams.len()
             )));
         }
+        let sndbuf = sndbuf()?;
         let epoll = Epoll::new()?;
         let wake = Doorbell::new()?;
         epoll.add(wake.fd(), libc::EPOLLIN as u32, WAKE)?;
@@ -131,6 +194,9 @@ impl TcpTransport {
                 (false, Some(stream)) => {
                     stream.set_nonblocking(true)?;
                     stream.set_nodelay(true)?;
+                    if let Some(bytes) = sndbuf {
+                        set_sndbuf(&stream, bytes)?;
+                    }
                     epoll.add(stream.as_raw_fd(), libc::EPOLLIN as u32, p as u64)?;
                     peers.push(Some(Peer {
                         stream,
@@ -824,6 +890,40 @@ mod tests {
         );
         // Reported once, then silent.
         assert_eq!(t0.poll(&mut |_| panic!("reported once")), 0);
+    }
+
+    #[test]
+    fn the_send_buffer_size_is_read_and_checked() {
+        let v = |s: &str| Some(std::ffi::OsString::from(s));
+        assert_eq!(sndbuf_from(None).unwrap(), Some(SNDBUF as libc::c_int));
+        assert_eq!(sndbuf_from(v(" 65536 ")).unwrap(), Some(65536));
+        assert_eq!(sndbuf_from(v("0")).unwrap(), None);
+        for bad in ["-1", "1M", ""] {
+            let err = sndbuf_from(v(bad)).unwrap_err().to_string();
+            assert!(err.contains("MYRIAD_TCP_SNDBUF"), "{err}");
+        }
+        // A stream gets it (the kernel doubles what it is asked for).
+        let t = transports(2);
+        let stream = &t[0].peers[1].as_ref().unwrap().stream;
+        let mut got: libc::c_int = 0;
+        let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+        // SAFETY: the socket is open; `got` and `len` live for the call.
+        let rc = unsafe {
+            libc::getsockopt(
+                stream.as_raw_fd(),
+                libc::SOL_SOCKET,
+                libc::SO_SNDBUF,
+                (&mut got as *mut libc::c_int).cast(),
+                &mut len,
+            )
+        };
+        assert_eq!(rc, 0);
+        // Asked sizes are capped at `net.core.wmem_max`.
+        let max = std::fs::read_to_string("/proc/sys/net/core/wmem_max")
+            .ok()
+            .and_then(|m| m.trim().parse::<usize>().ok())
+            .unwrap_or(usize::MAX);
+        assert_eq!(got as usize, 2 * SNDBUF.min(max));
     }
 
     #[test]
