@@ -128,7 +128,7 @@ pub use myriad_macros::main;
 /// `#[derive(Equivalence)]` for structs whose fields are all `Equivalence`.
 pub use myriad_macros::Equivalence;
 pub use runtime::{launch, run, Runtime, StackGuard};
-pub use sched::{sleep, yield_now};
+pub use sched::{sleep, yield_now, yield_when_idle};
 pub use trace::merge::{merge_traces, MergeSummary};
 
 /// The errors of rsmpi's process-spawning calls (rsmpi's `MpiError`). No

@@ -28,6 +28,17 @@
 //!   the variable data (CG's vectors) or the scalars reach the targets
 //!   wrong, or the sources' iterations during the background
 //!   redistribution diverge.
+//! * `bounded_tests_read_in_pieces`: RMA1/RMA2 under NB and WT with
+//!   `test_bounded(b)`: every element exact, no test issued more than `b`
+//!   bytes, every byte of the rank's block issued once, and a rank that
+//!   is a source and a target needed at least `len / b` tests; fails if
+//!   the bound is ignored or a piece is lost or read twice.
+//! * `a_peer_that_stops_testing_does_not_hang`: one rank tests one piece
+//!   and stops (its `work` returns), only-targets loop on
+//!   `yield_when_idle`: the call completes with the data exact.
+//! * `idle_yield_runs_after_the_other_ranks`: on one worker, a rank that
+//!   yields until idle runs again only after a rank that keeps yielding
+//!   finished; fails if it is requeued like `yield_now`.
 //! * bad input: sizes that do not add up, a communicator too small,
 //!   buffers too small, Threading without `Threading::Multiple`: each a
 //!   clear error on every rank, no hang.
@@ -532,6 +543,7 @@ fn cg_emulator_result_does_not_depend_on_the_resize() {
         band: 3,
         payload: 777,
         iters: 3,
+        piece: usize::MAX,
     };
     let cases = [
         (3, 5, Method::Collective, Strategy::Blocking),
@@ -559,4 +571,136 @@ fn cg_emulator_result_does_not_depend_on_the_resize() {
             f.done
         );
     }
+}
+
+/// `test_bounded` reads at most its budget per test, every element once.
+#[test]
+fn bounded_tests_read_in_pieces() {
+    const BUDGET: usize = 40; // bytes: 5 u64, not a divisor of the pieces
+    for method in [Method::RmaLock, Method::RmaLockAll] {
+        for strategy in [Strategy::NonBlocking, Strategy::WaitTargets] {
+            for (ns, nt) in [(2, 3), (3, 2), (4, 1)] {
+                let total = 97;
+                let out = myriad::run(ns.max(nt), move |universe| {
+                    let world = universe.world();
+                    let comm = world.duplicate();
+                    let rank = world.rank() as usize;
+                    let plan = Plan::block(total, ns, nt).unwrap();
+                    let mut src: Vec<u64> = if rank < ns {
+                        plan.source_block(rank).map(|i| i as u64).collect()
+                    } else {
+                        Vec::new()
+                    };
+                    let block = if rank < nt {
+                        plan.target_block(rank)
+                    } else {
+                        0..0
+                    };
+                    let mut dst = vec![u64::MAX; block.len()];
+                    let (tests, read) = plan
+                        .redistribute_in_background(
+                            &comm,
+                            method,
+                            strategy,
+                            &mut src,
+                            &mut dst,
+                            |f| {
+                                while !f.test_bounded(BUDGET).unwrap() {
+                                    myriad::yield_when_idle();
+                                }
+                                (f.tests(), f.read_bytes())
+                            },
+                        )
+                        .unwrap();
+                    let exact = dst.iter().copied().eq(block.clone().map(|i| i as u64));
+                    (rank, block.len(), exact, tests, read)
+                })
+                .unwrap();
+                for (rank, len, exact, tests, (read, most)) in out {
+                    let case = format!(
+                        "{} {} {ns}->{nt} rank {rank}",
+                        method.name(),
+                        strategy.name()
+                    );
+                    assert!(exact, "{case}: data");
+                    assert_eq!(read, len * 8, "{case}: bytes issued");
+                    assert!(most <= BUDGET, "{case}: {most} bytes in one test");
+                    if len > 0 {
+                        assert!(tests >= (len * 8).div_ceil(BUDGET), "{case}: {tests} tests");
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// A rank that stops testing after one piece (its `work` returns) still
+/// completes, and so do the others, which keep testing.
+#[test]
+fn a_peer_that_stops_testing_does_not_hang() {
+    for method in [Method::RmaLock, Method::RmaLockAll, Method::Collective] {
+        for strategy in [Strategy::NonBlocking, Strategy::WaitTargets] {
+            let (ns, nt) = (3, 5);
+            let out = myriad::run(nt, move |universe| {
+                let world = universe.world();
+                let comm = world.duplicate();
+                let rank = world.rank() as usize;
+                let plan = Plan::block(1000, ns, nt).unwrap();
+                let mut src: Vec<u32> = if rank < ns {
+                    plan.source_block(rank).map(|i| i as u32).collect()
+                } else {
+                    Vec::new()
+                };
+                let block = plan.target_block(rank);
+                let mut dst = vec![u32::MAX; block.len()];
+                plan.redistribute_in_background(&comm, method, strategy, &mut src, &mut dst, |f| {
+                    if rank == 0 {
+                        f.test_bounded(16).unwrap();
+                    } else {
+                        while !f.test_bounded(16).unwrap() {
+                            myriad::yield_when_idle();
+                        }
+                    }
+                })
+                .unwrap();
+                dst.iter().copied().eq(block.map(|i| i as u32))
+            })
+            .unwrap();
+            assert!(
+                out.iter().all(|&ok| ok),
+                "{} {}: {out:?}",
+                method.name(),
+                strategy.name()
+            );
+        }
+    }
+}
+
+/// On one worker, a rank in `yield_when_idle` waits while another rank
+/// is runnable (even one that keeps yielding).
+#[test]
+fn idle_yield_runs_after_the_other_ranks() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+    let steps = Arc::new(AtomicUsize::new(0));
+    let seen = Arc::clone(&steps);
+    let out = Runtime::builder()
+        .ranks(2)
+        .workers(1)
+        .run(move |universe| {
+            let world = universe.world();
+            if world.rank() == 0 {
+                myriad::yield_when_idle();
+                seen.load(Ordering::SeqCst)
+            } else {
+                for _ in 0..50 {
+                    seen.fetch_add(1, Ordering::SeqCst);
+                    myriad::yield_now();
+                }
+                0
+            }
+        })
+        .unwrap();
+    assert_eq!(out[0], 50, "the idle rank ran before the busy one finished");
+    let _ = steps;
 }

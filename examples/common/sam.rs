@@ -44,6 +44,11 @@ pub(crate) struct Setup {
     /// Iterations timed on NS ranks before the resize (T_it(NS)) and on
     /// NT ranks after it (T_it(NT)).
     pub(crate) iters: usize,
+    /// Bytes of reads each test of the background redistribution may
+    /// issue (`InFlight::test_bounded`; the RMA methods under NB and WT
+    /// read in pieces); `usize::MAX`: no bound. Ranks that are only
+    /// targets test in a loop that yields between pieces.
+    pub(crate) piece: usize,
 }
 
 /// One case's figures: times are the slowest rank's, in ms.
@@ -239,9 +244,14 @@ fn slowest(comm: &impl Communicator, mine: f64) -> f64 {
 /// waste (seed 000 names these extra iterations as future work).
 /// Returns the iterations and their total time in ms (tests and
 /// agreements included).
-fn iterate_during(app: &impl Communicator, cg: &mut Cg, flight: &mut InFlight<'_>) -> (u64, f64) {
+fn iterate_during(
+    app: &impl Communicator,
+    cg: &mut Cg,
+    flight: &mut InFlight<'_>,
+    piece: usize,
+) -> (u64, f64) {
     let agree = |flight: &mut InFlight<'_>| {
-        let done = flight.test().expect("the redistribution");
+        let done = flight.test_bounded(piece).expect("the redistribution");
         let mut all = 0u8;
         app.all_reduce_into(&u8::from(done), &mut all, SystemOperation::min());
         all == 1
@@ -378,8 +388,18 @@ fn resize(
             app,
             cg.as_mut(),
         ) {
-            (Some(app), Some(cg)) => iterate_during(app, cg, flight),
+            (Some(app), Some(cg)) => iterate_during(app, cg, flight, setup.piece),
             _ => {
+                // Only a target. With a bound: its pieces in its worker's
+                // idle time (while the sources wait in their collectives).
+                if setup.piece < usize::MAX {
+                    while !flight
+                        .test_bounded(setup.piece)
+                        .expect("the redistribution")
+                    {
+                        myriad::yield_when_idle();
+                    }
+                }
                 flight.wait().expect("the redistribution");
                 (0, 0.0)
             }

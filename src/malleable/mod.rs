@@ -73,7 +73,9 @@
 //!   at once; everyone tests it between iterations, and windows are freed
 //!   only after it completes); Threading (a helper OS thread runs the
 //!   blocking form). The rank's iterations are a closure given an
-//!   [`InFlight`] handle (`test`/`wait`); the operations' state stays in
+//!   [`InFlight`] handle (`test`/`wait`, or `test_bounded`: at most so
+//!   many bytes of reads per test, so a test adds bounded copy work to an
+//!   iteration; in one process a get is a CPU copy, not a NIC's); the operations' state stays in
 //!   the call's frame, so the window's borrow of the source block and the
 //!   requests' borrow of the target block end only after the last peer
 //!   access, with no copy of either.

@@ -8,6 +8,8 @@
 //! borrows the source block, the requests borrow the target block), so no
 //! buffer can go away while a peer still reads or writes it.
 
+use std::collections::VecDeque;
+
 use crate::collective::CommunicatorCollectives;
 use crate::communicator::Communicator;
 use crate::datatype::{Equivalence, Partition, PartitionMut};
@@ -90,13 +92,28 @@ impl Strategy {
     }
 }
 
+/// How far one call on an [`InFlight`] may advance the redistribution.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Advance {
+    /// Block until it is complete for this rank.
+    Wait,
+    /// Do not block; issue at most this many bytes of this rank's reads.
+    Test(usize),
+}
+
+/// One advance's outcome: complete for this rank, and the bytes of its
+/// reads issued by this call.
+type Stepped = Result<(bool, usize), Error>;
+
 /// A redistribution in progress, as the rank's `work` sees it: call
-/// [`test`](Self::test) between iterations until it says done, or
-/// [`wait`](Self::wait).
+/// [`test`](Self::test) (or [`test_bounded`](Self::test_bounded)) between
+/// iterations until it says done, or [`wait`](Self::wait).
 pub struct InFlight<'s> {
-    step: &'s mut dyn FnMut(bool) -> Result<bool, Error>,
+    step: &'s mut dyn FnMut(Advance) -> Stepped,
     done: bool,
     tests: usize,
+    read: usize,
+    most: usize,
 }
 
 impl std::fmt::Debug for InFlight<'_> {
@@ -104,38 +121,61 @@ impl std::fmt::Debug for InFlight<'_> {
         f.debug_struct("InFlight")
             .field("done", &self.done)
             .field("tests", &self.tests)
+            .field("read", &self.read)
             .finish()
     }
 }
 
 impl<'s> InFlight<'s> {
-    fn new(step: &'s mut dyn FnMut(bool) -> Result<bool, Error>) -> Self {
+    fn new(step: &'s mut dyn FnMut(Advance) -> Stepped) -> Self {
         InFlight {
             step,
             done: false,
             tests: 0,
+            read: 0,
+            most: 0,
         }
+    }
+
+    fn advance(&mut self, how: Advance) -> Result<bool, Error> {
+        if !self.done {
+            let (done, bytes) = (self.step)(how)?;
+            self.done = done;
+            self.read += bytes;
+            self.most = self.most.max(bytes);
+        }
+        Ok(self.done)
     }
 
     /// Advances the redistribution without blocking (`MPI_Test*`): whether
     /// it is complete for this rank (its data arrived, and under Wait
     /// Targets every rank's did, so its window may go). A rank that is
-    /// only a target has no iterations to overlap: its first test completes
-    /// its part (MaM's flow).
+    /// only a target has no iterations to overlap: under Wait Targets its
+    /// first test completes its part (MaM's flow).
     pub fn test(&mut self) -> Result<bool, Error> {
+        self.test_bounded(usize::MAX)
+    }
+
+    /// [`test`](Self::test), issuing at most `bytes` bytes of this rank's
+    /// reads (at least one element, so it always progresses): the RMA
+    /// methods under Non-blocking and Wait Targets read in pieces, so the
+    /// copy work a test adds to an iteration is bounded (in one process a
+    /// get is a CPU copy, which InfiniBand's NIC would do without the
+    /// CPU). Under Wait Targets a rank that is only a target enters the
+    /// barrier and waits for it in the test that issues its last read.
+    /// The collective method and the Blocking and Threading strategies
+    /// have no pieces: there it is `test`.
+    pub fn test_bounded(&mut self, bytes: usize) -> Result<bool, Error> {
         if !self.done {
             self.tests += 1;
-            self.done = (self.step)(false)?;
         }
-        Ok(self.done)
+        self.advance(Advance::Test(bytes))
     }
 
     /// Blocks until the redistribution is complete for this rank.
     pub fn wait(&mut self) -> Result<(), Error> {
-        if !self.done {
-            self.done = (self.step)(true)?;
-            debug_assert!(self.done, "a blocking step completes");
-        }
+        let done = self.advance(Advance::Wait)?;
+        debug_assert!(done, "a blocking step completes");
         Ok(())
     }
 
@@ -147,6 +187,13 @@ impl<'s> InFlight<'s> {
     /// Tests so far that advanced it (iterations it overlapped).
     pub fn tests(&self) -> usize {
         self.tests
+    }
+
+    /// Bytes of this rank's reads issued so far by its tests and waits,
+    /// and the most one call issued (RMA methods under Non-blocking and
+    /// Wait Targets; 0 otherwise).
+    pub fn read_bytes(&self) -> (usize, usize) {
+        (self.read, self.most)
     }
 }
 
@@ -360,7 +407,7 @@ impl Plan {
         match (strategy, method) {
             (Strategy::Blocking, _) => {
                 self.redistribute(comm, method, src, dst)?;
-                let mut step = |_| Ok(true);
+                let mut step = |_| Ok((true, 0));
                 let mut flight = InFlight::new(&mut step);
                 flight.done = true;
                 Ok(work(&mut flight))
@@ -391,16 +438,16 @@ impl Plan {
         }
         crate::thread::scope(|s| {
             let mut helper = Some(s.spawn(move || self.redistribute(comm, method, src, dst)));
-            let mut step = |block: bool| -> Result<bool, Error> {
+            let mut step = |how: Advance| -> Stepped {
                 let Some(h) = helper.as_ref() else {
-                    return Ok(true);
+                    return Ok((true, 0));
                 };
-                if !block && !h.is_finished() {
+                if how != Advance::Wait && !h.is_finished() {
                     crate::sched::yield_now();
-                    return Ok(false);
+                    return Ok((false, 0));
                 }
                 match helper.take().expect("checked above").join() {
-                    Ok(result) => result.map(|()| true),
+                    Ok(result) => result.map(|()| (true, 0)),
                     Err(panic) => std::panic::resume_unwind(panic),
                 }
             };
@@ -432,7 +479,8 @@ where
         let mut exchange = Some(comm.immediate_all_to_all_varcount_into(scope, &send, &mut recv));
         let mut barrier: Option<Request<'static, ()>> = None;
         let wait_targets = strategy == Strategy::WaitTargets;
-        let mut step = |block: bool| -> Result<bool, Error> {
+        let mut step = |how: Advance| -> Stepped {
+            let block = how == Advance::Wait;
             if let Some(r) = exchange.take() {
                 if block {
                     r.wait();
@@ -441,16 +489,16 @@ where
                         Ok(_) => {}
                         Err(r) => {
                             exchange = Some(r);
-                            return Ok(false);
+                            return Ok((false, 0));
                         }
                     }
                 }
                 if !wait_targets {
-                    return Ok(true);
+                    return Ok((true, 0));
                 }
                 barrier = Some(comm.immediate_barrier());
             }
-            test_barrier(&mut barrier, block)
+            Ok((test_barrier(&mut barrier, block)?, 0))
         };
         let mut flight = InFlight::new(&mut step);
         let out = work(&mut flight);
@@ -477,7 +525,50 @@ fn test_barrier(slot: &mut Option<Request<'static, ()>>, block: bool) -> Result<
     }
 }
 
-/// RMA1 or RMA2 under Non-blocking or Wait Targets.
+/// This rank's reads not issued yet, in order: `(source, index in the
+/// source's window, where they land)`.
+struct Pending<'d, T> {
+    queue: VecDeque<(usize, usize, &'d mut [T])>,
+}
+
+impl<'d, T> Pending<'d, T> {
+    /// Hands `issue` the next reads, at most `bytes` bytes of them (at
+    /// least one element), splitting a piece where the budget ends;
+    /// returns the bytes issued.
+    fn issue(
+        &mut self,
+        bytes: usize,
+        mut issue: impl FnMut(usize, usize, &'d mut [T]) -> Result<(), Error>,
+    ) -> Result<usize, Error> {
+        let size = std::mem::size_of::<T>();
+        let mut budget = (bytes / size.max(1)).max(1);
+        let mut issued = 0;
+        while budget > 0 {
+            let Some((source, from, piece)) = self.queue.pop_front() else {
+                break;
+            };
+            let take = piece.len().min(budget);
+            let (head, tail) = piece.split_at_mut(take);
+            if !tail.is_empty() {
+                self.queue.push_front((source, from + take, tail));
+            }
+            issue(source, from, head)?;
+            budget -= take;
+            issued += take;
+        }
+        Ok(issued * size)
+    }
+
+    fn is_empty(&self) -> bool {
+        self.queue.is_empty()
+    }
+}
+
+/// RMA1 or RMA2 under Non-blocking or Wait Targets: the epochs open at
+/// the start, the reads are issued (`rget`) as the tests' budgets allow
+/// and completed by `test_all`; under Wait Targets the immediate barrier
+/// follows the last read (ranks with nothing to read enter it at once),
+/// and the epochs close and the window goes only after it completed.
 fn rma_background<C, T, R>(
     comm: &C,
     role: &Role<'_>,
@@ -492,76 +583,76 @@ where
     T: Equivalence + Copy,
 {
     let wait_targets = strategy == Strategy::WaitTargets;
-    let is_source = role.rank < role.plan.sources();
+    // Only a target: no iterations to overlap, so once its reads are
+    // issued it waits for the barrier (seed 000's Figure 4).
+    let only_target = role.rank >= role.plan.sources();
     let exposed = &mut src[..role.source_len];
     comm.with_window(exposed, |win| -> Result<R, Error> {
         let Some(receive) = &role.receive else {
             // Nothing to read: under Wait Targets, say so at once and keep
             // iterating until every target has read.
             let mut barrier = wait_targets.then(|| comm.immediate_barrier());
-            let mut step = |block| test_barrier(&mut barrier, block);
+            let mut step = |how| Ok((test_barrier(&mut barrier, how == Advance::Wait)?, 0));
             let mut flight = InFlight::new(&mut step);
             let out = work(&mut flight);
             flight.wait()?;
             return Ok(out);
         };
-        if wait_targets && !is_source {
-            // Only a target: no iterations to overlap, so it reads
-            // blocking, then enters the barrier and waits (seed 000's
-            // Figure 4), all in its first test.
-            let mut pending = Some(dst);
-            let mut step = |_block| -> Result<bool, Error> {
-                if let Some(dst) = pending.take() {
-                    read_blocking(win, method, receive, dst)?;
-                    comm.immediate_barrier().wait();
-                }
-                Ok(true)
-            };
-            let mut flight = InFlight::new(&mut step);
-            let out = work(&mut flight);
-            flight.wait()?;
-            return Ok(out);
-        }
-        let pieces = split_pieces(dst, receive);
+        let mut pending = Pending {
+            queue: split_pieces(dst, receive).into(),
+        };
         let all = match method {
             Method::RmaLockAll => Some(win.lock_all_with(LockAssert::NoCheck)?),
             _ => None,
         };
+        // RMA1: one lock per source, in the order of the reads.
         let mut locks = Vec::new();
         if all.is_none() {
-            for (source, _, _) in &pieces {
-                locks.push(win.lock_with(
-                    *source as Rank,
-                    LockType::Shared,
-                    LockAssert::NoCheck,
-                )?);
+            for s in receive.pieces().map(|(source, _, _)| source) {
+                let lock = win.lock_with(s as Rank, LockType::Shared, LockAssert::NoCheck)?;
+                locks.push((s, lock));
             }
         }
-        let out = request::multiple_scope(pieces.len(), |scope, reads| -> Result<R, Error> {
-            for (i, (source, from, piece)) in pieces.into_iter().enumerate() {
-                let read = match &all {
-                    Some(all) => all.rget(scope, source as Rank, from, piece)?,
-                    None => locks[i].rget(scope, source as Rank, from, piece)?,
-                };
-                reads.add(read);
-            }
+        let reserve = pending.queue.len();
+        let out = request::multiple_scope(reserve, |scope, reads| -> Result<R, Error> {
             let mut barrier: Option<Request<'static, ()>> = None;
             let mut read_all = false;
             let mut done = Vec::new();
-            let mut step = |block: bool| -> Result<bool, Error> {
+            let mut step = |how: Advance| -> Stepped {
+                let block = how == Advance::Wait;
+                let mut bytes = 0;
                 if !read_all {
+                    let budget = match how {
+                        Advance::Wait => usize::MAX,
+                        Advance::Test(b) => b,
+                    };
+                    bytes = pending.issue(budget, |source, from, piece| {
+                        let read = match &all {
+                            Some(all) => all.rget(scope, source as Rank, from, piece)?,
+                            None => {
+                                let at = locks.partition_point(|(s, _)| *s < source);
+                                locks[at].1.rget(scope, source as Rank, from, piece)?
+                            }
+                        };
+                        reads.add(read);
+                        Ok(())
+                    })?;
+                    if !pending.is_empty() {
+                        return Ok((false, bytes));
+                    }
                     if block {
                         reads.wait_all(&mut done);
                     } else if !reads.test_all(&mut done) {
-                        return Ok(false);
+                        return Ok((false, bytes));
                     }
                     read_all = true;
                     if !wait_targets {
-                        return Ok(true);
+                        return Ok((true, bytes));
                     }
                     barrier = Some(comm.immediate_barrier());
                 }
-                test_barrier(&mut barrier, block)
+                let block = block || only_target;
+                Ok((test_barrier(&mut barrier, block)?, bytes))
             };
             let mut flight = InFlight::new(&mut step);
             let out = work(&mut flight);

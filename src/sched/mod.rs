@@ -564,6 +564,19 @@ pub fn yield_now() {
     })
 }
 
+/// Lets every other runnable rank of this worker run first: the rank
+/// continues when its worker would otherwise poll or sleep (it is parked
+/// in a collective's wait, say). For background work that must not slow
+/// the ranks that compute (MPC's collaborative polling: idle time
+/// progresses pending copies). A rank that loops on it keeps its worker
+/// awake. Outside any rank (or while unwinding) it yields the thread.
+pub fn yield_when_idle() {
+    rank::with_current(|ctx| match ctx {
+        Some(ctx) if !std::thread::panicking() => ctx.suspend(Suspend::WhenIdle),
+        _ => std::thread::yield_now(),
+    })
+}
+
 /// Puts the calling rank to sleep for `duration` without blocking its
 /// worker (other ranks run meanwhile). Outside any rank it sleeps the thread.
 ///

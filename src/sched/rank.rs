@@ -33,6 +33,9 @@ pub(crate) enum Suspend {
     Parked,
     /// The rank yielded: requeue it at the back of the run queue.
     Yielded,
+    /// The rank yielded until its worker has nothing else to run
+    /// ([`crate::sched::yield_when_idle`]).
+    WhenIdle,
 }
 
 /// Lifecycle of a rank.
@@ -362,9 +365,9 @@ impl RankCtx {
     #[inline]
     pub(crate) fn suspend(&self, why: Suspend) {
         if self.is_thread() {
-            debug_assert_eq!(
+            debug_assert_ne!(
                 why,
-                Suspend::Yielded,
+                Suspend::Parked,
                 "thread contexts park in sched::thread"
             );
             std::thread::yield_now();

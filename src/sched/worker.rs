@@ -121,6 +121,9 @@ struct WorkerLocal {
     timers: RefCell<BinaryHeap<Reverse<(Instant, u32)>>>,
     /// A rank yielded since the last look at unstarted ranks.
     yielded: Cell<bool>,
+    /// Ranks that yielded until the worker has nothing else to run
+    /// (`Suspend::WhenIdle`): they run after every other rank.
+    idle: RefCell<VecDeque<u32>>,
     /// Tasks spawned by ranks of this worker, not started yet.
     spawned: RefCell<Vec<Spawn>>,
     /// A rank about to park may spin first ([`spin_before_park`]): the
@@ -202,11 +205,13 @@ impl WorkerLocal {
             || sched.is_aborting()
     }
 
-    /// Whether a rank is queued to run.
+    /// Whether a rank is queued to run (those waiting for idle time
+    /// included: a rank about to park lets them run instead of spinning).
     fn has_ready(&self) -> bool {
         self.next.get().is_some()
             || !self.woken.borrow().is_empty()
             || !self.ready.borrow().is_empty()
+            || !self.idle.borrow().is_empty()
     }
 }
 
@@ -523,6 +528,7 @@ pub(crate) fn run(args: WorkerArgs<'_>) {
         handoffs: Cell::new(0),
         timers: RefCell::new(BinaryHeap::new()),
         yielded: Cell::new(false),
+        idle: RefCell::new(VecDeque::new()),
         spawned: RefCell::new(Vec::new()),
         spin_in_rank: spin_while_busy,
     };
@@ -612,6 +618,12 @@ impl Worker<'_> {
             }
             if let Some(rank) = self.find_unstarted() {
                 self.start(Start::Rank(LocalIndex::new(rank)));
+                continue;
+            }
+            // Nothing else to run: a rank waiting for idle time.
+            let idle = self.local.idle.borrow_mut().pop_front();
+            if let Some(task) = idle {
+                self.run_hand_offs(task);
                 continue;
             }
             if sched.live.load(Ordering::SeqCst) == 0 {
@@ -847,6 +859,9 @@ impl Worker<'_> {
             Ok(CoroutineResult::Yield(Suspend::Yielded)) => {
                 self.local.ready.borrow_mut().push_back(index);
                 self.local.yielded.set(true);
+            }
+            Ok(CoroutineResult::Yield(Suspend::WhenIdle)) => {
+                self.local.idle.borrow_mut().push_back(index);
             }
             Ok(CoroutineResult::Return(())) => self.finish(index),
             Err(payload) => {
