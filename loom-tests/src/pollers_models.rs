@@ -52,3 +52,24 @@ fn two_pollers_the_last_to_sleep_wakes_it() {
         progress.join().unwrap();
     });
 }
+
+/// A poller that left to run a rank (the progress thread may stand aside
+/// for it) and came back, then left for sleep: it never leaves the
+/// progress thread parked.
+#[test]
+fn a_poller_back_from_a_rank_then_to_sleep_wakes_it() {
+    loom::model(|| {
+        let pollers = Arc::new(Pollers::new());
+        pollers.begin();
+        let progress = {
+            let pollers = pollers.clone();
+            thread::spawn(move || {
+                pollers.stand_aside(PAUSE);
+            })
+        };
+        pollers.end(false);
+        pollers.begin();
+        pollers.end(true);
+        progress.join().unwrap();
+    });
+}

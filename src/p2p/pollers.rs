@@ -17,13 +17,25 @@
 //! cost a wake-up per message again): a rank that computes for longer than
 //! the pause has the progress thread back in its wait by then.
 //!
+//! It also stands aside while nobody polls *this instant* but a worker
+//! began polling since its last look and has not left for sleep: a worker
+//! in a ping-pong with another process leaves its poll for every message,
+//! to run the rank the message woke, and is back within microseconds. A
+//! progress thread that took such a moment for idleness went into the
+//! transport's wait, which (after a light first sleep) asks the peers of
+//! the host to ring its doorbell: a system call on their every send, and a
+//! wake-up that preempts a polling worker, until it ran again (thousands
+//! per second in a 1 B ping-pong under load). So it waits only once a
+//! whole pause went by without a poller, or the last one left for sleep.
+//!
 //! The hand-over goes through a mutex, taken only on those two slow
 //! paths (a poller leaving for sleep, the progress thread standing aside):
 //! the progress thread reads the count and says it stands aside under the
-//! lock, the last poller leaving for sleep looks under it, so either the
-//! poller sees it aside and unparks it, or it sees the count at zero.
+//! lock, the last poller leaving for sleep looks (and notes that it went
+//! to sleep) under it, so either the poller sees it aside and unparks it,
+//! or it sees the count at zero and the note.
 
-use crate::sync::{AtomicUsize, Mutex, Ordering};
+use crate::sync::{AtomicU64, Mutex, Ordering};
 #[cfg(loom)]
 use loom::thread::{self, Thread};
 #[cfg(not(loom))]
@@ -34,9 +46,26 @@ use std::time::Duration;
 /// stands aside for them.
 #[derive(Debug)]
 pub(crate) struct Pollers {
-    /// Workers between `begin` and `end`.
-    count: AtomicUsize,
+    /// Workers between `begin` and `end` (the low 32 bits), and the
+    /// `begin`s so far (the high 32, wrapping): one word, so that a
+    /// `begin` stays one read-modify-write.
+    state: AtomicU64,
     aside: Mutex<Aside>,
+}
+
+/// One poller in [`Pollers::state`]: a `begin` adds it and counts itself.
+const ONE: u64 = 1;
+/// One `begin` in the high half of [`Pollers::state`].
+const BEGUN: u64 = 1 << 32;
+
+/// The pollers in a value of [`Pollers::state`].
+fn count(state: u64) -> u64 {
+    state & (BEGUN - 1)
+}
+
+/// The `begin`s in a value of [`Pollers::state`].
+fn begun(state: u64) -> u64 {
+    state >> 32
 }
 
 #[derive(Debug)]
@@ -45,30 +74,37 @@ struct Aside {
     now: bool,
     /// The progress thread, once it has stood aside.
     thread: Option<Thread>,
+    /// The `begin`s the progress thread saw at its last look.
+    seen: u64,
+    /// The last poller left for sleep since that look.
+    slept: bool,
 }
 
 impl Pollers {
     /// Nobody polls yet.
     pub(crate) fn new() -> Pollers {
         Pollers {
-            count: AtomicUsize::new(0),
+            state: AtomicU64::new(0),
             aside: Mutex::new(Aside {
                 now: false,
                 thread: None,
+                seen: 0,
+                slept: false,
             }),
         }
     }
 
     /// A worker starts polling (it found no rank to run).
     pub(crate) fn begin(&self) {
-        self.count.fetch_add(1, Ordering::SeqCst);
+        self.state.fetch_add(BEGUN + ONE, Ordering::SeqCst);
     }
 
     /// A worker stops polling: to run what it found, or (`to_sleep`) to
     /// sleep, when the last one hands polling back to the progress thread.
     pub(crate) fn end(&self, to_sleep: bool) {
-        if self.count.fetch_sub(1, Ordering::SeqCst) == 1 && to_sleep {
-            let aside = self.aside.lock().unwrap_or_else(|e| e.into_inner());
+        if count(self.state.fetch_sub(ONE, Ordering::SeqCst)) == 1 && to_sleep {
+            let mut aside = self.aside.lock().unwrap_or_else(|e| e.into_inner());
+            aside.slept = true;
             if aside.now {
                 if let Some(thread) = &aside.thread {
                     thread.unpark();
@@ -87,15 +123,17 @@ impl Pollers {
     }
 
     /// Called by the progress thread before it waits in the transport: if a
-    /// worker polls, parks for at most `pause` (or until the last poller
-    /// leaves for sleep) and returns `true`; the caller looks again.
+    /// worker polls, or began to since the last call and did not leave for
+    /// sleep, parks for at most `pause` (or until the last poller leaves
+    /// for sleep) and returns `true`; the caller looks again.
     pub(crate) fn stand_aside(&self, pause: Duration) -> bool {
-        if self.count.load(Ordering::SeqCst) == 0 {
-            return false;
-        }
         {
             let mut aside = self.aside.lock().unwrap_or_else(|e| e.into_inner());
-            if self.count.load(Ordering::SeqCst) == 0 {
+            let state = self.state.load(Ordering::SeqCst);
+            let polled = begun(state) != aside.seen;
+            aside.seen = begun(state);
+            let slept = std::mem::replace(&mut aside.slept, false);
+            if count(state) == 0 && (!polled || slept) {
                 return false;
             }
             aside.now = true;
@@ -129,6 +167,26 @@ mod tests {
     #[test]
     fn nobody_polls_nothing_to_stand_aside_for() {
         let pollers = Pollers::new();
+        assert!(!pollers.stand_aside(Duration::from_secs(60)));
+    }
+
+    #[test]
+    fn a_poller_gone_to_run_a_rank_keeps_it_aside_one_pause() {
+        let pollers = Pollers::new();
+        pollers.begin();
+        pollers.end(false);
+        // Back any moment: a pause aside, then (nobody came back) it waits.
+        assert!(pollers.stand_aside(Duration::from_millis(1)));
+        assert!(!pollers.stand_aside(Duration::from_secs(60)));
+    }
+
+    #[test]
+    fn a_poller_gone_to_sleep_leaves_it_to_wait() {
+        let pollers = Pollers::new();
+        pollers.begin();
+        pollers.end(false);
+        pollers.begin();
+        pollers.end(true);
         assert!(!pollers.stand_aside(Duration::from_secs(60)));
     }
 

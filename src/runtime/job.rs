@@ -443,6 +443,10 @@ impl sched::Host for Job {
         p2p::remote::progress(&*self.core)
     }
 
+    fn polls(&self) -> bool {
+        self.remote().is_some()
+    }
+
     fn transfer_under_way(&self) -> bool {
         self.remote().is_some_and(|remote| remote.transport_busy())
     }

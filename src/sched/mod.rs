@@ -105,6 +105,12 @@ pub(crate) trait Host: Send + Sync + 'static {
         false
     }
 
+    /// Whether [`progress`](Self::progress) has a transport to poll (the
+    /// job has other processes).
+    fn polls(&self) -> bool {
+        false
+    }
+
     /// An idle worker starts (`true`) or stops polling through
     /// [`progress`](Self::progress) in a loop; `to_sleep` when it stops to
     /// sleep. A progress thread stands aside while workers poll.

@@ -15,8 +15,8 @@
 //! `wait` is one epoll set over the TCP transport's own epoll descriptor
 //! and this process's doorbell (the eventfd senders ring when they see the
 //! receiver sleeping). Where every peer is on this host, TCP only watches
-//! for losses: `poll` asks it at every 64th call, or when `wait` saw it
-//! ready, so a poll that finds nothing makes no system call.
+//! for losses: `poll` asks it at most every millisecond, or when `wait`
+//! saw it ready, so a poll that finds nothing makes no system call.
 //!
 //! [`connect`] builds it for a job from the mesh's streams, the hosts and
 //! the bootstrap session, as `MYRIAD_TRANSPORT` chooses
@@ -25,7 +25,7 @@
 use std::io;
 use std::net::TcpStream;
 use std::os::fd::RawFd;
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -41,8 +41,14 @@ use crate::identity::ProcessId;
 const TCP: u64 = 1;
 /// The epoll token of the doorbell.
 const BELL: u64 = 2;
-/// Polls between two looks at TCP when it only watches for losses.
+/// Polls between two readings of the clock when TCP only watches for
+/// losses.
 const TCP_EVERY: u32 = 64;
+/// How often TCP is asked when it only watches for losses: each look is
+/// an `epoll_wait`, a system call that a worker polling in a loop made
+/// every 64th poll (a fifth of a call per message in a 1 B ping-pong,
+/// whose reply waited for it); a loss is seen within this.
+const TCP_PERIOD: Duration = Duration::from_millis(1);
 /// How long a `wait` sleeps before it asks the peers of this host to wake
 /// it (see `wait`).
 const LIGHT: Duration = Duration::from_micros(100);
@@ -73,6 +79,9 @@ pub(crate) struct Routed {
     /// Every peer is reached through shared memory.
     all_shm: bool,
     polls: AtomicU32,
+    /// When TCP was last asked, in nanoseconds since `start`.
+    looked: AtomicU64,
+    start: Instant,
     /// `wait` saw TCP ready: the next poll asks it.
     tcp_ready: AtomicBool,
 }
@@ -98,6 +107,8 @@ impl Routed {
             epoll,
             all_shm,
             polls: AtomicU32::new(0),
+            looked: AtomicU64::new(0),
+            start: Instant::now(),
             tcp_ready: AtomicBool::new(false),
         })
     }
@@ -118,6 +129,22 @@ impl Routed {
 }
 
 impl Routed {
+    /// Whether a poll should ask TCP, which only watches for losses: at
+    /// most every [`TCP_PERIOD`], the clock read every [`TCP_EVERY`]th
+    /// poll.
+    fn tcp_due(&self) -> bool {
+        if self.polls.fetch_add(1, Ordering::Relaxed) % TCP_EVERY != 0 {
+            return false;
+        }
+        let now = self.start.elapsed().as_nanos() as u64;
+        let looked = self.looked.load(Ordering::Relaxed);
+        now.saturating_sub(looked) >= TCP_PERIOD.as_nanos() as u64
+            && self
+                .looked
+                .compare_exchange(looked, now, Ordering::Relaxed, Ordering::Relaxed)
+                .is_ok()
+    }
+
     /// Waits on the epoll set for at most `timeout` (with a resolution
     /// finer than a millisecond where the kernel has `epoll_pwait2`) and
     /// handles what it reports; returns how many events it saw.
@@ -228,8 +255,9 @@ impl Transport for Routed {
     fn poll(&self, sink: &mut dyn Sink) -> usize {
         let mut handed = self.shm.poll(sink);
         let look = !self.all_shm
-            || self.tcp_ready.swap(false, Ordering::Relaxed)
-            || self.polls.fetch_add(1, Ordering::Relaxed) % TCP_EVERY == 0;
+            || (self.tcp_ready.load(Ordering::Relaxed)
+                && self.tcp_ready.swap(false, Ordering::Relaxed))
+            || self.tcp_due();
         if look {
             let mut after = AfterRing {
                 shm: &self.shm,
