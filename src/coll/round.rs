@@ -837,7 +837,9 @@ const KEEP_UP_TO: u32 = 4096;
 ///
 /// It holds the round's address, not a reference count (`ring.rs`): the
 /// ring keeps the round until the last of its `size` ranks has counted its
-/// leave, and each rank joins the round of a call once (one sequence
+/// leave (a rank on a worker may have it counted by the last of its
+/// worker's ranks in the round, which leaves after it), and each rank
+/// joins the round of a call once (one sequence
 /// number per rank and call, `begin_as`) and leaves it at most once
 /// ([`Rounds::leave`] consumes this). A place dropped without a leave (an
 /// unwind, a job that fails) only keeps the round in the ring.
