@@ -814,12 +814,12 @@ pub(crate) struct Rounds {
     last: std::sync::OnceLock<Box<[Padded<Last>]>>,
 }
 
-/// The round of call `seq`, which ranks of one worker joined and not all
-/// of them left: set by that worker's thread when one of its ranks finds
-/// the round in the ring, cleared by it before the round's last leave of
-/// its ranks is counted ([`Rounds::leave`]), so that the round it names is
-/// alive while it is set (the ring removes a round only once every leave
-/// is counted).
+/// The round of call `seq`, which a rank of one worker joined: set by that
+/// worker's thread when one of its ranks finds the round in the ring,
+/// cleared by the round's remover before the ring lets the round go
+/// ([`Rounds::remove`]), so that the round it names is alive while it is
+/// set. (Not cleared, a stale entry would still never be used for its
+/// call, whose ranks have all joined, but for the call 2^32 later.)
 #[derive(Debug, Default)]
 struct Last {
     seq: AtomicU32,
@@ -1021,11 +1021,6 @@ impl Rounds {
             debug_assert_eq!(left, joined, "a leave without its join");
             on.left.store(0, Ordering::Relaxed);
             on.joined.store(0, Ordering::Relaxed);
-            // Before the count below, after which the round may go.
-            let last = self.last_of(call);
-            if last.round.load(Ordering::Relaxed) == address.as_ptr() {
-                last.round.store(std::ptr::null_mut(), Ordering::Relaxed);
-            }
             leaves = left;
         }
         // SAFETY: the round is alive: the leaves counted below, this
@@ -1050,6 +1045,20 @@ impl Rounds {
     /// Removes the round of call `seq` (its last rank left).
     #[cold]
     fn remove(&self, seq: u32, round: NonNull<Round>, size: u32) {
+        // No worker names it any more (`Last`): every rank of call `seq`
+        // has joined, so none looks for it again, and a worker that has
+        // since named another round keeps it (the exchange fails). Before
+        // the ring lets it go, so before it can be reused for a later call.
+        if let Some(last) = self.last.get() {
+            for last in last.iter() {
+                let _ = last.round.compare_exchange(
+                    round.as_ptr(),
+                    std::ptr::null_mut(),
+                    Ordering::Relaxed,
+                    Ordering::Relaxed,
+                );
+            }
+        }
         self.ring.remove(seq, round, size <= KEEP_UP_TO);
     }
 }
