@@ -163,7 +163,11 @@ fn shm_commutative(
         return Ok(());
     };
     round.wait_ready(call)?;
-    let mut total = round.result().lock();
+    let mut total = match bytes <= SPREAD_BYTES {
+        // A copy on this worker's line (`complete`).
+        true => round.own_partial(call).lock(),
+        false => round.result().lock(),
+    };
     if !total.all_like(send) {
         return Err(contributions_differ(call, send));
     }
@@ -202,10 +206,22 @@ fn complete(call: &Call<'_>, round: &Round, op: &OpRef<'_>, send: &Layout, bytes
             }
             total.count(part.contributions());
         }
+        // Each worker's ranks read their copy: a lock on their own line
+        // each, instead of one every rank of every worker takes in turn.
+        if bytes <= SPREAD_BYTES {
+            for part in round.partials() {
+                part.lock().copy_from(&mut total, send, bytes);
+            }
+        }
     }
     // The result is in: `root_ready` doubles as "result ready".
     round.set_ready(call);
 }
+
+/// Largest result (in bytes) that the last arrival copies into each
+/// worker's partial for the worker's ranks to read: beyond it, the copies
+/// would cost the last arrival more than the readers' shared lock costs.
+const SPREAD_BYTES: usize = 4096;
 
 /// Contributions of another type or count than the first were left out
 /// (with the collective check off, nothing else compares them).

@@ -222,10 +222,8 @@ pub(crate) struct Round {
     /// data is staged in [`shared`](Self::shared)).
     root_ready: AtomicU32,
     left: AtomicU32,
-    /// Parked slots, one list per worker: a rank registers on its own
-    /// worker's list (no cache line crosses cores) and a waker requeues each
-    /// worker's waiters in one batch.
-    waiters: Box<[Padded<SpinLock<Vec<u32>>>]>,
+    /// Per worker: its parked slots and its ranks' joins and leaves.
+    workers: Box<[Padded<OnWorker>]>,
     /// Per-worker partial results of a commutative reduction.
     partials: Box<[Padded<SpinLock<Accumulator>>]>,
     /// The first caller's signature, for the collective check.
@@ -251,6 +249,32 @@ pub(crate) struct Round {
     /// made by the first to arrive (`attachment`): a window's shared state
     /// (`rma`), which this layer stores without knowing.
     attached: SpinLock<Option<Arc<dyn std::any::Any + Send + Sync>>>,
+}
+
+/// What a round keeps per worker, on lines of their own: only that worker's
+/// thread writes them but for the list, which a waker on another thread
+/// takes once per wake-up.
+#[derive(Debug, Default)]
+struct OnWorker {
+    /// Parked slots: a rank registers on its own worker's list (no cache
+    /// line crosses cores) and a waker requeues each worker's waiters in
+    /// one batch.
+    waiters: SpinLock<Vec<u32>>,
+    /// Ranks of this worker that joined the round since its leaves were
+    /// last counted in [`Round::left`] (`Rounds::leave`).
+    joined: AtomicU32,
+    /// How many of those left.
+    left: AtomicU32,
+}
+
+impl OnWorker {
+    /// Counts a join by a rank of this worker (its thread only: a plain
+    /// load and store, no read-modify-write).
+    #[inline]
+    fn count_join(&self) {
+        let joined = self.joined.load(Ordering::Relaxed);
+        self.joined.store(joined + 1, Ordering::Relaxed);
+    }
 }
 
 /// A rank's turn to access the buffers other ranks published into a round
@@ -378,6 +402,17 @@ impl Accumulator {
         Some(first)
     }
 
+    /// Makes it a copy of the completed result `total`, laid out like
+    /// `like` in `bytes` bytes (as `total` was started): what the ranks of
+    /// one worker then read, on their worker's line.
+    pub(crate) fn copy_from(&mut self, total: &mut Accumulator, like: &Layout, bytes: usize) {
+        self.clear();
+        self.start(like, bytes);
+        super::operand::copy_same(&total.layout(like), &self.layout(like));
+        self.contributions = total.contributions;
+        self.mismatched = total.mismatched;
+    }
+
     /// Marks the result: a contribution was left out.
     pub(crate) fn mark_mismatched(&mut self) {
         self.mismatched = true;
@@ -412,6 +447,10 @@ impl Accumulator {
     }
 }
 
+/// Waiters of another worker that [`Round::wake_all`] wakes itself; more
+/// are woken by their worker.
+const DIRECT_WAKES: usize = 4;
+
 /// A value on its own cache lines (no false sharing between workers).
 #[derive(Debug, Default)]
 #[repr(align(128))]
@@ -431,7 +470,7 @@ impl Round {
             arrived: AtomicU32::new(0),
             root_ready: AtomicU32::new(0),
             left: AtomicU32::new(0),
-            waiters: (0..workers).map(|_| Padded::default()).collect(),
+            workers: (0..workers).map(|_| Padded::default()).collect(),
             partials: (0..workers).map(|_| Padded::default()).collect(),
             first: std::sync::OnceLock::new(),
             // No readers: no turn is ever granted.
@@ -453,16 +492,18 @@ impl Round {
     /// [`Round::new`]. `false`, changing nothing, if it was made for
     /// another size or worker count.
     fn reset(&mut self, size: u32, workers: usize, readers: Option<Readers>) -> bool {
-        if self.size != size || self.waiters.len() != workers {
+        if self.size != size || self.workers.len() != workers {
             return false;
         }
         *self.arrived.get_mut() = 0;
         *self.root_ready.get_mut() = 0;
         *self.left.get_mut() = 0;
-        for list in self.waiters.iter() {
+        for on in self.workers.iter_mut() {
             // A waiter that found its condition true after registering
             // left its slot here: it must not be woken by a later call.
-            list.lock().clear();
+            on.0.waiters.lock().clear();
+            *on.0.joined.get_mut() = 0;
+            *on.0.left.get_mut() = 0;
         }
         for partial in self.partials.iter() {
             partial.lock().clear();
@@ -681,7 +722,8 @@ impl Round {
             if ready() {
                 return Ok(());
             }
-            self.waiters[call.ctx.worker as usize]
+            self.workers[call.ctx.worker as usize]
+                .waiters
                 .lock()
                 .push(call.ctx.slot);
             if ready() {
@@ -691,9 +733,16 @@ impl Round {
         }
     }
 
-    /// Wakes every waiter (after making a condition true).
+    /// Wakes every waiter (after making a condition true): those of the
+    /// caller's worker here, those of each other worker, if more than
+    /// [`DIRECT_WAKES`], by that worker (`sched::unpark_on`: the caller's
+    /// time goes to one push per worker, not to a park state and a home per
+    /// waiter on another core's lines, which cross to the caller's core and
+    /// back).
     pub(crate) fn wake_all(&self, call: &Call<'_>) {
-        for list in self.waiters.iter() {
+        let sched = call.comm.job().sched();
+        let mine = (!call.ctx.is_thread()).then_some(call.ctx.worker as usize);
+        for (worker, list) in self.workers.iter().map(|on| &on.waiters).enumerate() {
             let mut waiters = {
                 let mut list = list.lock();
                 if list.is_empty() {
@@ -701,7 +750,14 @@ impl Round {
                 }
                 std::mem::take(&mut *list)
             };
-            sched::unpark_many(call.comm.job().sched(), &waiters);
+            // A few waiters of another worker are woken here: one may be
+            // spinning before it parks (`sched::park_once`), and sees its
+            // wake-up at once instead of after a park and a requeue.
+            if mine == Some(worker) || waiters.len() <= DIRECT_WAKES {
+                sched::unpark_many(sched, &waiters);
+            } else {
+                sched::unpark_on(sched, worker, &waiters);
+            }
             // Give the storage back for the next waiters (of this round or,
             // once it is reused, of a later call), unless others came.
             waiters.clear();
@@ -752,6 +808,22 @@ impl Round {
 #[derive(Debug, Default)]
 pub(crate) struct Rounds {
     ring: super::ring::Ring<Round>,
+    /// Per worker, the round its ranks joined last (made on the first
+    /// join): the worker's other ranks find it there, without the ring's
+    /// lock, whose line every worker's ranks would take in turn.
+    last: std::sync::OnceLock<Box<[Padded<Last>]>>,
+}
+
+/// The round of call `seq`, which a rank of one worker joined: set by that
+/// worker's thread when one of its ranks finds the round in the ring,
+/// cleared by the round's remover before the ring lets the round go
+/// ([`Rounds::remove`]), so that the round it names is alive while it is
+/// set. (Not cleared, a stale entry would still never be used for its
+/// call, whose ranks have all joined, but for the call 2^32 later.)
+#[derive(Debug, Default)]
+struct Last {
+    seq: AtomicU32,
+    round: AtomicPtr<Round>,
 }
 
 /// Rounds of communicators larger than this are not kept for reuse: their
@@ -765,7 +837,9 @@ const KEEP_UP_TO: u32 = 4096;
 ///
 /// It holds the round's address, not a reference count (`ring.rs`): the
 /// ring keeps the round until the last of its `size` ranks has counted its
-/// leave, and each rank joins the round of a call once (one sequence
+/// leave (a rank on a worker may have it counted by the last of its
+/// worker's ranks in the round, which leaves after it), and each rank
+/// joins the round of a call once (one sequence
 /// number per rank and call, `begin_as`) and leaves it at most once
 /// ([`Rounds::leave`] consumes this). A place dropped without a leave (an
 /// unwind, a job that fails) only keeps the round in the ring.
@@ -793,6 +867,26 @@ impl Rounds {
     /// The round of call `call.seq`, created by the first rank to ask, and
     /// whether this call created it.
     fn join_created(&self, call: &Call<'_>, readers: Option<Readers>) -> (Joined<'_>, bool) {
+        // A rank on a worker: its worker's last round may be the one. (An
+        // OS thread acting for a rank runs beside the worker: it takes the
+        // ring's lock and counts its leave in the round directly.)
+        let last = (!call.ctx.is_thread()).then(|| self.last_of(call));
+        if let Some(last) = last {
+            let round = last.round.load(Ordering::Relaxed);
+            if let Some(round) = NonNull::new(round) {
+                if last.seq.load(Ordering::Relaxed) == call.seq {
+                    // Set, so the round of call `seq` is alive (`Last`),
+                    // and it stays so until this rank's leave is counted:
+                    // what `Joined` needs.
+                    let place = Joined {
+                        round,
+                        rounds: std::marker::PhantomData,
+                    };
+                    place.workers[call.ctx.worker as usize].count_join();
+                    return (place, false);
+                }
+            }
+        }
         let size = call.comm.size() as u32;
         let joined = self.ring.join(call.seq, |spare| {
             let workers = call.comm.job().sched().worker_count();
@@ -807,7 +901,22 @@ impl Rounds {
             round: joined.round,
             rounds: std::marker::PhantomData,
         };
+        if let Some(last) = last {
+            place.workers[call.ctx.worker as usize].count_join();
+            last.seq.store(call.seq, Ordering::Relaxed);
+            last.round.store(joined.round.as_ptr(), Ordering::Relaxed);
+        }
         (place, joined.created)
+    }
+
+    /// The caller's worker's [`Last`] (the caller runs on a worker).
+    #[inline]
+    fn last_of(&self, call: &Call<'_>) -> &Last {
+        let last = self.last.get_or_init(|| {
+            let workers = call.comm.job().sched().worker_count();
+            (0..workers).map(|_| Padded::default()).collect()
+        });
+        &last[call.ctx.worker as usize]
     }
 
     /// Joins a round in which nobody publishes buffers, and checks the
@@ -887,21 +996,48 @@ impl Rounds {
     }
 
     /// Leaves a round; the last rank to leave removes it.
+    ///
+    /// A rank on a worker counts its leave on its worker's line; the last
+    /// of the worker's ranks in the round (as many left as joined) counts
+    /// them all in the round's `left`, one read-modify-write per worker
+    /// and call instead of one per rank on a line every worker takes. A
+    /// rank of the worker that joins later (a broadcast's root may leave
+    /// before the others join) starts a new count: every leave is counted
+    /// in `left` once, by the last leaver of its worker's batch.
     #[inline]
     pub(crate) fn leave(&self, call: &Call<'_>, round: Joined<'_>) {
         let size = round.size;
         let address = round.round;
-        // SAFETY: the round is alive: this rank's leave is not counted yet
-        // (`Joined`). After the count below it may be removed and reset or
+        let mut leaves = 1;
+        if !call.ctx.is_thread() {
+            let on = &round.workers[call.ctx.worker as usize];
+            let left = on.left.load(Ordering::Relaxed) + 1;
+            let joined = on.joined.load(Ordering::Relaxed);
+            if left < joined {
+                // Another rank of this worker is still in: it counts ours.
+                on.left.store(left, Ordering::Relaxed);
+                return;
+            }
+            debug_assert_eq!(left, joined, "a leave without its join");
+            on.left.store(0, Ordering::Relaxed);
+            on.joined.store(0, Ordering::Relaxed);
+            leaves = left;
+        }
+        // SAFETY: the round is alive: the leaves counted below, this
+        // rank's among them, are not counted yet (`Joined`). After the
+        // count below it may be removed and reset or
         // freed by the last leaver at any moment, so nothing here touches
         // it again (the reference to `left` ends with the call, as in
         // `Arc`'s own release). AcqRel: every rank's use of the round
         // happens before the last leaver's removal, and so before a reset.
         let left = unsafe { address.as_ref() }
             .left
-            .fetch_add(1, Ordering::AcqRel);
-        debug_assert!(left < size, "a round left more often than it has ranks");
-        if left + 1 == size {
+            .fetch_add(leaves, Ordering::AcqRel);
+        debug_assert!(
+            left + leaves <= size,
+            "a round left more often than it has ranks"
+        );
+        if left + leaves == size {
             self.remove(call.seq, address, size);
         }
     }
@@ -909,6 +1045,20 @@ impl Rounds {
     /// Removes the round of call `seq` (its last rank left).
     #[cold]
     fn remove(&self, seq: u32, round: NonNull<Round>, size: u32) {
+        // No worker names it any more (`Last`): every rank of call `seq`
+        // has joined, so none looks for it again, and a worker that has
+        // since named another round keeps it (the exchange fails). Before
+        // the ring lets it go, so before it can be reused for a later call.
+        if let Some(last) = self.last.get() {
+            for last in last.iter() {
+                let _ = last.round.compare_exchange(
+                    round.as_ptr(),
+                    std::ptr::null_mut(),
+                    Ordering::Relaxed,
+                    Ordering::Relaxed,
+                );
+            }
+        }
         self.ring.remove(seq, round, size <= KEEP_UP_TO);
     }
 }
@@ -1131,5 +1281,63 @@ mod tests {
                 });
             },
         ));
+    }
+
+    /// Every round of a job whose ranks leave in batches per worker is
+    /// removed once its calls are over: staged broadcasts (the root leaves
+    /// before the others join), barriers, all-reduces, immediate barriers
+    /// (tasks) and then, for rank 0, blocking calls from an OS thread
+    /// (which counts its leave in the round directly), on two workers; and
+    /// the results are right.
+    #[test]
+    fn rounds_left_in_batches_per_worker_are_all_removed() {
+        use crate::collective::SystemOperation;
+        const CALLS: u64 = 200;
+        let calls = |world: &SimpleCommunicator, immediate: bool| {
+            let n = world.size() as u64;
+            for i in 0..CALLS {
+                let mut x = if world.rank() == 3 { i } else { u64::MAX };
+                world.process_at_rank(3).broadcast_into(&mut x);
+                assert_eq!(x, i);
+                let mut sum = 0u64;
+                world.all_reduce_into(&(world.rank() as u64 + i), &mut sum, SystemOperation::sum());
+                assert_eq!(sum, n * (n - 1) / 2 + n * i);
+                if i % 3 == 0 && immediate {
+                    world.immediate_barrier().wait();
+                } else {
+                    world.barrier();
+                }
+            }
+        };
+        let left = Runtime::builder()
+            .ranks(24)
+            .workers(2)
+            .threading(Threading::Multiple)
+            .run(|universe| {
+                let world = universe.world();
+                calls(&world, true);
+                // Immediate collectives start from a rank, not from its OS
+                // thread: blocking ones only here.
+                if world.rank() == 0 {
+                    crate::thread::scope(|s| {
+                        s.spawn(|| calls(&world, false));
+                    });
+                } else {
+                    calls(&world, false);
+                }
+                world.barrier();
+                if world.rank() != 0 {
+                    return 0;
+                }
+                // The others leave the last barrier's round, then end.
+                let rounds = &world.core().coll().rounds;
+                let deadline = Instant::now() + Duration::from_secs(10);
+                while rounds.ring.in_progress() > 0 && Instant::now() < deadline {
+                    crate::yield_now();
+                }
+                rounds.ring.in_progress()
+            })
+            .unwrap();
+        assert_eq!(left[0], 0, "rounds left in the ring");
     }
 }

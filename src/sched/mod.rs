@@ -553,6 +553,16 @@ pub(crate) fn unpark_many(sched: &Scheduler, slots: &[u32]) {
     }
 }
 
+/// Wakes every slot of `slots`, parties that wait on worker `worker`
+/// (ranks and tasks it runs, OS threads that registered there), as
+/// [`unpark_many`] does, but on that worker's thread: the caller pays one
+/// push, and the parties' lines (park state, home) stay on the worker's
+/// core instead of crossing to the caller's and back. The worker unparks
+/// them when it next looks at its inbox, before it may sleep.
+pub(crate) fn unpark_on(sched: &Scheduler, worker: usize, slots: &[u32]) {
+    worker::unpark_on(sched, worker, slots);
+}
+
 /// Lets the other ranks of this worker run, then continues.
 ///
 /// Inside a rank this moves the rank to the back of its worker's run queue;

@@ -79,6 +79,9 @@ pub(crate) struct WorkerShared {
     /// Ranks woken by other threads. A spin lock: it is held for a push or
     /// a drain, and its release is a plain store, not an RMW.
     inbox: SpinLock<Vec<u32>>,
+    /// Slots another thread asks this worker to unpark (`unpark_on`).
+    unparks: SpinLock<Vec<u32>>,
+    /// Entries of `inbox` and `unparks`.
     pending: AtomicUsize,
     stealer: Stealer<u32>,
     thread: OnceLock<Thread>,
@@ -90,6 +93,7 @@ impl WorkerShared {
     pub(crate) fn new(stealer: Stealer<u32>) -> WorkerShared {
         WorkerShared {
             inbox: SpinLock::new(Vec::new()),
+            unparks: SpinLock::new(Vec::new()),
             pending: AtomicUsize::new(0),
             stealer,
             thread: OnceLock::new(),
@@ -362,6 +366,20 @@ pub(crate) fn schedule_batch(sched: &Scheduler, worker: usize, tasks: &[u32]) {
     }
 }
 
+/// Has worker `worker` unpark `slots` itself (`sched::unpark_on`): one
+/// inbox lock and at most one wake-up for the caller.
+pub(crate) fn unpark_on(sched: &Scheduler, worker: usize, slots: &[u32]) {
+    if slots.is_empty() {
+        return;
+    }
+    let shared = &sched.workers[worker];
+    shared.unparks.lock().extend_from_slice(slots);
+    shared.pending.fetch_add(slots.len(), Ordering::SeqCst);
+    if sched.sleep.claim(worker) {
+        shared.unpark();
+    }
+}
+
 /// Queues a task spawned by the rank running on this thread.
 pub(crate) fn push_spawn(spawn: Spawn) {
     let local = WORKER.with(|w| w.get());
@@ -578,6 +596,7 @@ pub(crate) fn run(args: WorkerArgs<'_>) {
         stacks: Vec::new(),
         tracer: sched.tracer().cloned(),
         spin_while_busy,
+        unparks: Vec::new(),
     };
     worker.run_loop();
     sched.worker_stopped();
@@ -603,6 +622,9 @@ struct Worker<'a> {
     tracer: Option<Arc<Tracer>>,
     /// Poll on while another worker is busy ([`spin_while_busy`]).
     spin_while_busy: bool,
+    /// The slots of `WorkerShared::unparks` being unparked (kept: its
+    /// buffer serves every drain).
+    unparks: Vec<u32>,
 }
 
 impl Worker<'_> {
@@ -687,6 +709,17 @@ impl Worker<'_> {
         shared
             .pending
             .fetch_sub(woken.len() - before, Ordering::SeqCst);
+        drop(woken);
+        // Slots to unpark, copied out (the list keeps its buffer, as the
+        // inbox does) and unparked here, where their lines live.
+        let mut slots = std::mem::take(&mut self.unparks);
+        slots.extend(shared.unparks.lock().drain(..));
+        if !slots.is_empty() {
+            shared.pending.fetch_sub(slots.len(), Ordering::SeqCst);
+            super::unpark_many(self.sched, &slots);
+            slots.clear();
+        }
+        self.unparks = slots;
     }
 
     /// Wakes the ranks whose timers expired; `true` if any did.
