@@ -2,8 +2,13 @@
 //! (×16 steps, as in seed 003's table), then the Hockney fit T(m) = α + β·m.
 //!
 //! ```text
-//! cargo run --release --example pingpong -- [--workers 1|2] [--iters N] [--sizes 1,65536] [--processes 2] [--plot FILE.svg]
+//! cargo run --release --example pingpong -- [--workers 1|2] [--iters N] [--sizes 1,65536] [--processes 2] [--ranks R] [--plot FILE.svg]
 //! ```
+//!
+//! `--ranks R` (default 2) starts R ranks of which ranks 0 and 1 ping-pong
+//! and the others only meet them at the barriers: with `--processes 2
+//! --ranks 4` ranks 0 and 1 share the first process, which measures a
+//! same-process pair inside a job of several processes.
 //!
 //! With `--processes 2` (or under `mpiexec -n 2`) the two ranks live in two
 //! processes and the messages cross the transport `MYRIAD_TRANSPORT` picks
@@ -31,7 +36,9 @@ fn main() {
     let sizes: Vec<usize> =
         list("--sizes").unwrap_or_else(|| (0..7).map(|i| 1usize << (4 * i)).collect());
     // One worker unless `--workers` or MYRIAD_WORKERS says otherwise.
-    let mut runtime = myriad::Runtime::from_env().ranks(2);
+    let ranks: usize = arg("--ranks").unwrap_or(2);
+    assert!(ranks >= 2, "--ranks must be at least 2");
+    let mut runtime = myriad::Runtime::from_env().ranks(ranks);
     if arg::<usize>("--workers").is_none() && std::env::var_os("MYRIAD_WORKERS").is_none() {
         runtime = runtime.workers(1);
     }
@@ -41,7 +48,7 @@ fn main() {
             let processes = universe.process_count();
             let workers = myriad::environment::worker_count();
             let rank = world.rank();
-            let peer = world.process_at_rank(1 - rank);
+            let peer = world.process_at_rank(1 - rank.min(1));
             let mut rows = Vec::new();
             for &bytes in &sizes {
                 let mut buf = vec![rank as u8; bytes];
@@ -55,6 +62,9 @@ fn main() {
                     world.barrier();
                     let start = Instant::now();
                     for _ in 0..n {
+                        if rank > 1 {
+                            break;
+                        }
                         if rank == 0 {
                             peer.send(&buf[..]);
                             peer.receive_into(&mut buf[..]);
@@ -81,7 +91,12 @@ fn main() {
     } else {
         String::new()
     };
-    println!("# ping-pong, 2 ranks, {workers} worker(s) per process{across}");
+    let pair = if ranks > 2 {
+        format!("ranks 0 and 1 of {ranks}")
+    } else {
+        "2 ranks".to_string()
+    };
+    println!("# ping-pong, {pair}, {workers} worker(s) per process{across}");
     println!("# bytes  latency_us  MB/s");
     for &(bytes, t) in rows {
         println!(

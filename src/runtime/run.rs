@@ -178,6 +178,7 @@ where
     .map_err(|e| Error::config(format!("placing workers by {}: {e}", config.map_by)))?;
     let binds = config.bind && topo.binds_for_real();
     let workers = placements.len();
+    let own_cpus = own_cpus(&placements, binds, host_share.flatten().map(|(_, n)| n));
 
     let mut pool = StackPool::new(config.stack_size, ranks, config.guard).map_err(|e| {
         Error::Resources(ResourceError::StackPool {
@@ -282,6 +283,7 @@ where
                 body: &body,
                 pool: &pool,
                 bind_to: binds.then_some(placements[index].pu.os_index),
+                own_cpus,
                 start: &start,
                 exit: &exit,
             };
@@ -381,6 +383,30 @@ where
         return Err(error);
     }
     Ok(results.into_vec())
+}
+
+/// Whether each of this process's workers (`placements`, bound to their PU
+/// if `binds`) has a CPU that no other worker on this host uses, where
+/// `host_processes` of the job's processes share this host
+/// ([`WorkerArgs::own_cpus`]). Bound: the workers' PUs are distinct and the
+/// host's processes got disjoint shares (no more processes than PUs).
+/// Unbound: all the host's workers (as many per process as here) fit the
+/// CPUs this process may use.
+fn own_cpus(
+    placements: &[hardware::WorkerPlacement],
+    binds: bool,
+    host_processes: Option<u32>,
+) -> bool {
+    let processes = host_processes.unwrap_or(1).max(1) as usize;
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    if binds {
+        let mut pus: Vec<usize> = placements.iter().map(|p| p.pu.os_index).collect();
+        pus.sort_unstable();
+        pus.dedup();
+        pus.len() == placements.len() && processes <= cpus
+    } else {
+        placements.len() * processes <= cpus
+    }
 }
 
 /// Runs one job of `ranks.len()` processes, process `p` hosting
@@ -549,6 +575,45 @@ mod tests {
     use crate::error::CommError;
     use crate::runtime::Runtime;
     use crate::traits::*;
+
+    /// Workers may spin only where each has a CPU of its own on the host:
+    /// two workers of a process bound to one PU (a share of one PU, workers
+    /// given) must not, nor processes that outnumber the CPUs.
+    #[test]
+    fn workers_spin_only_on_cpus_of_their_own() {
+        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let on = |pus: &[usize]| -> Vec<hardware::WorkerPlacement> {
+            pus.iter()
+                .enumerate()
+                .map(|(worker, &os_index)| hardware::WorkerPlacement {
+                    worker,
+                    pu: hardware::Pu {
+                        os_index,
+                        core: os_index,
+                        numa: 0,
+                        package: 0,
+                    },
+                })
+                .collect()
+        };
+        assert!(own_cpus(&on(&[0]), true, None));
+        assert!(
+            !own_cpus(&on(&[0, 0]), true, Some(2)),
+            "two workers on one PU"
+        );
+        assert!(
+            !own_cpus(&on(&[0]), true, Some(cpus as u32 + 1)),
+            "more processes than CPUs"
+        );
+        assert!(
+            !own_cpus(&on(&[0, 1]), false, Some(cpus as u32)),
+            "unbound, 2 per process"
+        );
+        if cpus >= 2 {
+            assert!(own_cpus(&on(&[0, 1]), true, None));
+            assert!(own_cpus(&on(&[1]), true, Some(2)));
+        }
+    }
 
     /// The mismatch checker of a communicator spanning processes forgets
     /// each call once this process's members have checked it: after six
