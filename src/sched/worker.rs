@@ -359,11 +359,7 @@ pub(crate) fn schedule_batch(sched: &Scheduler, worker: usize, tasks: &[u32]) {
         }
     }
     let shared = &sched.workers[worker];
-    shared.inbox.lock().extend_from_slice(tasks);
-    shared.pending.fetch_add(tasks.len(), Ordering::SeqCst);
-    if sched.sleep.claim(worker) {
-        shared.unpark();
-    }
+    post(sched, worker, &shared.inbox, tasks);
 }
 
 /// Has worker `worker` unpark `slots` itself (`sched::unpark_on`): one
@@ -372,9 +368,16 @@ pub(crate) fn unpark_on(sched: &Scheduler, worker: usize, slots: &[u32]) {
     if slots.is_empty() {
         return;
     }
+    post(sched, worker, &sched.workers[worker].unparks, slots);
+}
+
+/// Appends `items` to `queue`, one of worker `worker`'s inboxes, counts
+/// them pending and wakes the worker if it sleeps (the claim protocol the
+/// loom models check).
+fn post(sched: &Scheduler, worker: usize, queue: &SpinLock<Vec<u32>>, items: &[u32]) {
     let shared = &sched.workers[worker];
-    shared.unparks.lock().extend_from_slice(slots);
-    shared.pending.fetch_add(slots.len(), Ordering::SeqCst);
+    queue.lock().extend_from_slice(items);
+    shared.pending.fetch_add(items.len(), Ordering::SeqCst);
     if sched.sleep.claim(worker) {
         shared.unpark();
     }
