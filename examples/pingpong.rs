@@ -2,7 +2,7 @@
 //! (×16 steps, as in seed 003's table), then the Hockney fit T(m) = α + β·m.
 //!
 //! ```text
-//! cargo run --release --example pingpong -- [--workers 1|2] [--iters N] [--sizes 1,65536] [--processes 2] [--ranks R] [--plot FILE.svg]
+//! cargo run --release --example pingpong -- [--workers 1|2] [--iters N] [--sizes 1,65536] [--processes 2] [--transport tcp|shm|ofi|auto] [--ranks R] [--plot FILE.svg]
 //! ```
 //!
 //! `--ranks R` (default 2) starts R ranks of which ranks 0 and 1 ping-pong
@@ -12,7 +12,8 @@
 //!
 //! With `--processes 2` (or under `mpiexec -n 2`) the two ranks live in two
 //! processes and the messages cross the transport `MYRIAD_TRANSPORT` picks
-//! (`auto`: shared memory on one host; `tcp`, `shm`); the process of rank 0
+//! (`auto`: shared memory on one host; `tcp`, `shm`; `--transport T` sets
+//! it for every process); the process of rank 0
 //! prints. `--plot` draws seed 003's figure: one-way time against message
 //! size (log–log), measured and the fitted α + β·m.
 //!
@@ -36,6 +37,10 @@ fn main() {
     let sizes: Vec<usize> =
         list("--sizes").unwrap_or_else(|| (0..7).map(|i| 1usize << (4 * i)).collect());
     // One worker unless `--workers` or MYRIAD_WORKERS says otherwise.
+    // Before any thread starts; the built-in launcher's processes inherit it.
+    if let Some(transport) = arg::<String>("--transport") {
+        std::env::set_var("MYRIAD_TRANSPORT", transport);
+    }
     let ranks: usize = arg("--ranks").unwrap_or(2);
     assert!(ranks >= 2, "--ranks must be at least 2");
     let mut runtime = myriad::Runtime::from_env().ranks(ranks);
