@@ -35,7 +35,30 @@
 //! after every coroutine of the job has been dropped. (Unmapping a share of
 //! the chunks on each worker instead made the end of a million-rank `hello`
 //! slower, 0.91–1.00 s against 0.43–0.66 s: freeing pages from two threads
-//! contends in the page allocator.)
+//! contends in the page allocator. Measured again with the pool's drop
+//! itself split over two scoped threads: a million stacks took 0.97–1.61 s,
+//! median 1.35 s, against 0.43–4.2 s, median 0.95 s, in one thread, six
+//! alternating runs each at a load of 10–11.)
+//!
+//! ## Where a big job's start-up goes
+//!
+//! Profiled (`perf record -e cpu-clock`) on the 2-vCPU VM, `hello` with
+//! 500,000 ranks, ~5.3 µs of CPU per rank in all (linear from 250,000 to
+//! 2,000,000 ranks): the guard installs and top-page populates of this pool
+//! take 42% (populate 31%: page allocation, zeroing, the cgroup charge and
+//! an LRU drain per page; guards 8%, their page-table pages included);
+//! the barrier and all-reduce 29% of the workers' time (cache and TLB
+//! misses on each rank's stack page and park slot); the final `munmap`
+//! 6.6%, on one thread after the workers end, as the set-up (2%, the page
+//! faults of the per-rank tables). So the wall time of a quiet machine is
+//! about the serial set-up and unmap plus the rest over two workers. What
+//! did not pay: prefetching the stack of a rank further back in the run
+//! queue (the 2nd or 4th) instead of the next (user time at 500,000 ranks,
+//! medians of 6: 1.26 and 1.34 s against 1.25 s), glibc's `hugetlb`
+//! tunable for the per-rank tables (their faults cost more), 32 KiB stacks
+//! (fewer page-table pages: ~5% less CPU, not a default to change). The page tables, ~0.5 KiB per rank with the
+//! default 256 KiB slots (1 GB at 2,000,000 ranks), are not in the RSS
+//! `hello` reports.
 //!
 //! ## Touched pages (`MYRIAD_REPORT_MEMORY`)
 //!
