@@ -25,10 +25,14 @@
 //!   queue, posted by later calls in order. [`RECVS`] buffers of [`MSG`]
 //!   bytes are posted at start and re-posted as each completes.
 //! * **poll** reads the completion queue without blocking (which also
-//!   drives the provider's progress); **wait** blocks in `epoll` on the
-//!   queue's wait object (`FI_WAIT_FD`, after `fi_trywait`), the control
-//!   streams and an `eventfd` that [`wake`](Transport::wake) writes. A
-//!   provider without a wait fd is waited on in 1 ms steps.
+//!   drives the provider's progress) and, every [`CONTROL_PERIOD`] or when
+//!   a wait saw them ready, the control streams (one system call less per
+//!   poll); **wait** blocks in `epoll` on the queue's wait object
+//!   (`FI_WAIT_FD`, after `fi_trywait`), the control streams and an
+//!   `eventfd` that [`wake`](Transport::wake) writes, for the time asked
+//!   (to the microsecond: the termination wave's short timeouts are not a
+//!   busy loop). A provider without a wait fd, or output the provider
+//!   refused for now (`FI_EAGAIN`), is waited on in 1 ms steps.
 //!
 //! ## Design note: authentication and liveness
 //!
@@ -98,7 +102,7 @@ use std::ffi::c_void;
 use std::io::{self, Read};
 use std::net::{Shutdown, TcpStream};
 use std::os::fd::AsRawFd;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -127,6 +131,18 @@ const CQ_SIZE: usize = 1024;
 const WAKE: u64 = u64::MAX;
 /// The epoll token of the completion queue's wait fd.
 const CQ: u64 = u64::MAX - 1;
+/// The longest step of a `wait` while progress needs polls.
+const STEP: Duration = Duration::from_millis(1);
+/// The epoll token of the control streams' own epoll set.
+const CONTROLS: u64 = u64::MAX - 2;
+/// Polls between two readings of the clock for the control streams.
+const CONTROL_EVERY: u32 = 64;
+/// How often a poll looks at the control streams (which only carry a
+/// closing peer's count or its end) unless a wait saw them ready: each
+/// look is an `epoll_wait`, a system call that a worker polling in a loop
+/// made on every poll beside the provider's own; a loss is seen within
+/// this.
+const CONTROL_PERIOD: Duration = Duration::from_millis(1);
 /// How long a peer that closed may take for its last messages to arrive
 /// before it is reported lost anyway.
 const LAST_MESSAGES: Duration = Duration::from_secs(10);
@@ -269,7 +285,19 @@ pub(crate) struct OfiTransport {
     /// Each process's address in the AV.
     addrs: Box<[sys::fi_addr_t]>,
     peers: Box<[Option<Peer>]>,
+    /// What `wait` blocks on: the wake-up eventfd, the completion queue's
+    /// wait fd and `controls`.
     epoll: Epoll,
+    /// The control streams, looked at by polls every [`CONTROL_PERIOD`].
+    controls: Epoll,
+    /// A wait saw `controls` ready: the next poll looks at them.
+    controls_ready: AtomicBool,
+    /// Polls so far (for the clock of `controls_due`).
+    polls: AtomicU32,
+    /// When the control streams were last looked at, in nanoseconds since
+    /// `start`.
+    looked: AtomicU64,
+    start: Instant,
     wake: Doorbell,
     closed: AtomicBool,
     /// Operations posted and not completed (as addresses of `Op`s), freed
@@ -486,6 +514,10 @@ impl Opened {
         }
         let io = |e: io::Error| fail(e.to_string());
         let epoll = Epoll::new().map_err(io)?;
+        let controls = Epoll::new().map_err(io)?;
+        epoll
+            .add(controls.fd(), libc::EPOLLIN as u32, CONTROLS)
+            .map_err(io)?;
         let wake = Doorbell::new().map_err(io)?;
         epoll
             .add(wake.fd(), libc::EPOLLIN as u32, WAKE)
@@ -501,7 +533,7 @@ impl Opened {
                 (false, None) => return Err(fail(format!("no control stream to process {p}"))),
                 (false, Some(stream)) => {
                     stream.set_nonblocking(true).map_err(io)?;
-                    epoll
+                    controls
                         .add(stream.as_raw_fd(), libc::EPOLLIN as u32, p as u64)
                         .map_err(io)?;
                     peers.push(Some(Peer {
@@ -526,6 +558,11 @@ impl Opened {
             addrs: addrs.into(),
             peers: peers.into(),
             epoll,
+            controls,
+            controls_ready: AtomicBool::new(false),
+            polls: AtomicU32::new(0),
+            looked: AtomicU64::new(0),
+            start: Instant::now(),
             wake,
             closed: AtomicBool::new(false),
             live: Mutex::default(),
@@ -719,7 +756,7 @@ impl OfiTransport {
             input.reading = None;
         }
         if let Some(Some(peer)) = self.peers.get(p) {
-            let _ = self.epoll.delete(peer.stream.as_raw_fd());
+            let _ = self.controls.delete(peer.stream.as_raw_fd());
         }
         sink.take(Incoming::Lost(ProcessId::new(p as u32), why));
         1
@@ -1040,7 +1077,7 @@ impl OfiTransport {
                     }
                     let count = u64::from_le_bytes(input.control[..8].try_into().expect("8"));
                     input.closing = Some((count, Instant::now()));
-                    let _ = self.epoll.delete(peer.stream.as_raw_fd());
+                    let _ = self.controls.delete(peer.stream.as_raw_fd());
                     return self.check_closing(p, &mut input, sink);
                 }
                 Ok(n) => {
@@ -1082,12 +1119,12 @@ impl OfiTransport {
                 break;
             }
         }
-        // Control streams that epoll reports readable.
+        // Control streams that epoll reports readable, when due.
         const BATCH: usize = 16;
         let mut events = [libc::epoll_event { events: 0, u64: 0 }; BATCH];
-        loop {
+        while self.controls_due() {
             // A zero timeout does not block.
-            let ready = self.epoll.ready(&mut events, 0);
+            let ready = self.controls.ready(&mut events, 0);
             for event in ready {
                 if event.u64 < self.peers.len() as u64 {
                     handed += self.control(event.u64 as usize, sink);
@@ -1096,6 +1133,7 @@ impl OfiTransport {
             if ready.len() < BATCH {
                 break;
             }
+            self.controls_ready.store(true, Ordering::Relaxed);
         }
         for (p, peer) in self.peers.iter().enumerate() {
             let Some(peer) = peer else { continue };
@@ -1125,6 +1163,27 @@ impl OfiTransport {
             }
         }
         handed
+    }
+
+    /// Whether this progress should look at the control streams: a wait
+    /// saw them ready, or [`CONTROL_PERIOD`] passed (the clock read every
+    /// [`CONTROL_EVERY`]th poll).
+    fn controls_due(&self) -> bool {
+        if self.controls_ready.load(Ordering::Relaxed)
+            && self.controls_ready.swap(false, Ordering::Relaxed)
+        {
+            return true;
+        }
+        if self.polls.fetch_add(1, Ordering::Relaxed) % CONTROL_EVERY != 0 {
+            return false;
+        }
+        let now = self.start.elapsed().as_nanos() as u64;
+        let looked = self.looked.load(Ordering::Relaxed);
+        now.saturating_sub(looked) >= CONTROL_PERIOD.as_nanos() as u64
+            && self
+                .looked
+                .compare_exchange(looked, now, Ordering::Relaxed, Ordering::Relaxed)
+                .is_ok()
     }
 
     /// Handles one completion.
@@ -1230,6 +1289,26 @@ impl OfiTransport {
                 .try_lock()
                 .map(|out| !out.queue.is_empty() || out.in_flight > 0 || !out.lent.is_empty());
             !lost && out.unwrap_or(true)
+        })
+    }
+
+    /// Output that no completion will announce waits: messages or reads
+    /// the provider refused for now (`FI_EAGAIN`), posted by a later
+    /// progress. (A send or read in flight completes through the queue,
+    /// whose wait fd wakes a `wait`.)
+    fn unannounced_output(&self) -> bool {
+        self.peers.iter().flatten().any(|peer| {
+            let queued = peer
+                .out
+                .try_lock()
+                .map_or(true, |out| !out.queue.is_empty());
+            let reads = peer.input.try_lock().map_or(true, |input| {
+                input
+                    .reading
+                    .as_ref()
+                    .is_some_and(|r| r.posted < r.len && !r.dropped && r.failed.is_none())
+            });
+            queued || reads
         })
     }
 
@@ -1401,17 +1480,16 @@ impl Transport for OfiTransport {
         handed
     }
 
-    fn wait(&self, timeout: Option<Duration>) {
-        let mut ms = timeout.map_or(-1, |t| t.as_millis().min(i32::MAX as u128) as i32);
+    fn wait(&self, mut timeout: Option<Duration>) {
         let closing = self.peers.iter().flatten().any(|peer| {
             peer.input
                 .try_lock()
                 .map_or(true, |input| input.closing.is_some() && !input.ended)
         });
         let cq = self.ep().cq();
-        if cq.wait_fd().is_none() || closing || self.pending_output() {
+        if cq.wait_fd().is_none() || closing || self.unannounced_output() {
             // Progress needs polls: wait in short steps.
-            ms = if ms < 0 { 1 } else { ms.min(1) };
+            timeout = Some(timeout.map_or(STEP, |t| t.min(STEP)));
         }
         if !lock(&self.stash).is_empty() {
             return;
@@ -1419,7 +1497,16 @@ impl Transport for OfiTransport {
         if cq.wait_fd().is_some() && self.domain.fabric().trywait(cq).is_err() {
             return;
         }
-        self.epoll.wait(&self.wake, WAKE, ms);
+        let mut events = [libc::epoll_event { events: 0, u64: 0 }; 4];
+        // Sub-millisecond timeouts (the termination wave's) are waited,
+        // not rounded down to a busy loop of the progress thread.
+        for event in self.epoll.ready_within(&mut events, timeout) {
+            match event.u64 {
+                WAKE => self.wake.clear(),
+                CONTROLS => self.controls_ready.store(true, Ordering::Relaxed),
+                _ => {}
+            }
+        }
     }
 
     fn wake(&self) {
