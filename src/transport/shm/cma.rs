@@ -85,7 +85,15 @@ pub(crate) fn probe(pid: u32, remote: u64, expected: u64) -> Result<(), String> 
 }
 
 /// Reads of at least this many bytes are shared with the helper thread.
-pub(crate) const SHARED_READ: usize = 1 << 20;
+///
+/// Below it the helper's wake-up (a futex, tens of microseconds on a VM,
+/// far more on a loaded host) and the hand-back cost about what the second
+/// core saves: one `process_vm_readv` of 1 MiB took 83–99 µs here (load
+/// 6 on 2 vCPUs), the same read split with a second thread 118–1,492 µs.
+/// Reads below it also
+/// keep their sender polling for the `done` (`ShmLinks::busy`), which a
+/// shared read cannot (the helper wants the sender's core).
+pub(crate) const SHARED_READ: usize = 4 << 20;
 /// Bytes one `process_vm_readv` of a shared read copies: small enough that
 /// whoever finishes first waits for at most one chunk of the other.
 const PIECE: usize = 256 * 1024;

@@ -30,7 +30,7 @@
 //! from the ring into the place: two copies, as MPICH's shared memory.
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -48,6 +48,9 @@ const RECORD_MAGIC: u16 = 0x6d53;
 const ANNOUNCE: u8 = 1;
 /// A record saying a CMA read is done.
 const DONE: u8 = 2;
+/// Byte 7 of a `done` record: the read was one the reader did alone
+/// (below `cma::SHARED_READ`; see [`ShmLinks::busy`]).
+const SHORT: u8 = 1;
 /// The largest record: an announce with the largest signature.
 const MAX_RECORD: usize = 32 + frame::HEADER + 9 * frame::MAX_RUNS;
 /// Bytes moved from a ring into the input buffer at a time.
@@ -151,6 +154,9 @@ pub(crate) struct ShmLinks {
     queued: AtomicBool,
     /// Reads announced payloads (with a helper thread when large).
     reader: cma::Reader,
+    /// Payloads announced for CMA that the peer reads alone (below
+    /// `cma::SHARED_READ`) and has not said `done` for.
+    short_reads: AtomicUsize,
 }
 
 impl ShmLinks {
@@ -165,6 +171,7 @@ impl ShmLinks {
             closed: AtomicBool::new(false),
             queued: AtomicBool::new(false),
             reader: cma::Reader::new(),
+            short_reads: AtomicUsize::new(0),
         }
     }
 
@@ -270,6 +277,9 @@ impl ShmLinks {
             let rest = (record.len() - 4) as u32;
             record[..4].copy_from_slice(&rest.to_le_bytes());
             out.queue.push_back(Chunk::Owned(record));
+            if len < cma::SHARED_READ {
+                self.short_reads.fetch_add(1, Ordering::Relaxed);
+            }
         } else {
             let mut head = Vec::new();
             frame.encode_head_for(len, &mut head);
@@ -541,6 +551,9 @@ impl ShmLinks {
         let word = |i: usize| u64::from_le_bytes(record[i..i + 8].try_into().expect("8 bytes"));
         match record[6] {
             DONE => {
+                if record[7] == SHORT {
+                    self.short_reads.fetch_sub(1, Ordering::Relaxed);
+                }
                 sink.take(Incoming::Sent(from, word(8)));
                 Ok(())
             }
@@ -587,7 +600,8 @@ impl ShmLinks {
                 let mut done = Vec::with_capacity(16);
                 done.extend_from_slice(&12u32.to_le_bytes());
                 done.extend_from_slice(&RECORD_MAGIC.to_le_bytes());
-                done.extend_from_slice(&[DONE, 0]);
+                let short = if len < cma::SHARED_READ { SHORT } else { 0 };
+                done.extend_from_slice(&[DONE, short]);
                 done.extend_from_slice(&token.to_le_bytes());
                 let mut out = lock(&peer.out);
                 out.queue.push_back(Chunk::Owned(done));
@@ -636,7 +650,14 @@ impl ShmLinks {
         }
     }
 
-    /// Output waits for room, or a payload is partly read.
+    /// Output waits for room, or a payload is partly read, or a peer
+    /// reads a payload of this process that it copies alone.
+    ///
+    /// The last keeps the waiting sender's worker polling for the `done`
+    /// (a read below `cma::SHARED_READ` takes well under a millisecond; a
+    /// sleeping sender would cost a wake-up of its progress thread and
+    /// then of its worker before the next message). A sender of a larger
+    /// payload sleeps instead: the reader's helper thread wants its core.
     ///
     /// A long CMA read under way is not: the poller copying holds the
     /// input until it is done (and then wakes the rank it completes),
@@ -644,6 +665,7 @@ impl ShmLinks {
     /// helper thread, or the peer, wants.
     pub(crate) fn busy(&self) -> bool {
         self.queued.load(Ordering::Relaxed)
+            || self.short_reads.load(Ordering::Relaxed) > 0
             || self
                 .peers
                 .iter()

@@ -186,6 +186,43 @@ fn sixteen_mib_arrive_in_place_through_the_ring_without_cma() {
     });
 }
 
+/// A sender whose payload its peer reads alone by CMA counts as busy (its
+/// worker polls on) until the peer's `done` arrives; one whose payload the
+/// peer shares with its helper thread does not (the helper wants its core).
+#[test]
+fn a_sender_is_busy_until_the_done_of_a_read_its_peer_does_alone() {
+    let t = routed(
+        2,
+        Settings {
+            ring: DEFAULT_RING,
+            cma: true,
+        },
+    );
+    for (len, busy) in [(1usize << 20, true), (super::cma::SHARED_READ, false)] {
+        let data: Vec<u8> = (0..len).map(|i| (i % 253) as u8).collect();
+        let mut head = Frame::control(Kind::Data);
+        head.id = 5;
+        // SAFETY: `data` outlives the transfer (checked through `Sent`)
+        // and is not written meanwhile.
+        let lent = unsafe { Borrowed::new(data.as_ptr(), len) };
+        assert!(!t[0].send_borrowed(id(1), head, lent, 11).unwrap());
+        assert_eq!(t[0].busy(), busy, "{len} bytes announced");
+        let (mut got, mut at_sender) = (Vec::new(), Vec::new());
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while got.is_empty() || at_sender.is_empty() {
+            assert!(Instant::now() < deadline, "the transfer did not end");
+            t[1].poll(&mut |i| got.push(i));
+            t[0].poll(&mut |i| at_sender.push(i));
+        }
+        match &got[..] {
+            [Incoming::Frame(p, f)] => assert!(p.get() == 0 && f.payload == data),
+            other => panic!("{other:?}"),
+        }
+        assert!(matches!(&at_sender[..], [Incoming::Sent(p, 11)] if p.get() == 1));
+        assert!(!t[0].busy(), "{len} bytes done");
+    }
+}
+
 /// A peer's frames written before its TCP stream closed are handed over
 /// before its loss.
 #[test]
