@@ -49,6 +49,12 @@
 //!   included) over T_it(NS), the iteration time without; `-` for B, or
 //!   when no iteration ran.
 //! * `iters_during`: iterations the sources ran while it was in flight.
+//! * `cpu_ms` (last column): the process's CPU time (every OS thread)
+//!   over the same span, the most any rank saw: `cpu_ms / redist_ms` is
+//!   the CPUs the case kept busy. Threading runs one helper OS thread per
+//!   rank beside the workers, unbound, so on a loaded host it gets CPU
+//!   time the workers alone would not: the `#` lines print the ratio per
+//!   method and strategy, so that share is stated, not hidden.
 //! * `total_ms`: seed 000's equations: T_blocking = T_redis +
 //!   T_it(NT) × N_it for B, where N_it is the fewest `iters_during` (the
 //!   medians) of the pair's background cases that overlapped at least one
@@ -128,8 +134,12 @@ fn main() {
         );
     }
     println!(
+        "# T: one helper OS thread per rank runs the redistribution beside the workers; \
+         cpu_ms: the process's CPU time (every thread) during redist_ms"
+    );
+    println!(
         "ns nt method strategy spawn_ms redist_ms omega iters_during total_ms \
-         redist_lo redist_hi it_ns_ms it_nt_ms"
+         redist_lo redist_hi it_ns_ms it_nt_ms cpu_ms"
     );
     let mut wrong = false;
     let mut table: Vec<Row> = Vec::new();
@@ -222,6 +232,7 @@ struct Row {
     total_strict_ms: f64,
     it_ns_ms: f64,
     it_nt_ms: f64,
+    cpu_ms: f64,
 }
 
 impl Row {
@@ -252,6 +263,7 @@ impl Row {
             total_strict_ms: f64::NAN,
             it_ns_ms: med(&|f| f.it_ns_ms),
             it_nt_ms: med(&|f| f.it_nt_ms),
+            cpu_ms: med(&|f| f.cpu_ms),
         }
     }
 }
@@ -265,7 +277,7 @@ impl std::fmt::Display for Row {
         };
         write!(
             f,
-            "{} {} {} {} {:.3} {:.3} {omega} {} {:.3} {:.3} {:.3} {:.3} {:.3}",
+            "{} {} {} {} {:.3} {:.3} {omega} {} {:.3} {:.3} {:.3} {:.3} {:.3} {:.3}",
             self.ns,
             self.nt,
             self.method.name(),
@@ -278,6 +290,7 @@ impl std::fmt::Display for Row {
             self.redist_hi,
             self.it_ns_ms,
             self.it_nt_ms,
+            self.cpu_ms,
         )
     }
 }
@@ -306,6 +319,23 @@ fn targets(table: &[Row], pairs: &[(usize, usize)], strategies: &[Strategy]) {
                 s.name()
             );
         }
+        // Not the issue's target: the same comparison in CPU time, which a
+        // loaded host disturbs less than the wall clock.
+        let cpu = pairs
+            .iter()
+            .filter_map(|&(ns, nt)| {
+                let rma2 = find(ns, nt, Method::RmaLockAll, s)?;
+                let col = find(ns, nt, Method::Collective, s)?;
+                Some(rma2.cpu_ms <= col.cpu_ms)
+            })
+            .filter(|&b| b)
+            .count();
+        if of > 0 {
+            println!(
+                "# (cpu) RMA2 cpu_ms <= COL's, strategy {}: {cpu} of {of} pairs",
+                s.name()
+            );
+        }
     }
     let (mut lowest, mut lowest_strict, mut of) = (0, 0, 0);
     for &(ns, nt) in pairs {
@@ -331,6 +361,27 @@ fn targets(table: &[Row], pairs: &[(usize, usize)], strategies: &[Strategy]) {
             "# target: RMA2-WT has the lowest total_ms: {lowest} of {of} pairs \
              ({lowest_strict} with N_it over every background case)"
         );
+    }
+    for &s in strategies {
+        let busy: Vec<String> = Method::ALL
+            .iter()
+            .filter_map(|&m| {
+                let mut r: Vec<f64> = table
+                    .iter()
+                    .filter(|r| r.method == m && r.strategy == s && r.redist_ms > 0.0)
+                    .map(|r| r.cpu_ms / r.redist_ms)
+                    .collect();
+                (!r.is_empty()).then(|| format!("{} {:.2}", m.name(), median(&mut r)))
+            })
+            .collect();
+        if !busy.is_empty() {
+            println!(
+                "# CPUs busy during the redistribution (cpu_ms / redist_ms, median over pairs), \
+                 strategy {}: {}",
+                s.name(),
+                busy.join(", ")
+            );
+        }
     }
     for m in Method::ALL {
         let omegas: Vec<(f64, f64)> = table
