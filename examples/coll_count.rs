@@ -7,11 +7,18 @@
 //! valgrind --tool=callgrind target/release/examples/coll_count all_reduce 0 256
 //! ```
 //!
-//! Arguments: `<collective> <calls> <ranks>` (collectives: `barrier`,
-//! `broadcast`, `reduce`, `all_reduce`, `gather`, `scatter`, `scan`,
-//! `all_gather`); 2 workers. Instructions per rank and call =
-//! (Ir(calls = 100) − Ir(calls = 0)) / (100 × ranks): the difference
+//! Arguments: `<collective> <calls> <ranks> [workers]` (collectives:
+//! `barrier`, `broadcast`, `reduce`, `all_reduce`, `gather`, `scatter`,
+//! `scan`, `all_gather`); 2 workers unless given. Instructions per rank and
+//! call = (Ir(calls = 100) − Ir(calls = 0)) / (100 × ranks): the difference
 //! removes start-up and teardown.
+//!
+//! With 1 worker, the process's CPU time (`perf stat -e task-clock
+//! coll_count barrier 2000 1024 1`) is the ranks' own work, misses and
+//! locked instructions included, without idle polling; other processes
+//! preempting it change it little, unlike the wall time of a 2-worker run
+//! on a busy machine: CPU time / (calls × ranks) is the cost per rank and
+//! call that callgrind's count does not see.
 
 use myriad::collective::SystemOperation;
 use myriad::traits::*;
@@ -29,7 +36,7 @@ const COLLECTIVES: &[&str] = &[
 
 fn usage() -> ! {
     eprintln!(
-        "usage: coll_count <collective> <calls> <ranks>\ncollectives: {}",
+        "usage: coll_count <collective> <calls> <ranks> [workers]\ncollectives: {}",
         COLLECTIVES.join(", ")
     );
     std::process::exit(2);
@@ -37,16 +44,19 @@ fn usage() -> ! {
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
-    if args.len() != 4 || !COLLECTIVES.contains(&args[1].as_str()) {
+    if !(4..=5).contains(&args.len()) || !COLLECTIVES.contains(&args[1].as_str()) {
         usage();
     }
     let which = args[1].clone();
     let (Ok(calls), Ok(ranks)) = (args[2].parse::<usize>(), args[3].parse::<usize>()) else {
         usage()
     };
+    let Ok(workers) = args.get(4).map_or(Ok(2), |w| w.parse::<usize>()) else {
+        usage()
+    };
     myriad::Runtime::builder()
         .ranks(ranks)
-        .workers(2)
+        .workers(workers)
         .run(move |universe| {
             let world = universe.world();
             let size = world.size() as usize;

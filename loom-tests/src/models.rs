@@ -24,9 +24,10 @@ fn wait_until(state: &ParkState, mut done: impl FnMut() -> bool) -> usize {
     while !done() {
         if state.try_park() {
             parks += 1;
-            // Suspended until a waker requeues us.
+            // Suspended until a waker requeues us (which took the state
+            // back to RUNNING, or left a notification for the next
+            // `try_park`).
             thread::park();
-            state.resumed();
         }
     }
     parks

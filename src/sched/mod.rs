@@ -391,7 +391,8 @@ pub(crate) fn park_once(ctx: &RankCtx, info: &WaitInfo) -> Result<(), Error> {
             )
         });
         ctx.suspend(Suspend::Parked);
-        slot.park.resumed();
+        // No `resumed()`: the unparker took the slot back to `RUNNING`, or
+        // left a notification that the next `try_park` consumes (`park.rs`).
         if sched.is_aborting() {
             return aborted(ctx);
         }
