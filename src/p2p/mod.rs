@@ -1170,4 +1170,18 @@ mod tests {
             ]
         );
     }
+
+    #[test]
+    fn small_copies_move_exactly_their_bytes() {
+        for n in 0..=16 {
+            let src: Vec<u8> = (1..=16).collect();
+            let mut dst = [0u8; 18];
+            // SAFETY: `src` has 16 readable bytes, `dst[1..]` 17 writable
+            // ones, and `n` ≤ 16; they do not overlap.
+            unsafe { copy_small(src.as_ptr(), dst[1..].as_mut_ptr(), n) };
+            let mut want = [0u8; 18];
+            want[1..=n].copy_from_slice(&src[..n]);
+            assert_eq!(dst, want, "{n} bytes");
+        }
+    }
 }
