@@ -523,7 +523,7 @@ unsafe fn copy_message(src: &Layout, dst: &Layout, total: usize) {
 unsafe fn copy_small(src: *const u8, dst: *mut u8, n: usize) {
     use std::ptr::{read_unaligned as get, write_unaligned as put};
     debug_assert!(n <= 16);
-    // SAFETY (all four arms): each access lies in `0..n` of its buffer (the
+    // SAFETY: (all four arms) each access lies in `0..n` of its buffer (the
     // second one ends at `n`, the first starts at 0, and `n` is at least
     // the access's width in its arm); unaligned accesses are allowed.
     unsafe {
