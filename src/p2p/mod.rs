@@ -337,6 +337,29 @@ pub(crate) fn start_send(
     mode: SendMode,
     completion: &Completion,
 ) -> Started {
+    if send_to(ep, route, tag, src, mode, completion) {
+        Started::Done(Outcome {
+            bytes: src.bytes(),
+            ..Outcome::default()
+        })
+    } else {
+        Started::Pending
+    }
+}
+
+/// [`start_send`] answering only whether the send is done (`false`:
+/// pending). The blocking send uses it: it has no use for the `Outcome`,
+/// which, returned through `Started`, was built and stored on every
+/// message (callgrind).
+#[inline(always)]
+fn send_to(
+    ep: Endpoint<'_, impl Node>,
+    route: Route,
+    tag: Tag,
+    src: &Layout,
+    mode: SendMode,
+    completion: &Completion,
+) -> bool {
     let env = Envelope {
         context: route.context,
         source: route.source,
@@ -353,21 +376,25 @@ pub(crate) fn start_send(
     };
     match ep.destination(route.dest_world) {
         Destination::Local(index) => arrive(ep, ep.mailbox(index), env, arrival),
-        Destination::Remote(process) => remote::send(
-            ep.node,
-            process,
-            env,
-            route.dest_world,
-            src,
-            mode,
-            completion,
+        Destination::Remote(process) => matches!(
+            remote::send(
+                ep.node,
+                process,
+                env,
+                route.dest_world,
+                src,
+                mode,
+                completion
+            ),
+            Started::Done(_)
         ),
     }
 }
 
 /// A message `env` reaches `mailbox`: it takes the first matching posted
 /// receive (and is delivered into it), or is queued as unexpected (and the
-/// mailbox's probers are woken). The one way into a mailbox, for local
+/// mailbox's probers are woken). `true` if the send is done (`false`: it
+/// waits for its rendezvous). The one way into a mailbox, for local
 /// senders now and for a transport's arrivals later, so matching order,
 /// wildcards and probes do not depend on where the sender runs.
 ///
@@ -381,7 +408,7 @@ pub(crate) fn arrive(
     mailbox: &Mailbox,
     env: Envelope,
     msg: Arrival<'_>,
-) -> Started {
+) -> bool {
     let Arrival::Local {
         src,
         mode,
@@ -390,19 +417,16 @@ pub(crate) fn arrive(
     let mut queues = mailbox.lock();
     if let Some(posted) = queues.take_posted(&env, || ep.is_aborting()) {
         drop(queues);
-        let bytes = src.bytes();
         deliver(ep, &env, src, posted);
-        return Started::Done(Outcome {
-            bytes,
-            ..Outcome::default()
-        });
+        return true;
     }
     queue_unexpected(ep, queues, env, src, mode, completion)
 }
 
 /// The second half of [`arrive`]: no posted receive matched, so the
 /// message is queued as unexpected (packed into an eager buffer, or as a
-/// rendezvous descriptor of `src`) and the mailbox's probers are woken.
+/// rendezvous descriptor of `src`) and the mailbox's probers are woken;
+/// `true` if the send is done (eager).
 /// Out of line: it keeps `arrive` (and the sends it is inlined into)
 /// small on the path of a receive already posted.
 #[inline(never)]
@@ -413,7 +437,7 @@ fn queue_unexpected(
     src: &Layout,
     mode: SendMode,
     completion: &Completion,
-) -> Started {
+) -> bool {
     let bytes = src.bytes();
     let eager = match mode {
         SendMode::Buffered => true,
@@ -443,14 +467,7 @@ fn queue_unexpected(
     for slot in probers {
         sched::unpark(ep.sched(), slot);
     }
-    if eager {
-        Started::Done(Outcome {
-            bytes,
-            ..Outcome::default()
-        })
-    } else {
-        Started::Pending
-    }
+    eager
 }
 
 /// Copies a message into a claimed posted receive and completes it.
@@ -870,9 +887,9 @@ pub(crate) fn send(
         src.bytes(),
     );
     let completion = Completion::new(ctx.slot);
-    match start_send(ep, route, tag, src, mode, &completion) {
-        Started::Done(_) => Ok(()),
-        Started::Pending => {
+    match send_to(ep, route, tag, src, mode, &completion) {
+        true => Ok(()),
+        false => {
             let guard = PendingGuard::new(ep, Queued::Send(route.dest_world), &completion);
             let info = WaitInfo {
                 op: if mode == SendMode::Synchronous {
