@@ -61,6 +61,15 @@ impl<X> Core<X> {
         (0..self.shared().peers.size() as Rank).contains(&dest) && (0..=TAG_UB).contains(&tag)
     }
 
+    /// Whether `source` names a peer (or is `ANY_SOURCE`) and `tag` is a
+    /// receive tag (or `ANY_TAG`): the test of [`Self::check_receive`]
+    /// without its error, as [`Self::send_ok`] for the blocking receive.
+    #[inline]
+    pub(crate) fn receive_ok(&self, source: Rank, tag: Tag) -> bool {
+        (source == ANY_SOURCE || (0..self.shared().peers.size() as Rank).contains(&source))
+            && (tag == ANY_TAG || (0..=TAG_UB).contains(&tag))
+    }
+
     /// Checks a destination rank and a send tag.
     pub(crate) fn check_send(&self, op: &'static str, dest: Rank, tag: Tag) -> Result<(), Error> {
         self.check_peer(op, dest)?;

@@ -159,6 +159,22 @@ impl Completion {
         // after.
         self.outcome.with(|o| unsafe { (*o).assume_init() })
     }
+
+    /// [`outcome`](Self::outcome) in place, without copying it out.
+    ///
+    /// # Panics
+    ///
+    /// If the completion is not done, as `outcome`.
+    #[inline]
+    pub(crate) fn outcome_ref(&self) -> &Outcome {
+        if !self.is_done() {
+            not_done();
+        }
+        // SAFETY: as in `outcome`: initialised and published before `DONE`
+        // (observed with `Acquire` just above) and never written after, so
+        // it may be lent for as long as `self` is borrowed.
+        self.outcome.with(|o| unsafe { (*o).assume_init_ref() })
+    }
 }
 
 /// [`Completion::outcome`] of a completion not done: a bug of the caller.

@@ -46,9 +46,19 @@ pub(super) fn receive(
     site: &'static Location<'static>,
 ) -> Result<Status, Error> {
     let ctx = core.caller()?;
-    core.check_receive("receive", source, tag)?;
+    if !core.receive_ok(source, tag) {
+        receive_error(core, source, tag)?;
+    }
     let spec = core.accept(core.p2p_context(), source, tag);
     p2p::receive(core.endpoint(), ctx, core.rank(), spec, dst, site)
+}
+
+/// The error of a receive that [`CommCore::receive_ok`] refused; out of
+/// line, as [`send_error`].
+#[cold]
+#[inline(never)]
+fn receive_error(core: &CommCore, source: Rank, tag: Tag) -> Result<(), Error> {
+    core.check_receive("receive", source, tag)
 }
 
 /// Probe (`blocking`) or immediate probe.
