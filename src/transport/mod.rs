@@ -51,6 +51,7 @@ pub(crate) mod loopback;
 pub(crate) mod mesh;
 #[cfg(feature = "ofi")]
 pub(crate) mod ofi;
+mod periodic;
 pub(crate) mod route;
 pub(crate) mod shm;
 pub(crate) mod tcp;

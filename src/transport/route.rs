@@ -25,12 +25,13 @@
 use std::io;
 use std::net::TcpStream;
 use std::os::fd::RawFd;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::choice::Choice;
 use super::epoll::Epoll;
+use super::periodic::Periodic;
 use super::shm::{self, ShmLinks};
 use super::tcp::TcpTransport;
 use super::{Borrowed, Frame, Incoming, Place, SendError, Sink, Transport};
@@ -78,10 +79,8 @@ pub(crate) struct Routed {
     epoll: Epoll,
     /// Every peer is reached through shared memory.
     all_shm: bool,
-    polls: AtomicU32,
-    /// When TCP was last asked, in nanoseconds since `start`.
-    looked: AtomicU64,
-    start: Instant,
+    /// When a poll asks TCP next.
+    tcp_looks: Periodic,
     /// `wait` saw TCP ready: the next poll asks it.
     tcp_ready: AtomicBool,
 }
@@ -106,9 +105,7 @@ impl Routed {
             shm,
             epoll,
             all_shm,
-            polls: AtomicU32::new(0),
-            looked: AtomicU64::new(0),
-            start: Instant::now(),
+            tcp_looks: Periodic::new(TCP_EVERY, TCP_PERIOD),
             tcp_ready: AtomicBool::new(false),
         })
     }
@@ -133,16 +130,7 @@ impl Routed {
     /// most every [`TCP_PERIOD`], the clock read every [`TCP_EVERY`]th
     /// poll.
     fn tcp_due(&self) -> bool {
-        if self.polls.fetch_add(1, Ordering::Relaxed) % TCP_EVERY != 0 {
-            return false;
-        }
-        let now = self.start.elapsed().as_nanos() as u64;
-        let looked = self.looked.load(Ordering::Relaxed);
-        now.saturating_sub(looked) >= TCP_PERIOD.as_nanos() as u64
-            && self
-                .looked
-                .compare_exchange(looked, now, Ordering::Relaxed, Ordering::Relaxed)
-                .is_ok()
+        self.tcp_looks.due()
     }
 
     /// Waits on the epoll set for at most `timeout` (with a resolution

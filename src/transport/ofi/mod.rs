@@ -102,7 +102,7 @@ use std::ffi::c_void;
 use std::io::{self, Read};
 use std::net::{Shutdown, TcpStream};
 use std::os::fd::AsRawFd;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -111,6 +111,7 @@ use self::fabric::{
 };
 use super::epoll::{Doorbell, Epoll};
 use super::frame::{frame_len, Frame, MAX_PAYLOAD};
+use super::periodic::Periodic;
 use super::{Borrowed, Incoming, Place, SendError, Sink, Transport};
 use crate::error::Error;
 use crate::identity::ProcessId;
@@ -292,12 +293,8 @@ pub(crate) struct OfiTransport {
     controls: Epoll,
     /// A wait saw `controls` ready: the next poll looks at them.
     controls_ready: AtomicBool,
-    /// Polls so far (for the clock of `controls_due`).
-    polls: AtomicU32,
-    /// When the control streams were last looked at, in nanoseconds since
-    /// `start`.
-    looked: AtomicU64,
-    start: Instant,
+    /// When a poll looks at `controls` next, unless a wait saw them ready.
+    control_looks: Periodic,
     wake: Doorbell,
     closed: AtomicBool,
     /// Operations posted and not completed (as addresses of `Op`s), freed
@@ -560,9 +557,7 @@ impl Opened {
             epoll,
             controls,
             controls_ready: AtomicBool::new(false),
-            polls: AtomicU32::new(0),
-            looked: AtomicU64::new(0),
-            start: Instant::now(),
+            control_looks: Periodic::new(CONTROL_EVERY, CONTROL_PERIOD),
             wake,
             closed: AtomicBool::new(false),
             live: Mutex::default(),
@@ -1174,16 +1169,7 @@ impl OfiTransport {
         {
             return true;
         }
-        if self.polls.fetch_add(1, Ordering::Relaxed) % CONTROL_EVERY != 0 {
-            return false;
-        }
-        let now = self.start.elapsed().as_nanos() as u64;
-        let looked = self.looked.load(Ordering::Relaxed);
-        now.saturating_sub(looked) >= CONTROL_PERIOD.as_nanos() as u64
-            && self
-                .looked
-                .compare_exchange(looked, now, Ordering::Relaxed, Ordering::Relaxed)
-                .is_ok()
+        self.control_looks.due()
     }
 
     /// Handles one completion.
