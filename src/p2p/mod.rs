@@ -503,63 +503,11 @@ fn transfer(env: &Envelope, src: &Layout, dst: &Layout) -> Outcome {
     let capacity = dst.bytes();
     // SAFETY: both buffers are kept alive by their (waiting) owners, see the
     // module docs; they belong to different operations so do not overlap.
-    unsafe { copy_message(src, dst, bytes.min(capacity)) };
+    unsafe { copy::copy(src, dst) };
     if bytes > capacity {
         outcome.fault = Some(Fault::Truncated { buffer: capacity });
     }
     outcome
-}
-
-/// [`copy::copy`] of the `total` bytes (`min` of both sizes) a transfer
-/// moves, with small contiguous messages copied here: for a 1-byte message
-/// the call to libc's `memcpy` (through the PLT) cost ~20 instructions a
-/// message (callgrind, `pingpong --sizes 1`).
-///
-/// # Safety
-///
-/// As [`copy::copy`]; `total` is at most both layouts' sizes.
-#[inline(always)]
-unsafe fn copy_message(src: &Layout, dst: &Layout, total: usize) {
-    if total <= 16 && src.ty.map().is_contiguous() && dst.ty.map().is_contiguous() {
-        // SAFETY: both layouts are `total` contiguous bytes at least and do
-        // not overlap (the caller's contract).
-        unsafe { copy_small(src.base, dst.base as *mut u8, total) };
-    } else {
-        // SAFETY: the caller's contract.
-        unsafe { copy::copy(src, dst) };
-    }
-}
-
-/// Copies `n` ≤ 16 bytes with at most two (overlapping) loads and stores
-/// of the widest size that fits, as `memcpy` does for small sizes.
-///
-/// # Safety
-///
-/// `src` readable and `dst` writable for `n` bytes, not overlapping.
-#[inline(always)]
-unsafe fn copy_small(src: *const u8, dst: *mut u8, n: usize) {
-    use std::ptr::{read_unaligned as get, write_unaligned as put};
-    debug_assert!(n <= 16);
-    // SAFETY: (all four arms) each access lies in `0..n` of its buffer (the
-    // second one ends at `n`, the first starts at 0, and `n` is at least
-    // the access's width in its arm); unaligned accesses are allowed.
-    unsafe {
-        if n >= 8 {
-            let (a, b) = (get(src as *const u64), get(src.add(n - 8) as *const u64));
-            put(dst as *mut u64, a);
-            put(dst.add(n - 8) as *mut u64, b);
-        } else if n >= 4 {
-            let (a, b) = (get(src as *const u32), get(src.add(n - 4) as *const u32));
-            put(dst as *mut u32, a);
-            put(dst.add(n - 4) as *mut u32, b);
-        } else if n >= 2 {
-            let (a, b) = (get(src as *const u16), get(src.add(n - 2) as *const u16));
-            put(dst as *mut u16, a);
-            put(dst.add(n - 2) as *mut u16, b);
-        } else if n == 1 {
-            *dst = *src;
-        }
-    }
 }
 
 fn type_fault(src: &Layout, dst: &Layout) -> Option<Fault> {
@@ -1210,19 +1158,5 @@ mod tests {
                 "process 2"
             ]
         );
-    }
-
-    #[test]
-    fn small_copies_move_exactly_their_bytes() {
-        for n in 0..=16 {
-            let src: Vec<u8> = (1..=16).collect();
-            let mut dst = [0u8; 18];
-            // SAFETY: `src` has 16 readable bytes, `dst[1..]` 17 writable
-            // ones, and `n` ≤ 16; they do not overlap.
-            unsafe { copy_small(src.as_ptr(), dst[1..].as_mut_ptr(), n) };
-            let mut want = [0u8; 18];
-            want[1..=n].copy_from_slice(&src[..n]);
-            assert_eq!(dst, want, "{n} bytes");
-        }
     }
 }
