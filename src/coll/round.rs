@@ -890,12 +890,18 @@ impl Rounds {
         let size = call.comm.size() as u32;
         let joined = self.ring.join(call.seq, |spare| {
             let workers = call.comm.job().sched().worker_count();
-            if let Some(mut spare) = spare {
-                if Arc::get_mut(&mut spare).is_some_and(|r| r.reset(size, workers, readers)) {
-                    return spare;
-                }
-            }
-            Arc::new(Round::new(size, workers, readers))
+            let reused = spare.and_then(|mut spare| {
+                Arc::get_mut(&mut spare)
+                    .is_some_and(|r| r.reset(size, workers, readers))
+                    .then_some(spare)
+            });
+            let round = reused.unwrap_or_else(|| Arc::new(Round::new(size, workers, readers)));
+            // The creator's signature is the round's first, before any
+            // other rank can see the round: a rank of another collective
+            // that asked first would pass its own check and use a round
+            // shaped for the creator's (its deposits, say), and fail there.
+            let _ = round.first.set((call.signature, call.rank(), call.site));
+            round
         });
         let place = Joined {
             round: joined.round,
