@@ -53,46 +53,47 @@ impl<X> Core<X> {
         }
     }
 
-    /// Whether `dest` names a peer and `tag` is a send tag: the test of
-    /// [`Self::check_send`] without its error, for the blocking send, which
-    /// names its operation (for the error) only when this fails.
+    /// Whether `dest` names a peer and `tag` is a send tag: the rule itself,
+    /// without an error, for the blocking send, which names its operation
+    /// (for the error, [`Self::check_send`]) only when this fails.
     #[inline]
     pub(crate) fn send_ok(&self, dest: Rank, tag: Tag) -> bool {
         (0..self.shared().peers.size() as Rank).contains(&dest) && (0..=TAG_UB).contains(&tag)
     }
 
     /// Whether `source` names a peer (or is `ANY_SOURCE`) and `tag` is a
-    /// receive tag (or `ANY_TAG`): the test of [`Self::check_receive`]
-    /// without its error, as [`Self::send_ok`] for the blocking receive.
+    /// receive tag (or `ANY_TAG`): the rule itself, as [`Self::send_ok`],
+    /// for the blocking receive ([`Self::check_receive`] gives the error).
     #[inline]
     pub(crate) fn receive_ok(&self, source: Rank, tag: Tag) -> bool {
         (source == ANY_SOURCE || (0..self.shared().peers.size() as Rank).contains(&source))
             && (tag == ANY_TAG || (0..=TAG_UB).contains(&tag))
     }
 
-    /// Checks a destination rank and a send tag.
+    /// Checks a destination rank and a send tag: [`Self::send_ok`], and
+    /// when it fails, the error naming what is wrong.
     pub(crate) fn check_send(&self, op: &'static str, dest: Rank, tag: Tag) -> Result<(), Error> {
-        self.check_peer(op, dest)?;
-        if !(0..=TAG_UB).contains(&tag) {
-            return Err(Error::Tag { op, tag });
+        if self.send_ok(dest, tag) {
+            return Ok(());
         }
-        Ok(())
+        self.check_peer(op, dest)?;
+        Err(Error::Tag { op, tag })
     }
 
     /// Checks a source rank (or `ANY_SOURCE`) and a receive tag (or
-    /// `ANY_TAG`).
+    /// `ANY_TAG`): [`Self::receive_ok`], and when it fails, the error.
     pub(crate) fn check_receive(
         &self,
         op: &'static str,
         source: Rank,
         tag: Tag,
     ) -> Result<(), Error> {
+        if self.receive_ok(source, tag) {
+            return Ok(());
+        }
         if source != ANY_SOURCE {
             self.check_peer(op, source)?;
         }
-        if tag != ANY_TAG && !(0..=TAG_UB).contains(&tag) {
-            return Err(Error::Tag { op, tag });
-        }
-        Ok(())
+        Err(Error::Tag { op, tag })
     }
 }
