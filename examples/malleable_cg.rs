@@ -51,10 +51,11 @@
 //! * `iters_during`: iterations the sources ran while it was in flight.
 //! * `cpu_ms` (last column): the process's CPU time (every OS thread)
 //!   over the same span, the most any rank saw: `cpu_ms / redist_ms` is
-//!   the CPUs the case kept busy. Threading runs one helper OS thread per
-//!   rank beside the workers, unbound, so on a loaded host it gets CPU
-//!   time the workers alone would not: the `#` lines print the ratio per
-//!   method and strategy, so that share is stated, not hidden.
+//!   the CPUs the case kept busy (at most the workers', 2 here, on a quiet
+//!   host): the `#` lines print the ratio per method and strategy.
+//!   Threading's helper is a user-level thread of each rank on its worker
+//!   (`myriad::malleable`), as MPC runs threads: no OS thread of its own
+//!   takes CPU time beyond the workers'.
 //! * `total_ms`: seed 000's equations: T_blocking = T_redis +
 //!   T_it(NT) × N_it for B, where N_it is the fewest `iters_during` (the
 //!   medians) of the pair's background cases that overlapped at least one
@@ -134,8 +135,8 @@ fn main() {
         );
     }
     println!(
-        "# T: one helper OS thread per rank runs the redistribution beside the workers; \
-         cpu_ms: the process's CPU time (every thread) during redist_ms"
+        "# T: a helper user-level thread per rank (a task on its worker) runs the \
+         redistribution; cpu_ms: the process's CPU time (every thread) during redist_ms"
     );
     println!(
         "ns nt method strategy spawn_ms redist_ms omega iters_during total_ms \

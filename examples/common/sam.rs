@@ -71,8 +71,8 @@ pub(crate) struct Figures {
     pub(crate) it_nt_ms: f64,
     /// Iterations the sources ran during the redistribution.
     pub(crate) iters_during: u64,
-    /// CPU time of the whole process (every worker, and the Threading
-    /// strategy's helper OS threads, one per rank) while `redist_ms` ran:
+    /// CPU time of the whole process (every thread: the workers run the
+    /// ranks and the Threading strategy's helpers) while `redist_ms` ran:
     /// the most any rank saw over its own timed span. Against
     /// `redist_ms`, the CPUs the redistribution kept busy.
     pub(crate) cpu_ms: f64,

@@ -71,8 +71,9 @@
 //!   all-to-all, or `rget`s completed by `test_all`); Wait Targets (the
 //!   reads, then an immediate barrier that ranks with nothing to read enter
 //!   at once; everyone tests it between iterations, and windows are freed
-//!   only after it completes); Threading (a helper OS thread runs the
-//!   blocking form). The rank's iterations are a closure given an
+//!   only after it completes); Threading (a helper runs the
+//!   blocking form: a user-level thread of the rank on its worker, see
+//!   `helper.rs`, not an OS thread). The rank's iterations are a closure given an
 //!   [`InFlight`] handle (`test`/`wait`, or `test_bounded`: at most so
 //!   many bytes of reads per test, so a test adds bounded copy work to an
 //!   iteration; in one process a get is a CPU copy, not a NIC's); the operations' state stays in
@@ -85,6 +86,7 @@
 //!   the rank's block (`RedistributionBuffer`), the Threading strategy
 //!   without [`Threading::Multiple`](crate::Threading) (`Unsupported`).
 
+mod helper;
 mod plan;
 mod redistribute;
 

@@ -8,18 +8,19 @@
 //! borrows the source block, the requests borrow the target block), so no
 //! buffer can go away while a peer still reads or writes it.
 
+use std::cell::Cell;
 use std::collections::VecDeque;
 
 use crate::collective::CommunicatorCollectives;
 use crate::communicator::Communicator;
 use crate::datatype::{Equivalence, Partition, PartitionMut};
-use crate::environment::threading_support;
 use crate::error::{ArgError, CountError, Error};
 use crate::request::{self, Request};
 use crate::sched::Threading;
 use crate::window::{Epoch, LockAssert, LockType, Window, WindowCreation};
 use crate::{Count, Rank};
 
+use super::helper;
 use super::plan::{Plan, TargetPlan};
 
 /// How the data moves (seed 000's methods).
@@ -66,9 +67,10 @@ pub enum Strategy {
     /// testing the barrier; the epochs close and the window is freed only
     /// after it completes, so nobody blocks in the free.
     WaitTargets,
-    /// A helper OS thread runs the blocking redistribution while `work`
-    /// runs on the rank ([`crate::thread::scope`]); needs
-    /// [`Threading::Multiple`].
+    /// A helper thread runs the blocking redistribution while `work` runs
+    /// on the rank: a user-level thread of the rank (a task on its worker,
+    /// as MPC runs threads; an OS thread when the caller is one itself);
+    /// needs [`Threading::Multiple`].
     Threading,
 }
 
@@ -430,12 +432,61 @@ impl Plan {
         C: Communicator + Sync + ?Sized,
         T: Equivalence + Copy + Send,
     {
-        if threading_support() != Threading::Multiple {
+        let core = comm.core();
+        // The level of the rank the caller acts for (`threading_support`
+        // knows only ranks and tasks, not an OS thread of the rank).
+        let ctx = core.caller()?;
+        let thread = ctx.is_thread();
+        if ctx.sched().threading_of(ctx.local) != Threading::Multiple {
             return Err(Error::unsupported(
                 "the Threading redistribution strategy without Threading::Multiple \
                  (its helper thread calls MPI while the rank does)",
             ));
         }
+        if thread {
+            // An OS thread acting for a rank has no worker to start a task
+            // on: its helper is an OS thread too.
+            return self.threaded_on_os_thread(comm, method, src, dst, work);
+        }
+        let result: helper::Slot = Cell::new(None);
+        request::scope(|scope| {
+            let body = || self.redistribute(comm, method, src, dst);
+            let mut run = Some(helper::start(core, scope, &result, body)?);
+            let mut step = |how: Advance| -> Stepped {
+                let Some(r) = run.take() else {
+                    return Ok((true, 0));
+                };
+                if how == Advance::Wait {
+                    r.wait_without_status();
+                } else if let Err(r) = r.test() {
+                    // `test` yielded: the helper runs if it can.
+                    run = Some(r);
+                    return Ok((false, 0));
+                }
+                helper::result(&result).map(|()| (true, 0))
+            };
+            let mut flight = InFlight::new(&mut step);
+            let out = work(&mut flight);
+            flight.wait()?;
+            Ok(out)
+        })
+    }
+
+    /// The Threading strategy for a caller that is itself an OS thread
+    /// acting for a rank: the helper is an OS thread
+    /// ([`crate::thread::scope`]).
+    fn threaded_on_os_thread<C, T, R>(
+        &self,
+        comm: &C,
+        method: Method,
+        src: &mut [T],
+        dst: &mut [T],
+        work: impl FnOnce(&mut InFlight<'_>) -> R,
+    ) -> Result<R, Error>
+    where
+        C: Communicator + Sync + ?Sized,
+        T: Equivalence + Copy + Send,
+    {
         crate::thread::scope(|s| {
             let mut helper = Some(s.spawn(move || self.redistribute(comm, method, src, dst)));
             let mut step = |how: Advance| -> Stepped {
