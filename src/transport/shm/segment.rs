@@ -25,8 +25,9 @@ use super::ring::{Bytes, Control};
 use crate::sync::AtomicU64;
 use crate::transport::epoll::Doorbell;
 
-/// The first word of every segment ("myriadSH").
-pub(crate) const MAGIC: u64 = u64::from_le_bytes(*b"myriadSH");
+/// The first word of every segment ("myriadS2": the layout with chunked
+/// rings; a peer of another layout is not mapped, it goes through TCP).
+pub(crate) const MAGIC: u64 = u64::from_le_bytes(*b"myriadS2");
 /// Bytes before the first ring.
 const HEADER: usize = 64;
 /// Bytes of a ring's [`Control`].
