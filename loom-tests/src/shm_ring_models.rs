@@ -1,25 +1,39 @@
 //! Models of the shared-memory ring between processes
 //! (`src/transport/shm/ring.rs`, compiled here as it is): a producer
-//! pushes bytes through a ring smaller than the message, a consumer takes
-//! them; each sleeps when it cannot go on (the consumer on an empty ring,
-//! the producer on a full one) on a doorbell the other rings only when it
-//! sees the sleeper's flag. loom reports a lost wake-up as a deadlock (both
-//! asleep), and a read of bytes not yet written (or overwritten) as a data
-//! race on the ring's cells; the model asserts the bytes arrive in order.
+//! pushes bytes through a ring smaller than the message, in chunks, a
+//! consumer takes them; each sleeps when it cannot go on (the consumer on
+//! an empty ring, the producer on a full one) on a doorbell the other
+//! rings only when it sees the sleeper's flag. loom reports a lost wake-up
+//! as a deadlock (both asleep), and a read of bytes not yet written (or
+//! overwritten) as a data race on the ring's cells; the model asserts the
+//! bytes arrive in order.
+//!
+//! The chunks' length words are loom atomics beside the byte cells (in
+//! the segment they are the same memory): a stale length from an earlier
+//! lap stays in its word here, where the segment would hold payload bytes
+//! over it, so a consumer that took a stale length for a new one would
+//! read the wrong bytes and fail the model.
 
 use loom::sync::{Arc, Condvar, Mutex};
 use loom::thread;
 
-use crate::shm_ring::{Bytes, Consumer, Control, Line, Producer};
+use crate::shm_ring::{Bytes, Consumer, Control, Line, Pair, Producer};
 use crate::sync::{AtomicU64, UnsafeCell};
 
-/// The ring's data, one loom cell per byte.
-struct Cells(Vec<UnsafeCell<u8>>);
+/// The ring's data, one loom cell per byte, and its length words, one
+/// atomic per 8 bytes.
+struct Cells(Vec<UnsafeCell<u8>>, Vec<AtomicU64>);
 
-// SAFETY: every access goes through loom's cells, which check them.
+// SAFETY: every access goes through loom's cells and atomics, which check
+// them.
 unsafe impl Bytes for Cells {
     fn capacity(&self) -> usize {
         self.0.len()
+    }
+
+    fn word(&self, at: usize) -> &AtomicU64 {
+        assert_eq!(at % 8, 0);
+        &self.1[at / 8]
     }
 
     unsafe fn put(&self, at: usize, src: *const u8, len: usize) {
@@ -70,14 +84,26 @@ struct Shared {
     producer_bell: Doorbell,
 }
 
-fn model(capacity: usize, message: &'static [u8]) {
+/// `message` through a ring of `capacity` bytes, written `piece` bytes at
+/// a time at most, read 4 bytes at a time.
+fn model(capacity: usize, message: &'static [u8], piece: usize) {
     loom::model(move || {
         let shared = Arc::new(Shared {
             control: Control {
-                tail: Line(AtomicU64::new(0)),
                 head: Line(AtomicU64::new(0)),
+                sleep: Line(AtomicU64::new(0)),
+                producer: Pair(AtomicU64::new(0), AtomicU64::new(0)),
+                consumer: Pair(AtomicU64::new(0), AtomicU64::new(0)),
             },
-            cells: Cells((0..capacity).map(|_| UnsafeCell::new(0)).collect()),
+            cells: Cells(
+                (0..capacity).map(|_| UnsafeCell::new(0)).collect(),
+                // Every length word but the first holds a stale length, as
+                // after earlier laps: only the zeroed word ahead of each
+                // chunk may say "nothing yet".
+                (0..capacity / 8)
+                    .map(|i| AtomicU64::new(if i == 0 { 0 } else { 8 }))
+                    .collect(),
+            ),
             consumer_bell: Doorbell::default(),
             producer_bell: Doorbell::default(),
         });
@@ -90,8 +116,8 @@ fn model(capacity: usize, message: &'static [u8]) {
             let mut sent = 0;
             while sent < message.len() {
                 // SAFETY: the rest of `message` is readable; one producer.
-                let (n, sleeping) =
-                    unsafe { p.write(message[sent..].as_ptr(), message.len() - sent) };
+                let len = piece.min(message.len() - sent);
+                let (n, sleeping) = unsafe { p.write(message[sent..].as_ptr(), len) };
                 if sleeping {
                     s.consumer_bell.ring();
                 }
@@ -126,15 +152,25 @@ fn model(capacity: usize, message: &'static [u8]) {
     });
 }
 
-/// Three bytes through a ring of two: the producer fills it and waits for
-/// room at least once; the consumer finds it empty and sleeps.
+/// 10 bytes through a ring of 24 (chunks of 8 at most): the producer
+/// fills it and waits for room, the second chunk wraps; the consumer
+/// reads the first in two pieces, finds the ring empty and sleeps.
 #[test]
 fn bytes_cross_a_small_ring_in_order_without_a_lost_wake_up() {
-    model(2, b"abc");
+    model(24, b"abcdefghij", usize::MAX);
+}
+
+/// Chunks of 1 byte (16 in the ring each) through a ring of 24: the
+/// second waits for the first to be read and wraps; the consumer, which
+/// reads on past each chunk, must take the zeroed word ahead, never a
+/// stale length, for "nothing yet".
+#[test]
+fn small_chunks_lap_the_ring_without_a_stale_length() {
+    model(24, b"ab", 1);
 }
 
 /// One byte, the consumer's sleep racing the producer's only write.
 #[test]
 fn a_consumer_going_to_sleep_sees_the_byte_or_is_woken() {
-    model(4, b"x");
+    model(24, b"x", usize::MAX);
 }

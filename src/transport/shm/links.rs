@@ -706,8 +706,12 @@ impl ShmLinks {
     #[cfg(test)]
     pub(crate) fn asleep(&self, from: ProcessId) -> bool {
         let peer = self.peer(from).expect("a peer");
-        let (control, _) = self.own.ring(peer.inbound);
-        control.tail.0.load(Ordering::SeqCst) & super::ring::SLEEPING != 0
+        let (control, bytes) = self.own.ring(peer.inbound);
+        Consumer {
+            control,
+            bytes: &bytes,
+        }
+        .asleep()
     }
 
     /// Awake again (after [`sleep`](Self::sleep)).

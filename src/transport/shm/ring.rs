@@ -1,58 +1,96 @@
 //! A single-producer single-consumer byte ring, and its wake-up protocol.
 //!
-//! The ring lives in shared memory: its [`Control`] (two cache lines, the
-//! consumer's `head` and the producer's `tail`, byte positions that only
-//! grow) and its data ([`Bytes`]) are in the receiver's segment, written by
-//! one sender process and read by the receiver. Bytes leave in the order
-//! they were written, so frames of one pair stay FIFO.
+//! The ring lives in shared memory: its [`Control`] and its data
+//! ([`Bytes`]) are in the receiver's segment, written by one sender process
+//! and read by the receiver. Bytes leave in the order they were written, so
+//! frames of one pair stay FIFO.
+//!
+//! ## Chunks: the reader polls the data itself
+//!
+//! Each write is a chunk: an 8-byte length word, then the bytes, padded
+//! to 8. The producer writes the bytes, zeroes the length word of the
+//! *next* chunk, and publishes the chunk by storing its length last
+//! (Release). The consumer polls the length word at its position: 0 is
+//! nothing yet, anything else a whole chunk whose bytes are there
+//! (Acquire). A small message is then one cache line (or two) that moves
+//! from the producer to the consumer, as MPICH's cells: no shared `tail`
+//! that both sides write and read per message. The zeroed word ahead is
+//! why a stale length from an earlier lap is never taken for a new one.
+//!
+//! The consumer publishes how far it read (`head`) after each read; the
+//! producer reads it only when its last look leaves too little room.
 //!
 //! ## Design note: no lost wake-up without a fence
 //!
-//! A receiver that goes to sleep must not miss bytes written while it was
-//! deciding to sleep, and a producer must not pay a system call per
-//! message while the receiver is awake. Each flag shares its atomic word
-//! with the position the other side moves: the consumer's "sleeping" is
-//! the top bit of `tail`, the producer's "waiting for room" the top bit of
-//! `head`. Setting a flag (`fetch_or`) and publishing a position
-//! (`fetch_add`) are read-modify-writes of the same word, so one comes
-//! first in its modification order: either the consumer's `fetch_or` sees
-//! the new tail (and does not sleep), or the producer's `fetch_add` sees
-//! the flag (and wakes the consumer). Likewise for room. The model in
-//! `loom-tests/src/shm_ring_models.rs` checks this very file.
+//! A receiver that goes to sleep must not miss a chunk published while it
+//! was deciding to sleep, and a producer must not pay a system call per
+//! message while the receiver is awake. Both sides read-modify-write one
+//! word, `sleep`: the producer after each chunk (`fetch_add(0)`, a locked
+//! instruction on a line only it touches while the consumer is awake), the
+//! consumer to set its "sleeping" flag. The two are ordered in the word's
+//! modification order: either the consumer's `fetch_or` comes later and
+//! synchronizes with the producer's (Release/Acquire), so it sees the
+//! chunk and does not sleep, or the producer's comes later and sees the
+//! flag (and wakes the consumer). For room, the producer's "waiting" flag
+//! is the top bit of `head`, which the consumer moves with a `fetch_add`:
+//! either it sees the flag, or the producer's `fetch_or` sees the room.
+//! The model in `loom-tests/src/shm_ring_models.rs` checks this very file.
 
 use crate::sync::{AtomicU64, Ordering};
 
-/// The consumer sleeps (top bit of `tail`).
-pub(crate) const SLEEPING: u64 = 1 << 63;
+/// The consumer sleeps (the `sleep` word).
+pub(crate) const SLEEPING: u64 = 1;
 /// The producer waits for room (top bit of `head`).
 pub(crate) const WAITING: u64 = 1 << 63;
-/// The position bits of `head` and `tail`.
+/// The position bits of `head`.
 const POSITION: u64 = !(1 << 63);
+/// Bytes of a chunk's length word (and the alignment of chunks).
+const WORD: usize = 8;
+/// The least room a chunk takes: its length word, 8 bytes, the next
+/// chunk's zeroed length word.
+const MIN_ROOM: usize = 3 * WORD;
 
 /// One atomic word on its own cache line.
 #[repr(C, align(64))]
 #[derive(Debug)]
 pub(crate) struct Line(pub(crate) AtomicU64);
 
-/// The ring's positions: bytes read so far (`head`) and written so far
-/// (`tail`), each with the other side's flag in its top bit.
+/// Two atomic words on their own cache line.
+#[repr(C, align(64))]
+#[derive(Debug)]
+pub(crate) struct Pair(pub(crate) AtomicU64, pub(crate) AtomicU64);
+
+/// The ring's shared words, each group on its own cache line.
 #[repr(C)]
 #[derive(Debug)]
 pub(crate) struct Control {
-    pub(crate) tail: Line,
+    /// Bytes the consumer is done with (the position of the chunk it
+    /// reads), with the producer's [`WAITING`] flag in its top bit.
     pub(crate) head: Line,
+    /// The consumer's [`SLEEPING`] flag.
+    pub(crate) sleep: Line,
+    /// The producer's own: where its next chunk goes, and `head` as it
+    /// last read it.
+    pub(crate) producer: Pair,
+    /// The consumer's own: bytes already read of the chunk at `head`.
+    pub(crate) consumer: Pair,
 }
 
 /// The ring's data area.
 ///
 /// # Safety
 ///
-/// An implementation copies exactly the bytes asked; the ring protocol
-/// guarantees that the producer writes only bytes the consumer is done
-/// with and the consumer reads only bytes the producer published.
+/// An implementation copies exactly the bytes asked, and
+/// [`word`](Bytes::word) is the 8 bytes at that offset (the same memory
+/// `put` and `get` reach); the ring protocol guarantees that the producer
+/// writes only bytes the consumer is done with and the consumer reads only
+/// bytes the producer published.
 pub(crate) unsafe trait Bytes {
-    /// Bytes in the ring.
+    /// Bytes in the ring (a multiple of 8).
     fn capacity(&self) -> usize;
+
+    /// The length word at offset `at` (a multiple of 8, below the capacity).
+    fn word(&self, at: usize) -> &AtomicU64;
 
     /// Copies `len` bytes from `src` to offset `at` (`at + len` at most the
     /// capacity).
@@ -94,64 +132,112 @@ fn pieces(capacity: usize, pos: u64, len: usize) -> [(usize, usize, usize); 2] {
     [(at, 0, first), (0, first, len - first)]
 }
 
+/// `n` rounded up to a multiple of [`WORD`].
+fn padded(n: usize) -> usize {
+    n.next_multiple_of(WORD)
+}
+
 impl<B: Bytes> Producer<'_, B> {
-    /// Writes as much of `src` (`len` bytes) as there is room for; returns
-    /// how many bytes it wrote and whether the consumer sleeps (then the
-    /// caller wakes it).
+    /// Bytes of payload a chunk at `tail` may carry if the consumer is at
+    /// `head`.
+    fn room(&self, tail: u64, head: u64) -> usize {
+        let used = tail.wrapping_sub(head) as usize;
+        let free = self.bytes.capacity().saturating_sub(used);
+        if free < MIN_ROOM {
+            0
+        } else {
+            (free - 2 * WORD) & !(WORD - 1)
+        }
+    }
+
+    /// Writes as much of `src` (`len` bytes) as there is room for, as one
+    /// chunk; returns how many bytes it wrote and whether the consumer
+    /// sleeps (then the caller wakes it).
     ///
     /// # Safety
     ///
     /// `src` is valid for reads of `len` bytes; this is the ring's only
     /// producer.
     pub(crate) unsafe fn write(&self, src: *const u8, len: usize) -> (usize, bool) {
+        if len == 0 {
+            return (0, false);
+        }
         let capacity = self.bytes.capacity();
-        let tail = self.control.tail.0.load(Ordering::Relaxed) & POSITION;
-        // Acquire: the consumer's reads of the bytes we overwrite are done.
-        let head = self.control.head.0.load(Ordering::Acquire) & POSITION;
-        let free = capacity.saturating_sub(tail.wrapping_sub(head) as usize);
-        let n = free.min(len);
+        let mine = &self.control.producer;
+        let tail = mine.0.load(Ordering::Relaxed);
+        let mut head = mine.1.load(Ordering::Relaxed);
+        let mut room = self.room(tail, head);
+        if room < len {
+            // Acquire: the consumer's reads of the bytes we overwrite are done.
+            head = self.control.head.0.load(Ordering::Acquire) & POSITION;
+            mine.1.store(head, Ordering::Relaxed);
+            room = self.room(tail, head);
+        }
+        let n = room.min(len);
         if n == 0 {
             return (0, false);
         }
-        for (at, from, count) in pieces(capacity, tail, n) {
+        for (at, from, count) in pieces(capacity, tail + WORD as u64, n) {
             if count > 0 {
                 // SAFETY: `from + count` ≤ `n` ≤ `len` bytes of `src`; the
-                // ring bytes from `tail` on for `n` ≤ `free` are the
-                // producer's alone until published below.
+                // ring bytes of this chunk (`n` ≤ `room`) are the producer's
+                // alone until published below.
                 unsafe { self.bytes.put(at, src.add(from), count) };
             }
         }
-        // Release: the bytes are there before the consumer sees the tail.
-        let before = self.control.tail.0.fetch_add(n as u64, Ordering::Release);
-        (n, before & SLEEPING != 0)
+        let next = tail + (WORD + padded(n)) as u64;
+        // The next chunk's length word (room checked): 0 until it is there.
+        self.bytes
+            .word((next % capacity as u64) as usize)
+            .store(0, Ordering::Relaxed);
+        // Release: the bytes (and the zero ahead) are there before the
+        // consumer sees the length.
+        self.bytes
+            .word((tail % capacity as u64) as usize)
+            .store(n as u64, Ordering::Release);
+        mine.0.store(next, Ordering::Relaxed);
+        // The other half of the consumer's `sleep` (see the module docs).
+        let flags = self.control.sleep.0.fetch_add(0, Ordering::AcqRel);
+        (n, flags & SLEEPING != 0)
     }
 
     /// There is no room: tells the consumer to wake this side when it
     /// frees some. Returns `true` if room appeared meanwhile (write again
     /// instead of waiting).
     pub(crate) fn want_room(&self) -> bool {
-        let tail = self.control.tail.0.load(Ordering::Relaxed) & POSITION;
+        let mine = &self.control.producer;
+        let tail = mine.0.load(Ordering::Relaxed);
         let head = self.control.head.0.fetch_or(WAITING, Ordering::AcqRel) & POSITION;
-        (tail.wrapping_sub(head) as usize) < self.bytes.capacity()
+        mine.1.store(head, Ordering::Relaxed);
+        self.room(tail, head) > 0
     }
-}
-
-/// Bytes a ring holds that its consumer can read, or an error if the
-/// positions are impossible (the shared memory was scribbled on).
-fn readable(tail: u64, head: u64, capacity: usize) -> Result<usize, &'static str> {
-    let n = (tail & POSITION).wrapping_sub(head & POSITION);
-    if n > capacity as u64 {
-        return Err("the shared ring's positions are corrupt");
-    }
-    Ok(n as usize)
 }
 
 impl<B: Bytes> Consumer<'_, B> {
-    /// Bytes ready to read.
+    /// The length of the chunk at `head`, 0 if none is there yet, or an
+    /// error if it is impossible (the shared memory was scribbled on).
+    fn chunk(&self, head: u64) -> Result<usize, &'static str> {
+        let capacity = self.bytes.capacity();
+        // Acquire: the chunk's bytes are there.
+        let len = self
+            .bytes
+            .word((head % capacity as u64) as usize)
+            .load(Ordering::Acquire);
+        if len > (capacity - MIN_ROOM + WORD) as u64 {
+            return Err("the shared ring's chunk lengths are corrupt");
+        }
+        Ok(len as usize)
+    }
+
+    /// Bytes ready to read (at least; those of the chunk under way).
     pub(crate) fn available(&self) -> Result<usize, &'static str> {
-        let tail = self.control.tail.0.load(Ordering::Acquire);
-        let head = self.control.head.0.load(Ordering::Relaxed);
-        readable(tail, head, self.bytes.capacity())
+        let head = self.control.head.0.load(Ordering::Relaxed) & POSITION;
+        let done = self.control.consumer.0.load(Ordering::Relaxed) as usize;
+        let len = self.chunk(head)?;
+        if done > len || (done > 0 && done == len) {
+            return Err("the shared ring's positions are corrupt");
+        }
+        Ok(len - done)
     }
 
     /// Reads up to `len` bytes into `dst`; returns how many it read and
@@ -167,40 +253,69 @@ impl<B: Bytes> Consumer<'_, B> {
         len: usize,
     ) -> Result<(usize, bool), &'static str> {
         let capacity = self.bytes.capacity();
-        // Acquire: the bytes up to the tail are there.
-        let tail = self.control.tail.0.load(Ordering::Acquire);
-        let head = self.control.head.0.load(Ordering::Relaxed) & POSITION;
-        let n = readable(tail, head, capacity)?.min(len);
-        if n == 0 {
-            return Ok((0, false));
-        }
-        for (at, to, count) in pieces(capacity, head, n) {
-            if count > 0 {
-                // SAFETY: `to + count` ≤ `n` ≤ `len` bytes of `dst`; the ring
-                // bytes from `head` on for `n` were published by the
-                // producer, which does not write them until `head` passes.
-                unsafe { self.bytes.get(at, dst.add(to), count) };
+        let start = self.control.head.0.load(Ordering::Relaxed) & POSITION;
+        let mut head = start;
+        let mut done = self.control.consumer.0.load(Ordering::Relaxed) as usize;
+        let mut got = 0;
+        while got < len {
+            let chunk = self.chunk(head)?;
+            if chunk == 0 {
+                break;
+            }
+            if done >= chunk {
+                return Err("the shared ring's positions are corrupt");
+            }
+            let n = (chunk - done).min(len - got);
+            for (at, to, count) in pieces(capacity, head + (WORD + done) as u64, n) {
+                if count > 0 {
+                    // SAFETY: `got + to + count` ≤ `len` bytes of `dst`; the
+                    // chunk's bytes were published by the producer, which
+                    // does not write them until `head` passes them.
+                    unsafe { self.bytes.get(at, dst.add(got + to), count) };
+                }
+            }
+            got += n;
+            done += n;
+            if done == chunk {
+                head += (WORD + padded(chunk)) as u64;
+                done = 0;
             }
         }
+        self.control
+            .consumer
+            .0
+            .store(done as u64, Ordering::Relaxed);
+        if head == start {
+            return Ok((got, false));
+        }
         // Release: our reads are done before the producer reuses the room.
-        let before = self.control.head.0.fetch_add(n as u64, Ordering::Release);
+        let before = self
+            .control
+            .head
+            .0
+            .fetch_add(head - start, Ordering::Release);
         let waiting = before & WAITING != 0;
         if waiting {
             self.control.head.0.fetch_and(!WAITING, Ordering::Relaxed);
         }
-        Ok((n, waiting))
+        Ok((got, waiting))
     }
 
     /// About to sleep: sets the sleeping flag. Returns `false` if bytes
     /// arrived (do not sleep; call [`awake`](Self::awake) all the same).
     pub(crate) fn sleep(&self) -> bool {
-        let tail = self.control.tail.0.fetch_or(SLEEPING, Ordering::AcqRel);
-        let head = self.control.head.0.load(Ordering::Relaxed);
-        (tail & POSITION) == (head & POSITION)
+        self.control.sleep.0.fetch_or(SLEEPING, Ordering::AcqRel);
+        matches!(self.available(), Ok(0))
     }
 
     /// Awake again: producers need not wake this side.
     pub(crate) fn awake(&self) {
-        self.control.tail.0.fetch_and(!SLEEPING, Ordering::Relaxed);
+        self.control.sleep.0.fetch_and(!SLEEPING, Ordering::Relaxed);
+    }
+
+    /// Whether the sleeping flag is set (tests).
+    #[cfg(test)]
+    pub(crate) fn asleep(&self) -> bool {
+        self.control.sleep.0.load(Ordering::SeqCst) & SLEEPING != 0
     }
 }

@@ -9,8 +9,8 @@
 //!      0                 8        magic (MAGIC), written by the owner
 //!      8                 8        slots: the job's processes on this host
 //!     16                 8        ring bytes (a power of two)
-//!     64 + s * stride  128        ring of the sender of local slot s: Control
-//!    192 + s * stride  ring       its data            (stride = 128 + ring)
+//!     64 + s * stride  256        ring of the sender of local slot s: Control
+//!    320 + s * stride  ring       its data            (stride = 256 + ring)
 //! ```
 //!
 //! The memory starts zeroed (a fresh memfd), which is every ring empty and
@@ -22,14 +22,16 @@ use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 
 use super::ring::{Bytes, Control};
+use crate::sync::AtomicU64;
 use crate::transport::epoll::Doorbell;
 
-/// The first word of every segment ("myriadSH").
-pub(crate) const MAGIC: u64 = u64::from_le_bytes(*b"myriadSH");
+/// The first word of every segment ("myriadS2": the layout with chunked
+/// rings; a peer of another layout is not mapped, it goes through TCP).
+pub(crate) const MAGIC: u64 = u64::from_le_bytes(*b"myriadS2");
 /// Bytes before the first ring.
 const HEADER: usize = 64;
 /// Bytes of a ring's [`Control`].
-const CONTROL: usize = 128;
+const CONTROL: usize = 256;
 
 fn cvt(ret: libc::c_long) -> io::Result<libc::c_long> {
     if ret < 0 {
@@ -166,7 +168,7 @@ impl Segment {
         debug_assert!(at + CONTROL + self.ring <= self.len);
         // SAFETY: `at` is inside the mapping, 64-aligned (HEADER, CONTROL
         // and the power-of-two ring are multiples of 64), and `Control` is
-        // two atomic words, valid for any bit pattern (zero at first).
+        // atomic words, valid for any bit pattern (zero at first).
         let control = unsafe { &*self.ptr.add(at).cast::<Control>() };
         let bytes = SharedBytes {
             // SAFETY: the ring's data follows its control, inside the
@@ -195,10 +197,19 @@ pub(crate) struct SharedBytes<'a> {
     _segment: std::marker::PhantomData<&'a Segment>,
 }
 
-// SAFETY: copies exactly the bytes asked, inside the area (asserted).
+// SAFETY: copies exactly the bytes asked, inside the area (asserted);
+// `word` is the memory `put` and `get` reach.
 unsafe impl Bytes for SharedBytes<'_> {
     fn capacity(&self) -> usize {
         self.len
+    }
+
+    fn word(&self, at: usize) -> &AtomicU64 {
+        assert!(at % 8 == 0 && at < self.len);
+        // SAFETY: 8 bytes inside the area (checked), 8-aligned (the area
+        // is 64-aligned), shared memory that lives as long as `self`; any
+        // bit pattern is a valid `AtomicU64`.
+        unsafe { &*self.ptr.add(at).cast::<AtomicU64>() }
     }
 
     unsafe fn put(&self, at: usize, src: *const u8, len: usize) {
