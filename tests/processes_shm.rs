@@ -8,7 +8,8 @@
 //! * a segment that cannot be created (`MYRIAD_SHM_RING_BYTES` at an
 //!   impossible size) leaves `auto` on TCP with a warning, and makes
 //!   `MYRIAD_TRANSPORT=shm` an error;
-//! * a peer killed mid-job fails the ranks waiting on it, naming it.
+//! * a peer killed mid-job fails the ranks waiting on it, naming it, and
+//!   so does a sender killed while its receiver may read its lent buffer.
 //!
 //! The cross-process cases of `tests/processes*.rs` also run over shared
 //! memory between threads (`shm::` modules); `.ci/run` runs the tests
@@ -224,6 +225,54 @@ fn a_peer_killed_mid_job_fails_the_ranks_waiting_on_it() {
                         world.process_at_rank(0).send(&[1u8; 100][..]);
                         // SAFETY: raising a signal has no memory effects.
                         unsafe { libc::raise(libc::SIGKILL) };
+                    }
+                    _ => {}
+                }
+            });
+            if let Err(err) = result {
+                let text = format!("process {process} failed: {err}\n");
+                let _ = std::io::Write::write_all(&mut std::io::stderr(), text.as_bytes());
+                std::process::exit(3);
+            }
+            return;
+        }
+    }
+    let (status, out) = launch(TEST, 3, &[("MYRIAD_TRANSPORT", "shm")]);
+    assert_ne!(status, Some(0), "{out}");
+    let line = out
+        .lines()
+        .find(|l| l.starts_with("process 0 failed: "))
+        .unwrap_or_else(|| panic!("process 0 reported nothing:\n{out}"));
+    assert!(line.contains("process 2"), "{line}");
+}
+
+/// A sender killed while its 16 MiB send waits (its buffer lent for the
+/// receiver to read by CMA) fails the receiver naming it, whether the
+/// receiver's read or the connection's end notices first.
+#[test]
+fn a_sender_killed_while_its_buffer_is_lent_fails_the_receiver() {
+    const TEST: &str = "a_sender_killed_while_its_buffer_is_lent_fails_the_receiver";
+    match role(TEST) {
+        None => {}
+        Some(None) => be_the_launcher(),
+        Some(Some(process)) => {
+            let result = myriad::run(3, |universe| {
+                let world = universe.world();
+                match world.rank() {
+                    0 => {
+                        let mut big = vec![0u8; BIG];
+                        world.process_at_rank(2).receive_into(&mut big[..]);
+                        // Never sent: ends in the failure if the read
+                        // above still found the killed process's memory.
+                        world.process_at_rank(2).receive_vec::<u8>();
+                    }
+                    2 => {
+                        let big = vec![5u8; BIG];
+                        myriad::request::scope(|scope| {
+                            let _pending = world.process_at_rank(0).immediate_send(scope, &big[..]);
+                            // SAFETY: raising a signal has no memory effects.
+                            unsafe { libc::raise(libc::SIGKILL) };
+                        });
                     }
                     _ => {}
                 }

@@ -22,7 +22,13 @@
 //!   from the sender's buffer (`send_borrowed`; the send completes when the
 //!   transport gives the buffer back) and read into a contiguous receive
 //!   buffer that takes it whole with matching types (`Sink::place`): no
-//!   copy in user space, as MPI over TCP does it. A matched probe's announced message
+//!   copy in user space, as MPI over TCP does it. Where the receiver can
+//!   read the sender's memory itself (shared memory with CMA, large
+//!   messages: `Transport::lend`), the announcement carries a handle to
+//!   the contiguous send buffer, and a receive into a buffer that takes
+//!   the data whole reads it when it matches and answers a `ClearToSend`
+//!   that says it did (`FETCHED`): one hop before the copy instead of
+//!   three. A matched probe's announced message
 //!   that is dropped releases its sender as cancelled (`ClearToSend` naming
 //!   no receive).
 //! * **Arrival**: [`progress`] polls the transport and hands each frame to
@@ -213,7 +219,7 @@ struct Pull {
     signature: Vec<Run>,
     count: usize,
     /// The process whose transport writes the data straight into `dst`
-    /// (`Sink::place`), once it started.
+    /// (`Sink::place`, or `fetch` of its lent buffer), once it started.
     placed: Option<ProcessId>,
 }
 
@@ -233,12 +239,16 @@ unsafe impl Send for Sending {}
 /// in the receiver's (where the transport can and the layout is
 /// contiguous): below it, a copy costs less than the bookkeeping.
 const ZERO_COPY: usize = 64 * 1024;
+/// The `tag` of a `ClearToSend` that says the receiver read the data
+/// itself from the buffer its announcement lent (`Transport::lend`).
+const FETCHED: i32 = 1;
 
 /// A message from another process waiting for its receive.
 #[derive(Debug)]
 pub(crate) struct RemoteMessage {
     from: ProcessId,
-    /// The packed data (empty for an announced message).
+    /// The packed data; for an announced message, the handle with which
+    /// its sender lent its buffer (`Transport::lend`), or nothing.
     data: Vec<u8>,
     /// Bytes in the message.
     pub(crate) bytes: usize,
@@ -709,7 +719,7 @@ fn announce<N: Node>(
     completion: &Completion,
 ) -> Started {
     let id = remote.next_id.fetch_add(1, Ordering::Relaxed);
-    let frame = Frame {
+    let mut frame = Frame {
         kind: Kind::RequestToSend,
         context: env.context,
         source: env.source,
@@ -723,6 +733,13 @@ fn announce<N: Node>(
         payload: Vec::new(),
     };
     let bytes = src.bytes();
+    if let Some(contiguous) = src.as_bytes().filter(|_| bytes >= ZERO_COPY) {
+        // The receiver may read the data itself when a receive matches
+        // (`Transport::lend`); the send waits as usual until it says so.
+        if let Some(handle) = remote.transport.lend(to, contiguous.base as usize, bytes) {
+            frame.payload = handle;
+        }
+    }
     let entry = Announced {
         src: src.clone(),
         completion,
@@ -755,6 +772,11 @@ pub(super) fn pull<N: Node>(
         .p2p()
         .remote()
         .expect("an announced message has a transport");
+    if !msg.data.is_empty() {
+        if let Some(whole) = takes_whole(&msg.signature, msg.count, msg.bytes, dst) {
+            return fetch(node, remote, env, msg, whole, completion);
+        }
+    }
     let id = remote.next_id.fetch_add(1, Ordering::Relaxed);
     let entry = Pull {
         env,
@@ -771,6 +793,80 @@ pub(super) fn pull<N: Node>(
     if let Err(err) = remote.send(msg.from, &clear) {
         lock(&remote.pulls).remove(&id);
         send_failed(node, msg.from, &err);
+    }
+}
+
+/// The contiguous bytes of `dst` if they take a message of `len` bytes
+/// (`count` elements of `signature`) whole with matching types, so that
+/// its data can be written there as it comes (else it is unpacked, and
+/// `unpack_checked` reports what is wrong).
+fn takes_whole(signature: &[Run], count: usize, len: usize, dst: &Layout) -> Option<Layout> {
+    let whole = dst.as_bytes()?;
+    let fits = len <= whole.bytes()
+        && (count == 0 || runs_mismatch(signature, count, dst.ty.map().signature()).is_none());
+    fits.then_some(whole)
+}
+
+/// A receive matched an announced message whose sender lent its buffer
+/// (`Transport::lend`): reads the data straight into `whole` (the receive
+/// buffer), completes `completion` and tells the sender its send is done.
+/// No `ClearToSend` and data frame on the way: one hop instead of three.
+///
+/// The receive is a pull with its place given (`placed`) while the data
+/// is read: a rank that unwinds meanwhile (the job failing) forgets it
+/// (`Remote::forget`), whose `withdraw_place` returns only once the read
+/// ended; a failed read leaves it there for that, as a pull whose data
+/// never comes.
+fn fetch<N: Node>(
+    node: &N,
+    remote: &Remote,
+    env: Envelope,
+    msg: RemoteMessage,
+    whole: Layout,
+    completion: *const Completion,
+) {
+    let (from, len) = (msg.from, msg.bytes);
+    let id = remote.next_id.fetch_add(1, Ordering::Relaxed);
+    let entry = Pull {
+        env,
+        dst: whole.clone(),
+        completion,
+        signature: msg.signature,
+        count: msg.count,
+        placed: Some(from),
+    };
+    lock(&remote.pulls).insert(id, entry);
+    // SAFETY: `whole` is the receive buffer of a rank that waits for this
+    // data (it posted the receive, or is the caller), writable for
+    // `whole.bytes()` >= `len` bytes (`takes_whole`); the rank forgets the
+    // pull, which waits for this read, before its buffer can go.
+    let read = unsafe {
+        remote
+            .transport
+            .fetch(from, &msg.data, whole.base as *mut u8, len)
+    };
+    if let Err(why) = read {
+        return lost(node, from, why);
+    }
+    // The receiving rank first, then the sender: its rank, woken by the
+    // answer, then finds the reply this rank sends next already there
+    // more often, rather than parking for it and being woken again.
+    let entry = lock(&remote.pulls).remove(&id);
+    if let Some(pull) = entry {
+        let outcome = Outcome {
+            source: pull.env.source,
+            tag: pull.env.tag,
+            bytes: len,
+            flow: pull.env.flow,
+            ..Outcome::default()
+        };
+        complete(node, pull.completion, outcome);
+    }
+    let mut done = Frame::control(Kind::ClearToSend);
+    done.id = msg.announced;
+    done.tag = FETCHED;
+    if let Err(err) = remote.send(from, &done) {
+        send_failed(node, from, &err);
     }
 }
 
@@ -806,14 +902,10 @@ impl<N: Node> Sink for Arrivals<'_, N> {
     fn place(&mut self, from: ProcessId, head: &Frame, len: usize) -> Option<Place> {
         let mut pulls = lock(&self.remote.pulls);
         let pull = pulls.get_mut(&head.id)?;
-        let dst = pull.dst.as_bytes()?;
-        let fits = len <= dst.bytes()
-            && (pull.count == 0
-                || runs_mismatch(&pull.signature, pull.count, pull.dst.ty.map().signature())
-                    .is_none());
-        if !fits || pull.placed.is_some() {
+        if pull.placed.is_some() {
             return None;
         }
+        let dst = takes_whole(&pull.signature, pull.count, len, &pull.dst)?;
         pull.placed = Some(from);
         // SAFETY: `dst` is the receive buffer of a rank that waits for this
         // data (its entry is in `pulls`), writable for `dst.bytes()` ≥ `len`
@@ -934,7 +1026,9 @@ fn handle<N: Node>(node: &N, remote: &Remote, incoming: Incoming) {
                 bytes: send.bytes,
                 ..Outcome::default()
             };
-            if frame.reply == 0 {
+            if frame.tag == FETCHED {
+                // The receiver read the lent buffer: the send is done.
+            } else if frame.reply == 0 {
                 outcome.cancelled = true;
             } else {
                 let mut data = Frame::control(Kind::Data);

@@ -49,6 +49,8 @@ const RUN: usize = 9;
 pub(crate) const MAX_PAYLOAD: usize = 1 << 30;
 /// The most runs a signature may have.
 pub(crate) const MAX_RUNS: usize = 1 << 16;
+/// The largest handle an announcement carries (`Kind::RequestToSend`).
+pub(crate) const MAX_HANDLE: usize = 32;
 
 /// What a frame is for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -66,12 +68,17 @@ pub(crate) enum Kind {
     /// The sender's job finished: it sends nothing more.
     Bye = 4,
     /// A large or synchronous message announced (rendezvous): envelope,
-    /// signature and count, no payload; `id` names the waiting send,
-    /// `reply` is the message's flow id in a trace (0: none).
+    /// signature and count, no data; `id` names the waiting send,
+    /// `reply` is the message's flow id in a trace (0: none). The payload
+    /// is empty, or (at most [`MAX_HANDLE`] bytes) the transport's handle
+    /// with which the receiver may read the data itself
+    /// (`Transport::lend`).
     RequestToSend = 5,
     /// A receive matched the announced message `id`: send its data as
     /// `Data` for receive `reply`; `reply` 0 means the message was given
     /// up (a dropped matched probe): the send completes as cancelled.
+    /// `tag` 1 (with `reply` 0): the receiver read the data itself with
+    /// the announcement's handle, the send is complete.
     ClearToSend = 6,
     /// The data of an announced message for receive `id`.
     Data = 7,
@@ -294,10 +301,13 @@ impl Frame {
             Kind::Eager => check_data(&signature, count, payload.len())?,
             Kind::RequestToSend => {
                 check_element(&signature)?;
-                // No data, and a size that one data frame can carry.
-                if !payload.is_empty() || message_bytes(&signature, count) > MAX_PAYLOAD as u128 {
+                // No data (a handle at most), and a size that one data
+                // frame can carry.
+                if payload.len() > MAX_HANDLE
+                    || message_bytes(&signature, count) > MAX_PAYLOAD as u128
+                {
                     return Err(FrameError::Garbled(
-                        "an announcement with data, or too large",
+                        "an announcement with more than a handle, or too large",
                     ));
                 }
             }
@@ -639,7 +649,7 @@ mod tests {
     }
 
     #[test]
-    fn an_announcement_carries_no_data_and_a_size_a_frame_can_carry() {
+    fn an_announcement_carries_a_handle_at_most_and_a_size_a_frame_can_carry() {
         let announce = Frame {
             kind: Kind::RequestToSend,
             payload: Vec::new(),
@@ -647,6 +657,14 @@ mod tests {
         };
         let decoded = Frame::decode(&announce.to_bytes()).unwrap();
         assert_eq!(decoded.message_bytes(), 48, "3 elements of (2 i32, f64)");
+        let lent = Frame {
+            kind: Kind::RequestToSend,
+            payload: (0..16).collect(),
+            ..sample()
+        };
+        let decoded = Frame::decode(&lent.to_bytes()).unwrap();
+        assert_eq!(decoded.payload, lent.payload, "the handle travels");
+        assert_eq!(decoded.message_bytes(), 48, "not the handle's length");
         let with_data = Frame {
             kind: Kind::RequestToSend,
             ..sample()

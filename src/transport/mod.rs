@@ -281,6 +281,41 @@ pub(crate) trait Transport: Send + Sync + fmt::Debug {
         self.send_owned(to, frame).map(|()| true)
     }
 
+    /// A handle with which process `to` can read the `len` bytes at
+    /// `address` of this process itself, for an announcement (rendezvous)
+    /// to carry: the receive that matches it pulls the data with
+    /// [`fetch`](Self::fetch), so no further frame from this process is
+    /// on the message's path (two fewer hops than `ClearToSend` and
+    /// `send_borrowed`). `None` (the default) where the transport cannot.
+    /// Nothing is read until a receive matches; the caller keeps the
+    /// memory unwritten until the receiver says it is done or the send is
+    /// given up.
+    fn lend(&self, to: ProcessId, address: usize, len: usize) -> Option<Vec<u8>> {
+        let _ = (to, address, len);
+        None
+    }
+
+    /// Reads the `len` bytes that process `from` lent with `handle`
+    /// ([`lend`](Self::lend)) into `dst`; the error says why not (the
+    /// lender is gone, a garbled handle). A
+    /// [`withdraw_place`](Self::withdraw_place) for `from` returns only
+    /// once a fetch from it under way ended (a fetch fills a pull's place).
+    ///
+    /// # Safety
+    ///
+    /// `dst` is valid for writes of `len` bytes, and nothing else reads or
+    /// writes it until this returns.
+    unsafe fn fetch(
+        &self,
+        from: ProcessId,
+        handle: &[u8],
+        dst: *mut u8,
+        len: usize,
+    ) -> Result<(), String> {
+        let _ = (from, handle, dst, len);
+        Err("this transport lends no memory".into())
+    }
+
     /// The owner of the memory of `send_borrowed(to, .., token)` must go
     /// before it was sent: the transport copies what it has not written
     /// yet, so the frame still leaves whole. Nothing touches the memory

@@ -215,6 +215,30 @@ impl Transport for Routed {
         }
     }
 
+    fn lend(&self, to: ProcessId, address: usize, len: usize) -> Option<Vec<u8>> {
+        if self.shm.reaches(to) {
+            self.shm.lend(to, address, len)
+        } else {
+            self.tcp.lend(to, address, len)
+        }
+    }
+
+    unsafe fn fetch(
+        &self,
+        from: ProcessId,
+        handle: &[u8],
+        dst: *mut u8,
+        len: usize,
+    ) -> Result<(), String> {
+        if self.shm.reaches(from) {
+            // SAFETY: the caller's contract.
+            unsafe { self.shm.fetch(from, handle, dst, len) }
+        } else {
+            // SAFETY: the caller's contract.
+            unsafe { self.tcp.fetch(from, handle, dst, len) }
+        }
+    }
+
     fn withdraw_send(&self, to: ProcessId, token: u64) {
         if self.shm.reaches(to) {
             self.shm.withdraw_send(to, token);

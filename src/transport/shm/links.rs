@@ -78,6 +78,8 @@ pub(crate) struct Peer {
     pub(crate) reads_by_cma: bool,
     out: Mutex<Output>,
     input: Mutex<Input>,
+    /// Held while this process reads a buffer the peer lent (`fetch`).
+    fetching: Mutex<()>,
 }
 
 impl Peer {
@@ -101,6 +103,7 @@ impl Peer {
             reads_by_cma,
             out: Mutex::default(),
             input: Mutex::default(),
+            fetching: Mutex::default(),
         }
     }
 }
@@ -291,6 +294,66 @@ impl ShmLinks {
             self.bell.ring();
         }
         Ok(false)
+    }
+
+    /// A handle with which `to` reads the `len` bytes at `address` itself
+    /// (see [`Transport::lend`](crate::transport::Transport::lend)): the
+    /// address and the length, where `to` reads this process's memory by
+    /// CMA and the payload is at least [`cma::SHARED_READ`].
+    ///
+    /// Smaller payloads keep the announce after `ClearToSend`: the lend is
+    /// made when the message is announced, perhaps long before a receive
+    /// matches, so its sender cannot poll for the end of a read that is
+    /// about to start (`busy`), which a short read's sender does (a
+    /// wake-up would cost more than the read). A large read's sender
+    /// sleeps anyway.
+    pub(crate) fn lend(&self, to: ProcessId, address: usize, len: usize) -> Option<Vec<u8>> {
+        let peer = self.peer(to).ok()?;
+        if !peer.cma || len < cma::SHARED_READ {
+            return None;
+        }
+        let mut handle = Vec::with_capacity(16);
+        handle.extend_from_slice(&(address as u64).to_le_bytes());
+        handle.extend_from_slice(&(len as u64).to_le_bytes());
+        Some(handle)
+    }
+
+    /// Reads the `len` bytes that `from` lent with `handle` ([`lend`](Self::lend))
+    /// into `dst`, with the reader's helper thread.
+    ///
+    /// # Safety
+    ///
+    /// `dst` is valid for writes of `len` bytes, and nothing else reads or
+    /// writes it until this returns.
+    pub(crate) unsafe fn fetch(
+        &self,
+        from: ProcessId,
+        handle: &[u8],
+        dst: *mut u8,
+        len: usize,
+    ) -> Result<(), String> {
+        let peer = self.peer(from).map_err(|err| err.to_string())?;
+        let word = |i: usize| {
+            handle
+                .get(i..i + 8)
+                .map(|b| u64::from_le_bytes(b.try_into().expect("8 bytes")))
+        };
+        let (Some(address), Some(lent), 16) = (word(0), word(8), handle.len()) else {
+            return Err(format!("a lent handle of {} bytes", handle.len()));
+        };
+        if !peer.reads_by_cma || lent != len as u64 {
+            return Err(format!(
+                "it lent {lent} bytes for a read of {len} that this process cannot make by CMA"
+            ));
+        }
+        let _fetching = lock(&peer.fetching);
+        // SAFETY: the caller's contract.
+        unsafe { self.reader.read(peer.pid, address, dst, len) }.map_err(|err| {
+            format!(
+                "reading {len} bytes of its memory (process_vm_readv, pid {}) failed: {err}",
+                peer.pid
+            )
+        })
     }
 
     /// Writes what the ring takes of `peer`'s queue; returns whether it
@@ -635,7 +698,9 @@ impl ShmLinks {
         }
     }
 
-    /// See [`Transport::withdraw_place`](crate::transport::Transport::withdraw_place).
+    /// See [`Transport::withdraw_place`](crate::transport::Transport::withdraw_place):
+    /// also waits for a read of a lent buffer from `from` under way (a
+    /// [`fetch`](Self::fetch) writes into the place of a pull too).
     pub(crate) fn withdraw_place(&self, from: ProcessId, id: u64) {
         let Ok(peer) = self.peer(from) else { return };
         let mut input = lock(&peer.input);
@@ -648,6 +713,8 @@ impl ShmLinks {
                 *place = None;
             }
         }
+        drop(input);
+        drop(lock(&peer.fetching));
     }
 
     /// Output waits for room, or a payload is partly read, or a peer

@@ -223,6 +223,44 @@ fn a_sender_is_busy_until_the_done_of_a_read_its_peer_does_alone() {
     }
 }
 
+/// A payload of at least `cma::SHARED_READ` is lent to a peer that reads
+/// by CMA (a smaller one is not, nor one to a peer that cannot), and the
+/// peer fetches it whole with the handle; a garbled handle, or one for
+/// another length, is refused.
+#[test]
+fn large_payloads_are_lent_to_cma_readers_and_fetched_whole() {
+    let len = super::cma::SHARED_READ + 4097;
+    let data: Vec<u8> = (0..len).map(|i| (i % 249) as u8).collect();
+    let at = data.as_ptr() as usize;
+    let t = routed(
+        2,
+        Settings {
+            ring: DEFAULT_RING,
+            cma: true,
+        },
+    );
+    assert!(t[0].lend(id(1), at, 1 << 20).is_none(), "a short read");
+    let handle = t[0].lend(id(1), at, len).expect("lent");
+    let mut buf = vec![0u8; len];
+    // SAFETY: `buf` has `len` writable bytes, ours alone.
+    unsafe { t[1].fetch(id(0), &handle, buf.as_mut_ptr(), len) }.unwrap();
+    assert!(buf == data, "the fetched bytes differ");
+    // SAFETY: as above.
+    let garbled = unsafe { t[1].fetch(id(0), &handle[..8], buf.as_mut_ptr(), len) };
+    assert!(garbled.unwrap_err().contains("handle"));
+    // SAFETY: as above (`len - 1` bytes).
+    let other = unsafe { t[1].fetch(id(0), &handle, buf.as_mut_ptr(), len - 1) };
+    assert!(other.unwrap_err().contains("lent"));
+    let t = routed(
+        2,
+        Settings {
+            ring: DEFAULT_RING,
+            cma: false,
+        },
+    );
+    assert!(t[0].lend(id(1), at, len).is_none(), "no CMA");
+}
+
 /// A peer's frames written before its TCP stream closed are handed over
 /// before its loss.
 #[test]
