@@ -598,7 +598,7 @@ pub(crate) fn start_receive(
         }
         return Started::Done(consume(ep, msg, dst));
     }
-    queues.posted.push_back(Posted {
+    queues.post(Posted {
         spec,
         dst: dst.clone(),
         completion,
