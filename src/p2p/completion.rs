@@ -214,26 +214,35 @@ impl Completion {
     }
 
     /// Publishes the outcome and answers whether the waiter must be
-    /// unparked (it may have parked: module docs). The completion may be
-    /// freed as soon as this returns: read [`waiter`](Self::waiter) first.
+    /// unparked (it may have parked: module docs): `Some(waiter)`, the
+    /// rank to unpark, read before `DONE`. The completion may be freed as
+    /// soon as this returns.
+    ///
+    /// The outcome is written before anything is read: the completer's
+    /// first access to the waiter's line is a write, which takes it once,
+    /// for writing (a first read took it shared, and the write then had to
+    /// take it again from the waiter spinning on it).
     ///
     /// # Safety
     ///
     /// Only the rank that claimed the descriptor may call this, once.
     #[inline]
     #[must_use]
-    pub(crate) unsafe fn finish(&self, outcome: Outcome) -> bool {
+    pub(crate) unsafe fn finish(&self, outcome: Outcome) -> Option<u32> {
         // SAFETY: the claimer is the only writer and the owner does not read
         // before `DONE` (module docs).
         self.outcome.with_mut(|o| unsafe { (*o).write(outcome) });
+        // Before `DONE`: the waiter may return right after.
+        let waiter = self.waiter;
         // `WAKE` is never cleared and `HELD` is ours (we claimed): once
         // `WAKE` is set, a store cannot erase anybody's write.
-        if self.state.load(Ordering::Relaxed) & WAKE != 0 {
+        let wake = if self.state.load(Ordering::Relaxed) & WAKE != 0 {
             self.state.store(DONE | WAKE, Ordering::Release);
             true
         } else {
             self.state.swap(DONE, Ordering::AcqRel) & WAKE != 0
-        }
+        };
+        wake.then_some(waiter)
     }
 
     /// Publishes the outcome, for a completer that unparks the waiter

@@ -476,12 +476,9 @@ fn queue_unexpected(
 fn deliver(ep: Endpoint<'_, impl Node>, env: &Envelope, src: &Layout, posted: Posted) {
     let outcome = transfer(env, src, &posted.dst);
     // SAFETY: the receiver keeps its completion alive until it is done; we
-    // claimed the descriptor, so we are its only completer. Read the waiter
-    // before completing: the receiver may return right after.
-    let waiter = unsafe { (*posted.completion).waiter() };
-    // SAFETY: as above. A receiver spinning on its completion needs no
-    // wake-up (`completion`'s docs).
-    if unsafe { (*posted.completion).finish(outcome) } {
+    // claimed the descriptor, so we are its only completer. A receiver
+    // spinning on its completion needs no wake-up (`completion`'s docs).
+    if let Some(waiter) = unsafe { (*posted.completion).finish(outcome) } {
         sched::unpark(ep.sched(), waiter);
     }
 }
@@ -560,15 +557,13 @@ fn consume(ep: Endpoint<'_, impl Node>, msg: Unexpected, dst: &Layout) -> Outcom
         Payload::Remote(remote) => remote::receive(ep.node, &msg.env, *remote, dst),
         Payload::Rendezvous { src, completion } => {
             let outcome = transfer(&msg.env, &src, dst);
-            // SAFETY: the sender waits on its completion until done; we
-            // claimed its descriptor. Read the waiter first (see `deliver`).
-            let waiter = unsafe { (*completion).waiter() };
             let sent = Outcome {
                 bytes: src.bytes(),
                 ..Outcome::default()
             };
-            // SAFETY: as above.
-            if unsafe { (*completion).finish(sent) } {
+            // SAFETY: the sender waits on its completion until done; we
+            // claimed its descriptor.
+            if let Some(waiter) = unsafe { (*completion).finish(sent) } {
                 sched::unpark(ep.sched(), waiter);
             }
             outcome
@@ -1112,16 +1107,14 @@ pub(crate) fn drop_matched(ep: Endpoint<'_, impl Node>, matched: Matched) {
         Payload::Remote(remote) => remote::release(ep.node, *remote),
         Payload::Rendezvous { completion, .. } => {
             // SAFETY: the sender waits on its completion (we took the held
-            // message above); read the waiter before completing.
-            let waiter = unsafe { (*completion).waiter() };
-            // SAFETY: we are the message's only completer.
+            // message above); we are the message's only completer.
             let wake = unsafe {
                 (*completion).finish(Outcome {
                     cancelled: true,
                     ..Outcome::default()
                 })
             };
-            if wake {
+            if let Some(waiter) = wake {
                 sched::unpark(ep.sched(), waiter);
             }
         }
