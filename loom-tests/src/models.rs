@@ -107,6 +107,92 @@ fn completion_publishes_its_outcome_to_the_parked_owner() {
     });
 }
 
+/// The wait of a blocking call on a spinning completion (`p2p::wait_for`):
+/// a look (the spin, bounded in the runtime), then announce the park and
+/// park until done. Returns how many times it really parked.
+fn wait_spinning(state: &ParkState, completion: &Completion) -> usize {
+    let mut parks = 0;
+    if completion.is_done() {
+        return parks;
+    }
+    while completion.announce_park() {
+        if state.try_park() {
+            parks += 1;
+            thread::park();
+        }
+    }
+    parks
+}
+
+/// A completer of a spinning completion (`p2p::deliver`): it wakes the
+/// waiter only if `finish` says the waiter may have parked.
+fn finish_and_wake(
+    completion: &Completion,
+    state: &ParkState,
+    requeues: &AtomicUsize,
+    owner: &thread::Thread,
+) {
+    // SAFETY: the calling thread is the only completer.
+    let wake_it = unsafe {
+        completion.finish(Outcome {
+            source: 3,
+            tag: 5,
+            bytes: 40,
+            ..Outcome::default()
+        })
+    };
+    if let Some(waiter) = wake_it {
+        assert_eq!(waiter, 7);
+        wake(state, requeues, owner);
+    }
+}
+
+#[test]
+fn a_spinning_completion_wakes_its_owner_only_once_it_announced_the_park() {
+    loom::model(|| {
+        let completion = Arc::new(Completion::spinning(7, true));
+        let state = Arc::new(ParkState::new());
+        let requeues = Arc::new(AtomicUsize::new(0));
+        let owner = {
+            let (completion, state) = (completion.clone(), state.clone());
+            thread::spawn(move || {
+                let parks = wait_spinning(&state, &completion);
+                let outcome = completion.outcome();
+                (parks, (outcome.source, outcome.tag, outcome.bytes))
+            })
+        };
+        finish_and_wake(&completion, &state, &requeues, owner.thread());
+        let (parks, outcome) = owner.join().unwrap();
+        assert_eq!(outcome, (3, 5, 40));
+        assert_eq!(parks, requeues.load(Ordering::SeqCst));
+    });
+}
+
+#[test]
+fn holding_a_spinning_send_never_erases_its_park_announcement() {
+    loom::model(|| {
+        // A rendezvous sender waits on its completion while a matched
+        // probe holds the message, then receives it (`p2p::claim`).
+        let completion = Arc::new(Completion::spinning(7, true));
+        let state = Arc::new(ParkState::new());
+        let requeues = Arc::new(AtomicUsize::new(0));
+        let owner = {
+            let (completion, state) = (completion.clone(), state.clone());
+            thread::spawn(move || {
+                let parks = wait_spinning(&state, &completion);
+                (parks, completion.outcome().bytes)
+            })
+        };
+        completion.hold();
+        assert!(completion.is_held());
+        completion.release_hold();
+        finish_and_wake(&completion, &state, &requeues, owner.thread());
+        let (parks, bytes) = owner.join().unwrap();
+        assert_eq!(bytes, 40);
+        assert_eq!(parks, requeues.load(Ordering::SeqCst));
+    });
+}
+
 #[test]
 fn idle_workers_see_work_published_before_they_sleep() {
     loom::model(|| {

@@ -69,7 +69,7 @@ mod status;
 use std::panic::Location;
 use std::sync::Arc;
 
-use completion::{Completion, Fault, Outcome};
+use completion::{Completion, Fault, Outcome, Waiting};
 use eager::EagerPool;
 pub use status::Status;
 
@@ -476,12 +476,11 @@ fn queue_unexpected(
 fn deliver(ep: Endpoint<'_, impl Node>, env: &Envelope, src: &Layout, posted: Posted) {
     let outcome = transfer(env, src, &posted.dst);
     // SAFETY: the receiver keeps its completion alive until it is done; we
-    // claimed the descriptor, so we are its only completer. Read the waiter
-    // before completing: the receiver may return right after.
-    let waiter = unsafe { (*posted.completion).waiter() };
-    // SAFETY: as above.
-    unsafe { (*posted.completion).complete(outcome) };
-    sched::unpark(ep.sched(), waiter);
+    // claimed the descriptor, so we are its only completer. A receiver
+    // spinning on its completion needs no wake-up (`completion`'s docs).
+    if let Some(waiter) = unsafe { (*posted.completion).finish(outcome) } {
+        sched::unpark(ep.sched(), waiter);
+    }
 }
 /// Checks signatures and sizes and copies `src` into `dst`.
 /// `#[inline(always)]`: with the small copy inlined, LLVM moved it out of
@@ -558,16 +557,15 @@ fn consume(ep: Endpoint<'_, impl Node>, msg: Unexpected, dst: &Layout) -> Outcom
         Payload::Remote(remote) => remote::receive(ep.node, &msg.env, *remote, dst),
         Payload::Rendezvous { src, completion } => {
             let outcome = transfer(&msg.env, &src, dst);
-            // SAFETY: the sender waits on its completion until done; we
-            // claimed its descriptor. Read the waiter first (see `deliver`).
-            let waiter = unsafe { (*completion).waiter() };
             let sent = Outcome {
                 bytes: src.bytes(),
                 ..Outcome::default()
             };
-            // SAFETY: as above.
-            unsafe { (*completion).complete(sent) };
-            sched::unpark(ep.sched(), waiter);
+            // SAFETY: the sender waits on its completion until done; we
+            // claimed its descriptor.
+            if let Some(waiter) = unsafe { (*completion).finish(sent) } {
+                sched::unpark(ep.sched(), waiter);
+            }
             outcome
         }
     }
@@ -595,7 +593,7 @@ pub(crate) fn start_receive(
         }
         return Started::Done(consume(ep, msg, dst));
     }
-    queues.posted.push_back(Posted {
+    queues.post(Posted {
         spec,
         dst: dst.clone(),
         completion,
@@ -719,7 +717,7 @@ impl<'a, N: Node> PendingGuard<'a, N> {
     /// check.
     #[inline]
     pub(crate) fn wait(self, ctx: &RankCtx, info: &WaitInfo) -> Result<Outcome, Error> {
-        sched::wait_until(ctx, info, || self.completion.is_done())?;
+        wait_for(ctx, info, self.completion)?;
         let outcome = self.completion.outcome();
         std::mem::forget(self);
         Ok(outcome)
@@ -729,10 +727,47 @@ impl<'a, N: Node> PendingGuard<'a, N> {
     /// reads the outcome in place ([`Completion::outcome_ref`]).
     #[inline]
     pub(crate) fn wait_done(self, ctx: &RankCtx, info: &WaitInfo) -> Result<(), Error> {
-        sched::wait_until(ctx, info, || self.completion.is_done())?;
+        wait_for(ctx, info, self.completion)?;
         std::mem::forget(self);
         Ok(())
     }
+}
+
+/// The completion of a blocking call by the party of `ctx`: one its
+/// completer need not wake while the party spins on it
+/// ([`Completion::spinning`]), when the party spins before it parks.
+#[inline]
+fn blocking_completion(ctx: &RankCtx) -> Completion {
+    Completion::spinning(ctx.slot, ctx.spins)
+}
+
+/// Waits (the party of `ctx`) until `completion` is done: as any wait when
+/// its completer always wakes it; else spinning on it first, then
+/// announcing the park (`completion`'s docs).
+#[inline]
+fn wait_for(ctx: &RankCtx, info: &WaitInfo, completion: &Completion) -> Result<(), Error> {
+    match completion.waiting() {
+        Waiting::Done => Ok(()),
+        Waiting::Woken => {
+            while {
+                sched::park_once(ctx, info)?;
+                !completion.is_done()
+            } {}
+            Ok(())
+        }
+        Waiting::Spinning => wait_spinning(ctx, info, completion),
+    }
+}
+
+/// [`wait_for`] of a spinning completion not done at the first look.
+/// Out of line: it spins for microseconds anyway.
+#[inline(never)]
+fn wait_spinning(ctx: &RankCtx, info: &WaitInfo, completion: &Completion) -> Result<(), Error> {
+    sched::spin(ctx, || completion.is_done());
+    while completion.announce_park() {
+        sched::park_after_spin(ctx, info)?;
+    }
+    Ok(())
 }
 
 impl<N: Node> Drop for PendingGuard<'_, N> {
@@ -850,7 +885,7 @@ pub(crate) fn send(
         tag,
         src.bytes(),
     );
-    let completion = Completion::new(ctx.slot);
+    let completion = blocking_completion(ctx);
     match send_to(ep, route, tag, src, mode, &completion) {
         true => Ok(()),
         false => {
@@ -886,7 +921,7 @@ pub(crate) fn receive(
     site: &'static Location<'static>,
 ) -> Result<Status, Error> {
     let mut span = trace::span(ctx.recorder(), trace::Op::Receive, spec.source, spec.tag, 0);
-    let completion = Completion::new(ctx.slot);
+    let completion = blocking_completion(ctx);
     match start_receive(ep, spec, dst, &completion) {
         Started::Done(outcome) => {
             if let Some(span) = &mut span {
@@ -1072,16 +1107,16 @@ pub(crate) fn drop_matched(ep: Endpoint<'_, impl Node>, matched: Matched) {
         Payload::Remote(remote) => remote::release(ep.node, *remote),
         Payload::Rendezvous { completion, .. } => {
             // SAFETY: the sender waits on its completion (we took the held
-            // message above); read the waiter before completing.
-            let waiter = unsafe { (*completion).waiter() };
-            // SAFETY: we are the message's only completer.
-            unsafe {
-                (*completion).complete(Outcome {
+            // message above); we are the message's only completer.
+            let wake = unsafe {
+                (*completion).finish(Outcome {
                     cancelled: true,
                     ..Outcome::default()
                 })
             };
-            sched::unpark(ep.sched(), waiter);
+            if let Some(waiter) = wake {
+                sched::unpark(ep.sched(), waiter);
+            }
         }
     }
 }

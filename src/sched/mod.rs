@@ -365,7 +365,30 @@ impl Scheduler {
 ///
 /// A rank that unwinds from a panic never suspends (see [`unwinding`]): the
 /// call fails at once instead.
+#[inline]
 pub(crate) fn park_once(ctx: &RankCtx, info: &WaitInfo) -> Result<(), Error> {
+    park(ctx, info, true)
+}
+
+/// [`park_once`] for a rank that spun already ([`spin`]): it parks at
+/// once.
+pub(crate) fn park_after_spin(ctx: &RankCtx, info: &WaitInfo) -> Result<(), Error> {
+    park(ctx, info, false)
+}
+
+/// Lets the rank of `ctx` spin until `done()` holds, briefly, while its
+/// worker has nothing else to run (`worker::spin_until`; nothing at all
+/// when the rank may not spin, [`RankCtx::spins`]), before it parks.
+#[inline]
+pub(crate) fn spin(ctx: &RankCtx, done: impl FnMut() -> bool) {
+    if ctx.spins {
+        worker::spin_until(ctx.sched(), done);
+    }
+}
+
+/// [`park_once`], spinning on the park state first if `spin`.
+#[inline]
+fn park(ctx: &RankCtx, info: &WaitInfo, spin: bool) -> Result<(), Error> {
     if ctx.is_thread() {
         return thread::park_once(ctx, info);
     }
@@ -380,7 +403,9 @@ pub(crate) fn park_once(ctx: &RankCtx, info: &WaitInfo) -> Result<(), Error> {
     slot.set_wait(info);
     // Briefly, while its worker has nothing else to run: a wake-up from
     // another worker then costs no switch and no requeue (`worker.rs`).
-    worker::spin_before_park(sched, &slot.park);
+    if spin {
+        worker::spin_before_park(sched, &slot.park);
+    }
     if slot.park.try_park() {
         let _span = ctx.recorder().map(|r| {
             r.park(

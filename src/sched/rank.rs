@@ -305,6 +305,11 @@ pub(crate) struct RankCtx {
     pub(crate) slot: u32,
     /// The worker it is pinned to.
     pub(crate) worker: u32,
+    /// Its waits may spin before they park (its worker's
+    /// `WorkerLocal::spin_in_rank`; never in an OS thread's context): a
+    /// blocking call then waits on a completion its completer need not
+    /// wake (`p2p::completion`).
+    pub(crate) spins: bool,
     pub(crate) yielder: *const Yielder<(), Suspend>,
     /// `initialize()` was called (or the universe was handed to the body).
     pub(crate) initialized: Cell<bool>,
@@ -490,6 +495,7 @@ mod tests {
             local: LocalIndex::new(1),
             slot: 1,
             worker: 0,
+            spins: false,
             yielder: ptr::null(),
             initialized: Cell::new(false),
             locals: super::super::locals::RankLocals::for_thread(),

@@ -186,6 +186,7 @@ fn create(
             local,
             slot,
             worker,
+            spins: false,
             yielder: ptr::null(),
             initialized: Cell::new(true),
             locals: super::locals::RankLocals::for_thread(),

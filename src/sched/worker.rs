@@ -300,18 +300,29 @@ fn schedule_remote(sched: &Scheduler, worker: usize, task: usize) {
 /// [`ParkState::is_notified`]: super::park::ParkState::is_notified
 #[inline]
 pub(crate) fn spin_before_park(sched: &Scheduler, park: &super::park::ParkState) {
+    spin_until(sched, || park.is_notified());
+}
+
+/// Lets the rank running on this thread spin until `done()` holds, on the
+/// terms of [`spin_before_park`] (at most [`SPIN_PARK`], while its worker
+/// has nothing else to run, and only if the job's workers have a CPU
+/// each): for a wait on a flag that its setter writes without waking the
+/// rank (a blocking call's completion, `p2p::completion`). `done` should
+/// load one line that only the wake-up writes.
+#[inline]
+pub(crate) fn spin_until(sched: &Scheduler, done: impl FnMut() -> bool) {
     let local = WORKER.with(|w| w.get());
     // SAFETY: as in `schedule`.
     if let Some(local) = unsafe { local.as_ref() } {
         if local.spin_in_rank {
-            spin_in_rank(local, sched, park);
+            spin_in_rank(local, sched, done);
         }
     }
 }
 
-/// The spin of [`spin_before_park`].
+/// The spin of [`spin_until`].
 #[inline(never)]
-fn spin_in_rank(local: &WorkerLocal, sched: &Scheduler, park: &super::park::ParkState) {
+fn spin_in_rank(local: &WorkerLocal, sched: &Scheduler, mut done: impl FnMut() -> bool) {
     if !ptr::eq(local.sched, sched) || local.has_other_work(sched) {
         return;
     }
@@ -322,7 +333,7 @@ fn spin_in_rank(local: &WorkerLocal, sched: &Scheduler, park: &super::park::Park
     }
     let start = Instant::now();
     let mut looks = 0u32;
-    while !park.is_notified() {
+    while !done() {
         std::hint::spin_loop();
         if let Some(host) = polls {
             // Arrivals from other processes: the reply this rank waits for
@@ -330,8 +341,8 @@ fn spin_in_rank(local: &WorkerLocal, sched: &Scheduler, park: &super::park::Park
             host.progress();
         }
         looks = looks.wrapping_add(1);
-        // The other sources, and the clock, every few looks: the park
-        // state is the line a wake-up writes.
+        // The other sources, and the clock, every few looks: `done` reads
+        // the line a wake-up writes.
         if looks % 16 == 0 && (local.has_other_work(sched) || start.elapsed() >= SPIN_PARK) {
             break;
         }
@@ -834,6 +845,7 @@ impl Worker<'_> {
         let (sched_ptr, host) = (self.sched as *const Scheduler, self.host);
         let pool = self.pool;
         let worker = self.local.index as u32;
+        let spins = self.local.spin_in_rank;
         let recorder = self.tracer.as_ref().and_then(|tracer| {
             tracer.recorder(rank.get(), worker, slot, matches!(what, Start::Task(_)))
         });
@@ -845,6 +857,7 @@ impl Worker<'_> {
                 local,
                 slot,
                 worker,
+                spins,
                 yielder,
                 initialized: Cell::new(matches!(what, Start::Task(_))),
                 locals: match what {
