@@ -127,6 +127,8 @@ const HEADER: usize = 8;
 pub(crate) const RECVS: usize = 32;
 /// Entries of the completion queue.
 const CQ_SIZE: usize = 1024;
+/// Completions read from the queue at once.
+const BATCH: usize = 64;
 /// The epoll token of the wake-up eventfd (control streams use their
 /// process index).
 const WAKE: u64 = u64::MAX;
@@ -300,8 +302,10 @@ pub(crate) struct OfiTransport {
     /// Operations posted and not completed (as addresses of `Op`s), freed
     /// at drop once the endpoint is closed.
     live: Mutex<HashSet<usize>>,
-    /// Serialises reading the completion queue (poll and close).
-    progress: Mutex<()>,
+    /// Serialises reading the completion queue (poll and close); holds
+    /// the buffer completions are read into (kept: a poll allocates
+    /// nothing).
+    progress: Mutex<Vec<Completion>>,
     /// What a `close` read that a later poll hands over.
     stash: Mutex<Vec<Incoming>>,
     provider: String,
@@ -561,7 +565,7 @@ impl Opened {
             wake,
             closed: AtomicBool::new(false),
             live: Mutex::default(),
-            progress: Mutex::default(),
+            progress: Mutex::new(Vec::with_capacity(BATCH)),
             stash: Mutex::default(),
             provider: provider.clone(),
         };
@@ -706,11 +710,46 @@ impl OfiTransport {
     /// Queues the frame made of `head` and `payload` for `to` and posts
     /// what the provider takes.
     fn enqueue(&self, to: ProcessId, head: &[u8], payload: &[u8]) -> Result<(), SendError> {
-        if self.closed.load(Ordering::Acquire) {
-            return Err(SendError::Closed);
-        }
         if payload.len() > MAX_PAYLOAD {
             return Err(SendError::TooLarge(payload.len()));
+        }
+        if head.len() + payload.len() <= MSG - HEADER {
+            let mut message = Vec::with_capacity(HEADER + head.len() + payload.len());
+            message.extend_from_slice(&[0; HEADER]);
+            message.extend_from_slice(head);
+            message.extend_from_slice(payload);
+            return self.enqueue_message(to, message);
+        }
+        self.queue(to, |this, out| {
+            let messages = messages(this, out.numbered, head, payload);
+            out.numbered += messages.len() as u64;
+            out.queue.extend(messages);
+        })
+    }
+
+    /// Queues one message for `to` whose first [`HEADER`] bytes are left
+    /// for its header (written here: the sender and the message's number)
+    /// and posts what the provider takes.
+    fn enqueue_message(&self, to: ProcessId, mut message: Vec<u8>) -> Result<(), SendError> {
+        self.queue(to, move |this, out| {
+            message[..4].copy_from_slice(&this.get().to_le_bytes());
+            message[4..HEADER].copy_from_slice(&(out.numbered as u32).to_le_bytes());
+            out.numbered += 1;
+            out.queue.push_back(message);
+        })
+    }
+
+    /// Has `add` number and queue messages for `to` (given this process
+    /// and the peer's output) and posts what the provider takes: the queue
+    /// is posted here if it was empty, else by the progress that posts its
+    /// head.
+    fn queue(
+        &self,
+        to: ProcessId,
+        add: impl FnOnce(ProcessId, &mut Output),
+    ) -> Result<(), SendError> {
+        if self.closed.load(Ordering::Acquire) {
+            return Err(SendError::Closed);
         }
         let p = to.get() as usize;
         let peer = self
@@ -722,10 +761,8 @@ impl OfiTransport {
         if let Some(why) = &out.failed {
             return Err(SendError::Lost(to, why.clone()));
         }
-        let messages = messages(self.this, out.numbered, head, payload);
-        out.numbered += messages.len() as u64;
         let idle = out.queue.is_empty();
-        out.queue.extend(messages);
+        add(self.this, &mut out);
         if idle {
             self.flush(p, &mut out);
         }
@@ -1038,7 +1075,7 @@ impl OfiTransport {
     /// withdrawal), what it finds kept for the next poll; if a poll is
     /// running, lets it.
     fn drive(&self) {
-        let guard = match self.progress.try_lock() {
+        let mut guard = match self.progress.try_lock() {
             Ok(guard) => guard,
             Err(std::sync::TryLockError::Poisoned(e)) => e.into_inner(),
             Err(std::sync::TryLockError::WouldBlock) => {
@@ -1047,7 +1084,7 @@ impl OfiTransport {
             }
         };
         let mut found = Vec::new();
-        self.progress_locked(&mut |i| found.push(i));
+        self.progress_locked(&mut guard, &mut |i| found.push(i));
         lock(&self.stash).extend(found);
         drop(guard);
     }
@@ -1089,15 +1126,14 @@ impl OfiTransport {
         }
     }
 
-    /// Reads the completion queue and the control streams, handing what
-    /// arrived to `sink`; posts queued messages and reads. The caller
-    /// holds `self.progress`.
-    fn progress_locked(&self, sink: &mut dyn Sink) -> usize {
+    /// Reads the completion queue (into `done`, the buffer of
+    /// `self.progress`, which the caller holds) and the control streams,
+    /// handing what arrived to `sink`; posts queued messages and reads.
+    fn progress_locked(&self, done: &mut Vec<Completion>, sink: &mut dyn Sink) -> usize {
         let mut handed = 0;
-        let mut done = Vec::with_capacity(64);
         loop {
             done.clear();
-            if let Err(e) = self.ep().cq().read(&mut done, 64) {
+            if let Err(e) = self.ep().cq().read(done, BATCH) {
                 // The queue itself failed: every peer is unreachable.
                 for (p, peer) in self.peers.iter().enumerate() {
                     if let Some(peer) = peer {
@@ -1107,10 +1143,10 @@ impl OfiTransport {
                 }
                 return handed;
             }
-            for c in &done {
+            for c in done.iter() {
                 handed += self.completed(c, sink);
             }
-            if done.len() < 64 {
+            if done.len() < BATCH {
                 break;
             }
         }
@@ -1174,7 +1210,7 @@ impl OfiTransport {
 
     /// Handles one completion.
     fn completed(&self, c: &Completion, sink: &mut dyn Sink) -> usize {
-        let op = c.context.cast::<Op>();
+        let op = c.context as *mut Op;
         if op.is_null() || !lock(&self.live).remove(&(op as usize)) {
             return 0;
         }
@@ -1318,7 +1354,15 @@ impl Transport for OfiTransport {
     }
 
     fn send(&self, to: ProcessId, frame: &Frame) -> Result<(), SendError> {
-        let mut head = Vec::new();
+        let len = frame.encoded_len();
+        if len <= MSG - HEADER {
+            // One message: the frame encoded right behind its header.
+            let mut message = Vec::with_capacity(HEADER + len);
+            message.extend_from_slice(&[0; HEADER]);
+            frame.encode(&mut message);
+            return self.enqueue_message(to, message);
+        }
+        let mut head = Vec::with_capacity(len - frame.payload.len());
         frame.encode_head(&mut head);
         self.enqueue(to, &head, &frame.payload)
     }
@@ -1456,13 +1500,13 @@ impl Transport for OfiTransport {
 
     fn poll(&self, sink: &mut dyn Sink) -> usize {
         // Under the progress lock: what a withdrawal found comes first.
-        let _serial = lock(&self.progress);
+        let mut done = lock(&self.progress);
         let stash = std::mem::take(&mut *lock(&self.stash));
         let mut handed = stash.len();
         for item in stash {
             sink.take(item);
         }
-        handed += self.progress_locked(sink);
+        handed += self.progress_locked(&mut done, sink);
         handed
     }
 
@@ -1505,8 +1549,8 @@ impl Transport for OfiTransport {
         // Every message posted and completed (so it left this process)
         // before the counts go out.
         while self.pending_output() && Instant::now() < deadline {
-            let serial = lock(&self.progress);
-            self.progress_locked(&mut |i| stash.push(i));
+            let mut serial = lock(&self.progress);
+            self.progress_locked(&mut serial, &mut |i| stash.push(i));
             lock(&self.stash).append(&mut stash);
             drop(serial);
             std::thread::sleep(Duration::from_micros(200));
