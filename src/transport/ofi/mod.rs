@@ -78,8 +78,14 @@
 //!
 //! The receiver asks its sink for a place ([`Sink::place`]) and reads the
 //! payload straight into it (else into the frame's own buffer), in reads
-//! of at most the provider's `max_msg_size`, registering the destination
+//! of [`READ_CHUNK`] (or the provider's smaller `max_msg_size`), registering the destination
 //! first if the provider wants local memory registered (`FI_MR_LOCAL`).
+//! Only [`READS_AT_ONCE`] of them are in flight, the next posted as one
+//! completes: one read of the whole payload had the `tcp` provider's
+//! socket, whose buffers the kernel autotunes to megabytes, carry data
+//! whose bytes left the caches before the receiver copied them out (the
+//! reason our TCP keeps a small send buffer, `tcp.rs`); half a megabyte
+//! on the way still fills a fabric's link.
 //! Frames behind the announce wait until the reads complete, so the
 //! payload is handed in its place among the pair's frames; then `done`
 //! goes back, and its arrival deregisters the memory and hands
@@ -153,6 +159,12 @@ const LAST_MESSAGES: Duration = Duration::from_secs(10);
 /// Payloads of at least this many bytes lent by `send_borrowed` are read
 /// by the receiver (`fi_read`) rather than sent as eager messages.
 pub(crate) const RENDEZVOUS: usize = 64 * 1024;
+/// The largest read posted at once (less where the provider's
+/// `max_msg_size` is smaller).
+const READ_CHUNK: usize = 256 * 1024;
+/// Reads of one payload in flight at once: with [`READ_CHUNK`], at most
+/// 512 KiB on the way (see "Rendezvous" in the module docs).
+const READS_AT_ONCE: usize = 2;
 /// The magic of this transport's records in a peer's stream ("Of" at
 /// bytes 4..6, where a frame has its own magic).
 const RECORD_MAGIC: u16 = 0x664f;
@@ -551,7 +563,12 @@ impl Opened {
             rma: self.rma,
             mr_mode,
             // A provider that gives no size reads at most 1 GiB at once.
-            max_read: if max_msg == 0 { 1 << 30 } else { max_msg },
+            // A provider that gives no size reads a chunk at once.
+            max_read: if max_msg == 0 {
+                READ_CHUNK
+            } else {
+                max_msg.min(READ_CHUNK)
+            },
             next_key: AtomicU64::new(1),
             this,
             ep: Some(self.ep),
@@ -994,12 +1011,14 @@ impl OfiTransport {
     }
 
     /// Posts the reads of `r` not posted yet (from process `p`), each at
-    /// most [`max_read`](Self::max_read) bytes, until the provider says
+    /// most [`max_read`](Self::max_read) bytes, until [`READS_AT_ONCE`]
+    /// are in flight (a completion posts the next) or the provider says
     /// `FI_EAGAIN` (the next progress posts the rest).
     fn post_reads(&self, p: usize, r: &mut Reading) {
         let desc = r.local.as_ref().map_or(std::ptr::null_mut(), Mr::desc);
         let base = r.base();
-        while r.posted < r.len && r.failed.is_none() && !r.dropped {
+        while r.posted < r.len && r.failed.is_none() && !r.dropped && r.outstanding < READS_AT_ONCE
+        {
             let n = self.max_read.min(r.len - r.posted);
             let op = Op::new(What::Read { from: p });
             lock(&self.live).insert(op as usize);
@@ -1253,6 +1272,9 @@ impl OfiTransport {
                         r.len, self.provider
                     ));
                 }
+                if r.posted < r.len && !r.dropped && r.failed.is_none() {
+                    self.post_reads(*from, r);
+                }
                 self.settle(*from, &mut input, sink)
             }
             (What::Recv(buf), None) => {
@@ -1317,7 +1339,8 @@ impl OfiTransport {
     /// Output that no completion will announce waits: messages or reads
     /// the provider refused for now (`FI_EAGAIN`), posted by a later
     /// progress. (A send or read in flight completes through the queue,
-    /// whose wait fd wakes a `wait`.)
+    /// whose wait fd wakes a `wait`; the completion of a read posts the
+    /// payload's next.)
     fn unannounced_output(&self) -> bool {
         self.peers.iter().flatten().any(|peer| {
             let queued = peer
@@ -1325,10 +1348,9 @@ impl OfiTransport {
                 .try_lock()
                 .map_or(true, |out| !out.queue.is_empty());
             let reads = peer.input.try_lock().map_or(true, |input| {
-                input
-                    .reading
-                    .as_ref()
-                    .is_some_and(|r| r.posted < r.len && !r.dropped && r.failed.is_none())
+                input.reading.as_ref().is_some_and(|r| {
+                    r.posted < r.len && r.outstanding == 0 && !r.dropped && r.failed.is_none()
+                })
             });
             queued || reads
         })
