@@ -325,8 +325,9 @@ unsafe impl Sync for Cq {}
 /// A completion read from a [`Cq`].
 #[derive(Debug, Clone)]
 pub(crate) struct Completion {
-    /// The context the operation was posted with.
-    pub(crate) context: *mut c_void,
+    /// The context the operation was posted with (its address: an
+    /// opaque token here, which only its poster turns back into a pointer).
+    pub(crate) context: usize,
     /// Bytes received (receives).
     pub(crate) len: usize,
     /// `Some` for an operation that failed: why.
@@ -418,7 +419,7 @@ impl Cq {
                     return Ok(());
                 }
                 out.push(Completion {
-                    context: err.op_context,
+                    context: err.op_context as usize,
                     len: err.len,
                     error: Some(OfiError {
                         call: "a posted operation",
@@ -429,7 +430,7 @@ impl Cq {
             }
             let n = check("fi_cq_read", n as i64)? as usize;
             out.extend(entries[..n].iter().map(|e| Completion {
-                context: e.op_context,
+                context: e.op_context as usize,
                 len: e.len,
                 error: None,
             }));

@@ -78,8 +78,14 @@
 //!
 //! The receiver asks its sink for a place ([`Sink::place`]) and reads the
 //! payload straight into it (else into the frame's own buffer), in reads
-//! of at most the provider's `max_msg_size`, registering the destination
+//! of [`READ_CHUNK`] (or the provider's smaller `max_msg_size`), registering the destination
 //! first if the provider wants local memory registered (`FI_MR_LOCAL`).
+//! Only [`READS_AT_ONCE`] of them are in flight, the next posted as one
+//! completes: one read of the whole payload had the `tcp` provider's
+//! socket, whose buffers the kernel autotunes to megabytes, carry data
+//! whose bytes left the caches before the receiver copied them out (the
+//! reason our TCP keeps a small send buffer, `tcp.rs`); half a megabyte
+//! on the way still fills a fabric's link.
 //! Frames behind the announce wait until the reads complete, so the
 //! payload is handed in its place among the pair's frames; then `done`
 //! goes back, and its arrival deregisters the memory and hands
@@ -127,6 +133,8 @@ const HEADER: usize = 8;
 pub(crate) const RECVS: usize = 32;
 /// Entries of the completion queue.
 const CQ_SIZE: usize = 1024;
+/// Completions read from the queue at once.
+const BATCH: usize = 64;
 /// The epoll token of the wake-up eventfd (control streams use their
 /// process index).
 const WAKE: u64 = u64::MAX;
@@ -151,6 +159,12 @@ const LAST_MESSAGES: Duration = Duration::from_secs(10);
 /// Payloads of at least this many bytes lent by `send_borrowed` are read
 /// by the receiver (`fi_read`) rather than sent as eager messages.
 pub(crate) const RENDEZVOUS: usize = 64 * 1024;
+/// The largest read posted at once (less where the provider's
+/// `max_msg_size` is smaller).
+const READ_CHUNK: usize = 256 * 1024;
+/// Reads of one payload in flight at once: with [`READ_CHUNK`], at most
+/// 512 KiB on the way (see "Rendezvous" in the module docs).
+const READS_AT_ONCE: usize = 2;
 /// The magic of this transport's records in a peer's stream ("Of" at
 /// bytes 4..6, where a frame has its own magic).
 const RECORD_MAGIC: u16 = 0x664f;
@@ -300,8 +314,10 @@ pub(crate) struct OfiTransport {
     /// Operations posted and not completed (as addresses of `Op`s), freed
     /// at drop once the endpoint is closed.
     live: Mutex<HashSet<usize>>,
-    /// Serialises reading the completion queue (poll and close).
-    progress: Mutex<()>,
+    /// Serialises reading the completion queue (poll and close); holds
+    /// the buffer completions are read into (kept: a poll allocates
+    /// nothing).
+    progress: Mutex<Vec<Completion>>,
     /// What a `close` read that a later poll hands over.
     stash: Mutex<Vec<Incoming>>,
     provider: String,
@@ -547,7 +563,12 @@ impl Opened {
             rma: self.rma,
             mr_mode,
             // A provider that gives no size reads at most 1 GiB at once.
-            max_read: if max_msg == 0 { 1 << 30 } else { max_msg },
+            // A provider that gives no size reads a chunk at once.
+            max_read: if max_msg == 0 {
+                READ_CHUNK
+            } else {
+                max_msg.min(READ_CHUNK)
+            },
             next_key: AtomicU64::new(1),
             this,
             ep: Some(self.ep),
@@ -561,7 +582,7 @@ impl Opened {
             wake,
             closed: AtomicBool::new(false),
             live: Mutex::default(),
-            progress: Mutex::default(),
+            progress: Mutex::new(Vec::with_capacity(BATCH)),
             stash: Mutex::default(),
             provider: provider.clone(),
         };
@@ -706,11 +727,46 @@ impl OfiTransport {
     /// Queues the frame made of `head` and `payload` for `to` and posts
     /// what the provider takes.
     fn enqueue(&self, to: ProcessId, head: &[u8], payload: &[u8]) -> Result<(), SendError> {
-        if self.closed.load(Ordering::Acquire) {
-            return Err(SendError::Closed);
-        }
         if payload.len() > MAX_PAYLOAD {
             return Err(SendError::TooLarge(payload.len()));
+        }
+        if head.len() + payload.len() <= MSG - HEADER {
+            let mut message = Vec::with_capacity(HEADER + head.len() + payload.len());
+            message.extend_from_slice(&[0; HEADER]);
+            message.extend_from_slice(head);
+            message.extend_from_slice(payload);
+            return self.enqueue_message(to, message);
+        }
+        self.queue(to, |this, out| {
+            let messages = messages(this, out.numbered, head, payload);
+            out.numbered += messages.len() as u64;
+            out.queue.extend(messages);
+        })
+    }
+
+    /// Queues one message for `to` whose first [`HEADER`] bytes are left
+    /// for its header (written here: the sender and the message's number)
+    /// and posts what the provider takes.
+    fn enqueue_message(&self, to: ProcessId, mut message: Vec<u8>) -> Result<(), SendError> {
+        self.queue(to, move |this, out| {
+            message[..4].copy_from_slice(&this.get().to_le_bytes());
+            message[4..HEADER].copy_from_slice(&(out.numbered as u32).to_le_bytes());
+            out.numbered += 1;
+            out.queue.push_back(message);
+        })
+    }
+
+    /// Has `add` number and queue messages for `to` (given this process
+    /// and the peer's output) and posts what the provider takes: the queue
+    /// is posted here if it was empty, else by the progress that posts its
+    /// head.
+    fn queue(
+        &self,
+        to: ProcessId,
+        add: impl FnOnce(ProcessId, &mut Output),
+    ) -> Result<(), SendError> {
+        if self.closed.load(Ordering::Acquire) {
+            return Err(SendError::Closed);
         }
         let p = to.get() as usize;
         let peer = self
@@ -722,10 +778,8 @@ impl OfiTransport {
         if let Some(why) = &out.failed {
             return Err(SendError::Lost(to, why.clone()));
         }
-        let messages = messages(self.this, out.numbered, head, payload);
-        out.numbered += messages.len() as u64;
         let idle = out.queue.is_empty();
-        out.queue.extend(messages);
+        add(self.this, &mut out);
         if idle {
             self.flush(p, &mut out);
         }
@@ -957,12 +1011,14 @@ impl OfiTransport {
     }
 
     /// Posts the reads of `r` not posted yet (from process `p`), each at
-    /// most [`max_read`](Self::max_read) bytes, until the provider says
+    /// most [`max_read`](Self::max_read) bytes, until [`READS_AT_ONCE`]
+    /// are in flight (a completion posts the next) or the provider says
     /// `FI_EAGAIN` (the next progress posts the rest).
     fn post_reads(&self, p: usize, r: &mut Reading) {
         let desc = r.local.as_ref().map_or(std::ptr::null_mut(), Mr::desc);
         let base = r.base();
-        while r.posted < r.len && r.failed.is_none() && !r.dropped {
+        while r.posted < r.len && r.failed.is_none() && !r.dropped && r.outstanding < READS_AT_ONCE
+        {
             let n = self.max_read.min(r.len - r.posted);
             let op = Op::new(What::Read { from: p });
             lock(&self.live).insert(op as usize);
@@ -1038,7 +1094,7 @@ impl OfiTransport {
     /// withdrawal), what it finds kept for the next poll; if a poll is
     /// running, lets it.
     fn drive(&self) {
-        let guard = match self.progress.try_lock() {
+        let mut guard = match self.progress.try_lock() {
             Ok(guard) => guard,
             Err(std::sync::TryLockError::Poisoned(e)) => e.into_inner(),
             Err(std::sync::TryLockError::WouldBlock) => {
@@ -1047,7 +1103,7 @@ impl OfiTransport {
             }
         };
         let mut found = Vec::new();
-        self.progress_locked(&mut |i| found.push(i));
+        self.progress_locked(&mut guard, &mut |i| found.push(i));
         lock(&self.stash).extend(found);
         drop(guard);
     }
@@ -1089,15 +1145,14 @@ impl OfiTransport {
         }
     }
 
-    /// Reads the completion queue and the control streams, handing what
-    /// arrived to `sink`; posts queued messages and reads. The caller
-    /// holds `self.progress`.
-    fn progress_locked(&self, sink: &mut dyn Sink) -> usize {
+    /// Reads the completion queue (into `done`, the buffer of
+    /// `self.progress`, which the caller holds) and the control streams,
+    /// handing what arrived to `sink`; posts queued messages and reads.
+    fn progress_locked(&self, done: &mut Vec<Completion>, sink: &mut dyn Sink) -> usize {
         let mut handed = 0;
-        let mut done = Vec::with_capacity(64);
         loop {
             done.clear();
-            if let Err(e) = self.ep().cq().read(&mut done, 64) {
+            if let Err(e) = self.ep().cq().read(done, BATCH) {
                 // The queue itself failed: every peer is unreachable.
                 for (p, peer) in self.peers.iter().enumerate() {
                     if let Some(peer) = peer {
@@ -1107,10 +1162,10 @@ impl OfiTransport {
                 }
                 return handed;
             }
-            for c in &done {
+            for c in done.iter() {
                 handed += self.completed(c, sink);
             }
-            if done.len() < 64 {
+            if done.len() < BATCH {
                 break;
             }
         }
@@ -1174,7 +1229,7 @@ impl OfiTransport {
 
     /// Handles one completion.
     fn completed(&self, c: &Completion, sink: &mut dyn Sink) -> usize {
-        let op = c.context.cast::<Op>();
+        let op = c.context as *mut Op;
         if op.is_null() || !lock(&self.live).remove(&(op as usize)) {
             return 0;
         }
@@ -1216,6 +1271,9 @@ impl OfiTransport {
                         "reading {} bytes of its memory ({}) failed: {error}",
                         r.len, self.provider
                     ));
+                }
+                if r.posted < r.len && !r.dropped && r.failed.is_none() {
+                    self.post_reads(*from, r);
                 }
                 self.settle(*from, &mut input, sink)
             }
@@ -1281,7 +1339,8 @@ impl OfiTransport {
     /// Output that no completion will announce waits: messages or reads
     /// the provider refused for now (`FI_EAGAIN`), posted by a later
     /// progress. (A send or read in flight completes through the queue,
-    /// whose wait fd wakes a `wait`.)
+    /// whose wait fd wakes a `wait`; the completion of a read posts the
+    /// payload's next.)
     fn unannounced_output(&self) -> bool {
         self.peers.iter().flatten().any(|peer| {
             let queued = peer
@@ -1289,10 +1348,9 @@ impl OfiTransport {
                 .try_lock()
                 .map_or(true, |out| !out.queue.is_empty());
             let reads = peer.input.try_lock().map_or(true, |input| {
-                input
-                    .reading
-                    .as_ref()
-                    .is_some_and(|r| r.posted < r.len && !r.dropped && r.failed.is_none())
+                input.reading.as_ref().is_some_and(|r| {
+                    r.posted < r.len && r.outstanding == 0 && !r.dropped && r.failed.is_none()
+                })
             });
             queued || reads
         })
@@ -1318,7 +1376,15 @@ impl Transport for OfiTransport {
     }
 
     fn send(&self, to: ProcessId, frame: &Frame) -> Result<(), SendError> {
-        let mut head = Vec::new();
+        let len = frame.encoded_len();
+        if len <= MSG - HEADER {
+            // One message: the frame encoded right behind its header.
+            let mut message = Vec::with_capacity(HEADER + len);
+            message.extend_from_slice(&[0; HEADER]);
+            frame.encode(&mut message);
+            return self.enqueue_message(to, message);
+        }
+        let mut head = Vec::with_capacity(len - frame.payload.len());
         frame.encode_head(&mut head);
         self.enqueue(to, &head, &frame.payload)
     }
@@ -1456,13 +1522,13 @@ impl Transport for OfiTransport {
 
     fn poll(&self, sink: &mut dyn Sink) -> usize {
         // Under the progress lock: what a withdrawal found comes first.
-        let _serial = lock(&self.progress);
+        let mut done = lock(&self.progress);
         let stash = std::mem::take(&mut *lock(&self.stash));
         let mut handed = stash.len();
         for item in stash {
             sink.take(item);
         }
-        handed += self.progress_locked(sink);
+        handed += self.progress_locked(&mut done, sink);
         handed
     }
 
@@ -1505,8 +1571,8 @@ impl Transport for OfiTransport {
         // Every message posted and completed (so it left this process)
         // before the counts go out.
         while self.pending_output() && Instant::now() < deadline {
-            let serial = lock(&self.progress);
-            self.progress_locked(&mut |i| stash.push(i));
+            let mut serial = lock(&self.progress);
+            self.progress_locked(&mut serial, &mut |i| stash.push(i));
             lock(&self.stash).append(&mut stash);
             drop(serial);
             std::thread::sleep(Duration::from_micros(200));
