@@ -851,6 +851,18 @@ fn fetch<N: Node>(
     // The receiving rank first, then the sender: its rank, woken by the
     // answer, then finds the reply this rank sends next already there
     // more often, rather than parking for it and being woken again.
+    complete_pull(node, remote, id, len);
+    let mut done = Frame::control(Kind::ClearToSend);
+    done.id = msg.announced;
+    done.tag = FETCHED;
+    if let Err(err) = remote.send(from, &done) {
+        send_failed(node, from, &err);
+    }
+}
+
+/// The data of pull `id` is in its receive buffer, `len` bytes: completes
+/// the receive, unless its rank forgot it meanwhile.
+fn complete_pull<N: Node>(node: &N, remote: &Remote, id: u64, len: usize) {
     let entry = lock(&remote.pulls).remove(&id);
     if let Some(pull) = entry {
         let outcome = Outcome {
@@ -861,12 +873,6 @@ fn fetch<N: Node>(
             ..Outcome::default()
         };
         complete(node, pull.completion, outcome);
-    }
-    let mut done = Frame::control(Kind::ClearToSend);
-    done.id = msg.announced;
-    done.tag = FETCHED;
-    if let Err(err) = remote.send(from, &done) {
-        send_failed(node, from, &err);
     }
 }
 
@@ -921,18 +927,8 @@ fn handle<N: Node>(node: &N, remote: &Remote, incoming: Incoming) {
         Incoming::Frame(from, frame) => (from, frame),
         Incoming::Placed(from, frame, len) => {
             count_handled(remote, from);
-            let entry = lock(&remote.pulls).remove(&frame.id);
-            if let Some(pull) = entry {
-                // The data is in the buffer already (checked by `place`).
-                let outcome = Outcome {
-                    source: pull.env.source,
-                    tag: pull.env.tag,
-                    bytes: len,
-                    flow: pull.env.flow,
-                    ..Outcome::default()
-                };
-                complete(node, pull.completion, outcome);
-            }
+            // The data is in the buffer already (checked by `place`).
+            complete_pull(node, remote, frame.id, len);
             return;
         }
         Incoming::Sent(to, id) => {
