@@ -182,6 +182,9 @@ impl Frame {
     pub(crate) fn encode_head_for(&self, payload_len: usize, out: &mut Vec<u8>) {
         assert!(self.payload.is_empty() || self.payload.len() == payload_len);
         assert!(payload_len <= MAX_PAYLOAD && self.signature.len() <= MAX_RUNS);
+        // Once, not the doublings of a dozen appends (callers start from an
+        // empty `Vec`: ofi measured five growths per frame before).
+        out.reserve(HEADER + RUN * self.signature.len());
         let rest = (HEADER + RUN * self.signature.len() + payload_len - 4) as u32;
         out.extend_from_slice(&rest.to_le_bytes());
         out.extend_from_slice(&MAGIC.to_le_bytes());
