@@ -229,21 +229,11 @@ fn a_peer_killed_mid_job_fails_the_ranks_waiting_on_it() {
                     _ => {}
                 }
             });
-            if let Err(err) = result {
-                let text = format!("process {process} failed: {err}\n");
-                let _ = std::io::Write::write_all(&mut std::io::stderr(), text.as_bytes());
-                std::process::exit(3);
-            }
+            exit_on_failure(process, result);
             return;
         }
     }
-    let (status, out) = launch(TEST, 3, &[("MYRIAD_TRANSPORT", "shm")]);
-    assert_ne!(status, Some(0), "{out}");
-    let line = out
-        .lines()
-        .find(|l| l.starts_with("process 0 failed: "))
-        .unwrap_or_else(|| panic!("process 0 reported nothing:\n{out}"));
-    assert!(line.contains("process 2"), "{line}");
+    assert_process_0_names_process_2(TEST);
 }
 
 /// A sender killed while its 16 MiB send waits (its buffer lent for the
@@ -277,15 +267,27 @@ fn a_sender_killed_while_its_buffer_is_lent_fails_the_receiver() {
                     _ => {}
                 }
             });
-            if let Err(err) = result {
-                let text = format!("process {process} failed: {err}\n");
-                let _ = std::io::Write::write_all(&mut std::io::stderr(), text.as_bytes());
-                std::process::exit(3);
-            }
+            exit_on_failure(process, result);
             return;
         }
     }
-    let (status, out) = launch(TEST, 3, &[("MYRIAD_TRANSPORT", "shm")]);
+    assert_process_0_names_process_2(TEST);
+}
+
+/// A child process of the peer-loss tests: reports its job's failure on
+/// stderr, for the parent to read, and exits with 3.
+fn exit_on_failure<T>(process: impl std::fmt::Display, result: Result<T, myriad::Error>) {
+    if let Err(err) = result {
+        let text = format!("process {process} failed: {err}\n");
+        let _ = std::io::Write::write_all(&mut std::io::stderr(), text.as_bytes());
+        std::process::exit(3);
+    }
+}
+
+/// Runs `test` as 3 processes over shared memory, process 2 killing itself:
+/// the job fails, and process 0 names process 2.
+fn assert_process_0_names_process_2(test: &str) {
+    let (status, out) = launch(test, 3, &[("MYRIAD_TRANSPORT", "shm")]);
     assert_ne!(status, Some(0), "{out}");
     let line = out
         .lines()
