@@ -417,7 +417,7 @@ pub(crate) fn arrive(
     let mut queues = mailbox.lock();
     if let Some(posted) = queues.take_posted(&env, || ep.is_aborting()) {
         drop(queues);
-        deliver(ep, &env, src, posted);
+        deliver(ep, &env, src, &posted);
         return true;
     }
     queue_unexpected(ep, queues, env, src, mode, completion)
@@ -471,9 +471,11 @@ fn queue_unexpected(
 }
 
 /// Copies a message into a claimed posted receive and completes it.
-/// (`#[inline(always)]`: its one caller is [`arrive`].)
+/// (`#[inline(always)]`: its one caller is [`arrive`].) By reference: moved
+/// in, the descriptor was copied once more on the stack (6 instructions a
+/// message, callgrind).
 #[inline(always)]
-fn deliver(ep: Endpoint<'_, impl Node>, env: &Envelope, src: &Layout, posted: Posted) {
+fn deliver(ep: Endpoint<'_, impl Node>, env: &Envelope, src: &Layout, posted: &Posted) {
     let outcome = transfer(env, src, &posted.dst);
     // SAFETY: the receiver keeps its completion alive until it is done; we
     // claimed the descriptor, so we are its only completer. A receiver

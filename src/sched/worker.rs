@@ -889,6 +889,7 @@ impl Worker<'_> {
             slot,
             ctx: ptr::null(),
         });
+        self.prefetch_next();
         self.resume(index);
     }
 
@@ -899,9 +900,15 @@ impl Worker<'_> {
     /// stealing). Back to the loop after [`HANDOFFS`] in a row (the queue's
     /// turn), or when it has something else to run first: the abort, a
     /// wake-up from another thread, a spawned task or a micro-task.
+    ///
+    /// Only the first resume prefetches the queue's head
+    /// ([`prefetch_next`](Self::prefetch_next)): a hand-off runs a rank
+    /// chosen after that one parks, and the head waits for the end of the
+    /// chain (~8 instructions a message of a 1-worker ping-pong, callgrind).
     fn run_hand_offs(&mut self, mut task: u32) {
         let sched = self.sched;
         let shared = &sched.workers[self.local.index];
+        self.prefetch_next();
         while self.resume(task) {
             if sched.is_aborting()
                 || shared.pending.load(Ordering::Relaxed) > 0
@@ -920,7 +927,6 @@ impl Worker<'_> {
     /// Resumes the rank or task at `index` until it suspends or ends;
     /// `true` if it parked.
     fn resume(&mut self, index: u32) -> bool {
-        self.prefetch_next();
         let Some(task) = self.tasks[index as usize].as_mut() else {
             return false; // a stale wake-up of a finished rank
         };
