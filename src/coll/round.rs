@@ -39,6 +39,25 @@
 //! list under the same lock. Either the waker's take comes after the
 //! waiter's registration (the waiter is woken), or before it, and then the
 //! lock orders the condition's update before the waiter's re-check.
+//!
+//! ## Where a rank's time goes (barrier, 2026-12-02, `main` 6c34d34)
+//!
+//! Per rank and call: ~820 instructions (callgrind, `coll_count barrier`
+//! 100 − 0 calls, 1,024 ranks, 2 workers), 1-worker CPU time 300 ns at
+//! 1,024 ranks, 590 at 16,384, 830–870 at 131,072–262,144 (`perf stat`
+//! task-clock): the cost grows with the ranks' footprint, not the code.
+//! cachegrind (65,536 ranks, 1 worker): ~29 L1 and ~7 last-level data
+//! misses per rank and call, most on the rank's own stack frames (blocking
+//! call, `barrier`, `wait`, `park`, the switch). With 2 workers (perf
+//! cpu-clock), the arrival's `fetch_add` takes ~8 % of the samples, idle
+//! polling ~30–35 %. What did not pay: counting arrivals per worker and
+//! adding them once per worker (the first deferring rank waits for idle
+//! time to add the rest) cut that 8 % but delays that rank: a broadcast's
+//! root left the barrier last (256 ranks: 3–5 → 47–71 µs), and a rank that
+//! yields in a loop would keep the worker from ever being idle; a plain
+//! load and store for the sequence number, and prefetching 1.5 KiB of the
+//! next rank's stack before resuming it, changed 1-worker CPU time by less
+//! than the noise (±2 %).
 
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicPtr, AtomicU32, AtomicU8, Ordering};
