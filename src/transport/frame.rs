@@ -186,22 +186,28 @@ impl Frame {
         // empty `Vec`: ofi measured five growths per frame before).
         out.reserve(HEADER + RUN * self.signature.len());
         let rest = (HEADER + RUN * self.signature.len() + payload_len - 4) as u32;
-        out.extend_from_slice(&rest.to_le_bytes());
-        out.extend_from_slice(&MAGIC.to_le_bytes());
-        out.push(FORMAT);
-        out.push(self.kind as u8);
-        out.extend_from_slice(&self.context.to_le_bytes());
-        out.extend_from_slice(&self.source.to_le_bytes());
-        out.extend_from_slice(&self.tag.to_le_bytes());
-        out.extend_from_slice(&self.dest.to_le_bytes());
-        out.extend_from_slice(&(self.signature.len() as u32).to_le_bytes());
-        out.extend_from_slice(&self.count.to_le_bytes());
-        out.extend_from_slice(&self.id.to_le_bytes());
-        out.extend_from_slice(&self.reply.to_le_bytes());
-        out.extend_from_slice(&(payload_len as u64).to_le_bytes());
+        // The header as one array, appended once: a dozen appends each
+        // checked the capacity (a sixth of an shm send's instructions).
+        let mut head = [0u8; HEADER];
+        head[0..4].copy_from_slice(&rest.to_le_bytes());
+        head[4..6].copy_from_slice(&MAGIC.to_le_bytes());
+        head[6] = FORMAT;
+        head[7] = self.kind as u8;
+        head[8..16].copy_from_slice(&self.context.to_le_bytes());
+        head[16..20].copy_from_slice(&self.source.to_le_bytes());
+        head[20..24].copy_from_slice(&self.tag.to_le_bytes());
+        head[24..28].copy_from_slice(&self.dest.to_le_bytes());
+        head[28..32].copy_from_slice(&(self.signature.len() as u32).to_le_bytes());
+        head[32..40].copy_from_slice(&self.count.to_le_bytes());
+        head[40..48].copy_from_slice(&self.id.to_le_bytes());
+        head[48..56].copy_from_slice(&self.reply.to_le_bytes());
+        head[56..64].copy_from_slice(&(payload_len as u64).to_le_bytes());
+        out.extend_from_slice(&head);
         for run in &self.signature {
-            out.push(kind_code(run.kind));
-            out.extend_from_slice(&(run.count as u64).to_le_bytes());
+            let mut bytes = [0u8; RUN];
+            bytes[0] = kind_code(run.kind);
+            bytes[1..].copy_from_slice(&(run.count as u64).to_le_bytes());
+            out.extend_from_slice(&bytes);
         }
     }
 

@@ -152,6 +152,9 @@ pub(crate) struct ShmLinks {
     peers: Box<[Option<Peer>]>,
     /// Borrowed payloads done with, for the next poll to hand back.
     sent: Mutex<Vec<(ProcessId, u64)>>,
+    /// `sent` may hold some (set after a push): an empty poll, the idle
+    /// spin's every look, reads this line instead of taking the lock.
+    any_sent: AtomicBool,
     closed: AtomicBool,
     /// Some output waits for room in a ring (a hint for `busy`).
     queued: AtomicBool,
@@ -171,6 +174,7 @@ impl ShmLinks {
             bell,
             peers: peers.into(),
             sent: Mutex::default(),
+            any_sent: AtomicBool::new(false),
             closed: AtomicBool::new(false),
             queued: AtomicBool::new(false),
             reader: cma::Reader::new(),
@@ -222,25 +226,36 @@ impl ShmLinks {
         let peer = self.peer(to)?;
         let mut out = lock(&peer.out);
         if out.queue.is_empty() {
-            // The common case: straight into the ring, no allocation.
+            // The common case: straight into the ring, no allocation; the
+            // header from `scratch`, the payload from the frame, as one
+            // chunk (each byte copied once).
             let mut scratch = std::mem::take(&mut out.scratch);
             scratch.clear();
-            frame.encode(&mut scratch);
+            frame.encode_head(&mut scratch);
+            let payload = &frame.payload;
             let (n, sleeping) = {
                 let (control, bytes) = peer.theirs.ring(peer.outbound);
                 let producer = Producer {
                     control,
                     bytes: &bytes,
                 };
-                // SAFETY: `scratch` is readable; the `out` lock makes this
-                // the ring's only producer.
-                unsafe { producer.write(scratch.as_ptr(), scratch.len()) }
+                let parts = [
+                    (scratch.as_ptr(), scratch.len()),
+                    (payload.as_ptr(), payload.len()),
+                ];
+                // SAFETY: both parts are readable for their lengths; the
+                // `out` lock makes this the ring's only producer.
+                unsafe { producer.write_parts(&parts) }
             };
             if sleeping {
                 peer.bell.ring();
             }
-            if n < scratch.len() {
-                out.queue.push_back(Chunk::Owned(scratch[n..].to_vec()));
+            if n < scratch.len() + payload.len() {
+                let rest = match n.checked_sub(scratch.len()) {
+                    None => [&scratch[n..], &payload[..]].concat(),
+                    Some(sent) => payload[sent..].to_vec(),
+                };
+                out.queue.push_back(Chunk::Owned(rest));
                 self.queued.store(true, Ordering::Relaxed);
                 self.flush(peer, to, &mut out);
             }
@@ -376,6 +391,8 @@ impl ShmLinks {
             if n == rest.len() {
                 if let Some(Chunk::Borrowed(_, token)) = out.queue.pop_front() {
                     lock(&self.sent).push((to, token));
+                    // Release: the push is seen by the poll that sees this.
+                    self.any_sent.store(true, Ordering::Release);
                     lent_back = true;
                 }
                 out.written = 0;
@@ -399,8 +416,9 @@ impl ShmLinks {
     /// Flushes what waits and hands what arrived to `sink`.
     pub(crate) fn poll(&self, sink: &mut dyn Sink) -> usize {
         let mut handed = 0;
-        // A send that queues after the swap sets the hint again.
-        if self.queued.swap(false, Ordering::Relaxed) {
+        // A send that queues after the swap sets the hint again. Read
+        // first: a swap is a locked instruction on every (empty) look.
+        if self.queued.load(Ordering::Relaxed) && self.queued.swap(false, Ordering::Relaxed) {
             for (p, peer) in self.peers.iter().enumerate() {
                 let Some(peer) = peer else { continue };
                 let mut out = lock(&peer.out);
@@ -413,6 +431,11 @@ impl ShmLinks {
             if let Some(peer) = peer {
                 handed += self.read(peer, ProcessId::new(p as u32), sink);
             }
+        }
+        // Acquire: the pushes before the hint are seen under the lock; a
+        // push after the swap sets the hint again.
+        if !self.any_sent.load(Ordering::Relaxed) || !self.any_sent.swap(false, Ordering::Acquire) {
+            return handed;
         }
         let sent = std::mem::take(&mut *lock(&self.sent));
         handed += sent.len();
@@ -450,6 +473,25 @@ impl ShmLinks {
         let mut handed = 0;
         let mut wake_producer = false;
         let mut result: Result<(), String> = Ok(());
+        // Whole frames below `LARGE`, one per chunk (what `send` writes),
+        // decoded in place; anything else (records, frames cut in chunks,
+        // large payloads that go to their place, errors) goes the way
+        // below.
+        while input.bytes.is_empty() && input.large.is_none() {
+            let whole = |bytes: &[u8]| match frame::front(bytes, LARGE) {
+                Ok(Front::Whole(frame, len)) if len == bytes.len() && len < LARGE => Some(frame),
+                _ => None,
+            };
+            // SAFETY: the `input` lock makes this the ring's only consumer.
+            match unsafe { consumer.take_whole(whole) } {
+                Ok(Some((frame, waiting))) => {
+                    wake_producer |= waiting;
+                    handed += 1;
+                    sink.take(Incoming::Frame(from, frame));
+                }
+                Ok(None) | Err(_) => break,
+            }
+        }
         loop {
             if let Some(large) = &mut input.large {
                 let want = large.len - large.got;
@@ -503,13 +545,18 @@ impl ShmLinks {
                 }
             };
             let old = input.bytes.len();
-            input.bytes.resize(old + available, 0);
-            // SAFETY: the `available` bytes just added to `input.bytes`;
+            // Into the spare capacity: no zeroing of bytes about to be
+            // overwritten (a 4 KiB frame's worth per message).
+            input.bytes.reserve(available);
+            let spare = input.bytes.spare_capacity_mut().as_mut_ptr().cast::<u8>();
+            // SAFETY: `spare` has room for `available` bytes (reserved);
             // the `input` lock makes this the ring's only consumer.
-            match unsafe { consumer.read(input.bytes[old..].as_mut_ptr(), available) } {
+            match unsafe { consumer.read(spare, available) } {
                 Ok((n, waiting)) => {
                     wake_producer |= waiting;
-                    input.bytes.truncate(old + n);
+                    // SAFETY: `read` initialized the `n` bytes after `old`,
+                    // within the capacity.
+                    unsafe { input.bytes.set_len(old + n) };
                 }
                 Err(why) => {
                     result = Err(why.to_string());

@@ -108,6 +108,17 @@ pub(crate) unsafe trait Bytes {
     /// `dst` is valid for writes of `len` bytes; no one writes those bytes
     /// of the ring meanwhile.
     unsafe fn get(&self, at: usize, dst: *mut u8, len: usize);
+
+    /// The `len` bytes at offset `at` in place, where the ring can lend
+    /// them (shared memory can; the loom model's cells cannot: `None`).
+    ///
+    /// # Safety
+    ///
+    /// No one writes those bytes while the slice lives.
+    unsafe fn slice(&self, at: usize, len: usize) -> Option<&[u8]> {
+        let _ = (at, len);
+        None
+    }
 }
 
 /// The producer's side of a ring (one thread at a time).
@@ -159,6 +170,20 @@ impl<B: Bytes> Producer<'_, B> {
     /// `src` is valid for reads of `len` bytes; this is the ring's only
     /// producer.
     pub(crate) unsafe fn write(&self, src: *const u8, len: usize) -> (usize, bool) {
+        // SAFETY: the caller's contract.
+        unsafe { self.write_parts(&[(src, len)]) }
+    }
+
+    /// [`write`](Self::write) of the bytes of `parts` (pointer, length)
+    /// one after the other, as one chunk: a frame's header and its payload
+    /// from where they are, without first copying them into one buffer.
+    ///
+    /// # Safety
+    ///
+    /// Each part is valid for reads of its length; this is the ring's
+    /// only producer.
+    pub(crate) unsafe fn write_parts(&self, parts: &[(*const u8, usize)]) -> (usize, bool) {
+        let len: usize = parts.iter().map(|&(_, n)| n).sum();
         if len == 0 {
             return (0, false);
         }
@@ -177,12 +202,22 @@ impl<B: Bytes> Producer<'_, B> {
         if n == 0 {
             return (0, false);
         }
-        for (at, from, count) in pieces(capacity, tail + WORD as u64, n) {
-            if count > 0 {
-                // SAFETY: `from + count` ≤ `n` ≤ `len` bytes of `src`; the
-                // ring bytes of this chunk (`n` ≤ `room`) are the producer's
-                // alone until published below.
-                unsafe { self.bytes.put(at, src.add(from), count) };
+        let mut at = tail + WORD as u64;
+        let mut left = n;
+        for &(src, part) in parts {
+            let take = part.min(left);
+            for (to, from, count) in pieces(capacity, at, take) {
+                if count > 0 {
+                    // SAFETY: `from + count` ≤ `take` ≤ the part's length;
+                    // the ring bytes of this chunk (`n` ≤ `room`) are the
+                    // producer's alone until published below.
+                    unsafe { self.bytes.put(to, src.add(from), count) };
+                }
+            }
+            at += take as u64;
+            left -= take;
+            if left == 0 {
+                break;
             }
         }
         let next = tail + (WORD + padded(n)) as u64;
@@ -288,17 +323,55 @@ impl<B: Bytes> Consumer<'_, B> {
         if head == start {
             return Ok((got, false));
         }
+        Ok((got, self.release(head - start)))
+    }
+
+    /// Hands the chunk at `head` to `take` in place, if none of it was
+    /// read yet and it does not wrap (and the ring can lend its bytes):
+    /// if `take` keeps it (`Some`), the chunk is done with, as if
+    /// [`read`](Self::read) had copied it out. Returns what `take` made
+    /// and whether the producer waits for room (then the caller wakes
+    /// it); `None`: nothing taken (read it instead).
+    ///
+    /// Why: a small frame decodes straight from the ring, without a copy
+    /// into a buffer first and the bookkeeping of a partial read.
+    ///
+    /// # Safety
+    ///
+    /// This is the ring's only consumer.
+    pub(crate) unsafe fn take_whole<R>(
+        &self,
+        take: impl FnOnce(&[u8]) -> Option<R>,
+    ) -> Result<Option<(R, bool)>, &'static str> {
+        let capacity = self.bytes.capacity();
+        let head = self.control.head.0.load(Ordering::Relaxed) & POSITION;
+        if self.control.consumer.0.load(Ordering::Relaxed) != 0 {
+            return Ok(None);
+        }
+        let len = self.chunk(head)?;
+        let at = (head % capacity as u64) as usize + WORD;
+        if len == 0 || at + len > capacity {
+            return Ok(None);
+        }
+        // SAFETY: the chunk's bytes were published by the producer (the
+        // Acquire load in `chunk`), which does not write them until `head`
+        // passes them, below, after the slice is gone.
+        let Some(taken) = (unsafe { self.bytes.slice(at, len) }).and_then(take) else {
+            return Ok(None);
+        };
+        Ok(Some((taken, self.release((WORD + padded(len)) as u64))))
+    }
+
+    /// Moves `head` on by `by` bytes read; returns whether the producer
+    /// waits for room.
+    fn release(&self, by: u64) -> bool {
         // Release: our reads are done before the producer reuses the room.
-        let before = self
-            .control
-            .head
-            .0
-            .fetch_add(head - start, Ordering::Release);
+        let before = self.control.head.0.fetch_add(by, Ordering::Release);
         let waiting = before & WAITING != 0;
         if waiting {
             self.control.head.0.fetch_and(!WAITING, Ordering::Relaxed);
         }
-        Ok((got, waiting))
+        waiting
     }
 
     /// About to sleep: sets the sleeping flag. Returns `false` if bytes

@@ -223,6 +223,14 @@ unsafe impl Bytes for SharedBytes<'_> {
         // SAFETY: as for `put`.
         unsafe { std::ptr::copy_nonoverlapping(self.ptr.add(at), dst, len) };
     }
+
+    unsafe fn slice(&self, at: usize, len: usize) -> Option<&[u8]> {
+        assert!(at <= self.len && len <= self.len - at);
+        // SAFETY: inside the area (checked), shared memory that lives as
+        // long as `self`; unwritten while the slice lives by the caller's
+        // contract.
+        Some(unsafe { std::slice::from_raw_parts(self.ptr.add(at), len) })
+    }
 }
 
 /// A live process's descriptors, fetched with `pidfd_getfd` (needs the

@@ -408,3 +408,84 @@ fn peers_of_this_host_go_through_shared_memory_the_others_through_tcp() {
         assert_eq!(got[to][from], (0..N).collect::<Vec<_>>(), "{from} to {to}");
     }
 }
+
+/// Callgrind harness (not a test of behaviour): `MYRIAD_SHM_BENCH=N,LEN`
+/// frames of LEN bytes from one set of links to another, in one thread,
+/// without pidfd (valgrind lacks it).
+#[test]
+#[ignore]
+fn bench_send_poll() {
+    use super::links::{Peer, ShmLinks};
+    use super::segment::Segment;
+    use crate::transport::epoll::Doorbell;
+    use std::os::fd::{FromRawFd, OwnedFd};
+    let spec = std::env::var("MYRIAD_SHM_BENCH").unwrap_or_else(|_| "1000,1".into());
+    let mut it = spec.split(',').map(|v| v.parse::<usize>().unwrap());
+    let (n, len) = (it.next().unwrap(), it.next().unwrap());
+    let ring = DEFAULT_RING;
+    let a = Segment::create(2, ring).unwrap();
+    let b = Segment::create(2, ring).unwrap();
+    // SAFETY: fresh duplicates.
+    let dup = |s: &Segment| unsafe { OwnedFd::from_raw_fd(libc::dup(s.fd())) };
+    let (a2, b2) = (
+        Segment::attach(dup(&a), 2, ring).unwrap(),
+        Segment::attach(dup(&b), 2, ring).unwrap(),
+    );
+    let pid = std::process::id();
+    let la = ShmLinks::new(
+        a,
+        Doorbell::new().unwrap(),
+        vec![
+            None,
+            Some(Peer::new(
+                pid,
+                1,
+                b2,
+                0,
+                Doorbell::new().unwrap(),
+                false,
+                false,
+            )),
+        ],
+    );
+    let lb = ShmLinks::new(
+        b,
+        Doorbell::new().unwrap(),
+        vec![
+            Some(Peer::new(
+                pid,
+                0,
+                a2,
+                1,
+                Doorbell::new().unwrap(),
+                false,
+                false,
+            )),
+            None,
+        ],
+    );
+    struct Count(usize);
+    impl Sink for Count {
+        fn take(&mut self, incoming: Incoming) {
+            if let Incoming::Frame(_, f) = incoming {
+                self.0 += f.payload.len();
+            }
+        }
+        fn place(&mut self, _: crate::identity::ProcessId, _: &Frame, _: usize) -> Option<Place> {
+            None
+        }
+    }
+    let mut sink = Count(0);
+    let mut f = Frame::control(Kind::Eager);
+    f.signature = vec![crate::datatype::Run {
+        kind: crate::datatype::BaseKind::U8,
+        count: 1,
+    }];
+    f.count = len as u64;
+    for i in 0..n {
+        f.payload = vec![i as u8; len];
+        la.send(id(1), &f).unwrap();
+        while lb.poll(&mut sink) == 0 {}
+    }
+    assert_eq!(sink.0, n * len);
+}
