@@ -16,7 +16,9 @@
 //! `ring_models`; the progress thread standing aside for polling workers
 //! (`src/p2p/pollers.rs`) in `pollers_models`; the shared-memory ring between
 //! processes and its sleep/wake flags (`src/transport/shm/ring.rs`) in
-//! `shm_ring_models`.
+//! `shm_ring_models`. A collective's wake-up handed to another worker
+//! (`Round::wake_all`, `sched::unpark_on`), the workers' sleep and the
+//! deadlock check, end to end, in `wake_models`.
 //! myriad-alloc's remote-free list is modelled in `tests/alloc_remote_free.rs`.
 
 #[cfg(loom)]
@@ -86,3 +88,6 @@ mod claim_models;
 
 #[cfg(all(loom, test))]
 mod round_gate;
+
+#[cfg(all(loom, test))]
+mod wake_models;

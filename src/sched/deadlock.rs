@@ -2,8 +2,9 @@
 //!
 //! The sleep protocol (`idle`) tells the last worker to go idle that no
 //! worker runs a rank. If, in addition, no rank waits for a timer, no thread
-//! outside the scheduler can complete anything and no rank is left to start,
-//! then every live rank is parked for good. [`check`] confirms it rank by
+//! outside the scheduler can complete anything, no rank is left to start
+//! and no wake-up waits in a worker's queues, then every live rank is
+//! parked for good. [`check`] confirms it rank by
 //! rank (a safety net against counting mistakes) and writes the report: for
 //! each waiting rank, the operation, peer, tag, communicator and the user's
 //! call site (`#[track_caller]`).
@@ -27,12 +28,31 @@ use crate::{ANY_SOURCE, ANY_TAG};
 /// At most this many ranks are listed one by one; the rest are summarised.
 const LISTED: usize = 16;
 
-/// [`check`], confirmed: `None` unless no OS thread acting for a rank
-/// parked (and so possibly woke someone) while the slots were read.
+/// [`check`], confirmed: `None` if a wake-up waits in a worker's queues
+/// before or after the slots are read, if a worker stopped counting as a
+/// sleeper meanwhile, or if an OS thread acting for a rank parked (and so
+/// possibly woke someone) meanwhile.
+///
+/// The caller saw every worker counted asleep, but a worker counts from
+/// its announcement on, also while its last look finds work and it is
+/// about to cancel (`idle`): wake-ups handed to it to deliver itself
+/// (`sched::unpark_on`) leave their slots parked until it drains them, so
+/// the slots alone would read "blocked". Once its queues are empty it
+/// cancels before it unparks them, and the sleepers read after the slots
+/// tell.
 pub(crate) fn check_stable(sched: &Scheduler) -> Option<String> {
     let epoch = sched.threads.epoch();
+    if queued_wakes(sched) {
+        return None;
+    }
     let report = check(sched)?;
-    (sched.threads.epoch() == epoch).then_some(report)
+    (!queued_wakes(sched) && sched.sleep.all_asleep() && sched.threads.epoch() == epoch)
+        .then_some(report)
+}
+
+/// Whether a wake-up waits in some worker's inbox or unpark list.
+fn queued_wakes(sched: &Scheduler) -> bool {
+    sched.workers.iter().any(|w| w.has_pending())
 }
 
 /// This process's report if it is idle apart from `wakers` external
@@ -52,13 +72,15 @@ pub(crate) fn quiescent(sched: &Scheduler, wakers: usize, whose: &str) -> Option
 
 /// The cheap half of [`quiescent`] (a few loads, no rank visited):
 /// every worker asleep, no timer, no micro-task, no external waker but
-/// `wakers`. `false` means the process is not idle now.
+/// `wakers`, no wake-up queued for a worker (see [`check_stable`]).
+/// `false` means the process is not idle now.
 pub(crate) fn idle(sched: &Scheduler, wakers: usize) -> bool {
     !sched.is_aborting()
         && sched.sleep.all_asleep()
         && sched.timers.load(Ordering::SeqCst) == 0
         && sched.external.load(Ordering::SeqCst) == wakers
         && sched.micro.is_empty()
+        && !queued_wakes(sched)
 }
 
 /// The deadlock report if every live rank of the job is parked, else `None`.
@@ -250,6 +272,62 @@ mod tests {
             report.contains("\n  rank 5: barrier") && report.contains("\n  rank 6: barrier"),
             "{report}"
         );
+    }
+
+    /// A scheduler of two workers whose ranks (world ranks 0 and 1) started
+    /// one on each worker and parked.
+    fn two_parked_ranks_on_two_workers() -> Scheduler {
+        let workers = (0..2)
+            .map(|_| {
+                super::super::worker::WorkerShared::new(
+                    crossbeam_deque::Worker::<u32>::new_fifo().stealer(),
+                )
+            })
+            .collect();
+        let ranks = (0..2).map(WorldRank::new);
+        let sched = Scheduler::new(ranks, workers, Threading::Single, |c| c.to_string());
+        let site = Location::caller();
+        for id in 0..2 {
+            let slot = sched.slots.get(id);
+            slot.set_home(id as usize, 0);
+            slot.set_wait(&WaitInfo::simple(WaitOp::Collective, site));
+            assert!(slot.park.try_park());
+        }
+        sched
+    }
+
+    /// A worker counts among the sleepers from its announcement on, also
+    /// when its last look then finds work and it is about to cancel. The
+    /// work `Round::wake_all` hands it (`unpark_on`) is a list of slots
+    /// that stay parked until the worker unparks them itself, so while
+    /// they wait in its queue the job is not deadlocked, though every
+    /// worker is counted asleep and every slot reads parked: the false
+    /// report of `malleable_cg` 160 -> 20 (all of one worker's ranks
+    /// "blocked" in the all-reduce the other worker's ranks had left).
+    #[test]
+    fn no_report_while_a_worker_has_wake_ups_queued() {
+        let sched = two_parked_ranks_on_two_workers();
+        // Worker 0 (its rank completed a collective) hands worker 1 the
+        // wake-up of rank 1; worker 1 is awake, nothing to claim.
+        super::super::worker::unpark_on(&sched, 1, &[1]);
+        // Worker 1 announces sleep (its last look will find the wake-up);
+        // before it cancels, worker 0, whose rank parked again, announces
+        // and is the last sleeper.
+        let one = sched.sleep.announce(1);
+        let zero = sched.sleep.announce(0);
+        assert_eq!(zero.sleepers, 2);
+        assert_eq!(check_stable(&sched), None, "a false deadlock report");
+        sched.sleep.cancel(zero);
+        sched.sleep.cancel(one);
+
+        // Without the queued wake-up the same state is a deadlock.
+        let sched = two_parked_ranks_on_two_workers();
+        let one = sched.sleep.announce(1);
+        let zero = sched.sleep.announce(0);
+        let report = check_stable(&sched).expect("every rank is parked for good");
+        assert!(report.contains("all 2 live ranks"), "{report}");
+        sched.sleep.cancel(zero);
+        sched.sleep.cancel(one);
     }
 
     /// A collective's wait reads as it did when the report looked its name

@@ -28,10 +28,14 @@
 //! token, so an unpark that arrives between the last look and the park is not
 //! lost either.
 //!
-//! When `sleepers` reaches the number of workers, every worker has looked for
-//! work after announcing and nobody running is left to create more: the job
-//! is idle. The worker that completes the count checks timers and external
-//! waiters and, if there are none, reports a deadlock (`sched::deadlock`).
+//! When `sleepers` reaches the number of workers, every worker has announced
+//! and nobody running is left to create more work, but a worker counts from
+//! its announcement on: one may still be about to find work in its last look
+//! and cancel. The worker that completes the count checks timers, external
+//! waiters and the workers' queued wake-ups (the slots a worker is to
+//! unpark itself still read parked) and, if there are none, reports a
+//! deadlock (`sched::deadlock::check_stable`, which confirms the count and
+//! the queues after reading the slots).
 //!
 //! ## Spinning before sleep
 //!

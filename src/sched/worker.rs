@@ -101,6 +101,13 @@ impl WorkerShared {
         }
     }
 
+    /// Whether wake-ups wait in this worker's inbox or unpark list (a
+    /// `SeqCst` load, as the deadlock check's other reads). The slots of
+    /// its unpark list are still parked until it drains them.
+    pub(crate) fn has_pending(&self) -> bool {
+        self.pending.load(Ordering::SeqCst) > 0
+    }
+
     pub(crate) fn unpark(&self) {
         if let Some(thread) = self.thread.get() {
             thread.unpark();
