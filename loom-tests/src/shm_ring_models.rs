@@ -115,8 +115,8 @@ fn model(capacity: usize, message: &'static [u8], piece: usize) {
             };
             let mut sent = 0;
             while sent < message.len() {
-                // SAFETY: the rest of `message` is readable; one producer.
                 let len = piece.min(message.len() - sent);
+                // SAFETY: the rest of `message` is readable; one producer.
                 let (n, sleeping) = unsafe { p.write(message[sent..].as_ptr(), len) };
                 if sleeping {
                     s.consumer_bell.ring();
