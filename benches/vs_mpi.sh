@@ -17,6 +17,10 @@
 #                  MYRIAD_TRANSPORT=tcp: auto would pick shared memory);
 #                  MPICH with MPIR_CVAR_NOLOCAL=1 UCX_TLS=tcp,self (this
 #                  MPICH is ch4:ucx) and Open MPI with pml ob1, btl self,tcp.
+# Beside them, each round times benches/line_floor.c (two threads bound to
+# two CPUs handing a counter through one cache line): the floor of a
+# one-way message between two workers, which on a VM moves with where the
+# host puts the vCPUs; its median and range head the first table.
 # The MPI tools are called by their full names (mpicc.mpich, mpiexec.mpich,
 # mpicc.openmpi, mpirun.openmpi): the plain mpicc/mpirun alternatives may
 # point at either. Open MPI runs as root here, so the script allows it.
@@ -41,6 +45,10 @@ fi
 if command -v mpicc.openmpi > /dev/null && command -v mpirun.openmpi > /dev/null; then
     mpicc.openmpi -O2 -o "$out/pp.ompi" benches/pingpong_vs_mpi.c && have_ompi=1
 fi
+have_floor=0
+if command -v cc > /dev/null; then
+    cc -O2 -pthread -o "$out/line_floor" benches/line_floor.c && have_floor=1
+fi
 ompi=(env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
     mpirun.openmpi --oversubscribe --mca pml ob1)
 # One MPI run's rows appended to $out/<config>; a run that fails (or hangs
@@ -63,6 +71,9 @@ mpi_rows() { grep -v '^#' | awk '{ print $1, $3 }'; }
 
 for round in $(seq "$ROUNDS"); do
     echo "# round $round of $ROUNDS" >&2
+    if [ $have_floor = 1 ]; then
+        "$out/line_floor" 1000000 >> "$out/floor"
+    fi
     MYRIAD_WORKERS=1 "$PP" --iters "$ITERS" | myriad_rows >> "$out/myriad_1w"
     MYRIAD_WORKERS=2 "$PP" --iters "$ITERS" | myriad_rows >> "$out/myriad_2w"
     MYRIAD_TRANSPORT=shm "$PP" --iters "$ITERS" --processes 2 | myriad_rows >> "$out/myriad_shm2p"
@@ -131,6 +142,11 @@ table() {
 }
 echo "# one-way time (us), medians of $ROUNDS alternating rounds, --iters $ITERS"
 echo "# shared memory (one host): myriad ranks of one process, and 2 processes (shm2p); MPI processes"
+if [ -s "$out/floor" ]; then
+    sort -g "$out/floor" | awk '{ v[++n] = $1 } END {
+        med = (n % 2) ? v[(n + 1) / 2] : (v[n / 2] + v[n / 2 + 1]) / 2
+        printf "# floor, two threads on one cache line (line_floor.c): %.4f us one-way (median of %d; %.4f-%.4f)\n", med, n, v[1], v[n] }'
+fi
 table myriad_1w myriad_2w myriad_shm2p -- myriad_1w myriad_2w myriad_shm2p mpich_shm ompi_shm
 echo "# TCP loopback: 2 processes each"
 table myriad_tcp -- myriad_tcp mpich_tcp ompi_tcp
