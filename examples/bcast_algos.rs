@@ -32,6 +32,9 @@ use common::plot::{self, Axis, Series};
 use common::{arg, list, median};
 
 fn main() {
+    common::usage(
+        "bcast_algos --ranks R [--processes P] [--sizes 8,65536] [--seconds 0.3] [--plot FILE.svg]",
+    );
     let sizes: Vec<usize> = list("--sizes").unwrap_or_else(|| {
         (0..8).map(|i| 8usize << (3 * i)).collect() // 8 B .. 16 MiB, ×8
     });

@@ -20,6 +20,7 @@ mod common;
 use common::arg;
 
 fn main() {
+    common::usage("cg --ranks R [--processes P] [--iters 100] [--n 1048576]");
     let iters: usize = arg("--iters").unwrap_or(100);
     let n_global: usize = arg("--n").unwrap_or(1 << 20);
     let result = myriad::Runtime::from_env().run(|universe| {

@@ -195,6 +195,9 @@ fn measure(
 }
 
 fn main() {
+    common::usage(
+        "coll_bench --ranks R [--workers W] [--sizes 8,1024,8192,65536,1048576] [--collectives barrier,broadcast,...] [--seconds 0.2] [--rounds 3] [--budget-mib 4096] [--algorithms] [--plot FILE.svg]",
+    );
     let sizes: Vec<usize> = list("--sizes").unwrap_or_else(|| vec![8, 1024, 8192, 65536, 1 << 20]);
     let chosen: Vec<String> = list("--collectives")
         .unwrap_or_else(|| COLLECTIVES.iter().map(|s| s.to_string()).collect());

@@ -177,6 +177,9 @@ fn one_job(sizes: &[usize], reversed: bool, target_s: f64) {
 }
 
 fn main() {
+    common::usage(
+        "gatherv_algos [--max-ranks 32768] [--bytes 8,8192] [--layout reversed] [--seconds 0.3] [--plot FILE.svg] | gatherv_algos --ranks R --processes P [--bytes 8]",
+    );
     let max_ranks: usize = arg("--max-ranks").unwrap_or(32_768);
     let sizes: Vec<usize> = list("--bytes").unwrap_or_else(|| vec![8, 8192]);
     let reversed = arg::<String>("--layout").as_deref() == Some("reversed");

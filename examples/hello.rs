@@ -70,6 +70,7 @@ impl Phases {
 }
 
 fn main() {
+    common::usage("hello --ranks R [--workers W] [--processes P] [--phases]");
     let runtime = myriad::Runtime::from_env();
     let rss_before = rss_bytes();
     let rss_at_barrier = AtomicU64::new(0);

@@ -50,6 +50,7 @@ fn mib(bytes: u64) -> f64 {
 }
 
 fn main() {
+    common::usage("hls_table [--ranks 10000] [--table-mib 64] [--level process|numa|worker]");
     let ranks: usize = arg("--ranks").unwrap_or(10_000);
     let table_mib: u64 = arg("--table-mib").unwrap_or(64);
     let level = arg::<String>("--level").unwrap_or_else(|| "process".into());

@@ -233,6 +233,9 @@ fn print_row(mode: Mode, o: &Outcome, efficiency: Option<f64>) {
 }
 
 fn main() {
+    common::usage(
+        "jacobi [--n 2048] [--iters 100] [--workers W] [--ranks-per-worker 1] [--hybrid-ranks 1] [--mode mpi|hybrid|both] [--scaling strong|weak] [--counts 1,2,...] [--check] [--plot FILE.svg]",
+    );
     let pus = myriad::topology::Topology::detect()
         .map(|t| t.pus().len())
         .unwrap_or(1)

@@ -100,6 +100,9 @@ mod sam;
 use sam::{Figures, Setup};
 
 fn main() {
+    common::usage(
+        "malleable_cg [--pairs 20:160,160:20] [--methods COL,RMA1,RMA2] [--strategies B,NB,WT,T] [--mib 64] [--n 131072] [--band 13] [--iters 5] [--repeat 1] [--piece-kib K] [--strict] [--plot FILE.svg]",
+    );
     let mib: usize = arg("--mib").unwrap_or(64);
     let n: usize = arg("--n").unwrap_or(1 << 17);
     let band: usize = arg("--band").unwrap_or(13);

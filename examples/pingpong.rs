@@ -31,6 +31,9 @@ use common::plot::{self, Axis, Series};
 use common::{arg, list};
 
 fn main() {
+    common::usage(
+        "pingpong [--workers 1|2] [--iters N] [--sizes 1,65536] [--processes 2] [--transport tcp|shm|ofi|auto] [--ranks R] [--plot FILE.svg]",
+    );
     let scale: f64 = arg("--iters").unwrap_or(1.0);
     let plot_to = plot::plot_path();
     // 1 B .. 16 MiB unless `--sizes` chooses.

@@ -18,6 +18,7 @@ mod common;
 use common::arg;
 
 fn main() {
+    common::usage("pingpong_joined [--transport tcp|loopback] [--workers N] [--iters N]");
     let workers: usize = arg("--workers").unwrap_or(1);
     let scale: f64 = arg("--iters").unwrap_or(1.0);
     let transport: String = arg("--transport").unwrap_or_else(|| "tcp".to_string());

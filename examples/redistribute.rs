@@ -26,6 +26,7 @@ mod common;
 use common::{arg, list, median};
 
 fn main() {
+    common::usage("redistribute [--pairs 20:40,40:20] [--mib 64] [--repeat 1]");
     let mib: usize = arg("--mib").unwrap_or(64);
     let repeat: usize = arg("--repeat").unwrap_or(1).max(1);
     let pairs: Vec<(usize, usize)> = match list::<String>("--pairs") {

@@ -16,6 +16,7 @@ mod common;
 use common::arg;
 
 fn main() {
+    common::usage("ring --ranks R [--workers W] [--processes P] [--laps 1]");
     let laps: u64 = arg("--laps").unwrap_or(1);
     let start = Instant::now();
     let result = myriad::Runtime::from_env().run(|universe| {

@@ -193,6 +193,9 @@ fn origin(win: &myriad::window::Window<'_, u64>, op: &str, out: &mut [u64], iter
 }
 
 fn main() {
+    common::usage(
+        "rma_bench [--ranks 2,16,256] [--sizes 8,1024] [--ops create_free,barrier,get,lock_get_unlock,lock_all_gets,put_flush,put_vector,fetch_and_op] [--iters 200] [--budget-s 60]",
+    );
     let ranks: Vec<usize> =
         list("--ranks").unwrap_or_else(|| vec![2, 4, 8, 16, 32, 64, 128, 256, 512, 1024]);
     let sizes: Vec<usize> =

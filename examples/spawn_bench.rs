@@ -28,6 +28,7 @@ use myriad::topology::MergeOrder;
 use myriad::traits::*;
 
 fn main() {
+    common::usage("spawn_bench [--from 20] [--to 160] [--repeat 7]");
     let from: usize = common::arg("--from").unwrap_or(20);
     let to: usize = common::arg("--to").unwrap_or(160);
     let repeat: usize = common::arg("--repeat").unwrap_or(7).max(1);

@@ -6,6 +6,37 @@ use std::str::FromStr;
 
 pub(crate) mod plot;
 
+/// Flags every program built on myriad takes (the runtime reads them).
+const RUNTIME_FLAGS: [&str; 3] = ["--ranks", "--workers", "--processes"];
+
+/// Checks the command line against `usage`, the example's synopsis
+/// (`"pingpong [--sizes 1,65536] [--iters N]"`): `--help` or `-h` prints it
+/// and exits; a flag it does not name (nor the runtime's `--ranks`,
+/// `--workers`, `--processes`) exits with status 2 and the synopsis, so a
+/// mistyped flag is not silently replaced by its default. Call it first in
+/// `main`.
+pub(crate) fn usage(usage: &str) {
+    let known: Vec<&str> = usage
+        .split(|c: char| !(c.is_ascii_alphanumeric() || c == '-'))
+        .filter(|w| w.starts_with("--") && w.len() > 2)
+        .chain(RUNTIME_FLAGS)
+        .collect();
+    for a in std::env::args().skip(1) {
+        if a == "--" {
+            break;
+        }
+        if a == "--help" || a == "-h" {
+            println!("usage: {usage}");
+            std::process::exit(0);
+        }
+        let name = a.split('=').next().unwrap_or(&a);
+        if name.starts_with("--") && !known.contains(&name) {
+            eprintln!("unknown flag {name}\nusage: {usage}");
+            std::process::exit(2);
+        }
+    }
+}
+
 /// The value of `--name V` or `--name=V`, parsed.
 pub(crate) fn arg<T: FromStr>(name: &str) -> Option<T> {
     let args: Vec<String> = std::env::args().collect();
