@@ -698,21 +698,21 @@ pub(super) fn send<N: Node>(
     }
 }
 
-/// The packed bytes of `src`.
+/// The packed bytes of `src`, written once into fresh capacity (no
+/// zeroing first: a 4 KiB eager send's memset per message).
 fn packed(src: &Layout) -> Vec<u8> {
-    if src.bytes() == 0 {
+    let len = src.bytes();
+    if len == 0 {
         return Vec::new();
     }
-    if src.ty.map().is_contiguous() {
-        // One copy, without first zeroing the buffer.
-        // SAFETY: `src` is a live buffer (its owner waits, or is the
-        // caller) readable for its `bytes()` contiguous bytes.
-        return unsafe { std::slice::from_raw_parts(src.base, src.bytes()) }.to_vec();
-    }
-    let mut payload = vec![0u8; src.bytes()];
+    let mut payload = Vec::with_capacity(len);
     // SAFETY: `src` is a live buffer (its owner waits, or is the caller)
-    // of `bytes()` packed bytes; `payload` has room for them.
-    unsafe { copy::pack(src, payload.as_mut_ptr()) };
+    // of `len` packed bytes; `payload` has capacity for them, and `pack`
+    // writes all of them, so they are initialised before `set_len`.
+    unsafe {
+        copy::pack(src, payload.as_mut_ptr());
+        payload.set_len(len);
+    }
     payload
 }
 
