@@ -20,7 +20,9 @@
 # Beside them, each round times benches/line_floor.c (two threads bound to
 # two CPUs handing a counter through one cache line): the floor of a
 # one-way message between two workers, which on a VM moves with where the
-# host puts the vCPUs; its median and range head the first table.
+# host puts the vCPUs; its median and range head the first table, with the
+# time of one memcpy of the largest size (pingpong's own reference): the
+# floor of a single-copy transfer, against which MPI's two copies run.
 # The MPI tools are called by their full names (mpicc.mpich, mpiexec.mpich,
 # mpicc.openmpi, mpirun.openmpi): the plain mpicc/mpirun alternatives may
 # point at either. Open MPI runs as root here, so the script allows it.
@@ -67,6 +69,9 @@ mpi_run() {
 
 # Rows "bytes oneway_us" of one run, appended to $out/<config>.
 myriad_rows() { grep -v '^#' | awk '{ print $1, $2 }'; }
+# pingpong's "# memcpy B: MB/s" line as "B us" (one thread copying the
+# largest size between two warm buffers): the floor of a single copy.
+memcpy_row() { awk '/^# memcpy / { print $3, $3 / $5 }'; }
 mpi_rows() { grep -v '^#' | awk '{ print $1, $3 }'; }
 
 for round in $(seq "$ROUNDS"); do
@@ -74,7 +79,9 @@ for round in $(seq "$ROUNDS"); do
     if [ $have_floor = 1 ]; then
         "$out/line_floor" 1000000 >> "$out/floor"
     fi
-    MYRIAD_WORKERS=1 "$PP" --iters "$ITERS" | myriad_rows >> "$out/myriad_1w"
+    MYRIAD_WORKERS=1 "$PP" --iters "$ITERS" > "$out/1w.txt"
+    myriad_rows < "$out/1w.txt" >> "$out/myriad_1w"
+    memcpy_row < "$out/1w.txt" >> "$out/memcpy"
     MYRIAD_WORKERS=2 "$PP" --iters "$ITERS" | myriad_rows >> "$out/myriad_2w"
     MYRIAD_TRANSPORT=shm "$PP" --iters "$ITERS" --processes 2 | myriad_rows >> "$out/myriad_shm2p"
     MYRIAD_TRANSPORT=tcp "$PP" --iters "$ITERS" --processes 2 | myriad_rows >> "$out/myriad_tcp"
@@ -146,6 +153,11 @@ if [ -s "$out/floor" ]; then
     sort -g "$out/floor" | awk '{ v[++n] = $1 } END {
         med = (n % 2) ? v[(n + 1) / 2] : (v[n / 2] + v[n / 2 + 1]) / 2
         printf "# floor, two threads on one cache line (line_floor.c): %.4f us one-way (median of %d; %.4f-%.4f)\n", med, n, v[1], v[n] }'
+fi
+if [ -s "$out/memcpy" ]; then
+    sort -k2,2g "$out/memcpy" | awk '{ b = $1; v[++n] = $2 } END {
+        med = (n % 2) ? v[(n + 1) / 2] : (v[n / 2] + v[n / 2 + 1]) / 2
+        printf "# memcpy of %d B, one thread, warm buffers: %.1f us (median of %d; %.1f-%.1f): no single copy is faster\n", b, med, n, v[1], v[n] }'
 fi
 table myriad_1w myriad_2w myriad_shm2p -- myriad_1w myriad_2w myriad_shm2p mpich_shm ompi_shm
 echo "# TCP loopback: 2 processes each"
