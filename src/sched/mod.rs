@@ -441,7 +441,9 @@ fn park(ctx: &RankCtx, info: &WaitInfo, spin: bool) -> Result<(), Error> {
     slot.set_wait(info);
     // Briefly, while its worker has nothing else to run: a wake-up from
     // another worker then costs no switch and no requeue (`worker.rs`).
-    if spin {
+    // `ctx.spins` first: a rank that may not spin (one worker, no
+    // transport) skips the worker's thread-local.
+    if spin && ctx.spins {
         worker::spin_before_park(sched, &slot.park);
     }
     let parked = if sched.is_solo() {
