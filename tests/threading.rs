@@ -335,3 +335,52 @@ fn joining_a_scoped_thread_parks_the_rank() {
         .expect("the job hung: the join blocked the worker");
     assert_eq!(out.unwrap(), vec![42, 0]);
 }
+
+#[test]
+fn a_job_of_one_worker_leaves_solo_mode_for_its_first_thread() {
+    // One worker and no transport: ranks park, wake and lock mailboxes
+    // without read-modify-writes (solo mode) until the first OS thread
+    // starts; after it, threads and ranks exchange concurrently.
+    let ranks = 4;
+    let sums = Runtime::builder()
+        .ranks(ranks)
+        .workers(1)
+        .threading(Threading::Multiple)
+        .run(|universe| {
+            let world = universe.world();
+            let me = world.rank();
+            let n = world.size();
+            let next = world.process_at_rank((me + 1) % n);
+            let prev = world.process_at_rank((me + n - 1) % n);
+            let mut sum = 0usize;
+            let mut ring = |tag: i32| {
+                for i in 0..200usize {
+                    if me % 2 == 0 {
+                        next.send_with_tag(&i, tag);
+                        sum += prev.receive_with_tag::<usize>(tag).0;
+                    } else {
+                        sum += prev.receive_with_tag::<usize>(tag).0;
+                        next.send_with_tag(&i, tag);
+                    }
+                }
+            };
+            ring(0);
+            let received = AtomicUsize::new(0);
+            myriad::thread::scope(|s| {
+                s.spawn(|| {
+                    for i in 0..200usize {
+                        next.send_with_tag(&i, 1);
+                        let (v, _) = prev.receive_with_tag::<usize>(1);
+                        received.fetch_add(v, Ordering::Relaxed);
+                    }
+                });
+                // The rank talks to its peers meanwhile.
+                ring(2);
+            });
+            ring(3);
+            sum + received.into_inner()
+        })
+        .unwrap();
+    let per_round: usize = (0..200).sum();
+    assert_eq!(sums, vec![per_round * 4; ranks]);
+}

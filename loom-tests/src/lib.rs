@@ -18,7 +18,9 @@
 //! processes and its sleep/wake flags (`src/transport/shm/ring.rs`) in
 //! `shm_ring_models`. A collective's wake-up handed to another worker
 //! (`Round::wake_all`, `sched::unpark_on`), the workers' sleep and the
-//! deadlock check, end to end, in `wake_models`.
+//! deadlock check, end to end, in `wake_models`. The hand-over from a
+//! one-worker job's solo mode (plain loads and stores on park states and
+//! mailbox locks) to read-modify-writes, in `solo_models`.
 //! myriad-alloc's remote-free list is modelled in `tests/alloc_remote_free.rs`.
 
 #[cfg(loom)]
@@ -91,3 +93,6 @@ mod round_gate;
 
 #[cfg(all(loom, test))]
 mod wake_models;
+
+#[cfg(all(loom, test))]
+mod solo_models;

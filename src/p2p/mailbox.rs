@@ -255,6 +255,21 @@ impl Mailbox {
     pub(crate) fn lock(&self) -> SpinGuard<'_, Queues> {
         self.queues.lock()
     }
+
+    /// [`lock`](Self::lock) without a read-modify-write, for the only
+    /// thread that touches mailboxes (`Scheduler::is_solo`).
+    ///
+    /// # Safety
+    ///
+    /// The caller is the job's one worker (or a rank it runs) while the job
+    /// is in solo mode: no other thread locks this mailbox meanwhile, and
+    /// what any thread did with it before happens before (the mode starts
+    /// before the worker's first rank and never comes back once it ends).
+    #[inline]
+    pub(crate) unsafe fn lock_alone(&self) -> SpinGuard<'_, Queues> {
+        // SAFETY: the caller's contract.
+        unsafe { self.queues.lock_alone() }
+    }
 }
 
 #[cfg(test)]

@@ -253,6 +253,20 @@ impl<'a, N: Node> Endpoint<'a, N> {
     fn is_aborting(self) -> bool {
         self.sched().is_aborting()
     }
+
+    /// Locks `mailbox` for the calling rank: without a read-modify-write
+    /// while the job is in solo mode (`Scheduler::is_solo`).
+    #[inline(always)]
+    fn lock(self, mailbox: &'a Mailbox) -> SpinGuard<'a, mailbox::Queues> {
+        if self.sched().is_solo() {
+            // SAFETY: solo mode holds, so this thread is the job's one
+            // worker (endpoints are used by the ranks it runs) and no other
+            // thread touches mailboxes until a rank of it ends the mode.
+            unsafe { mailbox.lock_alone() }
+        } else {
+            mailbox.lock()
+        }
+    }
 }
 
 /// Where a send goes, without a communicator: the context, the sender as
@@ -414,7 +428,7 @@ pub(crate) fn arrive(
         mode,
         completion,
     } = msg;
-    let mut queues = mailbox.lock();
+    let mut queues = ep.lock(mailbox);
     if let Some(posted) = queues.take_posted(&env, || ep.is_aborting()) {
         drop(queues);
         deliver(ep, &env, src, &posted);
@@ -585,7 +599,7 @@ pub(crate) fn start_receive(
     dst: &Layout,
     completion: &Completion,
 ) -> Started {
-    let mut queues = ep.own_mailbox().lock();
+    let mut queues = ep.lock(ep.own_mailbox());
     if let Some(msg) = queues.take_unexpected(&spec, || ep.is_aborting()) {
         drop(queues);
         if let Payload::Remote(remote) = &msg.payload {

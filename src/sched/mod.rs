@@ -71,6 +71,18 @@ pub(crate) struct Scheduler {
     /// (transports, OS threads of `Threading::Multiple` ranks).
     external: AtomicUsize,
     aborting: AtomicBool,
+    /// Only the job's one worker thread touches the ranks' park states and
+    /// mailboxes: the job has one worker, no transport and no OS thread
+    /// acting for a rank. Set by that worker before it starts a rank
+    /// ([`set_solo`](Self::set_solo)); cleared for good by the rank that
+    /// starts the first OS thread, before the thread exists
+    /// ([`external_started`](Self::external_started)), so whatever the
+    /// worker did alone happens before anything the thread does. While it
+    /// holds, a rank parks, wakes a rank and locks a mailbox with plain
+    /// loads and stores instead of read-modify-writes
+    /// (`ParkState::try_park_alone`, `Mailbox::lock_alone`): the four a
+    /// message of a 1-worker job paid were ~12 % of its time.
+    solo: AtomicBool,
     /// Workers that left their loop: they resume no rank any more.
     stopped: AtomicUsize,
     /// The error that ended the job, and whether it is only a consequence
@@ -155,6 +167,7 @@ impl Scheduler {
             timers: AtomicUsize::new(0),
             external: AtomicUsize::new(0),
             aborting: AtomicBool::new(false),
+            solo: AtomicBool::new(false),
             stopped: AtomicUsize::new(0),
             failure: Mutex::new(None),
             micro: micro::MicroQueue::default(),
@@ -249,7 +262,13 @@ impl Scheduler {
     /// (an OS thread of a rank, a transport), before it starts: while it is
     /// counted no deadlock is reported. `SeqCst`, as the deadlock check's
     /// reads of the count.
+    ///
+    /// Ends the job's [`solo`](Self::is_solo) mode: call it on the thread
+    /// that will start the counted thread (a rank's worker, or a thread
+    /// already counted), before the thread starts.
     pub(crate) fn external_started(&self) {
+        debug_assert!(!self.is_solo() || worker::on_worker_thread());
+        self.solo.store(false, Ordering::Relaxed);
         self.external.fetch_add(1, Ordering::SeqCst);
     }
 
@@ -277,6 +296,25 @@ impl Scheduler {
             .get(rank.slot())
             .threading()
             .unwrap_or(self.threading)
+    }
+
+    /// Whether the calling thread is the only one that touches the job's
+    /// park states and mailboxes (see the field `solo`). Only the job's
+    /// worker and the ranks it runs may rely on a `true`: they are that
+    /// thread. One relaxed load of a line that changes at most once.
+    #[inline]
+    pub(crate) fn is_solo(&self) -> bool {
+        self.solo.load(Ordering::Relaxed)
+    }
+
+    /// The job's one worker, about to start ranks, enters solo mode if it
+    /// may: the job has no transport (`polls`) and no counted thread.
+    fn set_solo(&self, polls: bool) {
+        let alone = self.workers.len() == 1
+            && !polls
+            && self.external.load(Ordering::SeqCst) == 0
+            && worker::on_worker_thread();
+        self.solo.store(alone, Ordering::Relaxed);
     }
 
     /// Whether the job is being torn down.
@@ -403,10 +441,17 @@ fn park(ctx: &RankCtx, info: &WaitInfo, spin: bool) -> Result<(), Error> {
     slot.set_wait(info);
     // Briefly, while its worker has nothing else to run: a wake-up from
     // another worker then costs no switch and no requeue (`worker.rs`).
-    if spin {
+    // `ctx.spins` first: a rank that may not spin (one worker, no
+    // transport) skips the worker's thread-local.
+    if spin && ctx.spins {
         worker::spin_before_park(sched, &slot.park);
     }
-    if slot.park.try_park() {
+    let parked = if sched.is_solo() {
+        slot.park.try_park_alone()
+    } else {
+        slot.park.try_park()
+    };
+    if parked {
         let _span = ctx.recorder().map(|r| {
             r.park(
                 info.op.label(),
@@ -540,7 +585,12 @@ fn unwinding(ctx: &RankCtx, info: &WaitInfo) -> Error {
 pub(crate) fn unpark(sched: &Scheduler, slot: u32) {
     let slot_id = slot;
     let slot = sched.slots.get(slot);
-    if slot.park.unpark() {
+    let woken = if sched.is_solo() {
+        slot.park.unpark_alone()
+    } else {
+        slot.park.unpark()
+    };
+    if woken {
         let home = slot.home();
         if home.0 == thread::HOME {
             thread::wake(sched, slot_id);

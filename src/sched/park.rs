@@ -98,6 +98,21 @@ impl ParkState {
         }
     }
 
+    /// [`try_park`](Self::try_park) for a rank whose worker is the only
+    /// thread that touches park states (`Scheduler::is_solo`): the same
+    /// transitions with a load and a store, no read-modify-write (no other
+    /// thread can write between the two).
+    #[inline]
+    pub(crate) fn try_park_alone(&self) -> bool {
+        if self.state.load(Ordering::Relaxed) == RUNNING {
+            self.state.store(PARKED, Ordering::Relaxed);
+            true
+        } else {
+            self.state.store(RUNNING, Ordering::Relaxed);
+            false
+        }
+    }
+
     /// Leaves any pending notification (a read-modify-write, see the
     /// module docs): for a party whose waits do not loop through
     /// `try_park` (an OS thread's), and for a slot made ready for reuse. A
@@ -125,6 +140,20 @@ impl ParkState {
         self.state.swap(NOTIFIED, Ordering::AcqRel) == PARKED
     }
 
+    /// [`unpark`](Self::unpark) by the only thread that touches park
+    /// states (`Scheduler::is_solo`, as
+    /// [`try_park_alone`](Self::try_park_alone)).
+    #[inline]
+    pub(crate) fn unpark_alone(&self) -> bool {
+        if self.state.load(Ordering::Relaxed) == PARKED {
+            self.state.store(RUNNING, Ordering::Relaxed);
+            true
+        } else {
+            self.state.store(NOTIFIED, Ordering::Relaxed);
+            false
+        }
+    }
+
     /// Whether a wake-up is pending (the rank runs and has not consumed it):
     /// what a rank that spins before parking watches (a load, so that the
     /// spin does not take the line from the waker; `try_park` consumes it).
@@ -136,5 +165,29 @@ impl ParkState {
     /// Whether the rank is parked right now (deadlock reports only).
     pub(crate) fn is_parked(&self) -> bool {
         self.state.load(Ordering::Acquire) == PARKED
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn alone_and_shared_transitions_agree() {
+        let state = ParkState::new();
+        assert!(state.try_park_alone(), "a running rank parks");
+        assert!(state.is_parked());
+        assert!(state.unpark_alone(), "its waker requeues it");
+        assert!(!state.unpark_alone(), "a running rank is notified");
+        assert!(state.is_notified());
+        assert!(!state.try_park_alone(), "the notification is consumed");
+        assert!(!state.is_notified());
+        // The modes mix on the one thread that uses both.
+        assert!(state.try_park_alone());
+        assert!(state.unpark());
+        assert!(!state.unpark());
+        assert!(!state.try_park_alone());
+        assert!(state.try_park());
+        assert!(state.unpark_alone());
     }
 }

@@ -601,6 +601,9 @@ pub(crate) fn run(args: WorkerArgs<'_>) {
         polls: polls.then_some(host as *const dyn Host),
     };
     WORKER.with(|w| w.set(&local));
+    // Before any rank starts (the barrier orders it before every worker's
+    // first resume).
+    sched.set_solo(host.polls());
     start.wait();
     let mut worker = Worker {
         sched,

@@ -58,6 +58,27 @@ impl<T> SpinLock<T> {
         }
     }
 
+    /// Takes the lock with a load and a store, no read-modify-write, for a
+    /// caller that is the only thread using it (a job's one worker in solo
+    /// mode, `Scheduler::is_solo`).
+    ///
+    /// # Panics
+    ///
+    /// If the lock is held (by this thread, then: a holder takes it again).
+    ///
+    /// # Safety
+    ///
+    /// No other thread may use the lock until the guard is dropped, and
+    /// whatever another thread did with it before happens before this call.
+    #[inline]
+    pub(crate) unsafe fn lock_alone(&self) -> SpinGuard<'_, T> {
+        if self.locked.load(Ordering::Relaxed) {
+            held_twice();
+        }
+        self.locked.store(true, Ordering::Relaxed);
+        SpinGuard { lock: self }
+    }
+
     #[cold]
     fn lock_slow(&self) {
         let mut spins = 0;
@@ -89,6 +110,12 @@ impl<T> SpinLock<T> {
             Some(SpinGuard { lock: self })
         }
     }
+}
+
+#[cold]
+#[inline(never)]
+fn held_twice() -> ! {
+    panic!("a spin lock taken alone is held already")
 }
 
 fn yield_thread() {
@@ -135,5 +162,31 @@ impl<T> Drop for SpinGuard<'_, T> {
         self.lock.locked.store(false, Ordering::Release);
         #[cfg(loom)]
         self.lock.locked.swap(false, Ordering::Release);
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_lock_taken_alone_locks_and_unlocks() {
+        let lock = SpinLock::new(1);
+        {
+            // SAFETY: the test's thread is the only one using the lock.
+            let mut guard = unsafe { lock.lock_alone() };
+            *guard += 1;
+            assert!(lock.try_lock().is_none(), "held");
+        }
+        assert_eq!(*lock.lock(), 2);
+    }
+
+    #[test]
+    #[should_panic(expected = "held already")]
+    fn a_lock_taken_alone_twice_panics() {
+        let lock = SpinLock::new(());
+        let _first = lock.lock();
+        // SAFETY: the test's thread is the only one using the lock.
+        let _second = unsafe { lock.lock_alone() };
     }
 }
