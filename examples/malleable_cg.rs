@@ -85,7 +85,9 @@
 //! clock.
 //!
 //! With `--repeat N` every figure is the median of N jobs, and
-//! `redist_lo redist_hi` the range of `redist_ms`. `--plot FILE.svg` draws
+//! `redist_lo redist_hi` the range of `redist_ms`; the jobs go round the
+//! pair's cases (each once, then again), so a spell of load on a shared
+//! host falls on every method and strategy alike. `--plot FILE.svg` draws
 //! `redist_ms` per method and strategy across the cases in the order
 //! printed (the seed's Figure 5 shape).
 //!
