@@ -66,20 +66,28 @@
 //!   over every background case instead (often 0, which leaves the
 //!   blocking totals at T_redis); the targets line gives both counts.
 //!
-//! `--piece-kib K` bounds the copy work a test of the background
-//! redistribution adds to an iteration (`InFlight::test_bounded`): under
-//! NB and WT the RMA methods issue at most K KiB of reads per test, and
-//! ranks that are only targets read their pieces in their worker's idle
-//! time (`myriad::yield_when_idle`, MPC's collaborative polling). In one
-//! process a get is a CPU copy sharing the 2 cores with the iterations
-//! (InfiniBand's NIC moves it without the CPU), so ω near 1 needs the copy
-//! spread over many iterations: the ratio printed in the header is the
-//! redistribution work per test against an iteration's own data movement
-//! (K KiB against the `--n` × 8 bytes every rank gathers). Without it a
-//! test reads everything at once (the default; the totals below).
+//! `--piece-kib K` bounds the copy work the background redistribution
+//! adds to an iteration (`InFlight::test_bounded`): under NB and WT the
+//! RMA methods read at most K KiB per target per iteration. A target that
+//! iterates issues one piece in the test before each iteration (the
+//! second look at a WT barrier issues none); a rank that is only a target
+//! reads one piece per T_it(NS) it sleeps through, in its worker's idle
+//! time (`myriad::yield_when_idle`, MPC's collaborative polling) and at
+//! most 16 KiB per turn of it. In one process a get is a CPU copy sharing
+//! the 2 cores with the iterations (InfiniBand's NIC moves it without the
+//! CPU), so ω near 1 needs the copy spread over many iterations: the ratio
+//! printed in the header is the redistribution work per target and
+//! iteration against the iteration's own data movement per rank (K KiB
+//! against the `--n` × 8 bytes every rank gathers). Without it a test
+//! reads everything at once (the default; the totals below). The `(cpu)`
+//! line under the ω target gives ω in the process's CPU time per
+//! iteration, the work added whatever the host's load does to the wall
+//! clock.
 //!
 //! With `--repeat N` every figure is the median of N jobs, and
-//! `redist_lo redist_hi` the range of `redist_ms`. `--plot FILE.svg` draws
+//! `redist_lo redist_hi` the range of `redist_ms`; the jobs go round the
+//! pair's cases (each once, then again), so a spell of load on a shared
+//! host falls on every method and strategy alike. `--plot FILE.svg` draws
 //! `redist_ms` per method and strategy across the cases in the order
 //! printed (the seed's Figure 5 shape).
 //!
@@ -131,8 +139,9 @@ fn main() {
     );
     if let Some(k) = piece_kib {
         println!(
-            "# bounded tests: at most {k} KiB of reads per test (RMA under NB, WT), \
-             1/{:.0} of the {:.1} MiB a rank gathers per iteration; only-targets read in idle time",
+            "# bounded tests: at most {k} KiB of reads per target and iteration (RMA under NB, WT), \
+             1/{:.0} of the {:.1} MiB a rank gathers per iteration; only-targets read one piece \
+             per T_it(NS), in idle time",
             (n * 8) as f64 / (k.max(1) << 10) as f64,
             (n * 8) as f64 / (1 << 20) as f64,
         );
@@ -148,36 +157,46 @@ fn main() {
     let mut wrong = false;
     let mut table: Vec<Row> = Vec::new();
     for &(ns, nt) in &pairs {
-        let mut rows = Vec::new();
-        for &method in &methods {
-            for &strategy in &strategies {
-                let mut runs = Vec::with_capacity(repeat);
-                for _ in 0..repeat {
-                    match sam::case(setup, ns, nt, method, strategy) {
-                        Ok(f) => {
-                            if !f.ok {
-                                eprintln!(
-                                    "malleable_cg: {ns}->{nt} {}-{}: wrong data after the redistribution",
-                                    method.name(),
-                                    strategy.name()
-                                );
-                                wrong = true;
-                            }
-                            runs.push(f);
-                        }
-                        Err(err) => {
+        let cases: Vec<(Method, Strategy)> = methods
+            .iter()
+            .flat_map(|&m| strategies.iter().map(move |&s| (m, s)))
+            .collect();
+        // The repetitions go round the pair's cases (all of them once,
+        // then again): a spell of load on the shared host then falls on
+        // every method and strategy alike, not on the ones that happened
+        // to run during it, which the RMA2-vs-COL comparison would read
+        // as a difference between them.
+        let mut runs: Vec<Vec<Figures>> = cases.iter().map(|_| Vec::new()).collect();
+        for _ in 0..repeat {
+            for (&(method, strategy), runs) in cases.iter().zip(&mut runs) {
+                match sam::case(setup, ns, nt, method, strategy) {
+                    Ok(f) => {
+                        if !f.ok {
                             eprintln!(
-                                "malleable_cg: {ns}->{nt} {} {}: {err}",
+                                "malleable_cg: {ns}->{nt} {}-{}: wrong data after the redistribution",
                                 method.name(),
                                 strategy.name()
                             );
-                            std::process::exit(1);
+                            wrong = true;
                         }
+                        runs.push(f);
+                    }
+                    Err(err) => {
+                        eprintln!(
+                            "malleable_cg: {ns}->{nt} {} {}: {err}",
+                            method.name(),
+                            strategy.name()
+                        );
+                        std::process::exit(1);
                     }
                 }
-                rows.push(Row::of(ns, nt, method, strategy, &runs));
             }
         }
+        let mut rows: Vec<Row> = cases
+            .iter()
+            .zip(&runs)
+            .map(|(&(method, strategy), runs)| Row::of(ns, nt, method, strategy, runs))
+            .collect();
         // Seed 000's equation (1): the fewest iterations of a background
         // case; `strict`: of every one, else of those that overlapped at
         // least one iteration (see the doc).
@@ -230,6 +249,8 @@ struct Row {
     redist_lo: f64,
     redist_hi: f64,
     omega: f64,
+    /// ω in the process's CPU time per iteration (see `Figures`).
+    cpu_omega: f64,
     iters_during: f64,
     total_ms: f64,
     /// `total_ms` with N_it over every background case.
@@ -261,6 +282,18 @@ impl Row {
                 f64::NAN
             } else {
                 median(&mut omegas.clone())
+            },
+            cpu_omega: {
+                let mut w: Vec<f64> = runs
+                    .iter()
+                    .map(|f| f.cpu_it_during_ms / f.cpu_it_ns_ms)
+                    .filter(|w| w.is_finite())
+                    .collect();
+                if w.is_empty() {
+                    f64::NAN
+                } else {
+                    median(&mut w)
+                }
             },
             iters_during: med(&|f| f.iters_during as f64),
             total_ms: f64::NAN,
@@ -388,10 +421,10 @@ fn targets(table: &[Row], pairs: &[(usize, usize)], strategies: &[Strategy]) {
         }
     }
     for m in Method::ALL {
-        let omegas: Vec<(f64, f64)> = table
+        let omegas: Vec<(f64, f64, f64)> = table
             .iter()
             .filter(|r| r.method == m && r.strategy == Strategy::WaitTargets && r.omega.is_finite())
-            .map(|r| (r.omega, r.redist_ms / r.it_ns_ms))
+            .map(|r| (r.omega, r.redist_ms / r.it_ns_ms, r.cpu_omega))
             .collect();
         if omegas.is_empty() {
             continue;
@@ -404,6 +437,15 @@ fn targets(table: &[Row], pairs: &[(usize, usize)], strategies: &[Strategy]) {
              redist_ms / it_ns_ms at most {ratio:.2}",
             m.name(),
             omegas.len()
+        );
+        // Not the issue's target: ω in the process's CPU time per
+        // iteration, the work the redistribution adds whatever the host's
+        // load does to the wall clock.
+        let cpu: Vec<String> = omegas.iter().map(|o| format!("{:.2}", o.2)).collect();
+        println!(
+            "# (cpu) {}-WT process CPU per iteration during / without, per pair: {}",
+            m.name(),
+            cpu.join(" ")
         );
     }
 }

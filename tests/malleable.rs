@@ -33,6 +33,10 @@
 //!   bytes, every byte of the rank's block issued once, and a rank that
 //!   is a source and a target needed at least `len / b` tests; fails if
 //!   the bound is ignored or a piece is lost or read twice.
+//! * `a_zero_budget_issues_no_reads`: `test_bounded(0)` (the CG
+//!   emulator's second look at a Wait Targets barrier) issues nothing and
+//!   reports not done on every rank with data to read, then bounded tests
+//!   complete it; fails if a zero budget still reads an element.
 //! * `a_peer_that_stops_testing_does_not_hang`: one rank tests one piece
 //!   and stops (its `work` returns), only-targets loop on
 //!   `yield_when_idle`: the call completes with the data exact.
@@ -629,6 +633,53 @@ fn bounded_tests_read_in_pieces() {
                         assert!(tests >= (len * 8).div_ceil(BUDGET), "{case}: {tests} tests");
                     }
                 }
+            }
+        }
+    }
+}
+
+/// `test_bounded(0)` only tests: no read issued, not done while the rank
+/// has data to read; the bounded tests after it read everything.
+#[test]
+fn a_zero_budget_issues_no_reads() {
+    for method in [Method::RmaLock, Method::RmaLockAll] {
+        for strategy in [Strategy::NonBlocking, Strategy::WaitTargets] {
+            let (ns, nt) = (2, 3);
+            let out = myriad::run(nt, move |universe| {
+                let world = universe.world();
+                let comm = world.duplicate();
+                let rank = world.rank() as usize;
+                let plan = Plan::block(60, ns, nt).unwrap();
+                let mut src: Vec<u64> = if rank < ns {
+                    plan.source_block(rank).map(|i| i as u64).collect()
+                } else {
+                    Vec::new()
+                };
+                let block = plan.target_block(rank);
+                let mut dst = vec![u64::MAX; block.len()];
+                let zero = plan
+                    .redistribute_in_background(&comm, method, strategy, &mut src, &mut dst, |f| {
+                        let mut zero = Vec::new();
+                        for _ in 0..3 {
+                            zero.push((f.test_bounded(0).unwrap(), f.read_bytes()));
+                        }
+                        while !f.test_bounded(16).unwrap() {
+                            myriad::yield_when_idle();
+                        }
+                        zero
+                    })
+                    .unwrap();
+                let exact = dst.iter().copied().eq(block.map(|i| i as u64));
+                (exact, zero)
+            })
+            .unwrap();
+            for (rank, (exact, zero)) in out.into_iter().enumerate() {
+                let case = format!("{} {} rank {rank}", method.name(), strategy.name());
+                assert!(exact, "{case}: data");
+                assert!(
+                    zero.iter().all(|&z| z == (false, (0, 0))),
+                    "{case}: a zero budget gave {zero:?}"
+                );
             }
         }
     }

@@ -69,6 +69,14 @@ pub(crate) struct Figures {
     pub(crate) it_during_ms: f64,
     /// One iteration on NT ranks after the resize.
     pub(crate) it_nt_ms: f64,
+    /// The process's CPU time (every thread) per iteration on NS ranks
+    /// without redistribution, and during it (NaN if none ran), as rank 0
+    /// saw it over its own iterations: against each other, the work the
+    /// background redistribution adds to an iteration (its copies, tests
+    /// and agreements), which a loaded host disturbs less than the wall
+    /// clock's ω.
+    pub(crate) cpu_it_ns_ms: f64,
+    pub(crate) cpu_it_during_ms: f64,
     /// Iterations the sources ran during the redistribution.
     pub(crate) iters_during: u64,
     /// CPU time of the whole process (every thread: the workers run the
@@ -191,15 +199,18 @@ impl Cg {
     }
 
     /// Runs `iters` iterations (after one untimed) and returns the
-    /// slowest rank's time per iteration in ms.
-    pub(crate) fn time(&mut self, comm: &impl Communicator, iters: usize) -> f64 {
+    /// slowest rank's time per iteration in ms, and the process's CPU time
+    /// per iteration over this rank's span.
+    pub(crate) fn time(&mut self, comm: &impl Communicator, iters: usize) -> (f64, f64) {
         self.step(comm);
         comm.barrier();
-        let t = Instant::now();
+        let (t, cpu) = (Instant::now(), process_cpu_ms());
         for _ in 0..iters {
             self.step(comm);
         }
-        slowest(comm, ms(t) / iters.max(1) as f64)
+        let per = iters.max(1) as f64;
+        let cpu = (process_cpu_ms() - cpu) / per;
+        (slowest(comm, ms(t) / per), cpu)
     }
 
     /// An exact checksum of the rank's vector elements with their global
@@ -259,39 +270,48 @@ fn slowest(comm: &impl Communicator, mine: f64) -> f64 {
 /// agreement synchronised them, so a Wait Targets barrier that every
 /// source had entered is complete by then, and an iteration started only
 /// because some source tested before the last one entered would be
-/// waste (seed 000 names these extra iterations as future work).
-/// Returns the iterations and their total time in ms (tests and
-/// agreements included).
+/// waste (seed 000 names these extra iterations as future work). That
+/// second look issues no reads (`test_bounded(0)`): an iteration carries
+/// one piece of the copy, the ratio the header states.
+/// Returns the iterations, their total time in ms (tests and agreements
+/// included) and the process's CPU time over them.
 fn iterate_during(
     app: &impl Communicator,
     cg: &mut Cg,
     flight: &mut InFlight<'_>,
     piece: usize,
-) -> (u64, f64) {
-    let agree = |flight: &mut InFlight<'_>| {
+) -> (u64, f64, f64) {
+    let agree = |flight: &mut InFlight<'_>, piece: usize| {
         let done = flight.test_bounded(piece).expect("the redistribution");
         let mut all = 0u8;
         app.all_reduce_into(&u8::from(done), &mut all, SystemOperation::min());
         all == 1
     };
-    let (mut k, mut busy) = (0u64, 0.0);
+    let (mut k, mut busy, mut cpu) = (0u64, 0.0, 0.0);
     loop {
-        let t = Instant::now();
-        if agree(flight) || agree(flight) {
-            return (k, busy);
+        let (t, c) = (Instant::now(), process_cpu_ms());
+        if agree(flight, piece) || agree(flight, 0) {
+            return (k, busy, cpu);
         }
         cg.step(app);
         k += 1;
         busy += ms(t);
+        cpu += process_cpu_ms() - c;
     }
 }
+
+/// Bytes a rank that is only a target reads per turn of its worker's idle
+/// time under a bound: a few microseconds of copying, the delay a source
+/// woken meanwhile (its collective completed on the other worker) sees.
+const IDLE_PIECE: usize = 16 << 10;
 
 /// What one rank brings to the resize.
 struct Side<'a> {
     /// The sources' communicator to iterate on, and CG's state (sources).
     app: Option<(&'a SimpleCommunicator, Cg)>,
-    /// T_it(NS) (sources) and the spawn time (grow: parents).
-    it_ns_ms: f64,
+    /// T_it(NS) (sources), its CPU time, and the spawn time (grow:
+    /// parents).
+    it_ns_ms: (f64, f64),
     spawn_ms: f64,
 }
 
@@ -329,7 +349,7 @@ pub(crate) fn case(
                         let all = parents.merge(MergeOrder::High);
                         let side = Side {
                             app: None,
-                            it_ns_ms: 0.0,
+                            it_ns_ms: (0.0, 0.0),
                             spawn_ms: 0.0,
                         };
                         resize(&all, setup, ns, nt, method, strategy, side);
@@ -371,16 +391,20 @@ fn resize(
     let rank = comm.rank() as usize;
     let Side {
         app,
-        it_ns_ms,
+        it_ns_ms: (it_ns_ms, cpu_it_ns_ms),
         spawn_ms,
     } = side;
     let (app, mut cg) = match app {
         Some((app, cg)) => (Some(app), Some(cg)),
         None => (None, None),
     };
-    // CG's scalars, for the new ranks.
-    let mut scalars = cg.as_ref().map_or([0.0; 2], |cg| [cg.rr, cg.done as f64]);
+    // CG's scalars, for the new ranks, and T_it(NS), which paces the
+    // reads of the ranks that are only targets.
+    let mut scalars = cg
+        .as_ref()
+        .map_or([0.0; 3], |cg| [cg.rr, cg.done as f64, it_ns_ms]);
     comm.process_at_rank(0).broadcast_into(&mut scalars[..]);
+    let pace = std::time::Duration::from_secs_f64(scalars[2].max(0.0) / 1e3);
 
     let payload = Plan::block(setup.payload, ns, nt).expect("the payload's plan");
     let vectors = Plan::block(setup.n, ns, nt).expect("the vectors' plan");
@@ -402,25 +426,35 @@ fn resize(
     // sources iterate, then the variable data blocking.
     let t = Instant::now();
     let cpu = process_cpu_ms();
-    let (iters, busy) = payload
+    let (iters, busy, busy_cpu) = payload
         .redistribute_in_background(&dup, method, strategy, &mut src, &mut dst, |flight| match (
             app,
             cg.as_mut(),
         ) {
             (Some(app), Some(cg)) => iterate_during(app, cg, flight, setup.piece),
             _ => {
-                // Only a target. With a bound: its pieces in its worker's
-                // idle time (while the sources wait in their collectives).
+                // Only a target. With a bound it reads like the targets
+                // that iterate, one piece per iteration: after each
+                // T_it(NS) it sleeps through, the piece in its worker's
+                // idle time (while the sources wait in their
+                // collectives), at most `IDLE_PIECE` at a time: a source
+                // woken meanwhile waits for the copy in progress.
                 if setup.piece < usize::MAX {
-                    while !flight
-                        .test_bounded(setup.piece)
-                        .expect("the redistribution")
-                    {
-                        myriad::yield_when_idle();
+                    'paced: loop {
+                        myriad::sleep(pace);
+                        let mut left = setup.piece;
+                        while left > 0 {
+                            myriad::yield_when_idle();
+                            let take = left.min(IDLE_PIECE);
+                            if flight.test_bounded(take).expect("the redistribution") {
+                                break 'paced;
+                            }
+                            left -= take;
+                        }
                     }
                 }
                 flight.wait().expect("the redistribution");
-                (0, 0.0)
+                (0, 0.0, 0.0)
             }
         })
         .expect("the constant data's redistribution");
@@ -505,7 +539,7 @@ fn resize(
     };
     let on: &SimpleCommunicator = next.as_ref().unwrap_or(comm);
     let mut cg = Cg::adopt(on, setup.n, setup.band, x, r, p, state[0], state[1] as u64);
-    let it_nt_ms = cg.time(on, setup.iters);
+    let (it_nt_ms, _) = cg.time(on, setup.iters);
     (on.rank() == 0).then_some(Figures {
         spawn_ms,
         redist_ms,
@@ -516,6 +550,12 @@ fn resize(
             f64::NAN
         },
         it_nt_ms,
+        cpu_it_ns_ms,
+        cpu_it_during_ms: if iters > 0 {
+            busy_cpu / iters as f64
+        } else {
+            f64::NAN
+        },
         iters_during,
         cpu_ms,
         ok,

@@ -159,7 +159,9 @@ impl<'s> InFlight<'s> {
     }
 
     /// [`test`](Self::test), issuing at most `bytes` bytes of this rank's
-    /// reads (at least one element, so it always progresses): the RMA
+    /// reads (at least one element, so it always progresses; `0` issues
+    /// none and only tests what was issued, a second look at a Wait
+    /// Targets barrier that adds no copy to the iteration): the RMA
     /// methods under Non-blocking and Wait Targets read in pieces, so the
     /// copy work a test adds to an iteration is bounded (in one process a
     /// get is a CPU copy, which InfiniBand's NIC would do without the
@@ -584,13 +586,16 @@ struct Pending<'d, T> {
 
 impl<'d, T> Pending<'d, T> {
     /// Hands `issue` the next reads, at most `bytes` bytes of them (at
-    /// least one element), splitting a piece where the budget ends;
-    /// returns the bytes issued.
+    /// least one element unless `bytes` is 0), splitting a piece where the
+    /// budget ends; returns the bytes issued.
     fn issue(
         &mut self,
         bytes: usize,
         mut issue: impl FnMut(usize, usize, &'d mut [T]) -> Result<(), Error>,
     ) -> Result<usize, Error> {
+        if bytes == 0 {
+            return Ok(0);
+        }
         let size = std::mem::size_of::<T>();
         let mut budget = (bytes / size.max(1)).max(1);
         let mut issued = 0;
