@@ -155,7 +155,10 @@ pub fn initialize() -> Option<Universe> {
 /// their blocking calls park the OS thread, not a worker (join such threads
 /// with [`crate::thread::spawn`]'s handle, which parks the rank, rather than
 /// blocking the worker in `std::thread::JoinHandle::join`). At the lower
-/// levels such calls fail with an error naming the level.
+/// levels such calls fail with an error naming the level. A plain
+/// `std::thread` becomes a party of the job at its first MPI call; if every
+/// rank waits for it before that call, the job is reported deadlocked.
+/// Threads from [`crate::thread::spawn`] count from their start.
 #[track_caller]
 pub fn initialize_with_threading(threading: Threading) -> Option<(Universe, Threading)> {
     let first = sched::rank::with_current(|ctx| {

@@ -2,7 +2,8 @@
 //! from OS threads that a rank spawned.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
 
 use myriad::traits::*;
 use myriad::{Runtime, Threading};
@@ -383,4 +384,91 @@ fn a_job_of_one_worker_leaves_solo_mode_for_its_first_thread() {
         .unwrap();
     let per_round: usize = (0..200).sum();
     assert_eq!(sums, vec![per_round * 4; ranks]);
+}
+
+/// What each rank of [`plain_threads_send_while_ranks_exchange`] does: a
+/// plain `std::thread` sends `messages` eager messages (tag 1) to the next
+/// rank while the rank exchanges as many with its neighbours (tag 2) and
+/// receives its predecessor's thread's; returns the sum received.
+fn send_from_a_plain_thread(universe: &myriad::Universe, messages: usize) -> usize {
+    let world = universe.world();
+    let me = world.rank();
+    let n = world.size();
+    let prev = world.process_at_rank((me + n - 1) % n);
+    let next = world.process_at_rank((me + 1) % n);
+    let started = Arc::new(AtomicBool::new(false));
+    let from_thread = std::thread::spawn({
+        let (world, started) = (universe.world(), Arc::clone(&started));
+        move || {
+            let next = world.process_at_rank((me + 1) % n);
+            for i in 0..messages {
+                next.send_with_tag(&i, 1);
+                started.store(true, Ordering::Release);
+            }
+        }
+    });
+    // A thread is a party of the job from its first MPI call on: until
+    // then every rank waiting for it would look deadlocked. Stay runnable.
+    while !started.load(Ordering::Acquire) {
+        myriad::yield_now();
+    }
+    // The worker's ranks lock the mailboxes the threads send to.
+    let mut sum = 0usize;
+    for i in 0..messages {
+        next.send_with_tag(&i, 2);
+        sum += prev.receive_with_tag::<usize>(2).0;
+        sum += prev.receive_with_tag::<usize>(1).0;
+    }
+    while !from_thread.is_finished() {
+        myriad::yield_now();
+    }
+    from_thread.join().expect("the thread's sends");
+    sum
+}
+
+/// Plain `std::thread`s act for their ranks at `Serialized` and above
+/// without telling the runtime before they start (unlike `myriad::thread`):
+/// a job whose ranks may have such threads must not let its one worker lock
+/// mailboxes without read-modify-writes (solo mode), or a thread and the
+/// worker hold one mailbox's lock at once. `ask`: the ranks ask for
+/// `Multiple` themselves (`initialize_with_threading` under `launch`), else
+/// the job starts at `Multiple`.
+fn plain_threads_send_while_ranks_exchange(ask: bool) {
+    let ranks = 4;
+    let messages = 5_000usize;
+    let expected = 2 * (0..messages).sum::<usize>();
+    let runtime = Runtime::builder().ranks(ranks).workers(1);
+    if ask {
+        // `launch` exits the process if the job fails: the test fails then.
+        let right = AtomicUsize::new(0);
+        runtime.launch(|| {
+            let (universe, given) = myriad::initialize_with_threading(Threading::Multiple)
+                .expect("the rank's first initialisation");
+            assert_eq!(given, Threading::Multiple);
+            if send_from_a_plain_thread(&universe, messages) == expected {
+                right.fetch_add(1, Ordering::Relaxed);
+            }
+        });
+        assert_eq!(
+            right.into_inner(),
+            ranks,
+            "ranks that received every message"
+        );
+    } else {
+        let sums = runtime
+            .threading(Threading::Multiple)
+            .run(move |universe| send_from_a_plain_thread(&universe, messages))
+            .unwrap();
+        assert_eq!(sums, vec![expected; ranks]);
+    }
+}
+
+#[test]
+fn plain_threads_of_a_multiple_job_of_one_worker_share_mailboxes_safely() {
+    plain_threads_send_while_ranks_exchange(false);
+}
+
+#[test]
+fn plain_threads_of_ranks_that_ask_for_multiple_share_mailboxes_safely() {
+    plain_threads_send_while_ranks_exchange(true);
 }

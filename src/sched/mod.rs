@@ -72,8 +72,8 @@ pub(crate) struct Scheduler {
     external: AtomicUsize,
     aborting: AtomicBool,
     /// Only the job's one worker thread touches the ranks' park states and
-    /// mailboxes: the job has one worker, no transport and no OS thread
-    /// acting for a rank. Set by that worker before it starts a rank
+    /// mailboxes: the job has one worker, no transport, no OS thread
+    /// acting for a rank and no rank at a thread level that would let one. Set by that worker before it starts a rank
     /// ([`set_solo`](Self::set_solo)); cleared for good by the rank that
     /// starts the first OS thread, before the thread exists
     /// ([`external_started`](Self::external_started)), so whatever the
@@ -241,7 +241,15 @@ impl Scheduler {
 
     /// Records the thread level rank `rank` was given
     /// (`initialize_with_threading`).
+    ///
+    /// A level at which OS threads may call MPI ends the job's
+    /// [`solo`](Self::is_solo) mode first: such a thread may be a plain
+    /// `std::thread` that nobody counted, and it reads the level (acquire)
+    /// after this store of it (release), so it sees the mode ended.
     pub(crate) fn set_threading_of(&self, rank: LocalIndex, level: Threading) {
+        if level >= Threading::Serialized {
+            self.solo.store(false, Ordering::Relaxed);
+        }
         self.slots.get(rank.slot()).set_threading(level);
     }
 
@@ -308,10 +316,13 @@ impl Scheduler {
     }
 
     /// The job's one worker, about to start ranks, enters solo mode if it
-    /// may: the job has no transport (`polls`) and no counted thread.
+    /// may: the job has no transport (`polls`), no counted thread, and its
+    /// thread level lets no OS thread call MPI (at `Serialized` and above
+    /// any `std::thread` of a rank may, without being counted first).
     fn set_solo(&self, polls: bool) {
         let alone = self.workers.len() == 1
             && !polls
+            && self.threading < Threading::Serialized
             && self.external.load(Ordering::SeqCst) == 0
             && worker::on_worker_thread();
         self.solo.store(alone, Ordering::Relaxed);
