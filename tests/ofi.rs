@@ -3,7 +3,8 @@
 //! launcher, `MYRIAD_PROCESSES`) over libfabric (`FI_PROVIDER=tcp` unless
 //! the environment names another): order per pair, `ANY_SOURCE` across
 //! processes, a 16 MiB message, no provider, a peer that exits while
-//! another waits for its data.
+//! another waits for its data, and the launcher's rxm passthru (set
+//! unless the user chose).
 //!
 //! The whole multi-process suite (`tests/processes.rs`) also runs over
 //! libfabric with `MYRIAD_TRANSPORT=ofi cargo test --features myriad/ofi`
@@ -188,6 +189,53 @@ mod with_the_feature {
             }
         }
         assert_passed(TEST, 2, &[]);
+    }
+
+    /// The built-in launcher gives its children rxm's passthru to the
+    /// `tcp` provider (`FI_OFI_RXM_ENABLE_PASSTHRU=1`) unless the user set
+    /// the variable; either way small and 16 MiB messages cross (the
+    /// 16 MiB by `fi_read`).
+    #[test]
+    fn the_launcher_sets_rxm_passthru_unless_the_user_did() {
+        const TEST: &str = "with_the_feature::the_launcher_sets_rxm_passthru_unless_the_user_did";
+        const PASSTHRU: &str = "FI_OFI_RXM_ENABLE_PASSTHRU";
+        match role(TEST) {
+            Role::Parent => {}
+            Role::Launcher => be_the_launcher(),
+            Role::Child => {
+                let want = std::env::var("MYRIAD_TEST_PASSTHRU").unwrap();
+                assert_eq!(std::env::var(PASSTHRU).unwrap(), want);
+                myriad::run(2, |u| {
+                    let world = u.world();
+                    let data: Vec<u8> = (0..16 << 20).map(|i| (i % 253) as u8).collect();
+                    let other = world.process_at_rank(1 - world.rank());
+                    if world.rank() == 0 {
+                        other.send(&7u32);
+                        other.send(&data[..]);
+                    } else {
+                        assert_eq!(other.receive::<u32>().0, 7);
+                        let (v, _) = other.receive_vec::<u8>();
+                        assert!(v == data, "the message differs");
+                    }
+                })
+                .unwrap();
+                return;
+            }
+        }
+        let (status, stdout, stderr) = common::launched::launch(
+            TEST,
+            2,
+            &[
+                ("MYRIAD_TRANSPORT", "ofi"),
+                ("FI_PROVIDER", "tcp"),
+                ("MYRIAD_TEST_PASSTHRU", "1"),
+            ],
+            &[PASSTHRU],
+            Duration::from_secs(120),
+        );
+        assert!(status.success(), "{status:?}\n{stdout}\n{stderr}");
+        assert_eq!(stdout.matches("1 passed").count(), 2, "{stdout}\n{stderr}");
+        assert_passed(TEST, 2, &[(PASSTHRU, "0"), ("MYRIAD_TEST_PASSTHRU", "0")]);
     }
 
     /// `auto` where a fabric is up (forced: the tcp provider counted as

@@ -25,6 +25,14 @@
 //!
 //! Children die with the launcher (`PR_SET_PDEATHSIG`), so killing the
 //! launcher never leaves ranks behind.
+//!
+//! With the `ofi` feature the children also get
+//! `FI_OFI_RXM_ENABLE_PASSTHRU=1` unless the launcher's environment sets
+//! it ([`child_defaults`]): libfabric's `ofi_rxm` then hands RDM endpoints
+//! straight to the `tcp` provider's own, which is quicker for
+//! `MYRIAD_TRANSPORT=ofi` over it. libfabric reads the variable from the
+//! environment, which a library must not set once threads run, so the
+//! launcher, which starts the processes, is where it can be given.
 
 use std::ffi::OsString;
 use std::fmt;
@@ -140,7 +148,7 @@ impl Plan {
         Ok(Plan {
             program,
             args: without_processes_flag(std::env::args_os().skip(1)),
-            envs: Vec::new(),
+            envs: child_defaults(&|name| std::env::var_os(name)),
             processes,
             grace: DEFAULT_GRACE,
         })
@@ -229,6 +237,22 @@ impl Plan {
         }
         cmd.spawn().map_err(|e| spawn_error(i, &e))
     }
+}
+
+/// Variables set in every child unless `var` (the launcher's environment)
+/// has them: with the `ofi` feature, `FI_OFI_RXM_ENABLE_PASSTHRU=1` (see
+/// the module docs); a value the user set, `0` included, is kept.
+pub(crate) fn child_defaults(var: &dyn Fn(&str) -> Option<OsString>) -> Vec<(OsString, OsString)> {
+    let defaults: &[(&str, &str)] = if cfg!(feature = "ofi") {
+        &[("FI_OFI_RXM_ENABLE_PASSTHRU", "1")]
+    } else {
+        &[]
+    };
+    defaults
+        .iter()
+        .filter(|(name, _)| var(name).is_none())
+        .map(|(name, value)| (OsString::from(name), OsString::from(value)))
+        .collect()
 }
 
 fn spawn_error(i: u32, e: &std::io::Error) -> LaunchError {
@@ -388,6 +412,22 @@ mod tests {
             without_processes_flag(os(&["--processes=4", "x", "--", "--processes", "2"])),
             os(&["x", "--", "--processes", "2"])
         );
+    }
+
+    /// With `ofi`, rxm's passthru unless the user set the variable (to
+    /// anything, `0` included); without it, nothing.
+    #[test]
+    fn children_get_rxm_passthru_unless_the_user_chose() {
+        let unset = child_defaults(&|_| None);
+        let chosen = child_defaults(&|name| {
+            (name == "FI_OFI_RXM_ENABLE_PASSTHRU").then(|| OsString::from("0"))
+        });
+        assert!(chosen.is_empty(), "{chosen:?}");
+        if cfg!(feature = "ofi") {
+            assert_eq!(unset, [("FI_OFI_RXM_ENABLE_PASSTHRU".into(), "1".into())]);
+        } else {
+            assert!(unset.is_empty(), "{unset:?}");
+        }
     }
 
     #[test]
