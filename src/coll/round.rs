@@ -260,8 +260,12 @@ pub(crate) struct Round {
     /// eagerly, 6 KiB of cold lines at 256 ranks cost it 2–5 µs per call
     /// and the back-to-back loop followed it.
     deposits: std::sync::OnceLock<Box<[Deposit]>>,
-    /// A buffer of the round's own (staged data, an all-gather's blocks).
+    /// A buffer of the round's own (an all-gather's blocks).
     shared: SpinLock<Vec<u8>>,
+    /// The data a broadcast's root staged, and its shape: written once,
+    /// then only read, so its readers take no lock (two spin locks on
+    /// lines every reader of both workers wrote, per reader and call).
+    staged: std::sync::OnceLock<(Shape, Vec<u8>)>,
     /// A reduction's result.
     acc: SpinLock<Accumulator>,
     /// The shape of the data in [`shared`](Self::shared).
@@ -501,6 +505,7 @@ impl Round {
             gate: Padded(Gate::new(readers.map_or(0, |r| r.turns(size)))),
             deposits: std::sync::OnceLock::new(),
             shared: SpinLock::new(Vec::new()),
+            staged: std::sync::OnceLock::new(),
             acc: SpinLock::new(Accumulator::default()),
             root: SpinLock::new(None),
             comm_create: SpinLock::new(Default::default()),
@@ -537,6 +542,7 @@ impl Round {
             deposits.iter_mut().for_each(|d| *d = Deposit::default());
         }
         self.shared.lock().clear();
+        self.staged = std::sync::OnceLock::new();
         self.acc.lock().clear();
         *self.root.lock() = None;
         *self.comm_create.lock() = Default::default();
@@ -581,20 +587,18 @@ impl Round {
     /// it, as data of shape `shape`) and wakes the readers: it does not
     /// wait for them, and they never touch its buffer.
     pub(crate) fn stage(&self, call: &Call<'_>, shape: Shape, fill: impl FnOnce(&mut Vec<u8>)) {
-        *self.root.lock() = Some(shape);
-        fill(&mut self.shared.lock());
+        let mut data = Vec::new();
+        fill(&mut data);
+        let staged = self.staged.set((shape, data));
+        debug_assert!(staged.is_ok(), "a round staged twice");
         self.set_staged(call);
     }
 
-    /// The shape of the data the root staged (once
+    /// The data the root staged and its shape (once
     /// [`is_staged`](Self::is_staged)).
-    pub(crate) fn staged_shape(&self) -> Shape {
-        self.root.lock().clone().expect("the root staged")
-    }
-
-    /// Reads the data the root staged (once [`is_staged`](Self::is_staged)).
-    pub(crate) fn read_staged<R>(&self, read: impl FnOnce(&[u8]) -> R) -> R {
-        read(&self.shared.lock())
+    pub(crate) fn staged(&self) -> (&Shape, &[u8]) {
+        let (shape, data) = self.staged.get().expect("the root staged");
+        (shape, data)
     }
 
     /// The round's own buffer, laid out once by the first caller (`lay_out`
