@@ -61,9 +61,9 @@ fn shm(call: &Call<'_>, root: i32, buf: &Layout) -> Result<(), Error> {
     } else {
         round.wait_ready(call).and_then(|()| {
             if round.is_staged() {
-                let shape = round.staged_shape();
+                let (shape, staged) = round.staged();
                 check_transfer(call, root, &shape.unplaced(), buf)?;
-                round.read_staged(|staged| unpack_from(staged, buf));
+                unpack_from(staged, buf);
                 return Ok(());
             }
             let turn = round.enter(call)?;

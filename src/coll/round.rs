@@ -253,10 +253,19 @@ pub(crate) struct Round {
     )>,
     /// The turns of the ranks that access published buffers.
     gate: Padded<Gate>,
-    /// Per-rank deposits (empty in rounds where nobody publishes).
-    deposits: Box<[Deposit]>,
-    /// A buffer of the round's own (staged data, an all-gather's blocks).
+    /// Per-rank deposits, made by the first rank that touches them: a
+    /// round where nobody publishes (a barrier, a staged broadcast) never
+    /// writes the `size` entries. A broadcast's root that runs calls ahead
+    /// of its readers makes each call's round: with the entries made
+    /// eagerly, 6 KiB of cold lines at 256 ranks cost it 2–5 µs per call
+    /// and the back-to-back loop followed it.
+    deposits: std::sync::OnceLock<Box<[Deposit]>>,
+    /// A buffer of the round's own (an all-gather's blocks).
     shared: SpinLock<Vec<u8>>,
+    /// The data a broadcast's root staged, and its shape: written once,
+    /// then only read, so its readers take no lock (two spin locks on
+    /// lines every reader of both workers wrote, per reader and call).
+    staged: std::sync::OnceLock<(Shape, Vec<u8>)>,
     /// A reduction's result.
     acc: SpinLock<Accumulator>,
     /// The shape of the data in [`shared`](Self::shared).
@@ -314,7 +323,7 @@ impl Access<'_> {
     /// If rank `rank` published nothing of type `D` in this round (the
     /// algorithm reads a deposit its protocol does not make).
     pub(crate) fn deposit<D: Publish>(&self, rank: usize) -> &D {
-        let value = self.round.deposits[rank]
+        let value = self.round.deposits()[rank]
             .get::<D>()
             .expect("a deposit the round's algorithm makes before any turn");
         // SAFETY: [1] only `Round::publish` sets a deposit, to a reference
@@ -336,7 +345,7 @@ impl Access<'_> {
     ///
     /// As [`deposit`](Self::deposit).
     pub(crate) fn table<D: Publish>(&self, rank: usize) -> &[D::Entry] {
-        let deposit = &self.round.deposits[rank];
+        let deposit = &self.round.deposits()[rank];
         deposit
             .get::<D>()
             .expect("a deposit the round's algorithm makes before any turn");
@@ -494,11 +503,9 @@ impl Round {
             first: std::sync::OnceLock::new(),
             // No readers: no turn is ever granted.
             gate: Padded(Gate::new(readers.map_or(0, |r| r.turns(size)))),
-            deposits: match readers {
-                Some(_) => (0..size).map(|_| Deposit::default()).collect(),
-                None => Box::new([]),
-            },
+            deposits: std::sync::OnceLock::new(),
             shared: SpinLock::new(Vec::new()),
+            staged: std::sync::OnceLock::new(),
             acc: SpinLock::new(Accumulator::default()),
             root: SpinLock::new(None),
             comm_create: SpinLock::new(Default::default()),
@@ -529,21 +536,25 @@ impl Round {
         }
         self.first = std::sync::OnceLock::new();
         self.gate = Padded(Gate::new(readers.map_or(0, |r| r.turns(size))));
-        if readers.is_some() && self.deposits.len() != size as usize {
-            self.deposits = (0..size).map(|_| Deposit::default()).collect();
-        } else {
-            // Kept (also in a round without readers, where nobody reads
-            // them), but empty: no stale address survives.
-            self.deposits
-                .iter_mut()
-                .for_each(|d| *d = Deposit::default());
+        // Kept if made (for the same size), but empty: no stale address
+        // survives.
+        if let Some(deposits) = self.deposits.get_mut() {
+            deposits.iter_mut().for_each(|d| *d = Deposit::default());
         }
         self.shared.lock().clear();
+        self.staged = std::sync::OnceLock::new();
         self.acc.lock().clear();
         *self.root.lock() = None;
         *self.comm_create.lock() = Default::default();
         *self.attached.lock() = None;
         true
+    }
+
+    /// The per-rank deposits, made on first use.
+    #[inline]
+    fn deposits(&self) -> &[Deposit] {
+        self.deposits
+            .get_or_init(|| (0..self.size).map(|_| Deposit::default()).collect())
     }
 
     /// Number of ranks that take part.
@@ -576,20 +587,18 @@ impl Round {
     /// it, as data of shape `shape`) and wakes the readers: it does not
     /// wait for them, and they never touch its buffer.
     pub(crate) fn stage(&self, call: &Call<'_>, shape: Shape, fill: impl FnOnce(&mut Vec<u8>)) {
-        *self.root.lock() = Some(shape);
-        fill(&mut self.shared.lock());
+        let mut data = Vec::new();
+        fill(&mut data);
+        let staged = self.staged.set((shape, data));
+        debug_assert!(staged.is_ok(), "a round staged twice");
         self.set_staged(call);
     }
 
-    /// The shape of the data the root staged (once
+    /// The data the root staged and its shape (once
     /// [`is_staged`](Self::is_staged)).
-    pub(crate) fn staged_shape(&self) -> Shape {
-        self.root.lock().clone().expect("the root staged")
-    }
-
-    /// Reads the data the root staged (once [`is_staged`](Self::is_staged)).
-    pub(crate) fn read_staged<R>(&self, read: impl FnOnce(&[u8]) -> R) -> R {
-        read(&self.shared.lock())
+    pub(crate) fn staged(&self) -> (&Shape, &[u8]) {
+        let (shape, data) = self.staged.get().expect("the root staged");
+        (shape, data)
     }
 
     /// The round's own buffer, laid out once by the first caller (`lay_out`
@@ -672,7 +681,7 @@ impl Round {
                 }
             }
         }
-        self.deposits[rank].set(value);
+        self.deposits()[rank].set(value);
         let mut settle = Settle {
             gate: &self.gate,
             finished: false,
