@@ -7,11 +7,12 @@
 //! Prints `collective bytes ranks latency_us loop_us` rows: bytes per
 //! rank (per pair for the all-to-alls); `latency_us` = median over
 //! repetitions of the slowest rank's time of one call, each call after a
-//! barrier (the method of the MPI figures in the README); `loop_us` =
-//! OSU's loop average for the slowest rank: the time of the same number of
-//! calls back to back, divided by their number (a root or contributor that
-//! returns at once cannot make it look fast: the slowest rank waited for
-//! every call). Sizes whose buffers would exceed `--budget-mib` (default
+//! barrier (the method of the MPI figures in the README); `loop_us` = the
+//! same number of calls back to back, from a barrier to the end of the
+//! last rank's last call, divided by their number (OSU's loop average,
+//! taken over the whole job: a root or contributor that returns at once
+//! cannot make it look fast, nor can ranks that the scheduler runs one
+//! loop after another, each starting its own clock late). Sizes whose buffers would exceed `--budget-mib` (default
 //! 4096) in total are skipped with a comment. Algorithms follow the
 //! selector or `MYRIAD_COLL_<COLLECTIVE>`.
 //!
@@ -29,7 +30,7 @@
 
 use std::collections::HashMap;
 use std::sync::Mutex;
-use std::time::Instant;
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use myriad::collective::{Algorithm, Collective, SystemOperation};
 use myriad::datatype::{Partition, PartitionMut};
@@ -183,15 +184,31 @@ fn measure(
     if !loop_too {
         return (latency, None);
     }
+    // Back to back: from the first rank's start to the last rank's end,
+    // on the clock every rank (and process) of the host shares. Each
+    // rank's own loop time would flatter M:N scheduling: a rank resumed
+    // after others ran their whole loops starts its clock late and finds
+    // its data ready.
     world.barrier();
-    let start = Instant::now();
+    let start = unix_ns();
     for _ in 0..reps {
         run_once(world, name, elems, b);
     }
-    let mine = start.elapsed().as_secs_f64() / reps as f64;
-    let mut slowest = 0.0f64;
-    world.all_reduce_into(&mine, &mut slowest, SystemOperation::max());
-    (latency, Some(slowest))
+    let end = unix_ns();
+    let (mut first, mut last) = (0u64, 0u64);
+    world.all_reduce_into(&start, &mut first, SystemOperation::min());
+    world.all_reduce_into(&end, &mut last, SystemOperation::max());
+    (
+        latency,
+        Some(last.saturating_sub(first) as f64 * 1e-9 / reps as f64),
+    )
+}
+
+/// Nanoseconds since the Unix epoch: a clock that the ranks of every
+/// process on the host read alike.
+fn unix_ns() -> u64 {
+    let since = SystemTime::now().duration_since(UNIX_EPOCH);
+    since.map_or(0, |d| d.as_nanos() as u64)
 }
 
 fn main() {
