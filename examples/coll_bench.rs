@@ -144,14 +144,13 @@ struct Buffers<'t> {
 ///
 /// * the median over repetitions of the slowest rank's time of one call,
 ///   every call preceded by a barrier (the `latency_us` column);
-/// * if `loop_too`, OSU's loop average of the slowest rank: every rank
-///   times `reps` calls back to back (one barrier before the loop) and
-///   divides by `reps`; the largest of these (the `loop_us` column). A
-///   rank that only contributes (a reduce's non-root, a broadcast's root)
-///   returns at once and would make an average over ranks look fast; the
-///   slowest rank has waited for every call to complete, so a one-way
-///   collective cannot flatter this figure: it is the time per call of a
-///   loop of them.
+/// * if `loop_too`, OSU's loop average over the whole job: one barrier,
+///   `reps` calls back to back on every rank, and the span from the first
+///   rank's start to the last rank's end divided by `reps` (the `loop_us`
+///   column). Neither a rank that only contributes (a reduce's non-root, a
+///   broadcast's root) and returns at once, nor ranks that a worker runs
+///   one whole loop after another (each would start its own clock late and
+///   find its data ready), can make it look fast.
 fn measure(
     world: &SimpleCommunicator,
     name: &str,
