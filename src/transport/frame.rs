@@ -319,20 +319,23 @@ impl Frame {
                 FrameError::Trailing { extra: have - len }
             });
         }
-        let mut r = Reader { bytes, at: 4 };
-        r.u16()?; // magic, checked by `frame_len`
-        r.u8()?; // version, ditto
-        let kind = r.u8()?;
-        let kind = Kind::from_u8(kind).ok_or(FrameError::Kind(kind))?;
-        let context = r.u64()?;
-        let source = r.u32()? as i32;
-        let tag = r.u32()? as i32;
-        let dest = r.u32()?;
-        let runs = r.u32()? as usize;
-        let count = r.u64()?;
-        let id = r.u64()?;
-        let reply = r.u64()?;
-        let payload_len = r.u64()? as usize;
+        // The fixed header at fixed offsets (`frame_len` found it whole,
+        // the magic and the version checked): no bounds check per field.
+        let head: &[u8; HEADER] = bytes[..HEADER].try_into().expect("a whole header");
+        let u32_at =
+            |at: usize| u32::from_le_bytes([head[at], head[at + 1], head[at + 2], head[at + 3]]);
+        let u64_at = |at: usize| u64::from_le_bytes(head[at..at + 8].try_into().expect("8 bytes"));
+        let kind = Kind::from_u8(head[7]).ok_or(FrameError::Kind(head[7]))?;
+        let context = u64_at(8);
+        let source = u32_at(16) as i32;
+        let tag = u32_at(20) as i32;
+        let dest = u32_at(24);
+        let runs = u32_at(28) as usize;
+        let count = u64_at(32);
+        let id = u64_at(40);
+        let reply = u64_at(48);
+        let payload_len = u64_at(56) as usize;
+        let mut r = Reader { bytes, at: HEADER };
         let mut signature = Runs::with_capacity(runs);
         for _ in 0..runs {
             let code = r.u8()?;
@@ -414,6 +417,7 @@ pub(crate) enum Runs {
 }
 
 impl Runs {
+    #[inline]
     fn with_capacity(runs: usize) -> Runs {
         if runs <= INLINE_RUNS {
             let none = Run {
@@ -426,6 +430,7 @@ impl Runs {
         }
     }
 
+    #[inline]
     fn push(&mut self, run: Run) {
         match self {
             Runs::Inline(len, runs) if *len < INLINE_RUNS => {
@@ -492,16 +497,16 @@ fn message_bytes(signature: &[Run], count: u64) -> u128 {
 
 /// The payload of a data frame must be `count` elements of the signature.
 fn check_data(signature: &[Run], count: u64, payload: usize) -> Result<(), FrameError> {
-    check_element(signature)?;
-    if message_bytes(signature, count) != payload as u128 {
+    let element = check_element(signature)?;
+    if element * count as u128 != payload as u128 {
         return Err(FrameError::Garbled("payload length is not count elements"));
     }
     Ok(())
 }
 
 /// An element's signature is bounded (so sums over it cannot overflow),
-/// also when the count is 0.
-fn check_element(signature: &[Run]) -> Result<(), FrameError> {
+/// also when the count is 0: returns its size.
+fn check_element(signature: &[Run]) -> Result<u128, FrameError> {
     let element = message_bytes(signature, 1);
     if element > (MAX_PAYLOAD as u128) << 8 {
         return Err(FrameError::Oversized {
@@ -509,7 +514,7 @@ fn check_element(signature: &[Run]) -> Result<(), FrameError> {
             len: u64::try_from(element).unwrap_or(u64::MAX),
         });
     }
-    Ok(())
+    Ok(element)
 }
 
 /// What the front of a stream of frames holds, for a stream reader
@@ -640,14 +645,6 @@ impl<'a> Reader<'a> {
 
     fn u8(&mut self) -> Result<u8, FrameError> {
         Ok(self.take(1)?[0])
-    }
-
-    fn u16(&mut self) -> Result<u16, FrameError> {
-        Ok(u16::from_le_bytes(self.take(2)?.try_into().expect("2")))
-    }
-
-    fn u32(&mut self) -> Result<u32, FrameError> {
-        Ok(u32::from_le_bytes(self.take(4)?.try_into().expect("4")))
     }
 
     fn u64(&mut self) -> Result<u64, FrameError> {

@@ -498,3 +498,13 @@ fn bench_send_poll() {
     }
     assert_eq!(sink.0, n * len);
 }
+
+/// Ring positions are masked, not divided: a segment whose rings are not
+/// a power of two is refused (creating or mapping it).
+#[test]
+fn rings_that_are_not_a_power_of_two_are_refused() {
+    use super::segment::Segment;
+    let err = Segment::create(2, 3000).unwrap_err();
+    assert_eq!(err.kind(), std::io::ErrorKind::InvalidInput, "{err}");
+    assert!(Segment::create(2, 4096).is_ok());
+}
