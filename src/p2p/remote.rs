@@ -106,7 +106,7 @@ use crate::datatype::{runs_mismatch, Run};
 use crate::error::{CommError, Error};
 use crate::identity::{ProcessId, Processes, WorldRank};
 use crate::sched::{self, Scheduler};
-use crate::transport::frame::{self, Frame, Kind};
+use crate::transport::frame::{self, Frame, InPlace, Kind};
 use crate::transport::{Borrowed, Incoming, Place, SendError, Sink, Transport};
 
 /// The cross-process half of a process's point-to-point state.
@@ -299,6 +299,19 @@ impl Remote {
     fn send(&self, to: ProcessId, frame: &Frame) -> Result<(), crate::transport::SendError> {
         self.sent[to.get() as usize].fetch_add(1, Ordering::Relaxed);
         self.transport.send(to, frame)
+    }
+
+    /// [`send`](Self::send) of a frame with its signature and payload
+    /// from the caller's memory (`Transport::send_parts`).
+    fn send_parts(
+        &self,
+        to: ProcessId,
+        frame: &Frame,
+        signature: &[Run],
+        payload: &[u8],
+    ) -> Result<(), crate::transport::SendError> {
+        self.sent[to.get() as usize].fetch_add(1, Ordering::Relaxed);
+        self.transport.send_parts(to, frame, signature, payload)
     }
 
     /// [`send`](Self::send) of a frame given away (its payload leaves from
@@ -667,25 +680,40 @@ pub(super) fn send<N: Node>(
     if mode != SendMode::Buffered && bytes > node.p2p().eager_limit {
         return announce(node, remote, to, env, dest, src, completion);
     }
+    // The signature and the payload go from the send's own type map and
+    // (contiguous) buffer: the transport copies them once, where it can
+    // straight into the peer's memory (`Transport::send_parts`).
     let mut frame = Frame {
         kind: Kind::Eager,
         context: env.context,
         source: env.source,
         tag: env.tag,
         dest: dest.get(),
-        signature: src.ty.map().signature().to_vec(),
+        signature: Vec::new(),
         count: src.count as u64,
         id: 0,
         // A trace's flow id (0: none; see `frame`).
         reply: env.flow,
-        payload: packed(src),
+        payload: Vec::new(),
     };
     if synchronous {
         frame.id = remote.next_id.fetch_add(1, Ordering::Relaxed);
         let entry = SyncSend { completion, bytes };
         lock(&remote.acks).insert(frame.id, entry);
     }
-    match remote.send(to, &frame) {
+    let map = src.ty.map();
+    let packed_copy;
+    let payload: &[u8] = if bytes == 0 {
+        &[]
+    } else if map.is_contiguous() {
+        // SAFETY: `src` is a live buffer (its owner waits, or is the
+        // caller) whose `bytes` bytes are contiguous from `base`.
+        unsafe { std::slice::from_raw_parts(src.base, bytes) }
+    } else {
+        packed_copy = packed(src);
+        &packed_copy
+    };
+    match remote.send_parts(to, &frame, map.signature(), payload) {
         Ok(()) if synchronous => Started::Pending,
         Ok(()) => done,
         Err(err) => {
@@ -911,6 +939,55 @@ impl<N: Node> Sink for Arrivals<'_, N> {
         handle(self.node, self.remote, incoming);
     }
 
+    /// A small message whose payload is still where it arrived goes
+    /// straight into a posted receive's buffer (no buffers of its own on
+    /// the way); else it becomes an owned frame as `take` has it.
+    fn take_in_place(&mut self, from: ProcessId, frame: InPlace<'_>) {
+        if frame.frame.kind != Kind::Eager {
+            return handle(
+                self.node,
+                self.remote,
+                Incoming::Frame(from, frame.into_frame()),
+            );
+        }
+        let (node, remote) = (self.node, self.remote);
+        count_handled(remote, from);
+        let Some((mailbox, env)) = destination(node, from, &frame.frame) else {
+            return;
+        };
+        let mut queues = mailbox.lock();
+        let Some(posted) = queues.take_posted(&env, || node.sched().is_aborting()) else {
+            drop(queues);
+            let msg = RemoteMessage {
+                from,
+                bytes: frame.payload.len(),
+                data: frame.payload.to_vec(),
+                signature: frame.runs.into_vec(),
+                count: frame.frame.count as usize,
+                announced: 0,
+                ack: frame.frame.id,
+            };
+            return arrive(node, mailbox, env, msg);
+        };
+        drop(queues);
+        let outcome = unpack_checked(
+            &env,
+            frame.runs.as_slice(),
+            frame.frame.count as usize,
+            frame.payload,
+            &posted.dst,
+        );
+        if frame.frame.id != 0 {
+            acknowledge(node, from, frame.frame.id);
+        }
+        // SAFETY: the receiver keeps its completion alive until it is done;
+        // we claimed the descriptor. Read the waiter before completing.
+        let waiter = unsafe { (*posted.completion).waiter() };
+        // SAFETY: as above; we are its only completer.
+        unsafe { (*posted.completion).complete(outcome) };
+        sched::unpark(node.sched(), waiter);
+    }
+
     /// The data of a matched receive goes straight into its buffer when
     /// it is contiguous, takes the data whole and the types match (else
     /// the frame keeps it, and `unpack_checked` reports what is wrong).
@@ -983,21 +1060,8 @@ fn handle<N: Node>(node: &N, remote: &Remote, incoming: Incoming) {
             None => lost(node, from, "it answered a wave with garbled counts".into()),
         },
         Kind::Eager | Kind::RequestToSend => {
-            let processes = node.p2p().processes();
-            let Some(index) = processes.local(WorldRank::new(frame.dest)) else {
-                let why = format!(
-                    "it sent a message for world rank {}, which process {} does not host",
-                    frame.dest,
-                    processes.this()
-                );
-                return lost(node, from, why);
-            };
-            let env = Envelope {
-                context: frame.context,
-                source: frame.source,
-                tag: frame.tag,
-                // The sender's flow id in a trace (0: none).
-                flow: frame.reply,
+            let Some((mailbox, env)) = destination(node, from, &frame) else {
+                return;
             };
             let announce = frame.kind == Kind::RequestToSend;
             let msg = RemoteMessage {
@@ -1009,7 +1073,7 @@ fn handle<N: Node>(node: &N, remote: &Remote, incoming: Incoming) {
                 announced: if announce { frame.id } else { 0 },
                 ack: if announce { 0 } else { frame.id },
             };
-            arrive(node, &node.p2p().mailboxes[index.get() as usize], env, msg);
+            arrive(node, mailbox, env, msg);
         }
         Kind::Ack => {
             let entry = lock(&remote.acks).remove(&frame.id);
@@ -1130,6 +1194,33 @@ fn handle<N: Node>(node: &N, remote: &Remote, incoming: Incoming) {
             });
         }
     }
+}
+
+/// The mailbox and envelope of a message frame from `from`, or `None`
+/// (the peer is reported lost) if its rank is not hosted here.
+fn destination<'n, N: Node>(
+    node: &'n N,
+    from: ProcessId,
+    frame: &Frame,
+) -> Option<(&'n Mailbox, Envelope)> {
+    let processes = node.p2p().processes();
+    let Some(index) = processes.local(WorldRank::new(frame.dest)) else {
+        let why = format!(
+            "it sent a message for world rank {}, which process {} does not host",
+            frame.dest,
+            processes.this()
+        );
+        lost(node, from, why);
+        return None;
+    };
+    let env = Envelope {
+        context: frame.context,
+        source: frame.source,
+        tag: frame.tag,
+        // The sender's flow id in a trace (0: none).
+        flow: frame.reply,
+    };
+    Some((&node.p2p().mailboxes[index.get() as usize], env))
 }
 
 /// Counts a frame from `from` as handled (for the termination waves).
@@ -1297,22 +1388,31 @@ impl RemoteMessage {
 /// synchronous send's; an announced message that is dropped (a matched
 /// probe's `Message`) releases its sender as cancelled.
 pub(super) fn release<N: Node>(node: &N, msg: RemoteMessage) {
-    let reply = if msg.ack != 0 {
-        let mut ack = Frame::control(Kind::Ack);
-        ack.id = msg.ack;
-        ack
-    } else if msg.is_announced() {
-        let mut clear = Frame::control(Kind::ClearToSend);
-        clear.id = msg.announced;
-        clear
-    } else {
+    if msg.ack != 0 {
+        return acknowledge(node, msg.from, msg.ack);
+    }
+    if !msg.is_announced() {
         return;
-    };
+    }
     let Some(remote) = node.p2p().remote() else {
         return;
     };
-    if let Err(err) = remote.send(msg.from, &reply) {
+    let mut clear = Frame::control(Kind::ClearToSend);
+    clear.id = msg.announced;
+    if let Err(err) = remote.send(msg.from, &clear) {
         send_failed(node, msg.from, &err);
+    }
+}
+
+/// Tells process `from` that its synchronous send `id` was matched.
+fn acknowledge<N: Node>(node: &N, from: ProcessId, id: u64) {
+    let Some(remote) = node.p2p().remote() else {
+        return;
+    };
+    let mut ack = Frame::control(Kind::Ack);
+    ack.id = id;
+    if let Err(err) = remote.send(from, &ack) {
+        send_failed(node, from, &err);
     }
 }
 

@@ -181,11 +181,28 @@ impl Frame {
     /// As [`encode`](Self::encode), or if the frame has a payload of its own.
     pub(crate) fn encode_head_for(&self, payload_len: usize, out: &mut Vec<u8>) {
         assert!(self.payload.is_empty() || self.payload.len() == payload_len);
-        assert!(payload_len <= MAX_PAYLOAD && self.signature.len() <= MAX_RUNS);
+        self.encode_head_with(&self.signature, payload_len, out);
+    }
+
+    /// [`encode_head_for`](Self::encode_head_for) with `signature` in
+    /// place of the frame's own (its own signature and payload are not
+    /// used): a sender encodes a small message's header from the send's
+    /// type map, without copying the signature into a frame first.
+    ///
+    /// # Panics
+    ///
+    /// As [`encode`](Self::encode).
+    pub(crate) fn encode_head_with(
+        &self,
+        signature: &[Run],
+        payload_len: usize,
+        out: &mut Vec<u8>,
+    ) {
+        assert!(payload_len <= MAX_PAYLOAD && signature.len() <= MAX_RUNS);
         // Once, not the doublings of a dozen appends (callers start from an
         // empty `Vec`: ofi measured five growths per frame before).
-        out.reserve(HEADER + RUN * self.signature.len());
-        let rest = (HEADER + RUN * self.signature.len() + payload_len - 4) as u32;
+        out.reserve(HEADER + RUN * signature.len());
+        let rest = (HEADER + RUN * signature.len() + payload_len - 4) as u32;
         // The header as one array, appended once: a dozen appends each
         // checked the capacity (a sixth of an shm send's instructions).
         let mut head = [0u8; HEADER];
@@ -197,13 +214,13 @@ impl Frame {
         head[16..20].copy_from_slice(&self.source.to_le_bytes());
         head[20..24].copy_from_slice(&self.tag.to_le_bytes());
         head[24..28].copy_from_slice(&self.dest.to_le_bytes());
-        head[28..32].copy_from_slice(&(self.signature.len() as u32).to_le_bytes());
+        head[28..32].copy_from_slice(&(signature.len() as u32).to_le_bytes());
         head[32..40].copy_from_slice(&self.count.to_le_bytes());
         head[40..48].copy_from_slice(&self.id.to_le_bytes());
         head[48..56].copy_from_slice(&self.reply.to_le_bytes());
         head[56..64].copy_from_slice(&(payload_len as u64).to_le_bytes());
         out.extend_from_slice(&head);
-        for run in &self.signature {
+        for run in signature {
             let mut bytes = [0u8; RUN];
             bytes[0] = kind_code(run.kind);
             bytes[1..].copy_from_slice(&(run.count as u64).to_le_bytes());
@@ -255,7 +272,36 @@ impl Frame {
         Ok(Some(HEADER + RUN * runs))
     }
 
+    /// Decodes exactly one frame from `bytes` (all of them) in place: its
+    /// signature inline (up to [`INLINE_RUNS`] runs), its payload borrowed
+    /// from `bytes`. Why: a small message from a shared ring goes straight
+    /// into a posted receive's buffer, without the two allocations of an
+    /// owned frame.
+    pub(crate) fn decode_in_place(bytes: &[u8]) -> Result<InPlace<'_>, FrameError> {
+        let (frame, runs, payload) = Frame::decode_core(bytes, None)?;
+        Ok(InPlace {
+            frame,
+            runs,
+            payload: payload.unwrap_or_default(),
+        })
+    }
+
     fn decode_split(bytes: &[u8], split: Option<Split>) -> Result<Frame, FrameError> {
+        let (mut frame, runs, payload) = Frame::decode_core(bytes, split)?;
+        frame.signature = runs.into_vec();
+        if let Some(payload) = payload {
+            frame.payload = payload.to_vec();
+        }
+        Ok(frame)
+    }
+
+    /// Decodes the frame in `bytes` (and `split`): the frame with an empty
+    /// signature (it is in the `Runs`) and, when `split` is `None`, an empty
+    /// payload (it is the slice of `bytes`).
+    fn decode_core(
+        bytes: &[u8],
+        split: Option<Split>,
+    ) -> Result<(Frame, Runs, Option<&[u8]>), FrameError> {
         let len = frame_len(bytes)?.ok_or(FrameError::Truncated {
             have: bytes.len(),
             need: HEADER,
@@ -273,21 +319,24 @@ impl Frame {
                 FrameError::Trailing { extra: have - len }
             });
         }
-        let mut r = Reader { bytes, at: 4 };
-        r.u16()?; // magic, checked by `frame_len`
-        r.u8()?; // version, ditto
-        let kind = r.u8()?;
-        let kind = Kind::from_u8(kind).ok_or(FrameError::Kind(kind))?;
-        let context = r.u64()?;
-        let source = r.u32()? as i32;
-        let tag = r.u32()? as i32;
-        let dest = r.u32()?;
-        let runs = r.u32()? as usize;
-        let count = r.u64()?;
-        let id = r.u64()?;
-        let reply = r.u64()?;
-        let payload_len = r.u64()? as usize;
-        let mut signature = Vec::with_capacity(runs);
+        // The fixed header at fixed offsets (`frame_len` found it whole,
+        // the magic and the version checked): no bounds check per field.
+        let head: &[u8; HEADER] = bytes[..HEADER].try_into().expect("a whole header");
+        let u32_at =
+            |at: usize| u32::from_le_bytes([head[at], head[at + 1], head[at + 2], head[at + 3]]);
+        let u64_at = |at: usize| u64::from_le_bytes(head[at..at + 8].try_into().expect("8 bytes"));
+        let kind = Kind::from_u8(head[7]).ok_or(FrameError::Kind(head[7]))?;
+        let context = u64_at(8);
+        let source = u32_at(16) as i32;
+        let tag = u32_at(20) as i32;
+        let dest = u32_at(24);
+        let runs = u32_at(28) as usize;
+        let count = u64_at(32);
+        let id = u64_at(40);
+        let reply = u64_at(48);
+        let payload_len = u64_at(56) as usize;
+        let mut r = Reader { bytes, at: HEADER };
+        let mut signature = Runs::with_capacity(runs);
         for _ in 0..runs {
             let code = r.u8()?;
             let kind = kind_of(code).ok_or(FrameError::BaseKind(code))?;
@@ -297,23 +346,24 @@ impl Frame {
             }
             signature.push(Run { kind, count: n });
         }
-        let payload = match split {
-            None => r.take(payload_len)?.to_vec(),
-            Some(Split::Own(payload)) if payload.len() == payload_len => payload,
-            Some(Split::Elsewhere(len)) if len == payload_len => Vec::new(),
+        let (payload, borrowed) = match split {
+            None => (Vec::new(), Some(r.take(payload_len)?)),
+            Some(Split::Own(payload)) if payload.len() == payload_len => (payload, None),
+            Some(Split::Elsewhere(len)) if len == payload_len => (Vec::new(), None),
             Some(_) => return Err(FrameError::Garbled("lengths disagree")),
         };
         if r.at != bytes.len() {
             return Err(FrameError::Garbled("lengths disagree"));
         }
+        let payload_len = borrowed.map_or(payload.len(), <[u8]>::len);
         match kind {
-            Kind::Eager => check_data(&signature, count, payload.len())?,
+            Kind::Eager => check_data(signature.as_slice(), count, payload_len)?,
             Kind::RequestToSend => {
-                check_element(&signature)?;
+                check_element(signature.as_slice())?;
                 // No data (a handle at most), and a size that one data
                 // frame can carry.
-                if payload.len() > MAX_HANDLE
-                    || message_bytes(&signature, count) > MAX_PAYLOAD as u128
+                if payload_len > MAX_HANDLE
+                    || message_bytes(signature.as_slice(), count) > MAX_PAYLOAD as u128
                 {
                     return Err(FrameError::Garbled(
                         "an announcement with more than a handle, or too large",
@@ -322,18 +372,19 @@ impl Frame {
             }
             _ => {}
         }
-        Ok(Frame {
+        let frame = Frame {
             kind,
             context,
             source,
             tag,
             dest,
-            signature,
+            signature: Vec::new(),
             count,
             id,
             reply,
             payload,
-        })
+        };
+        Ok((frame, signature, borrowed))
     }
 
     /// The bytes of the message a data frame carries or an announcement
@@ -351,6 +402,91 @@ enum Split {
     Elsewhere(usize),
 }
 
+/// Runs of a signature kept inline up to this many (one run: a message
+/// of one base type; two: a pair such as (i32, f64)).
+pub(crate) const INLINE_RUNS: usize = 2;
+
+/// A decoded signature: inline when short (no allocation), else on the
+/// heap.
+#[derive(Debug, Clone)]
+pub(crate) enum Runs {
+    /// The first `usize` of the array.
+    Inline(usize, [Run; INLINE_RUNS]),
+    /// More than [`INLINE_RUNS`].
+    Heap(Vec<Run>),
+}
+
+impl Runs {
+    #[inline]
+    fn with_capacity(runs: usize) -> Runs {
+        if runs <= INLINE_RUNS {
+            let none = Run {
+                kind: BaseKind::U8,
+                count: 0,
+            };
+            Runs::Inline(0, [none; INLINE_RUNS])
+        } else {
+            Runs::Heap(Vec::with_capacity(runs))
+        }
+    }
+
+    #[inline]
+    fn push(&mut self, run: Run) {
+        match self {
+            Runs::Inline(len, runs) if *len < INLINE_RUNS => {
+                runs[*len] = run;
+                *len += 1;
+            }
+            Runs::Inline(len, runs) => {
+                let mut all = runs[..*len].to_vec();
+                all.push(run);
+                *self = Runs::Heap(all);
+            }
+            Runs::Heap(all) => all.push(run),
+        }
+    }
+
+    /// The runs.
+    pub(crate) fn as_slice(&self) -> &[Run] {
+        match self {
+            Runs::Inline(len, runs) => &runs[..*len],
+            Runs::Heap(all) => all,
+        }
+    }
+
+    /// The runs in a `Vec` of their own.
+    pub(crate) fn into_vec(self) -> Vec<Run> {
+        match self {
+            Runs::Inline(len, runs) => runs[..len].to_vec(),
+            Runs::Heap(all) => all,
+        }
+    }
+}
+
+/// A frame decoded in place ([`Frame::decode_in_place`]): its fields but
+/// the signature and the payload in `frame` (those two empty), its
+/// signature in `runs`, its payload borrowed.
+#[derive(Debug)]
+pub(crate) struct InPlace<'a> {
+    /// The frame without its signature and payload.
+    pub(crate) frame: Frame,
+    /// Its signature.
+    pub(crate) runs: Runs,
+    /// Its payload, where it arrived.
+    pub(crate) payload: &'a [u8],
+}
+
+impl InPlace<'_> {
+    /// The frame with its own signature and payload (copied out).
+    pub(crate) fn into_frame(self) -> Frame {
+        Frame {
+            signature: self.runs.into_vec(),
+            payload: self.payload.to_vec(),
+            ..self.frame
+        }
+    }
+}
+
 fn message_bytes(signature: &[Run], count: u64) -> u128 {
     let element: u128 = signature
         .iter()
@@ -361,16 +497,16 @@ fn message_bytes(signature: &[Run], count: u64) -> u128 {
 
 /// The payload of a data frame must be `count` elements of the signature.
 fn check_data(signature: &[Run], count: u64, payload: usize) -> Result<(), FrameError> {
-    check_element(signature)?;
-    if message_bytes(signature, count) != payload as u128 {
+    let element = check_element(signature)?;
+    if element * count as u128 != payload as u128 {
         return Err(FrameError::Garbled("payload length is not count elements"));
     }
     Ok(())
 }
 
 /// An element's signature is bounded (so sums over it cannot overflow),
-/// also when the count is 0.
-fn check_element(signature: &[Run]) -> Result<(), FrameError> {
+/// also when the count is 0: returns its size.
+fn check_element(signature: &[Run]) -> Result<u128, FrameError> {
     let element = message_bytes(signature, 1);
     if element > (MAX_PAYLOAD as u128) << 8 {
         return Err(FrameError::Oversized {
@@ -378,7 +514,7 @@ fn check_element(signature: &[Run]) -> Result<(), FrameError> {
             len: u64::try_from(element).unwrap_or(u64::MAX),
         });
     }
-    Ok(())
+    Ok(element)
 }
 
 /// What the front of a stream of frames holds, for a stream reader
@@ -511,14 +647,6 @@ impl<'a> Reader<'a> {
         Ok(self.take(1)?[0])
     }
 
-    fn u16(&mut self) -> Result<u16, FrameError> {
-        Ok(u16::from_le_bytes(self.take(2)?.try_into().expect("2")))
-    }
-
-    fn u32(&mut self) -> Result<u32, FrameError> {
-        Ok(u32::from_le_bytes(self.take(4)?.try_into().expect("4")))
-    }
-
     fn u64(&mut self) -> Result<u64, FrameError> {
         Ok(u64::from_le_bytes(self.take(8)?.try_into().expect("8")))
     }
@@ -603,6 +731,56 @@ mod tests {
         assert_eq!(Frame::decode(&bytes), Ok(frame));
         let bye = Frame::control(Kind::Bye);
         assert_eq!(Frame::decode(&bye.to_bytes()), Ok(bye));
+    }
+
+    /// A frame decoded in place is the frame `decode` makes, its
+    /// signature inline or (more runs than `INLINE_RUNS`) on the heap, and
+    /// bad bytes are the same errors.
+    #[test]
+    fn frames_decode_in_place_as_they_decode() {
+        let mut three = sample();
+        three.signature.push(Run {
+            kind: BaseKind::U8,
+            count: 8,
+        });
+        three.count = 2;
+        three.payload = (0..48).collect();
+        for frame in [sample(), three, Frame::control(Kind::Bye)] {
+            let bytes = frame.to_bytes();
+            let in_place = Frame::decode_in_place(&bytes).unwrap();
+            assert_eq!(in_place.runs.as_slice(), &frame.signature[..]);
+            assert_eq!(in_place.payload, &frame.payload[..]);
+            assert!(in_place.frame.signature.is_empty() && in_place.frame.payload.is_empty());
+            assert_eq!(in_place.into_frame(), frame);
+            for cut in [0, 7, HEADER, bytes.len() - 1] {
+                assert_eq!(
+                    Frame::decode_in_place(&bytes[..cut]).map(InPlace::into_frame),
+                    Frame::decode(&bytes[..cut])
+                );
+            }
+        }
+        let mut bad = sample();
+        bad.count = 4;
+        assert!(matches!(
+            Frame::decode_in_place(&bad.to_bytes()),
+            Err(FrameError::Garbled(_))
+        ));
+    }
+
+    /// A header encoded with a signature given apart is the header of the
+    /// frame that carries it.
+    #[test]
+    fn a_header_encodes_with_a_signature_given_apart() {
+        let frame = sample();
+        let bare = Frame {
+            signature: Vec::new(),
+            payload: Vec::new(),
+            ..frame.clone()
+        };
+        let (mut apart, mut whole) = (Vec::new(), Vec::new());
+        bare.encode_head_with(&frame.signature, frame.payload.len(), &mut apart);
+        frame.encode_head(&mut whole);
+        assert_eq!(apart, whole);
     }
 
     #[test]

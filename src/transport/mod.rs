@@ -95,6 +95,14 @@ pub(crate) trait Sink {
         let _ = (from, head, len);
         None
     }
+
+    /// Takes a whole frame from `from` decoded where it arrived, its
+    /// payload borrowed for this call only (in order with [`take`](Self::take)):
+    /// a sink that can use the payload at once (a posted receive) saves
+    /// the frame's own buffers. The default takes it as an owned frame.
+    fn take_in_place(&mut self, from: ProcessId, frame: frame::InPlace<'_>) {
+        self.take(Incoming::Frame(from, frame.into_frame()));
+    }
 }
 
 /// Asks `sink` where the payload of a large frame from `from` goes (its
@@ -256,6 +264,26 @@ pub(crate) trait Transport: Send + Sync + fmt::Debug {
     /// Queues `frame` for process `to` (not this one). Never blocks on the
     /// peer; frames to one process leave in the order of the calls.
     fn send(&self, to: ProcessId, frame: &Frame) -> Result<(), SendError>;
+
+    /// [`send`](Self::send) of `frame` (its own signature and payload
+    /// empty) with `signature` and `payload` from the caller's memory: a
+    /// small message leaves from the sender's type map and buffer, where a
+    /// transport can write them at once (shared memory), without copying
+    /// them into the frame's own buffers first. The default copies them.
+    fn send_parts(
+        &self,
+        to: ProcessId,
+        frame: &Frame,
+        signature: &[crate::datatype::Run],
+        payload: &[u8],
+    ) -> Result<(), SendError> {
+        let frame = Frame {
+            signature: signature.to_vec(),
+            payload: payload.to_vec(),
+            ..frame.clone()
+        };
+        self.send(to, &frame)
+    }
 
     /// [`send`](Self::send) of a frame the caller gives away: a transport
     /// may then write its payload from the frame's own buffer instead of a

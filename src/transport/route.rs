@@ -35,6 +35,7 @@ use super::periodic::Periodic;
 use super::shm::{self, ShmLinks};
 use super::tcp::TcpTransport;
 use super::{Borrowed, Frame, Incoming, Place, SendError, Sink, Transport};
+use crate::datatype::Run;
 use crate::error::Error;
 use crate::identity::ProcessId;
 
@@ -190,6 +191,20 @@ impl Transport for Routed {
             self.shm.send(to, frame)
         } else {
             self.tcp.send(to, frame)
+        }
+    }
+
+    fn send_parts(
+        &self,
+        to: ProcessId,
+        frame: &Frame,
+        signature: &[Run],
+        payload: &[u8],
+    ) -> Result<(), SendError> {
+        if self.shm.reaches(to) {
+            self.shm.send_parts(to, frame, signature, payload)
+        } else {
+            self.tcp.send_parts(to, frame, signature, payload)
         }
     }
 

@@ -37,6 +37,7 @@ use std::time::{Duration, Instant};
 use super::cma;
 use super::ring::{Consumer, Producer};
 use super::segment::Segment;
+use crate::datatype::Run;
 use crate::identity::ProcessId;
 use crate::transport::epoll::Doorbell;
 use crate::transport::frame::{self, frame_len, Frame, Front};
@@ -219,20 +220,31 @@ impl ShmLinks {
 
     /// Queues `frame` for `to`.
     pub(crate) fn send(&self, to: ProcessId, frame: &Frame) -> Result<(), SendError> {
+        self.send_parts(to, frame, &frame.signature, &frame.payload)
+    }
+
+    /// Queues `frame` for `to` with `signature` and `payload` in place of
+    /// its own (see `Transport::send_parts`).
+    pub(crate) fn send_parts(
+        &self,
+        to: ProcessId,
+        frame: &Frame,
+        signature: &[Run],
+        payload: &[u8],
+    ) -> Result<(), SendError> {
         self.check()?;
-        if frame.payload.len() > frame::MAX_PAYLOAD {
-            return Err(SendError::TooLarge(frame.payload.len()));
+        if payload.len() > frame::MAX_PAYLOAD {
+            return Err(SendError::TooLarge(payload.len()));
         }
         let peer = self.peer(to)?;
         let mut out = lock(&peer.out);
+        let mut scratch = std::mem::take(&mut out.scratch);
+        scratch.clear();
+        frame.encode_head_with(signature, payload.len(), &mut scratch);
         if out.queue.is_empty() {
             // The common case: straight into the ring, no allocation; the
-            // header from `scratch`, the payload from the frame, as one
+            // header from `scratch`, the payload from the caller, as one
             // chunk (each byte copied once).
-            let mut scratch = std::mem::take(&mut out.scratch);
-            scratch.clear();
-            frame.encode_head(&mut scratch);
-            let payload = &frame.payload;
             let (n, sleeping) = {
                 let (control, bytes) = peer.theirs.ring(peer.outbound);
                 let producer = Producer {
@@ -252,18 +264,19 @@ impl ShmLinks {
             }
             if n < scratch.len() + payload.len() {
                 let rest = match n.checked_sub(scratch.len()) {
-                    None => [&scratch[n..], &payload[..]].concat(),
+                    None => [&scratch[n..], payload].concat(),
                     Some(sent) => payload[sent..].to_vec(),
                 };
                 out.queue.push_back(Chunk::Owned(rest));
                 self.queued.store(true, Ordering::Relaxed);
                 self.flush(peer, to, &mut out);
             }
-            out.scratch = scratch;
-            return Ok(());
+        } else {
+            out.queue
+                .push_back(Chunk::Owned([&scratch[..], payload].concat()));
+            self.flush(peer, to, &mut out);
         }
-        out.queue.push_back(Chunk::Owned(frame.to_bytes()));
-        self.flush(peer, to, &mut out);
+        out.scratch = scratch;
         Ok(())
     }
 
@@ -474,20 +487,25 @@ impl ShmLinks {
         let mut wake_producer = false;
         let mut result: Result<(), String> = Ok(());
         // Whole frames below `LARGE`, one per chunk (what `send` writes),
-        // decoded in place; anything else (records, frames cut in chunks,
-        // large payloads that go to their place, errors) goes the way
-        // below.
+        // decoded in place and handed over with their payload still in the
+        // ring (no buffers of their own); anything else (records, frames
+        // cut in chunks, large payloads that go to their place, errors)
+        // goes the way below.
         while input.bytes.is_empty() && input.large.is_none() {
-            let whole = |bytes: &[u8]| match frame::front(bytes, LARGE) {
-                Ok(Front::Whole(frame, len)) if len == bytes.len() && len < LARGE => Some(frame),
-                _ => None,
+            let whole = |bytes: &[u8]| {
+                if bytes.len() >= LARGE {
+                    return None;
+                }
+                // Not a frame (a record), or not all of one: `None`.
+                let frame = Frame::decode_in_place(bytes).ok()?;
+                sink.take_in_place(from, frame);
+                Some(())
             };
             // SAFETY: the `input` lock makes this the ring's only consumer.
             match unsafe { consumer.take_whole(whole) } {
-                Ok(Some((frame, waiting))) => {
+                Ok(Some(((), waiting))) => {
                     wake_producer |= waiting;
                     handed += 1;
-                    sink.take(Incoming::Frame(from, frame));
                 }
                 Ok(None) | Err(_) => break,
             }

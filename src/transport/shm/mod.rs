@@ -32,7 +32,10 @@
 //!
 //! The sender writes into the receiver's memory and the receiver reads it
 //! in place (one copy each way, no system call while the receiver polls):
-//! MPICH's and Open MPI's eager shared-memory path. The receiver sleeps
+//! MPICH's and Open MPI's eager shared-memory path. A small message goes
+//! from the sender's buffer into the ring (`Transport::send_parts`) and,
+//! decoded where it lies, from the ring into the posted receive's buffer
+//! (`Sink::take_in_place`): no allocation on either side. The receiver sleeps
 //! only in the progress thread's `wait`, after flagging every inbound ring
 //! (`ring.rs`); a sender that sees the flag rings the receiver's eventfd,
 //! which sits in the same epoll set as the TCP streams. Large messages

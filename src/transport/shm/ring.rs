@@ -80,7 +80,8 @@ pub(crate) struct Control {
 ///
 /// # Safety
 ///
-/// An implementation copies exactly the bytes asked, and
+/// An implementation copies exactly the bytes asked,
+/// [`offset`](Bytes::offset) is the position modulo the capacity, and
 /// [`word`](Bytes::word) is the 8 bytes at that offset (the same memory
 /// `put` and `get` reach); the ring protocol guarantees that the producer
 /// writes only bytes the consumer is done with and the consumer reads only
@@ -88,6 +89,14 @@ pub(crate) struct Control {
 pub(crate) unsafe trait Bytes {
     /// Bytes in the ring (a multiple of 8).
     fn capacity(&self) -> usize;
+
+    /// The offset of ring position `pos`: `pos` modulo the capacity. An
+    /// area whose capacity is a power of two masks instead (a division
+    /// costs a dozen cycles or more, and a message takes several).
+    #[inline]
+    fn offset(&self, pos: u64) -> usize {
+        (pos % self.capacity() as u64) as usize
+    }
 
     /// The length word at offset `at` (a multiple of 8, below the capacity).
     fn word(&self, at: usize) -> &AtomicU64;
@@ -137,9 +146,9 @@ pub(crate) struct Consumer<'a, B> {
 
 /// Copies `len` bytes between a linear buffer and the ring from ring
 /// position `pos`, in at most two pieces (the ring wraps).
-fn pieces(capacity: usize, pos: u64, len: usize) -> [(usize, usize, usize); 2] {
-    let at = (pos % capacity as u64) as usize;
-    let first = len.min(capacity - at);
+fn pieces<B: Bytes>(bytes: &B, pos: u64, len: usize) -> [(usize, usize, usize); 2] {
+    let at = bytes.offset(pos);
+    let first = len.min(bytes.capacity() - at);
     [(at, 0, first), (0, first, len - first)]
 }
 
@@ -187,7 +196,6 @@ impl<B: Bytes> Producer<'_, B> {
         if len == 0 {
             return (0, false);
         }
-        let capacity = self.bytes.capacity();
         let mine = &self.control.producer;
         let tail = mine.0.load(Ordering::Relaxed);
         let mut head = mine.1.load(Ordering::Relaxed);
@@ -206,7 +214,7 @@ impl<B: Bytes> Producer<'_, B> {
         let mut left = n;
         for &(src, part) in parts {
             let take = part.min(left);
-            for (to, from, count) in pieces(capacity, at, take) {
+            for (to, from, count) in pieces(self.bytes, at, take) {
                 if count > 0 {
                     // SAFETY: `from + count` ≤ `take` ≤ the part's length;
                     // the ring bytes of this chunk (`n` ≤ `room`) are the
@@ -223,12 +231,12 @@ impl<B: Bytes> Producer<'_, B> {
         let next = tail + (WORD + padded(n)) as u64;
         // The next chunk's length word (room checked): 0 until it is there.
         self.bytes
-            .word((next % capacity as u64) as usize)
+            .word(self.bytes.offset(next))
             .store(0, Ordering::Relaxed);
         // Release: the bytes (and the zero ahead) are there before the
         // consumer sees the length.
         self.bytes
-            .word((tail % capacity as u64) as usize)
+            .word(self.bytes.offset(tail))
             .store(n as u64, Ordering::Release);
         mine.0.store(next, Ordering::Relaxed);
         // The other half of the consumer's `sleep` (see the module docs).
@@ -256,7 +264,7 @@ impl<B: Bytes> Consumer<'_, B> {
         // Acquire: the chunk's bytes are there.
         let len = self
             .bytes
-            .word((head % capacity as u64) as usize)
+            .word(self.bytes.offset(head))
             .load(Ordering::Acquire);
         if len > (capacity - MIN_ROOM + WORD) as u64 {
             return Err("the shared ring's chunk lengths are corrupt");
@@ -287,7 +295,6 @@ impl<B: Bytes> Consumer<'_, B> {
         dst: *mut u8,
         len: usize,
     ) -> Result<(usize, bool), &'static str> {
-        let capacity = self.bytes.capacity();
         let start = self.control.head.0.load(Ordering::Relaxed) & POSITION;
         let mut head = start;
         let mut done = self.control.consumer.0.load(Ordering::Relaxed) as usize;
@@ -301,7 +308,7 @@ impl<B: Bytes> Consumer<'_, B> {
                 return Err("the shared ring's positions are corrupt");
             }
             let n = (chunk - done).min(len - got);
-            for (at, to, count) in pieces(capacity, head + (WORD + done) as u64, n) {
+            for (at, to, count) in pieces(self.bytes, head + (WORD + done) as u64, n) {
                 if count > 0 {
                     // SAFETY: `got + to + count` ≤ `len` bytes of `dst`; the
                     // chunk's bytes were published by the producer, which
@@ -349,7 +356,7 @@ impl<B: Bytes> Consumer<'_, B> {
             return Ok(None);
         }
         let len = self.chunk(head)?;
-        let at = (head % capacity as u64) as usize + WORD;
+        let at = self.bytes.offset(head) + WORD;
         if len == 0 || at + len > capacity {
             return Ok(None);
         }

@@ -123,6 +123,14 @@ impl Segment {
     }
 
     fn map(fd: OwnedFd, len: usize, slots: usize, ring: usize) -> io::Result<Segment> {
+        // A power of two: the rings' positions are masked, not divided
+        // (`SharedBytes::offset`), and each ring stays 64-aligned.
+        if !ring.is_power_of_two() || ring < 64 {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("rings of {ring} bytes (not a power of two of at least 64)"),
+            ));
+        }
         // SAFETY: maps `len` bytes of the open memfd (at least that long);
         // the result is checked.
         let ptr = unsafe {
@@ -202,6 +210,12 @@ pub(crate) struct SharedBytes<'a> {
 unsafe impl Bytes for SharedBytes<'_> {
     fn capacity(&self) -> usize {
         self.len
+    }
+
+    #[inline]
+    fn offset(&self, pos: u64) -> usize {
+        // A power of two (checked when the segment was mapped).
+        (pos & (self.len as u64 - 1)) as usize
     }
 
     fn word(&self, at: usize) -> &AtomicU64 {

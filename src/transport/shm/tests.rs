@@ -5,7 +5,7 @@
 use std::time::{Duration, Instant};
 
 use super::{id, joined_in_threads, joined_in_threads_on, Settings, DEFAULT_RING};
-use crate::transport::frame::{Frame, Kind};
+use crate::transport::frame::{self, Frame, Kind};
 use crate::transport::route::Routed;
 use crate::transport::tcp::{loopback_mesh, TcpTransport};
 use crate::transport::{Borrowed, Incoming, Place, Sink, Transport};
@@ -464,28 +464,47 @@ fn bench_send_poll() {
             None,
         ],
     );
-    struct Count(usize);
+    // As a posted receive takes a small message: copied out of the ring
+    // into the receiver's buffer (`p2p::remote`'s `take_in_place`).
+    struct Count(usize, Vec<u8>);
     impl Sink for Count {
         fn take(&mut self, incoming: Incoming) {
             if let Incoming::Frame(_, f) = incoming {
                 self.0 += f.payload.len();
             }
         }
+        fn take_in_place(&mut self, _: crate::identity::ProcessId, f: frame::InPlace<'_>) {
+            self.1[..f.payload.len()].copy_from_slice(f.payload);
+            self.0 += f.payload.len();
+        }
         fn place(&mut self, _: crate::identity::ProcessId, _: &Frame, _: usize) -> Option<Place> {
             None
         }
     }
-    let mut sink = Count(0);
+    let mut sink = Count(0, vec![0; len]);
+    // As `p2p::remote::send` sends: the signature from the type map, the
+    // payload from the sender's buffer.
     let mut f = Frame::control(Kind::Eager);
-    f.signature = vec![crate::datatype::Run {
+    let signature = [crate::datatype::Run {
         kind: crate::datatype::BaseKind::U8,
         count: 1,
     }];
     f.count = len as u64;
+    let mut data = vec![0u8; len];
     for i in 0..n {
-        f.payload = vec![i as u8; len];
-        la.send(id(1), &f).unwrap();
+        data.fill(i as u8);
+        la.send_parts(id(1), &f, &signature, &data).unwrap();
         while lb.poll(&mut sink) == 0 {}
     }
     assert_eq!(sink.0, n * len);
+}
+
+/// Ring positions are masked, not divided: a segment whose rings are not
+/// a power of two is refused (creating or mapping it).
+#[test]
+fn rings_that_are_not_a_power_of_two_are_refused() {
+    use super::segment::Segment;
+    let err = Segment::create(2, 3000).unwrap_err();
+    assert_eq!(err.kind(), std::io::ErrorKind::InvalidInput, "{err}");
+    assert!(Segment::create(2, 4096).is_ok());
 }
