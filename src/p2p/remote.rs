@@ -98,7 +98,7 @@ use std::sync::{Arc, Mutex, MutexGuard, TryLockError};
 use std::time::{Duration, Instant};
 
 use super::completion::{Completion, Fault, Outcome};
-use super::mailbox::{Envelope, Mailbox, Payload, Unexpected};
+use super::mailbox::{Envelope, Mailbox, Payload, Queues, Unexpected};
 use super::pollers::Pollers;
 use super::{Node, SendMode, Started};
 use crate::datatype::copy::{self, Layout};
@@ -106,6 +106,7 @@ use crate::datatype::{runs_mismatch, Run};
 use crate::error::{CommError, Error};
 use crate::identity::{ProcessId, Processes, WorldRank};
 use crate::sched::{self, Scheduler};
+use crate::sync::spin::SpinGuard;
 use crate::transport::frame::{self, Frame, InPlace, Kind};
 use crate::transport::{Borrowed, Incoming, Place, SendError, Sink, Transport};
 
@@ -957,7 +958,6 @@ impl<N: Node> Sink for Arrivals<'_, N> {
         };
         let mut queues = mailbox.lock();
         let Some(posted) = queues.take_posted(&env, || node.sched().is_aborting()) else {
-            drop(queues);
             let msg = RemoteMessage {
                 from,
                 bytes: frame.payload.len(),
@@ -967,7 +967,7 @@ impl<N: Node> Sink for Arrivals<'_, N> {
                 announced: 0,
                 ack: frame.frame.id,
             };
-            return arrive(node, mailbox, env, msg);
+            return queue_unexpected(node, queues, env, msg);
         };
         drop(queues);
         let outcome = unpack_checked(
@@ -980,12 +980,7 @@ impl<N: Node> Sink for Arrivals<'_, N> {
         if frame.frame.id != 0 {
             acknowledge(node, from, frame.frame.id);
         }
-        // SAFETY: the receiver keeps its completion alive until it is done;
-        // we claimed the descriptor. Read the waiter before completing.
-        let waiter = unsafe { (*posted.completion).waiter() };
-        // SAFETY: as above; we are its only completer.
-        unsafe { (*posted.completion).complete(outcome) };
-        sched::unpark(node.sched(), waiter);
+        complete(node, posted.completion, outcome);
     }
 
     /// The data of a matched receive goes straight into its buffer when
@@ -1234,8 +1229,9 @@ fn count_handled(remote: &Remote, from: ProcessId) {
 /// its owner.
 fn complete<N: Node>(node: &N, completion: *const Completion, outcome: Outcome) {
     // SAFETY: the owner keeps its completion alive until it is done or
-    // until it removes the entry (`Remote::forget`), which the caller did
-    // first under the table's lock; read the waiter before completing.
+    // until it removes the entry (`Remote::forget`, or withdraws its posted
+    // receive), and the caller claimed it first under that table's or
+    // mailbox's lock; read the waiter before completing.
     let waiter = unsafe { (*completion).waiter() };
     // SAFETY: as above; the caller is its only completer.
     unsafe { (*completion).complete(outcome) };
@@ -1302,14 +1298,20 @@ fn arrive<N: Node>(node: &N, mailbox: &Mailbox, env: Envelope, msg: RemoteMessag
             return pull(node, env, msg, &posted.dst, posted.completion);
         }
         let outcome = receive(node, &env, msg, &posted.dst);
-        // SAFETY: the receiver keeps its completion alive until it is done;
-        // we claimed the descriptor. Read the waiter before completing.
-        let waiter = unsafe { (*posted.completion).waiter() };
-        // SAFETY: as above; we are its only completer.
-        unsafe { (*posted.completion).complete(outcome) };
-        sched::unpark(node.sched(), waiter);
+        complete(node, posted.completion, outcome);
         return;
     }
+    queue_unexpected(node, queues, env, msg);
+}
+
+/// Queues `msg` as unexpected in the mailbox whose lock `queues` holds (no
+/// posted receive matched it) and wakes the ranks probing there.
+fn queue_unexpected<N: Node>(
+    node: &N,
+    mut queues: SpinGuard<'_, Queues>,
+    env: Envelope,
+    msg: RemoteMessage,
+) {
     queues.unexpected.push_back(Unexpected {
         env,
         payload: Payload::Remote(Box::new(msg)),
