@@ -36,6 +36,42 @@ pub(crate) struct GrowTable<T> {
     grow: Mutex<()>,
 }
 
+/// Tables at least this big are populated in one system call
+/// ([`populated`]); smaller ones fault a page or two.
+const POPULATE_FROM: usize = 1 << 20;
+
+/// The boxed slice of `make(0..n)`, its pages populated
+/// (`MADV_POPULATE_WRITE`) before they are written: the per-rank tables of
+/// a million-rank job span hundreds of MB, and one call for all their pages
+/// costs less than a page fault each, on the serial path before the first
+/// rank starts. Best effort: where the kernel refuses, the pages fault.
+pub(crate) fn populated<T>(n: usize, make: impl FnMut(usize) -> T) -> Box<[T]> {
+    let mut table: Vec<T> = Vec::with_capacity(n);
+    let bytes = n * std::mem::size_of::<T>();
+    if bytes >= POPULATE_FROM {
+        // SAFETY: sysconf has no preconditions.
+        let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(1) as usize;
+        let start = (table.as_mut_ptr() as usize).next_multiple_of(page);
+        let end = (table.as_mut_ptr() as usize + bytes) & !(page - 1);
+        if end > start {
+            // SAFETY: `[start, end)` is whole pages inside the vector's
+            // allocation, which nothing reads or writes yet; populating
+            // writes nothing visible (anonymous memory reads as before, zero
+            // if never touched) and fails harmlessly (`EINVAL` on old
+            // kernels).
+            unsafe {
+                libc::madvise(
+                    start as *mut libc::c_void,
+                    end - start,
+                    libc::MADV_POPULATE_WRITE,
+                )
+            };
+        }
+    }
+    table.extend((0..n).map(make));
+    table.into_boxed_slice()
+}
+
 impl<T> GrowTable<T> {
     /// A table holding `first`.
     pub(crate) fn new(first: Box<[T]>) -> GrowTable<T> {

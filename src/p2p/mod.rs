@@ -111,11 +111,10 @@ impl Shared {
         transport: Option<Arc<dyn Transport>>,
     ) -> Shared {
         Shared {
-            mailboxes: GrowTable::new(
-                (0..processes.local_count())
-                    .map(|_| Mailbox::default())
-                    .collect(),
-            ),
+            mailboxes: GrowTable::new(crate::grow::populated(
+                processes.local_count() as usize,
+                |_| Mailbox::default(),
+            )),
             eager: EagerPool::new(),
             eager_limit: eager_limit.min(EagerPool::MAX_CLASS),
             processes,

@@ -59,7 +59,7 @@ unsafe impl<T: Send> Sync for Results<T> {}
 impl<T> Results<T> {
     fn new(n: usize) -> Self {
         Results {
-            slots: (0..n).map(|_| UnsafeCell::new(None)).collect(),
+            slots: crate::grow::populated(n, |_| UnsafeCell::new(None)),
         }
     }
 
@@ -372,6 +372,9 @@ where
     if config.report_memory {
         super::memory_report::print(&job, &pool, config.allocator_statistics);
     }
+    // The workers are joined: no stack is in use. A big pool unmaps on a
+    // thread of its own while the rest of the job is taken down.
+    drop(pool);
     if let Some(tracer) = job.sched().tracer() {
         tracer.finish();
     }

@@ -47,7 +47,12 @@ impl Slots {
     /// of each, by local index.
     pub(crate) fn new(ranks: impl ExactSizeIterator<Item = WorldRank>) -> Slots {
         Slots {
-            ranks: GrowTable::new(ranks.map(Slot::new).collect()),
+            ranks: GrowTable::new({
+                let mut ranks = ranks;
+                crate::grow::populated(ranks.len(), |_| {
+                    Slot::new(ranks.next().expect("as many ranks as it says"))
+                })
+            }),
             segments: (0..SEGMENTS).map(|_| OnceLock::new()).collect(),
             fresh: AtomicU32::new(0),
             free: Mutex::new(Vec::new()),
