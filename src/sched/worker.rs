@@ -1138,15 +1138,6 @@ impl Worker<'_> {
     fn teardown(&mut self) {
         // Tasks not started yet: their bodies borrow their rank's buffers.
         drop(std::mem::take(&mut *self.local.spawned.borrow_mut()));
-        if self.free.len() == self.tasks.len() {
-            // Every entry is free, hence `None` (the end of a job whose ranks
-            // all returned): nothing to unwind, and half a million entries
-            // not to visit at the end of a million-rank job.
-            // SAFETY: length 0 is within the capacity; the entries left
-            // behind are `None`s, which own nothing, so not dropping them
-            // leaks nothing.
-            unsafe { self.tasks.set_len(0) };
-        }
         let (ranks, tasks): (Vec<Task>, Vec<Task>) = self
             .tasks
             .drain(..)
