@@ -472,9 +472,10 @@ fn park(ctx: &RankCtx, info: &WaitInfo, spin: bool) -> Result<(), Error> {
             )
         });
         // Where its stack ends, about: its worker prefetches the frames
-        // above it before resuming it (`worker::note_parked_at`).
+        // above it before resuming it (`Worker::prefetch_next`).
         let marker = 0u8;
-        worker::note_parked_at(std::hint::black_box(&marker) as *const u8 as usize);
+        ctx.parked_at
+            .set(std::hint::black_box(&marker) as *const u8 as usize);
         ctx.suspend(Suspend::Parked);
         // No `resumed()`: the unparker took the slot back to `RUNNING`, or
         // left a notification that the next `try_park` consumes (`park.rs`).

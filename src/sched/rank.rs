@@ -313,6 +313,10 @@ pub(crate) struct RankCtx {
     pub(crate) yielder: *const Yielder<(), Suspend>,
     /// `initialize()` was called (or the universe was handed to the body).
     pub(crate) initialized: Cell<bool>,
+    /// About where its stack ended when it last parked (0: not yet): its
+    /// worker prefetches the frames above before resuming it, when many
+    /// ranks are queued (`worker::Worker::prefetch_next`).
+    pub(crate) parked_at: Cell<usize>,
     /// The rank's `rank_local!` values (refusing every access in contexts
     /// that are not a rank's own: tasks, OS threads).
     pub(crate) locals: super::locals::RankLocals,
@@ -498,6 +502,7 @@ mod tests {
             spins: false,
             yielder: ptr::null(),
             initialized: Cell::new(false),
+            parked_at: Cell::new(0),
             locals: super::super::locals::RankLocals::for_thread(),
             recorder: None,
         };

@@ -189,6 +189,7 @@ fn create(
             spins: false,
             yielder: ptr::null(),
             initialized: Cell::new(true),
+            parked_at: Cell::new(0),
             locals: super::locals::RankLocals::for_thread(),
             recorder: None,
         },

@@ -231,17 +231,6 @@ impl WorkerLocal {
 
 thread_local! {
     static WORKER: Cell<*const WorkerLocal> = const { Cell::new(ptr::null()) };
-    /// About where the stack of the rank that parked last on this thread
-    /// ended ([`note_parked_at`]).
-    static PARKED_AT: Cell<usize> = const { Cell::new(0) };
-}
-
-/// Records `at`, the address of a local of the running rank's park, as it
-/// parks: its worker keeps it with the rank's task and prefetches the stack
-/// lines above it before resuming the rank ([`Worker::prefetch_next`]).
-#[inline]
-pub(crate) fn note_parked_at(at: usize) {
-    PARKED_AT.with(|cell| cell.set(at));
 }
 
 /// Whether the calling thread is a worker of some job.
@@ -498,7 +487,8 @@ struct Task {
     slot: u32,
     ctx: *const RankCtx,
     /// About where its stack ended when it last parked (0: not known), for
-    /// [`Worker::prefetch_next`].
+    /// [`Worker::prefetch_next`]: copied from its context while that is
+    /// warm, so the prefetch reads no cold line of its own.
     parked_at: usize,
 }
 
@@ -898,6 +888,7 @@ impl Worker<'_> {
                 spins,
                 yielder,
                 initialized: Cell::new(matches!(what, Start::Task(_))),
+                parked_at: Cell::new(0),
                 locals: match what {
                     Start::Rank(_) => RankLocals::new(),
                     Start::Task(_) => RankLocals::for_task(rank.get()),
@@ -977,9 +968,14 @@ impl Worker<'_> {
         rank::set_current(task.ctx);
         let result = panic::catch_unwind(AssertUnwindSafe(|| task.co.resume(())));
         task.ctx = rank::set_current(ptr::null());
-        task.parked_at = PARKED_AT.with(|at| at.replace(0));
         match result {
-            Ok(CoroutineResult::Yield(Suspend::Parked)) => return true,
+            Ok(CoroutineResult::Yield(Suspend::Parked)) => {
+                // SAFETY: the rank parked, so its context is alive on its
+                // suspended stack, and its line is warm: the rank just
+                // wrote the mark (`sched::park`).
+                task.parked_at = unsafe { (*task.ctx).parked_at.get() };
+                return true;
+            }
             Ok(CoroutineResult::Yield(Suspend::Yielded)) => {
                 self.local.ready.borrow_mut().push_back(index);
                 self.local.yielded.set(true);
