@@ -40,12 +40,13 @@ pub(crate) struct GrowTable<T> {
 /// ([`populated`]); smaller ones fault a page or two.
 const POPULATE_FROM: usize = 1 << 20;
 
-/// The boxed slice of `make(0..n)`, its pages populated
+/// The boxed slice of `items`, its pages populated
 /// (`MADV_POPULATE_WRITE`) before they are written: the per-rank tables of
 /// a million-rank job span hundreds of MB, and one call for all their pages
 /// costs less than a page fault each, on the serial path before the first
 /// rank starts. Best effort: where the kernel refuses, the pages fault.
-pub(crate) fn populated<T>(n: usize, make: impl FnMut(usize) -> T) -> Box<[T]> {
+pub(crate) fn populated<T>(items: impl ExactSizeIterator<Item = T>) -> Box<[T]> {
+    let n = items.len();
     let mut table: Vec<T> = Vec::with_capacity(n);
     let bytes = n * std::mem::size_of::<T>();
     if bytes >= POPULATE_FROM {
@@ -68,7 +69,7 @@ pub(crate) fn populated<T>(n: usize, make: impl FnMut(usize) -> T) -> Box<[T]> {
             };
         }
     }
-    table.extend((0..n).map(make));
+    table.extend(items);
     table.into_boxed_slice()
 }
 

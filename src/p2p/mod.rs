@@ -112,8 +112,7 @@ impl Shared {
     ) -> Shared {
         Shared {
             mailboxes: GrowTable::new(crate::grow::populated(
-                processes.local_count() as usize,
-                |_| Mailbox::default(),
+                (0..processes.local_count()).map(|_| Mailbox::default()),
             )),
             eager: EagerPool::new(),
             eager_limit: eager_limit.min(EagerPool::MAX_CLASS),

@@ -210,8 +210,7 @@ impl Job {
                     groups: Mutex::new(Vec::new()),
                     spawning: Mutex::new(()),
                     pending_roots: GrowTable::new(crate::grow::populated(
-                        processes.local_count() as usize,
-                        |_| AtomicU32::new(0),
+                        (0..processes.local_count()).map(|_| AtomicU32::new(0)),
                     )),
                 },
             }

@@ -59,7 +59,7 @@ unsafe impl<T: Send> Sync for Results<T> {}
 impl<T> Results<T> {
     fn new(n: usize) -> Self {
         Results {
-            slots: crate::grow::populated(n, |_| UnsafeCell::new(None)),
+            slots: crate::grow::populated((0..n).map(|_| UnsafeCell::new(None))),
         }
     }
 

@@ -47,12 +47,7 @@ impl Slots {
     /// of each, by local index.
     pub(crate) fn new(ranks: impl ExactSizeIterator<Item = WorldRank>) -> Slots {
         Slots {
-            ranks: GrowTable::new({
-                let mut ranks = ranks;
-                crate::grow::populated(ranks.len(), |_| {
-                    Slot::new(ranks.next().expect("as many ranks as it says"))
-                })
-            }),
+            ranks: GrowTable::new(crate::grow::populated(ranks.map(Slot::new))),
             segments: (0..SEGMENTS).map(|_| OnceLock::new()).collect(),
             fresh: AtomicU32::new(0),
             free: Mutex::new(Vec::new()),
