@@ -176,40 +176,44 @@ fn shm(call: &Call<'_>, send: &Layout, parts: &Parts) -> Result<(), Error> {
         unsafe { crate::datatype::copy::pack(send, mine.base as *mut u8) };
         Ok(())
     };
-    let unpacked = round.arrive_and_wait(call).and_then(|()| {
-        // The parts must be the layout's; if they are also its order, with
-        // no gaps (all-gather), one copy unpacks them all.
-        let mut in_order = true;
-        let table = parts.table();
-        for r in 0..n {
-            let (count, displ) = (table.count(r), table.displ(r));
-            let theirs = offset(r + 1) - offset(r);
-            if count != theirs {
-                return Err(Error::Count(CountError::CountsDisagree {
-                    op: call.kind.name(),
-                    ranks: (first as Rank, rank as Rank),
-                    of: r as Rank,
-                    counts: (theirs, count),
-                }));
+    let unpacked = round
+        .arrive_and_wait(call)
+        .map_err(Error::from)
+        .and_then(|()| {
+            // The parts must be the layout's; if they are also its order, with
+            // no gaps (all-gather), one copy unpacks them all.
+            let mut in_order = true;
+            let table = parts.table();
+            for r in 0..n {
+                let (count, displ) = (table.count(r), table.displ(r));
+                let theirs = offset(r + 1) - offset(r);
+                if count != theirs {
+                    return Err(Error::Count(CountError::CountsDisagree {
+                        op: call.kind.name(),
+                        ranks: (first as Rank, rank as Rank),
+                        of: r as Rank,
+                        counts: (theirs, count),
+                    }));
+                }
+                in_order &= displ == offset(r);
             }
-            in_order &= displ == offset(r);
-        }
-        // Every rank packed its slot before counting its arrival (AcqRel)
-        // and we saw all arrivals (Acquire); nobody writes the buffer any
-        // more, and it lives as long as the round, which we hold. We write
-        // only our own receive buffer.
-        let copy =
-            |from: usize, src: &Layout, dst: &Layout| copy_checked(call, from as Rank, src, dst);
-        if in_order {
-            let all = Layout {
-                base: data,
-                count: offset(n),
-                ty: reference.ty.clone(),
+            // Every rank packed its slot before counting its arrival (AcqRel)
+            // and we saw all arrivals (Acquire); nobody writes the buffer any
+            // more, and it lives as long as the round, which we hold. We write
+            // only our own receive buffer.
+            let copy = |from: usize, src: &Layout, dst: &Layout| {
+                copy_checked(call, from as Rank, src, dst)
             };
-            return copy(first, &all, &parts.buf.slice(0, offset(n)));
-        }
-        (0..n).try_for_each(|r| copy(r, &slot(r), &parts.part(r)))
-    });
+            if in_order {
+                let all = Layout {
+                    base: data,
+                    count: offset(n),
+                    ty: reference.ty.clone(),
+                };
+                return copy(first, &all, &parts.buf.slice(0, offset(n)));
+            }
+            (0..n).try_for_each(|r| copy(r, &slot(r), &parts.part(r)))
+        });
     // Nobody reads our buffers: the data is in the round's own.
     rounds.leave(call, round);
     packed.and(unpacked)

@@ -70,7 +70,8 @@ fn not_shared(call: &Call<'_>) -> Result<(), Error> {
 fn shm(call: &Call<'_>) -> Result<(), Error> {
     let rounds = &call.comm.coll().rounds;
     let round = rounds.join_checked(call)?;
+    // One word held across the leave (the error, if any, is boxed).
     let result = round.arrive_and_wait(call);
     rounds.leave(call, round);
-    result
+    Ok(result?)
 }

@@ -59,7 +59,7 @@ fn shm(call: &Call<'_>, root: i32, buf: &Layout) -> Result<(), Error> {
             })
         }
     } else {
-        round.wait_ready(call).and_then(|()| {
+        round.wait_ready(call).map_err(Error::from).and_then(|()| {
             if round.is_staged() {
                 let (shape, staged) = round.staged();
                 check_transfer(call, root, &shape.unplaced(), buf)?;

@@ -371,7 +371,9 @@ pub(crate) fn create(
         round.wake_all(&call);
         Ok(())
     } else {
-        round.wait(&call, || round.comm_create.lock().outcome.is_some())
+        round
+            .wait(&call, || round.comm_create.lock().outcome.is_some())
+            .map_err(Error::from)
     };
     let picked = waited.and_then(|()| {
         let mut meeting = round.comm_create.lock();

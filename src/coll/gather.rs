@@ -179,7 +179,7 @@ fn shm(call: &Call<'_>, root: Rank, send: &Layout, parts: Option<&Parts>) -> Res
         });
         placed
     } else {
-        round.wait_ready(call).and_then(|()| {
+        round.wait_ready(call).map_err(Error::from).and_then(|()| {
             let turn = round.enter(call)?;
             let part = turn.deposit::<Parts>(root as usize).part(rank);
             if send.count != part.count {

@@ -392,7 +392,9 @@ pub(crate) fn barrier(call: &Call<'_>) -> Result<(), Error> {
         let mut result = if round.arrive() {
             Ok(())
         } else {
-            round.wait(&local, || round.all_arrived())
+            round
+                .wait(&local, || round.all_arrived())
+                .map_err(Error::from)
         };
         if result.is_ok() {
             result = leaders_barrier(call, &plan);
@@ -404,7 +406,7 @@ pub(crate) fn barrier(call: &Call<'_>) -> Result<(), Error> {
         if round.arrive() {
             round.wake_all(&local);
         }
-        round.wait_ready(&local)
+        round.wait_ready(&local).map_err(Error::from)
     };
     rounds.leave(&local, round);
     result

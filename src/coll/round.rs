@@ -60,7 +60,12 @@
 //! than the noise (±2 %). Prefetching those lines once the page was walked
 //! a resume earlier (`worker::Worker::prefetch_next`, queues of 4,096 ranks
 //! or more) did pay at a million ranks: 1-worker user time per barrier
-//! −21 %, per all-reduce −28 % (startup subtracted).
+//! −21 %, per all-reduce −28 % (startup subtracted). No `Error` (~112
+//! bytes) held in the frames a rank parks under ([`Failed`], `blocking` in
+//! `collective/mod.rs`): stack from coroutine root to park 1,424 → 1,136 B
+//! (barrier), 2,304 → 2,048 (all-reduce); misses per rank and call (65,536
+//! ranks) L1 27.5 → 21.6, last-level 6.4 → 5.1; time at a million ranks
+//! within the noise once the worker's prefetch window followed (−2–3 %).
 
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicPtr, AtomicU32, AtomicU8, Ordering};
@@ -650,7 +655,7 @@ impl Round {
     /// rank has arrived; the last to arrive wakes the others. (Inlined: one
     /// frame less between a rank's call and its park, `barrier.rs`.)
     #[inline]
-    pub(crate) fn arrive_and_wait(&self, call: &Call<'_>) -> Result<(), Error> {
+    pub(crate) fn arrive_and_wait(&self, call: &Call<'_>) -> Result<(), Failed> {
         if self.arrive() {
             self.wake_all(call);
             return Ok(());
@@ -693,7 +698,7 @@ impl Round {
         let waited = self.wait(call, || self.gate.finished());
         settle.finished = waited.is_ok();
         drop(settle);
-        out.and_then(|r| waited.map(|()| r))
+        out.and_then(|r| waited.map(|()| r).map_err(Error::from))
     }
 
     /// Takes this rank's turn to access the deposits of the round. Refused
@@ -713,7 +718,7 @@ impl Round {
     #[cold]
     fn refused(&self, call: &Call<'_>) -> Error {
         match self.wait(call, || false) {
-            Err(err) => err,
+            Err(err) => err.into(),
             Ok(()) => unreachable!("a wait for nothing ends only when it fails"),
         }
     }
@@ -742,12 +747,12 @@ impl Round {
     /// [`set_staged`](Self::set_staged); what was written before it is
     /// visible after.
     #[inline]
-    pub(crate) fn wait_ready(&self, call: &Call<'_>) -> Result<(), Error> {
+    pub(crate) fn wait_ready(&self, call: &Call<'_>) -> Result<(), Failed> {
         self.wait(call, || self.root_ready.load(Ordering::Acquire) != 0)
     }
 
     /// Parks the caller until `ready()` holds.
-    pub(crate) fn wait(&self, call: &Call<'_>, ready: impl Fn() -> bool) -> Result<(), Error> {
+    pub(crate) fn wait(&self, call: &Call<'_>, ready: impl Fn() -> bool) -> Result<(), Failed> {
         let info = call.wait_info();
         loop {
             if ready() {
@@ -760,7 +765,10 @@ impl Round {
             if ready() {
                 return Ok(());
             }
-            sched::park_once(call.ctx, &info)?;
+            let mut parked = sched::park_once(call.ctx, &info);
+            if parked.is_err() {
+                return Err(Failed::take(&mut parked));
+            }
         }
     }
 
@@ -881,6 +889,42 @@ pub(crate) struct Joined<'a> {
     rounds: std::marker::PhantomData<&'a Rounds>,
 }
 
+/// Why a rank could not join its call's round ([`Rounds::join_checked`]) or
+/// its wait failed ([`Round::wait`]): an [`Error`], boxed. The `Result`
+/// then takes one word in the frames of the collective, which stay on the
+/// rank's stack while the rank parks (an `Error` takes over 100 bytes: two
+/// cache lines more to miss, and to copy, on each resume of a rank among a
+/// million). `?` unboxes it.
+#[derive(Debug)]
+pub(crate) struct Failed(Box<Error>);
+
+impl Failed {
+    /// Boxes the error of `result` (out of line, by reference: the frame
+    /// that holds `result` needs no second room for the error).
+    #[cold]
+    #[inline(never)]
+    fn take(result: &mut Result<(), Error>) -> Failed {
+        match std::mem::replace(result, Ok(())) {
+            Err(err) => Failed(Box::new(err)),
+            Ok(()) => unreachable!("`take` is called on an error"),
+        }
+    }
+}
+
+impl From<Error> for Failed {
+    #[cold]
+    fn from(err: Error) -> Failed {
+        Failed(Box::new(err))
+    }
+}
+
+impl From<Failed> for Error {
+    #[cold]
+    fn from(failed: Failed) -> Error {
+        *failed.0
+    }
+}
+
 impl std::ops::Deref for Joined<'_> {
     type Target = Round;
 
@@ -965,7 +1009,7 @@ impl Rounds {
     /// `Checker::check`): a different collective at the same sequence number
     /// is caught on whichever side comes second.
     #[inline]
-    pub(crate) fn join_checked(&self, call: &Call<'_>) -> Result<Joined<'_>, Error> {
+    pub(crate) fn join_checked(&self, call: &Call<'_>) -> Result<Joined<'_>, Failed> {
         self.join(call, None)
     }
 
@@ -975,12 +1019,12 @@ impl Rounds {
         &self,
         call: &Call<'_>,
         readers: Readers,
-    ) -> Result<Joined<'_>, Error> {
+    ) -> Result<Joined<'_>, Failed> {
         self.join(call, Some(readers))
     }
 
     #[inline]
-    fn join(&self, call: &Call<'_>, readers: Option<Readers>) -> Result<Joined<'_>, Error> {
+    fn join(&self, call: &Call<'_>, readers: Option<Readers>) -> Result<Joined<'_>, Failed> {
         let (round, created) = self.join_created(call, readers);
         let checker = &call.comm.coll().checker;
         // The common case, without building (or making room for) an error.
@@ -1000,7 +1044,7 @@ impl Rounds {
         call: &Call<'_>,
         round: Joined<'r>,
         created: bool,
-    ) -> Result<Joined<'r>, Error> {
+    ) -> Result<Joined<'r>, Failed> {
         let mut checked = round.check(call);
         let checker = &call.comm.coll().checker;
         if checked.is_ok() && created && checker.enabled() {
@@ -1013,7 +1057,7 @@ impl Rounds {
         }
         if let Err(err) = checked {
             self.leave(call, round);
-            return Err(err);
+            return Err(Failed::from(err));
         }
         Ok(round)
     }

@@ -112,7 +112,7 @@ fn shm(call: &Call<'_>, root: Rank, parts: Option<&Parts>, recv: &Layout) -> Res
             take_part(call, root, parts, recv)
         })
     } else {
-        round.wait_ready(call).and_then(|()| {
+        round.wait_ready(call).map_err(Error::from).and_then(|()| {
             let turn = round.enter(call)?;
             take_part(call, root, turn.deposit::<Parts>(root as usize), recv)
         })

@@ -59,15 +59,44 @@ use crate::sched::{self, task};
 use crate::{Count, Rank};
 
 /// Runs a blocking collective: begins the call, runs `body`.
+///
+/// This frame stays on the rank's stack while the rank parks in `body`,
+/// and each of its lines is a cache miss when a rank of a million resumes
+/// (`coll/round.rs`, "Where a rank's time goes"): it holds the call and
+/// little else. The begin's `Result` (an `Error` is over 100 bytes) and a
+/// traced call's span live in frames of their own, out of line.
 fn blocking(
     core: &CommCore,
     signature: Signature,
     site: &'static Location<'static>,
     body: impl FnOnce(&Call<'_>) -> Result<(), Error>,
 ) -> Result<(), Error> {
-    let call = coll::begin(core, signature, Algorithm::Auto, site)?;
+    // The call stays where `begin_boxed` put it (bound by reference, not
+    // moved: a move copies its 80 bytes to a second place in this frame).
+    match begin_boxed(core, signature, site) {
+        Ok(ref call) if call.ctx.recorder().is_some() => traced(call, body),
+        Ok(ref call) => body(call),
+        Err(err) => Err(*err),
+    }
+}
+
+/// [`coll::begin`] with its error boxed: the `Result` fits in the call's
+/// own room in [`blocking`]'s frame.
+#[inline(never)]
+fn begin_boxed<'a>(
+    core: &'a CommCore,
+    signature: Signature,
+    site: &'static Location<'static>,
+) -> Result<Call<'a>, Box<Error>> {
+    coll::begin(core, signature, Algorithm::Auto, site).map_err(Box::new)
+}
+
+/// Runs `body` inside the call's trace span (a traced rank).
+#[cold]
+#[inline(never)]
+fn traced(call: &Call<'_>, body: impl FnOnce(&Call<'_>) -> Result<(), Error>) -> Result<(), Error> {
     let _span = call.trace();
-    body(&call)
+    body(call)
 }
 
 /// Runs a blocking rooted collective: checks the root (errors name `op`),
