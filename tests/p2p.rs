@@ -718,3 +718,84 @@ fn receive_future_bad_input_fails_clearly() {
     .to_string();
     assert!(err.contains("dropped without being completed"), "{err}");
 }
+
+/// Small messages between ranks of two workers, whose receiver mostly
+/// waits (spinning) in a blocking receive already posted: every size from
+/// 0 to 10 bytes arrives whole, a message too long is cut with a
+/// truncation error, a signature mismatch copies nothing, and a strided
+/// receive buffer gets its elements in place. (A path that moves small
+/// messages other than by a copy into the posted buffer, as one tried in
+/// the completion, must keep all four.)
+#[test]
+fn small_messages_between_workers_arrive_whole_cut_or_refused() {
+    use myriad::datatype::{MutView, UserDatatype};
+    let rounds = 3000u32;
+    myriad::Runtime::builder()
+        .ranks(2)
+        .workers(2)
+        .run(|universe| {
+            let world = universe.world();
+            // Every other byte of 8: a strided receive of 4 bytes.
+            let strided = UserDatatype::vector(4, 1, 2, &u8::equivalent_datatype());
+            for round in 0..rounds {
+                let n = (round % 11) as usize; // 0..=10 bytes
+                let fill = round as u8;
+                if world.rank() == 0 {
+                    world.process_at_rank(1).send(&vec![fill; n][..]);
+                    match round % 4 {
+                        0 => {
+                            let mut cut = [0u16; 1];
+                            let err = world
+                                .process_at_rank(1)
+                                .try_receive_into_with_tag(&mut cut[..], ANY_TAG)
+                                .unwrap_err();
+                            assert!(matches!(err, Error::Truncate { .. }), "{err}");
+                            assert_eq!(cut, [round as u16], "the part that fits");
+                        }
+                        1 => {
+                            let mut wrong = [7u32; 1];
+                            let err = world
+                                .process_at_rank(1)
+                                .try_receive_into_with_tag(&mut wrong[..], ANY_TAG)
+                                .unwrap_err();
+                            assert!(matches!(err, Error::Type { .. }), "{err}");
+                            assert_eq!(wrong, [7], "nothing copied");
+                        }
+                        2 => {
+                            let mut spread = [9u8; 8];
+                            // SAFETY: the vector type selects 4 bytes of 8.
+                            let mut view = unsafe {
+                                MutView::with_count_and_datatype(&mut spread[..], 1, &strided)
+                            };
+                            let status = world.process_at_rank(1).receive_into(&mut view);
+                            assert_eq!(status.count(u8::equivalent_datatype()), 4);
+                            let f = (round % 200) as u8;
+                            assert_eq!(spread, [f, 9, f + 1, 9, f + 2, 9, f + 3, 9]);
+                        }
+                        _ => {
+                            let mut two = [0u16; 2];
+                            let status = world.process_at_rank(1).receive_into(&mut two[..]);
+                            assert_eq!(status.count(u16::equivalent_datatype()), 2);
+                            assert_eq!(two, [round as u16, round as u16 + 1]);
+                        }
+                    }
+                } else {
+                    let mut buf = [0xAAu8; 16];
+                    let status = world.process_at_rank(0).receive_into(&mut buf[..]);
+                    assert_eq!(status.count(u8::equivalent_datatype()), n as i32);
+                    assert!(buf[..n].iter().all(|&b| b == fill), "round {round}");
+                    assert!(buf[n..].iter().all(|&b| b == 0xAA), "round {round}");
+                    let peer = world.process_at_rank(0);
+                    match round % 4 {
+                        0 | 3 => peer.send(&[round as u16, round as u16 + 1][..]),
+                        1 => peer.send(&[1u8, 2, 3, 4][..]),
+                        _ => {
+                            let f = (round % 200) as u8;
+                            peer.send(&[f, f + 1, f + 2, f + 3][..]);
+                        }
+                    }
+                }
+            }
+        })
+        .unwrap();
+}
