@@ -16,8 +16,7 @@
 //! vectors of `--n` `f64`, block-distributed: per iteration one
 //! `all_gather` of the direction vector, two `all_reduce` of dot
 //! products, the local product and the vector updates. The job starts NS
-//! ranks, times `--iters` iterations, then resizes with MaM's Merge
-//! method:
+//! ranks, then resizes with MaM's Merge method:
 //!
 //! * grow (NT > NS): `spawn_ranks(NT − NS)` and `merge` (parents first),
 //!   then the redistribution on the merged communicator;
@@ -43,11 +42,23 @@
 //!   from a barrier of the NS ranks.
 //! * `redist_ms` (T_redis): from a barrier of every source and target to
 //!   the end of the variable data's redistribution (the constant data's
-//!   windows freed, the iterations during it included).
-//! * `omega` (ω): the mean iteration time of the sources during the
-//!   background redistribution (each iteration's test and agreement
-//!   included) over T_it(NS), the iteration time without; `-` for B, or
-//!   when no iteration ran.
+//!   windows freed, the iterations during it included), less the sources'
+//!   second sample of T_it(NS) (below): the clock stops when the constant
+//!   data's phase ends and restarts at a barrier of all ranks before the
+//!   variable data.
+//! * `omega` (ω): the sources' iteration time during the background
+//!   redistribution (each iteration's test and agreement included) over
+//!   T_it(NS), the iteration time without it, both the same statistic:
+//!   each source's median iteration, the slowest source's (a spell of
+//!   load from other processes lengthens a few iterations; the bounded
+//!   pieces below lengthen every one alike). T_it(NS) (`it_ns_ms`) is
+//!   sampled in the same job right before the background phase (after
+//!   the spawn, the buffers allocated and touched: the job as it is
+//!   during it) and right after it, `--iters` iterations each after an
+//!   untimed warm-up (T_it(NS) taken once at the job's start, seconds
+//!   before the phase, and the mean against it made ω a ratio of figures
+//!   the host's load had moved apart: 0.73-1.34 on one build). `-` for B,
+//!   or when no iteration ran.
 //! * `iters_during`: iterations the sources ran while it was in flight.
 //! * `cpu_ms` (last column): the process's CPU time (every OS thread)
 //!   over the same span, the most any rank saw: `cpu_ms / redist_ms` is
