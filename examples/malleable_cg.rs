@@ -96,7 +96,8 @@
 //! reads everything at once (the default; the totals below). The `(cpu)`
 //! line under the ω target gives ω in the process's CPU time per
 //! iteration, the work added whatever the host's load does to the wall
-//! clock.
+//! clock; the `(mean)` line gives ω with mean iterations on both sides
+//! instead of medians (what a few long iterations add).
 //!
 //! With `--repeat N` every figure is the median of N jobs, and
 //! `redist_lo redist_hi` the range of `redist_ms`; the jobs go round the
@@ -265,6 +266,8 @@ struct Row {
     omega: f64,
     /// ω in the process's CPU time per iteration (see `Figures`).
     cpu_omega: f64,
+    /// ω with means on both sides (see `Figures`).
+    mean_omega: f64,
     iters_during: f64,
     total_ms: f64,
     /// `total_ms` with N_it over every background case.
@@ -301,6 +304,18 @@ impl Row {
                 let mut w: Vec<f64> = runs
                     .iter()
                     .map(|f| f.cpu_it_during_ms / f.cpu_it_ns_ms)
+                    .filter(|w| w.is_finite())
+                    .collect();
+                if w.is_empty() {
+                    f64::NAN
+                } else {
+                    median(&mut w)
+                }
+            },
+            mean_omega: {
+                let mut w: Vec<f64> = runs
+                    .iter()
+                    .map(|f| f.mean_omega)
                     .filter(|w| w.is_finite())
                     .collect();
                 if w.is_empty() {
@@ -435,10 +450,10 @@ fn targets(table: &[Row], pairs: &[(usize, usize)], strategies: &[Strategy]) {
         }
     }
     for m in Method::ALL {
-        let omegas: Vec<(f64, f64, f64)> = table
+        let omegas: Vec<(f64, f64, f64, f64)> = table
             .iter()
             .filter(|r| r.method == m && r.strategy == Strategy::WaitTargets && r.omega.is_finite())
-            .map(|r| (r.omega, r.redist_ms / r.it_ns_ms, r.cpu_omega))
+            .map(|r| (r.omega, r.redist_ms / r.it_ns_ms, r.cpu_omega, r.mean_omega))
             .collect();
         if omegas.is_empty() {
             continue;
@@ -460,6 +475,15 @@ fn targets(table: &[Row], pairs: &[(usize, usize)], strategies: &[Strategy]) {
             "# (cpu) {}-WT process CPU per iteration during / without, per pair: {}",
             m.name(),
             cpu.join(" ")
+        );
+        // ω with means: what the medians leave out (a few long iterations).
+        let means: Vec<String> = omegas.iter().map(|o| format!("{:.2}", o.3)).collect();
+        let within = omegas.iter().filter(|o| o.3 <= 1.1).count();
+        println!(
+            "# (mean) {}-WT omega with mean iterations, <= 1.1 in {within} of {}, per pair: {}",
+            m.name(),
+            omegas.len(),
+            means.join(" ")
         );
     }
 }

@@ -69,6 +69,10 @@ pub(crate) struct Figures {
     pub(crate) it_during_ms: f64,
     /// One iteration on NT ranks after the resize.
     pub(crate) it_nt_ms: f64,
+    /// ω with means instead of medians on both sides (each source's mean
+    /// iteration, the slowest source's): what a few long iterations add,
+    /// which the medians leave out. NaN if no iteration ran.
+    pub(crate) mean_omega: f64,
     /// The process's CPU time (every thread) per iteration on NS ranks
     /// without redistribution, and during it (NaN if none ran), as rank 0
     /// saw it over its own iterations: against each other, the work the
@@ -576,6 +580,9 @@ fn resize(
             typical(&without)
         },
     );
+    let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len().max(1) as f64;
+    let mean_omega =
+        slowest(comm, if iters > 0 { mean(&during) } else { 0.0 }) / slowest(comm, mean(&without));
     let cpu_it_ns_ms = (cpu_before + cpu_after) / 2.0;
     let spawn_grow = slowest(comm, spawn_ms);
     let done = most(cg.as_ref().map_or(0, |cg| cg.done));
@@ -615,6 +622,11 @@ fn resize(
             f64::NAN
         },
         it_nt_ms,
+        mean_omega: if iters_during > 0 {
+            mean_omega
+        } else {
+            f64::NAN
+        },
         cpu_it_ns_ms,
         cpu_it_during_ms: if iters > 0 {
             busy_cpu / iters as f64
