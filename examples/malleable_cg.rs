@@ -16,8 +16,7 @@
 //! vectors of `--n` `f64`, block-distributed: per iteration one
 //! `all_gather` of the direction vector, two `all_reduce` of dot
 //! products, the local product and the vector updates. The job starts NS
-//! ranks, times `--iters` iterations, then resizes with MaM's Merge
-//! method:
+//! ranks, then resizes with MaM's Merge method:
 //!
 //! * grow (NT > NS): `spawn_ranks(NT − NS)` and `merge` (parents first),
 //!   then the redistribution on the merged communicator;
@@ -43,11 +42,23 @@
 //!   from a barrier of the NS ranks.
 //! * `redist_ms` (T_redis): from a barrier of every source and target to
 //!   the end of the variable data's redistribution (the constant data's
-//!   windows freed, the iterations during it included).
-//! * `omega` (ω): the mean iteration time of the sources during the
-//!   background redistribution (each iteration's test and agreement
-//!   included) over T_it(NS), the iteration time without; `-` for B, or
-//!   when no iteration ran.
+//!   windows freed, the iterations during it included), less the sources'
+//!   second sample of T_it(NS) (below): the clock stops when the constant
+//!   data's phase ends and restarts at a barrier of all ranks before the
+//!   variable data.
+//! * `omega` (ω): the sources' iteration time during the background
+//!   redistribution (each iteration's test and agreement included) over
+//!   T_it(NS), the iteration time without it, both the same statistic:
+//!   each source's median iteration, the slowest source's (a spell of
+//!   load from other processes lengthens a few iterations; the bounded
+//!   pieces below lengthen every one alike). T_it(NS) (`it_ns_ms`) is
+//!   sampled in the same job right before the background phase (after
+//!   the spawn, the buffers allocated and touched: the job as it is
+//!   during it) and right after it, `--iters` iterations each after an
+//!   untimed warm-up (T_it(NS) taken once at the job's start, seconds
+//!   before the phase, and the mean against it made ω a ratio of figures
+//!   the host's load had moved apart: 0.73-1.34 on one build). `-` for B,
+//!   or when no iteration ran.
 //! * `iters_during`: iterations the sources ran while it was in flight.
 //! * `cpu_ms` (last column): the process's CPU time (every OS thread)
 //!   over the same span, the most any rank saw: `cpu_ms / redist_ms` is
@@ -78,11 +89,15 @@
 //! CPU), so ω near 1 needs the copy spread over many iterations: the ratio
 //! printed in the header is the redistribution work per target and
 //! iteration against the iteration's own data movement per rank (K KiB
-//! against the `--n` × 8 bytes every rank gathers). Without it a test
+//! against the `--n` × 8 bytes every rank gathers; over the job, NT · K
+//! against NS · `--n` · 8 bytes per iteration: at 32 KiB and the default
+//! `--n`, from 0.4 % for 160 → 20 to 25 % for 20 → 160, whose ranks that
+//! are only targets read in idle time). Without it a test
 //! reads everything at once (the default; the totals below). The `(cpu)`
 //! line under the ω target gives ω in the process's CPU time per
 //! iteration, the work added whatever the host's load does to the wall
-//! clock.
+//! clock; the `(mean)` line gives ω with mean iterations on both sides
+//! instead of medians (what a few long iterations add).
 //!
 //! With `--repeat N` every figure is the median of N jobs, and
 //! `redist_lo redist_hi` the range of `redist_ms`; the jobs go round the
@@ -251,6 +266,8 @@ struct Row {
     omega: f64,
     /// ω in the process's CPU time per iteration (see `Figures`).
     cpu_omega: f64,
+    /// ω with means on both sides (see `Figures`).
+    mean_omega: f64,
     iters_during: f64,
     total_ms: f64,
     /// `total_ms` with N_it over every background case.
@@ -287,6 +304,18 @@ impl Row {
                 let mut w: Vec<f64> = runs
                     .iter()
                     .map(|f| f.cpu_it_during_ms / f.cpu_it_ns_ms)
+                    .filter(|w| w.is_finite())
+                    .collect();
+                if w.is_empty() {
+                    f64::NAN
+                } else {
+                    median(&mut w)
+                }
+            },
+            mean_omega: {
+                let mut w: Vec<f64> = runs
+                    .iter()
+                    .map(|f| f.mean_omega)
                     .filter(|w| w.is_finite())
                     .collect();
                 if w.is_empty() {
@@ -421,10 +450,10 @@ fn targets(table: &[Row], pairs: &[(usize, usize)], strategies: &[Strategy]) {
         }
     }
     for m in Method::ALL {
-        let omegas: Vec<(f64, f64, f64)> = table
+        let omegas: Vec<(f64, f64, f64, f64)> = table
             .iter()
             .filter(|r| r.method == m && r.strategy == Strategy::WaitTargets && r.omega.is_finite())
-            .map(|r| (r.omega, r.redist_ms / r.it_ns_ms, r.cpu_omega))
+            .map(|r| (r.omega, r.redist_ms / r.it_ns_ms, r.cpu_omega, r.mean_omega))
             .collect();
         if omegas.is_empty() {
             continue;
@@ -446,6 +475,15 @@ fn targets(table: &[Row], pairs: &[(usize, usize)], strategies: &[Strategy]) {
             "# (cpu) {}-WT process CPU per iteration during / without, per pair: {}",
             m.name(),
             cpu.join(" ")
+        );
+        // ω with means: what the medians leave out (a few long iterations).
+        let means: Vec<String> = omegas.iter().map(|o| format!("{:.2}", o.3)).collect();
+        let within = omegas.iter().filter(|o| o.3 <= 1.1).count();
+        println!(
+            "# (mean) {}-WT omega with mean iterations, <= 1.1 in {within} of {}, per pair: {}",
+            m.name(),
+            omegas.len(),
+            means.join(" ")
         );
     }
 }

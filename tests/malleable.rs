@@ -16,6 +16,9 @@
 //!   the redistribution.
 //! * `wait_targets_holds_sources_until_targets_read`: a source with nothing
 //!   to read is not done before the targets entered the barrier.
+//! * `own_part_completes_before_the_whole_under_wait_targets`: a
+//!   source with nothing to read has its own part complete (in the
+//!   barrier) before the whole; a target with unissued reads has neither.
 //! * `background_strategies_let_the_rank_work_first`: Threading and the
 //!   immediate collective let `work` run before the data moved (Blocking
 //!   deadlocks in the same program, and so would Threading run inline:
@@ -477,6 +480,65 @@ fn wait_targets_holds_sources_until_targets_read() {
     }
 }
 
+/// `InFlight::is_mine_done`, which lets the CG emulator skip a second
+/// agreement per iteration: under Wait Targets rank 1 (a source with
+/// nothing to read) has its own part complete at its first test (it
+/// entered the barrier) while the whole is not (rank 0 has not read);
+/// rank 0, a target whose reads are not issued yet (`test_bounded(0)`),
+/// has neither; after `wait` both have both. Under Non-blocking the two
+/// agree. Fails if the own-part flag runs ahead of a target's reads or
+/// lags a source's barrier. The RMA methods only: the immediate
+/// all-to-all's progress at a first test is the runtime's choice.
+#[test]
+fn own_part_completes_before_the_whole_under_wait_targets() {
+    for method in [Method::RmaLock, Method::RmaLockAll] {
+        for strategy in [Strategy::WaitTargets, Strategy::NonBlocking] {
+            let out = myriad::run(2, move |universe| {
+                let world = universe.world();
+                let comm = world.duplicate();
+                let rank = world.rank() as usize;
+                let plan = Plan::block(8, 2, 1).unwrap();
+                let mut src: Vec<u16> = plan.source_block(rank).map(|i| i as u16).collect();
+                let mut dst = vec![0u16; if rank == 0 { 8 } else { 0 }];
+                plan.redistribute_in_background(
+                    &comm,
+                    method,
+                    strategy,
+                    &mut src,
+                    &mut dst,
+                    |flight| {
+                        let peer = world.process_at_rank(1 - rank as i32);
+                        let first = if rank == 1 {
+                            flight.test().unwrap();
+                            let first = (flight.is_done(), flight.is_mine_done());
+                            peer.send(&0u8);
+                            first
+                        } else {
+                            let (_, _) = peer.receive::<u8>();
+                            flight.test_bounded(0).unwrap();
+                            (flight.is_done(), flight.is_mine_done())
+                        };
+                        flight.wait().unwrap();
+                        (first, (flight.is_done(), flight.is_mine_done()))
+                    },
+                )
+                .unwrap()
+            })
+            .unwrap();
+            let what = format!("{} {}", method.name(), strategy.name());
+            let wt = strategy == Strategy::WaitTargets;
+            assert_eq!(out[1].0, (!wt, true), "{what}: the source's first test");
+            assert_eq!(
+                out[0].0,
+                (false, false),
+                "{what}: the target before its reads"
+            );
+            assert_eq!(out[0].1, (true, true), "{what}: the target after wait");
+            assert_eq!(out[1].1, (true, true), "{what}: the source after wait");
+        }
+    }
+}
+
 /// A background strategy lets the rank work before the data has moved:
 /// rank 0's `work` sends the message rank 1 waits for before it joins the
 /// redistribution. Under Threading (every method) and the immediate
@@ -561,10 +623,12 @@ fn cg_emulator_result_does_not_depend_on_the_resize() {
         let what = format!("{ns}->{nt} {}-{}", method.name(), strategy.name());
         let f = sam::case(setup, ns, nt, method, strategy).expect(&what);
         assert!(f.ok, "{what}: an element was misplaced");
-        // Warm-up and timed iterations on both sides, plus those during.
+        // Warm-up and timed iterations before, after (T_it(NS) twice,
+        // around the background phase) and on the targets (T_it(NT)),
+        // plus those during.
         assert_eq!(
             f.done,
-            2 * (setup.iters as u64 + 1) + f.iters_during,
+            3 * (setup.iters as u64 + 1) + f.iters_during,
             "{what}"
         );
         let want = sam::reference(setup.n, setup.band, ns, f.done);

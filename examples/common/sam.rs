@@ -69,6 +69,10 @@ pub(crate) struct Figures {
     pub(crate) it_during_ms: f64,
     /// One iteration on NT ranks after the resize.
     pub(crate) it_nt_ms: f64,
+    /// ω with means instead of medians on both sides (each source's mean
+    /// iteration, the slowest source's): what a few long iterations add,
+    /// which the medians leave out. NaN if no iteration ran.
+    pub(crate) mean_omega: f64,
     /// The process's CPU time (every thread) per iteration on NS ranks
     /// without redistribution, and during it (NaN if none ran), as rank 0
     /// saw it over its own iterations: against each other, the work the
@@ -213,6 +217,23 @@ impl Cg {
         (slowest(comm, ms(t) / per), cpu)
     }
 
+    /// T_it's samples: `iters` iterations after one untimed (the
+    /// warm-up) and a barrier, each one's time on this rank in ms, and the
+    /// process's CPU time per iteration over them.
+    fn samples(&mut self, comm: &impl Communicator, iters: usize) -> (Vec<f64>, f64) {
+        self.step(comm);
+        comm.barrier();
+        let cpu = process_cpu_ms();
+        let each = (0..iters)
+            .map(|_| {
+                let t = Instant::now();
+                self.step(comm);
+                ms(t)
+            })
+            .collect();
+        (each, (process_cpu_ms() - cpu) / iters.max(1) as f64)
+    }
+
     /// An exact checksum of the rank's vector elements with their global
     /// indices (xor of hashes, so the ranks' parts combine in any order).
     fn checksum(&self) -> u64 {
@@ -255,6 +276,24 @@ fn process_cpu_ms() -> f64 {
     ts.tv_sec as f64 * 1e3 + ts.tv_nsec as f64 / 1e6
 }
 
+/// The per-iteration statistic ω compares: the median of one rank's
+/// iteration times (a spell of load from other processes on the shared
+/// host lengthens a few iterations; the redistribution's bounded pieces
+/// lengthen every one alike). NaN for none.
+pub(crate) fn typical(times: &[f64]) -> f64 {
+    if times.is_empty() {
+        return f64::NAN;
+    }
+    let mut v = times.to_vec();
+    v.sort_by(f64::total_cmp);
+    let mid = v.len() / 2;
+    if v.len() % 2 == 1 {
+        v[mid]
+    } else {
+        (v[mid - 1] + v[mid]) / 2.0
+    }
+}
+
 fn slowest(comm: &impl Communicator, mine: f64) -> f64 {
     let mut out = 0.0;
     comm.all_reduce_into(&mine, &mut out, SystemOperation::max());
@@ -265,37 +304,45 @@ fn slowest(comm: &impl Communicator, mine: f64) -> f64 {
 /// before each iteration the sources test the redistribution and agree
 /// (an `all_reduce` of the flags over `app`: the strategies complete at
 /// different iterations on different ranks, and CG's collectives need
-/// them all); they iterate until all saw it complete. When they do not
-/// agree they test and agree once more before iterating: the first
-/// agreement synchronised them, so a Wait Targets barrier that every
-/// source had entered is complete by then, and an iteration started only
-/// because some source tested before the last one entered would be
-/// waste (seed 000 names these extra iterations as future work). That
-/// second look issues no reads (`test_bounded(0)`): an iteration carries
-/// one piece of the copy, the ratio the header states.
-/// Returns the iterations, their total time in ms (tests and agreements
-/// included) and the process's CPU time over them.
+/// them all); they iterate until all saw it complete. When every source
+/// saw its own part complete but not yet the whole (under Wait Targets:
+/// all of them in the barrier), they test and agree once more before
+/// iterating: the first agreement synchronised them, so the barrier is
+/// complete by then unless a rank that is only a target has not entered
+/// it, and an iteration started only because some source tested before
+/// the last one entered would be waste (seed 000 names these extra
+/// iterations as future work). Otherwise the second look could not
+/// succeed, so they iterate at once: one agreement per iteration, not two
+/// (a collective more per iteration is a few wake-ups of the other
+/// worker, milliseconds when the host is loaded). The second look issues
+/// no reads (`test_bounded(0)`): an iteration carries one piece of the
+/// copy, the ratio the header states.
+/// Returns each iteration's time in ms (its test and agreement included)
+/// and the process's CPU time over them.
 fn iterate_during(
     app: &impl Communicator,
     cg: &mut Cg,
     flight: &mut InFlight<'_>,
     piece: usize,
-) -> (u64, f64, f64) {
+) -> (Vec<f64>, f64) {
+    // The least progress any source saw: 2 complete, 1 its own part
+    // complete (under Wait Targets: in the barrier), 0 neither.
     let agree = |flight: &mut InFlight<'_>, piece: usize| {
-        let done = flight.test_bounded(piece).expect("the redistribution");
+        flight.test_bounded(piece).expect("the redistribution");
+        let mine = u8::from(flight.is_done()) + u8::from(flight.is_mine_done());
         let mut all = 0u8;
-        app.all_reduce_into(&u8::from(done), &mut all, SystemOperation::min());
-        all == 1
+        app.all_reduce_into(&mine, &mut all, SystemOperation::min());
+        all
     };
-    let (mut k, mut busy, mut cpu) = (0u64, 0.0, 0.0);
+    let (mut each, mut cpu) = (Vec::new(), 0.0);
     loop {
         let (t, c) = (Instant::now(), process_cpu_ms());
-        if agree(flight, piece) || agree(flight, 0) {
-            return (k, busy, cpu);
+        let all = agree(flight, piece);
+        if all == 2 || (all == 1 && agree(flight, 0) == 2) {
+            return (each, cpu);
         }
         cg.step(app);
-        k += 1;
-        busy += ms(t);
+        each.push(ms(t));
         cpu += process_cpu_ms() - c;
     }
 }
@@ -309,9 +356,7 @@ const IDLE_PIECE: usize = 16 << 10;
 struct Side<'a> {
     /// The sources' communicator to iterate on, and CG's state (sources).
     app: Option<(&'a SimpleCommunicator, Cg)>,
-    /// T_it(NS) (sources), its CPU time, and the spawn time (grow:
-    /// parents).
-    it_ns_ms: (f64, f64),
+    /// The spawn time (grow: parents).
     spawn_ms: f64,
 }
 
@@ -338,8 +383,7 @@ pub(crate) fn case(
         .rank_order(RankOrder::Cyclic)
         .run(move |universe| {
             let world = universe.world();
-            let mut cg = Cg::start(&world, setup.n, setup.band);
-            let it_ns_ms = cg.time(&world, setup.iters);
+            let cg = Cg::start(&world, setup.n, setup.band);
             if nt > ns {
                 world.barrier();
                 let t = Instant::now();
@@ -349,7 +393,6 @@ pub(crate) fn case(
                         let all = parents.merge(MergeOrder::High);
                         let side = Side {
                             app: None,
-                            it_ns_ms: (0.0, 0.0),
                             spawn_ms: 0.0,
                         };
                         resize(&all, setup, ns, nt, method, strategy, side);
@@ -359,14 +402,12 @@ pub(crate) fn case(
                 let spawn_ms = ms(t);
                 let side = Side {
                     app: Some((&world, cg)),
-                    it_ns_ms,
                     spawn_ms,
                 };
                 resize(&all, setup, ns, nt, method, strategy, side)
             } else {
                 let side = Side {
                     app: Some((&world, cg)),
-                    it_ns_ms,
                     spawn_ms: 0.0,
                 };
                 resize(&world, setup, ns, nt, method, strategy, side)
@@ -389,23 +430,11 @@ fn resize(
     side: Side<'_>,
 ) -> Option<Figures> {
     let rank = comm.rank() as usize;
-    let Side {
-        app,
-        it_ns_ms: (it_ns_ms, cpu_it_ns_ms),
-        spawn_ms,
-    } = side;
+    let Side { app, spawn_ms } = side;
     let (app, mut cg) = match app {
         Some((app, cg)) => (Some(app), Some(cg)),
         None => (None, None),
     };
-    // CG's scalars, for the new ranks, and T_it(NS), which paces the
-    // reads of the ranks that are only targets.
-    let mut scalars = cg
-        .as_ref()
-        .map_or([0.0; 3], |cg| [cg.rr, cg.done as f64, it_ns_ms]);
-    comm.process_at_rank(0).broadcast_into(&mut scalars[..]);
-    let pace = std::time::Duration::from_secs_f64(scalars[2].max(0.0) / 1e3);
-
     let payload = Plan::block(setup.payload, ns, nt).expect("the payload's plan");
     let vectors = Plan::block(setup.n, ns, nt).expect("the vectors' plan");
     let target = if rank < nt {
@@ -420,13 +449,28 @@ fn resize(
     };
     let mut dst = vec![u64::MAX; target.len()];
     let dup = comm.duplicate();
+    // T_it(NS), right before the background phase: the job as it will be
+    // during it (the new ranks spawned and waiting, the buffers
+    // allocated and touched), the time next to it; sampled again right
+    // after it.
+    let (mut without, cpu_before) = match (app, cg.as_mut()) {
+        (Some(app), Some(cg)) => cg.samples(app, setup.iters),
+        _ => (Vec::new(), f64::NAN),
+    };
+    // CG's scalars, for the new ranks, and T_it(NS), which paces the
+    // reads of the ranks that are only targets.
+    let mut scalars = cg
+        .as_ref()
+        .map_or([0.0; 3], |cg| [cg.rr, cg.done as f64, typical(&without)]);
+    comm.process_at_rank(0).broadcast_into(&mut scalars[..]);
+    let pace = std::time::Duration::from_secs_f64(scalars[2].max(0.0) / 1e3);
     comm.barrier();
 
     // The redistribution: constant data with the strategy while the
     // sources iterate, then the variable data blocking.
     let t = Instant::now();
     let cpu = process_cpu_ms();
-    let (iters, busy, busy_cpu) = payload
+    let (during, busy_cpu) = payload
         .redistribute_in_background(&dup, method, strategy, &mut src, &mut dst, |flight| match (
             app,
             cg.as_mut(),
@@ -454,10 +498,21 @@ fn resize(
                     }
                 }
                 flight.wait().expect("the redistribution");
-                (0, 0.0, 0.0)
+                (Vec::new(), 0.0)
             }
         })
         .expect("the constant data's redistribution");
+    let (background_ms, background_cpu) = (ms(t), process_cpu_ms() - cpu);
+    // T_it(NS) again, right after it; the redistribution's clock stops
+    // meanwhile (the ranks that are not sources wait in a barrier).
+    let (after, cpu_after) = match (app, cg.as_mut()) {
+        (Some(app), Some(cg)) => cg.samples(app, setup.iters),
+        _ => (Vec::new(), f64::NAN),
+    };
+    without.extend(after);
+    comm.barrier();
+    let t = Instant::now();
+    let cpu = process_cpu_ms();
     // The variable data's checksum, now that the sources stopped
     // iterating: its time is not the redistribution's.
     let hashing = Instant::now();
@@ -480,7 +535,10 @@ fn resize(
                 .expect("the variable data's redistribution");
         }
     }
-    let (mine, cpu_mine) = (ms(t) - hashing_ms, process_cpu_ms() - cpu);
+    let (mine, cpu_mine) = (
+        background_ms + ms(t) - hashing_ms,
+        background_cpu + process_cpu_ms() - cpu,
+    );
     let redist_ms = slowest(comm, mine);
     // The checksum's CPU is in it (3 × `n` hashes over all sources).
     let cpu_ms = slowest(comm, cpu_mine);
@@ -509,9 +567,23 @@ fn resize(
         comm.all_reduce_into(&v, &mut out, SystemOperation::max());
         out
     };
+    let iters = during.len() as u64;
     let iters_during = most(iters);
-    let it_during_ms = slowest(comm, if iters > 0 { busy / iters as f64 } else { 0.0 });
-    let it_ns_ms = slowest(comm, it_ns_ms);
+    // ω's two sides, the same statistic: each source's median iteration,
+    // the slowest source's.
+    let it_during_ms = slowest(comm, if iters > 0 { typical(&during) } else { 0.0 });
+    let it_ns_ms = slowest(
+        comm,
+        if without.is_empty() {
+            0.0
+        } else {
+            typical(&without)
+        },
+    );
+    let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len().max(1) as f64;
+    let mean_omega =
+        slowest(comm, if iters > 0 { mean(&during) } else { 0.0 }) / slowest(comm, mean(&without));
+    let cpu_it_ns_ms = (cpu_before + cpu_after) / 2.0;
     let spawn_grow = slowest(comm, spawn_ms);
     let done = most(cg.as_ref().map_or(0, |cg| cg.done));
     let rr = scalars[0];
@@ -550,6 +622,11 @@ fn resize(
             f64::NAN
         },
         it_nt_ms,
+        mean_omega: if iters_during > 0 {
+            mean_omega
+        } else {
+            f64::NAN
+        },
         cpu_it_ns_ms,
         cpu_it_during_ms: if iters > 0 {
             busy_cpu / iters as f64

@@ -103,9 +103,33 @@ enum Advance {
     Test(usize),
 }
 
-/// One advance's outcome: complete for this rank, and the bytes of its
-/// reads issued by this call.
-type Stepped = Result<(bool, usize), Error>;
+/// How far the redistribution is, as one rank sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Progress {
+    /// This rank's own part is still in flight.
+    Pending,
+    /// This rank's own part is complete, but not yet every rank's: under
+    /// Wait Targets, it has entered the barrier, which has not completed.
+    Mine,
+    /// Complete for this rank.
+    Done,
+}
+
+impl Progress {
+    /// After a test of the Wait Targets barrier (or where there is none):
+    /// the rank's own part is complete either way.
+    fn of_barrier(done: bool) -> Progress {
+        if done {
+            Progress::Done
+        } else {
+            Progress::Mine
+        }
+    }
+}
+
+/// One advance's outcome, and the bytes of this rank's reads issued by
+/// this call.
+type Stepped = Result<(Progress, usize), Error>;
 
 /// A redistribution in progress, as the rank's `work` sees it: call
 /// [`test`](Self::test) (or [`test_bounded`](Self::test_bounded)) between
@@ -113,6 +137,7 @@ type Stepped = Result<(bool, usize), Error>;
 pub struct InFlight<'s> {
     step: &'s mut dyn FnMut(Advance) -> Stepped,
     done: bool,
+    mine: bool,
     tests: usize,
     read: usize,
     most: usize,
@@ -133,6 +158,7 @@ impl<'s> InFlight<'s> {
         InFlight {
             step,
             done: false,
+            mine: false,
             tests: 0,
             read: 0,
             most: 0,
@@ -141,8 +167,9 @@ impl<'s> InFlight<'s> {
 
     fn advance(&mut self, how: Advance) -> Result<bool, Error> {
         if !self.done {
-            let (done, bytes) = (self.step)(how)?;
-            self.done = done;
+            let (progress, bytes) = (self.step)(how)?;
+            self.done = progress == Progress::Done;
+            self.mine = progress != Progress::Pending;
             self.read += bytes;
             self.most = self.most.max(bytes);
         }
@@ -186,6 +213,16 @@ impl<'s> InFlight<'s> {
     /// Whether a test or wait saw it complete.
     pub fn is_done(&self) -> bool {
         self.done
+    }
+
+    /// Whether a test or wait saw this rank's own part complete: its
+    /// reads landed or its data was exchanged, and under Wait Targets it
+    /// entered the barrier (which completes once every rank has). Ranks
+    /// that agree on their tests can tell from it when one more test
+    /// (`test_bounded(0)`) is worth making before they iterate again:
+    /// only once every rank's part is complete can the whole be.
+    pub fn is_mine_done(&self) -> bool {
+        self.mine || self.done
     }
 
     /// Tests so far that advanced it (iterations it overlapped).
@@ -411,9 +448,10 @@ impl Plan {
         match (strategy, method) {
             (Strategy::Blocking, _) => {
                 self.redistribute(comm, method, src, dst)?;
-                let mut step = |_| Ok((true, 0));
+                let mut step = |_| Ok((Progress::Done, 0));
                 let mut flight = InFlight::new(&mut step);
                 flight.done = true;
+                flight.mine = true;
                 Ok(work(&mut flight))
             }
             (Strategy::Threading, _) => self.threaded(comm, method, src, dst, work),
@@ -456,16 +494,16 @@ impl Plan {
             let mut run = Some(helper::start(core, scope, &result, body)?);
             let mut step = |how: Advance| -> Stepped {
                 let Some(r) = run.take() else {
-                    return Ok((true, 0));
+                    return Ok((Progress::Done, 0));
                 };
                 if how == Advance::Wait {
                     r.wait_without_status();
                 } else if let Err(r) = r.test() {
                     // `test` yielded: the helper runs if it can.
                     run = Some(r);
-                    return Ok((false, 0));
+                    return Ok((Progress::Pending, 0));
                 }
-                helper::result(&result).map(|()| (true, 0))
+                helper::result(&result).map(|()| (Progress::Done, 0))
             };
             let mut flight = InFlight::new(&mut step);
             let out = work(&mut flight);
@@ -493,14 +531,14 @@ impl Plan {
             let mut helper = Some(s.spawn(move || self.redistribute(comm, method, src, dst)));
             let mut step = |how: Advance| -> Stepped {
                 let Some(h) = helper.as_ref() else {
-                    return Ok((true, 0));
+                    return Ok((Progress::Done, 0));
                 };
                 if how != Advance::Wait && !h.is_finished() {
                     crate::sched::yield_now();
-                    return Ok((false, 0));
+                    return Ok((Progress::Pending, 0));
                 }
                 match helper.take().expect("checked above").join() {
-                    Ok(result) => result.map(|()| (true, 0)),
+                    Ok(result) => result.map(|()| (Progress::Done, 0)),
                     Err(panic) => std::panic::resume_unwind(panic),
                 }
             };
@@ -542,16 +580,16 @@ where
                         Ok(_) => {}
                         Err(r) => {
                             exchange = Some(r);
-                            return Ok((false, 0));
+                            return Ok((Progress::Pending, 0));
                         }
                     }
                 }
                 if !wait_targets {
-                    return Ok((true, 0));
+                    return Ok((Progress::Done, 0));
                 }
                 barrier = Some(comm.immediate_barrier());
             }
-            Ok((test_barrier(&mut barrier, block)?, 0))
+            Ok((Progress::of_barrier(test_barrier(&mut barrier, block)?), 0))
         };
         let mut flight = InFlight::new(&mut step);
         let out = work(&mut flight);
@@ -648,7 +686,10 @@ where
             // Nothing to read: under Wait Targets, say so at once and keep
             // iterating until every target has read.
             let mut barrier = wait_targets.then(|| comm.immediate_barrier());
-            let mut step = |how| Ok((test_barrier(&mut barrier, how == Advance::Wait)?, 0));
+            let mut step = |how| {
+                let done = test_barrier(&mut barrier, how == Advance::Wait)?;
+                Ok((Progress::of_barrier(done), 0))
+            };
             let mut flight = InFlight::new(&mut step);
             let out = work(&mut flight);
             flight.wait()?;
@@ -694,21 +735,24 @@ where
                         Ok(())
                     })?;
                     if !pending.is_empty() {
-                        return Ok((false, bytes));
+                        return Ok((Progress::Pending, bytes));
                     }
                     if block {
                         reads.wait_all(&mut done);
                     } else if !reads.test_all(&mut done) {
-                        return Ok((false, bytes));
+                        return Ok((Progress::Pending, bytes));
                     }
                     read_all = true;
                     if !wait_targets {
-                        return Ok((true, bytes));
+                        return Ok((Progress::Done, bytes));
                     }
                     barrier = Some(comm.immediate_barrier());
                 }
                 let block = block || only_target;
-                Ok((test_barrier(&mut barrier, block)?, bytes))
+                Ok((
+                    Progress::of_barrier(test_barrier(&mut barrier, block)?),
+                    bytes,
+                ))
             };
             let mut flight = InFlight::new(&mut step);
             let out = work(&mut flight);
