@@ -281,11 +281,15 @@ impl Row {
     fn of(ns: usize, nt: usize, method: Method, strategy: Strategy, runs: &[Figures]) -> Row {
         let med = |f: &dyn Fn(&Figures) -> f64| median(&mut runs.iter().map(f).collect::<Vec<_>>());
         let redist: Vec<f64> = runs.iter().map(|f| f.redist_ms).collect();
-        let omegas: Vec<f64> = runs
-            .iter()
-            .map(|f| f.it_during_ms / f.it_ns_ms)
-            .filter(|w| w.is_finite())
-            .collect();
+        // The median of the runs where a ratio is defined (NaN if none).
+        let ratio = |f: &dyn Fn(&Figures) -> f64| {
+            let mut w: Vec<f64> = runs.iter().map(f).filter(|w| w.is_finite()).collect();
+            if w.is_empty() {
+                f64::NAN
+            } else {
+                median(&mut w)
+            }
+        };
         Row {
             ns,
             nt,
@@ -295,35 +299,9 @@ impl Row {
             redist_ms: med(&|f| f.redist_ms),
             redist_lo: redist.iter().copied().fold(f64::INFINITY, f64::min),
             redist_hi: redist.iter().copied().fold(0.0, f64::max),
-            omega: if omegas.is_empty() {
-                f64::NAN
-            } else {
-                median(&mut omegas.clone())
-            },
-            cpu_omega: {
-                let mut w: Vec<f64> = runs
-                    .iter()
-                    .map(|f| f.cpu_it_during_ms / f.cpu_it_ns_ms)
-                    .filter(|w| w.is_finite())
-                    .collect();
-                if w.is_empty() {
-                    f64::NAN
-                } else {
-                    median(&mut w)
-                }
-            },
-            mean_omega: {
-                let mut w: Vec<f64> = runs
-                    .iter()
-                    .map(|f| f.mean_omega)
-                    .filter(|w| w.is_finite())
-                    .collect();
-                if w.is_empty() {
-                    f64::NAN
-                } else {
-                    median(&mut w)
-                }
-            },
+            omega: ratio(&|f| f.it_during_ms / f.it_ns_ms),
+            cpu_omega: ratio(&|f| f.cpu_it_during_ms / f.cpu_it_ns_ms),
+            mean_omega: ratio(&|f| f.mean_omega),
             iters_during: med(&|f| f.iters_during as f64),
             total_ms: f64::NAN,
             total_strict_ms: f64::NAN,
