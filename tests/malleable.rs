@@ -53,7 +53,8 @@
 #[path = "../examples/common/sam.rs"]
 mod sam;
 
-use myriad::malleable::{block_range, Method, Plan, Strategy};
+use myriad::malleable::{block_range, InFlight, Method, Plan, Strategy};
+use myriad::topology::Process;
 use myriad::traits::*;
 use myriad::{ArgError, Error, Runtime, Threading};
 
@@ -422,6 +423,34 @@ fn threading_needs_thread_multiple() {
     }
 }
 
+/// Two ranks redistribute a block of 8 elements from both (sources) into
+/// rank 0 (the one target) with `method` and `strategy`; `work` runs on
+/// each rank while it is in flight, with the rank, its peer and the
+/// flight. Returns per rank what `work` returned and the rank's target
+/// buffer.
+fn eight_to_one<T: Send>(
+    method: Method,
+    strategy: Strategy,
+    work: impl Fn(usize, &Process<'_>, &mut InFlight<'_>) -> T + Sync,
+) -> Vec<(T, Vec<u16>)> {
+    myriad::run(2, |universe| {
+        let world = universe.world();
+        let comm = world.duplicate();
+        let rank = world.rank() as usize;
+        let plan = Plan::block(8, 2, 1).unwrap();
+        let mut src: Vec<u16> = plan.source_block(rank).map(|i| i as u16).collect();
+        let mut dst = vec![0u16; if rank == 0 { 8 } else { 0 }];
+        let peer = world.process_at_rank(1 - rank as i32);
+        let done = plan
+            .redistribute_in_background(&comm, method, strategy, &mut src, &mut dst, |flight| {
+                work(rank, &peer, flight)
+            })
+            .unwrap();
+        (done, dst)
+    })
+    .unwrap()
+}
+
 /// Wait Targets: a rank with nothing to read is not done until every
 /// target has read and entered the barrier. Rank 1 (a source only) tests
 /// once and tells rank 0 (source and target) what it saw; rank 0 enters
@@ -433,38 +462,18 @@ fn threading_needs_thread_multiple() {
 fn wait_targets_holds_sources_until_targets_read() {
     for method in Method::ALL {
         for strategy in [Strategy::WaitTargets, Strategy::NonBlocking] {
-            let out = myriad::run(2, move |universe| {
-                let world = universe.world();
-                let comm = world.duplicate();
-                let rank = world.rank() as usize;
-                let plan = Plan::block(8, 2, 1).unwrap();
-                let mut src: Vec<u16> = plan.source_block(rank).map(|i| i as u16).collect();
-                let mut dst = vec![0u16; if rank == 0 { 8 } else { 0 }];
-                let first = plan
-                    .redistribute_in_background(
-                        &comm,
-                        method,
-                        strategy,
-                        &mut src,
-                        &mut dst,
-                        |flight| {
-                            let peer = world.process_at_rank(1 - rank as i32);
-                            if rank == 1 {
-                                let first = flight.test().unwrap();
-                                peer.send(&u8::from(first));
-                                flight.wait().unwrap();
-                                first
-                            } else {
-                                let (_, _) = peer.receive::<u8>();
-                                flight.wait().unwrap();
-                                true
-                            }
-                        },
-                    )
-                    .unwrap();
-                (first, dst)
-            })
-            .unwrap();
+            let out = eight_to_one(method, strategy, |rank, peer, flight| {
+                if rank == 1 {
+                    let first = flight.test().unwrap();
+                    peer.send(&u8::from(first));
+                    flight.wait().unwrap();
+                    first
+                } else {
+                    let (_, _) = peer.receive::<u8>();
+                    flight.wait().unwrap();
+                    true
+                }
+            });
             assert_eq!(out[0].1, (0..8).collect::<Vec<u16>>());
             let expect_done = strategy == Strategy::NonBlocking && method != Method::Collective;
             if strategy == Strategy::WaitTargets || expect_done {
@@ -493,38 +502,23 @@ fn wait_targets_holds_sources_until_targets_read() {
 fn own_part_completes_before_the_whole_under_wait_targets() {
     for method in [Method::RmaLock, Method::RmaLockAll] {
         for strategy in [Strategy::WaitTargets, Strategy::NonBlocking] {
-            let out = myriad::run(2, move |universe| {
-                let world = universe.world();
-                let comm = world.duplicate();
-                let rank = world.rank() as usize;
-                let plan = Plan::block(8, 2, 1).unwrap();
-                let mut src: Vec<u16> = plan.source_block(rank).map(|i| i as u16).collect();
-                let mut dst = vec![0u16; if rank == 0 { 8 } else { 0 }];
-                plan.redistribute_in_background(
-                    &comm,
-                    method,
-                    strategy,
-                    &mut src,
-                    &mut dst,
-                    |flight| {
-                        let peer = world.process_at_rank(1 - rank as i32);
-                        let first = if rank == 1 {
-                            flight.test().unwrap();
-                            let first = (flight.is_done(), flight.is_mine_done());
-                            peer.send(&0u8);
-                            first
-                        } else {
-                            let (_, _) = peer.receive::<u8>();
-                            flight.test_bounded(0).unwrap();
-                            (flight.is_done(), flight.is_mine_done())
-                        };
-                        flight.wait().unwrap();
-                        (first, (flight.is_done(), flight.is_mine_done()))
-                    },
-                )
-                .unwrap()
+            let out = eight_to_one(method, strategy, |rank, peer, flight| {
+                let first = if rank == 1 {
+                    flight.test().unwrap();
+                    let first = (flight.is_done(), flight.is_mine_done());
+                    peer.send(&0u8);
+                    first
+                } else {
+                    let (_, _) = peer.receive::<u8>();
+                    flight.test_bounded(0).unwrap();
+                    (flight.is_done(), flight.is_mine_done())
+                };
+                flight.wait().unwrap();
+                (first, (flight.is_done(), flight.is_mine_done()))
             })
-            .unwrap();
+            .into_iter()
+            .map(|(seen, _)| seen)
+            .collect::<Vec<_>>();
             let what = format!("{} {}", method.name(), strategy.name());
             let wt = strategy == Strategy::WaitTargets;
             assert_eq!(out[1].0, (!wt, true), "{what}: the source's first test");
