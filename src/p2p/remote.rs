@@ -93,7 +93,7 @@
 //! cannot withdraw them (the message has left, or was matched).
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, TryLockError};
 use std::time::{Duration, Instant};
 
@@ -126,6 +126,9 @@ pub(crate) struct Remote {
     counted: AtomicBool,
     /// Announced sends waiting for their clear-to-send, by id.
     announced: Mutex<HashMap<u64, Announced>>,
+    /// Those of them whose buffer the receiver reads itself
+    /// (`Transport::lend`: only large ones).
+    lending: Arc<AtomicUsize>,
     /// Announced sends whose data the transport writes from their buffer
     /// (`Transport::send_borrowed`), by id.
     sending: Mutex<HashMap<u64, Sending>>,
@@ -200,6 +203,27 @@ struct Announced {
     src: Layout,
     completion: *const Completion,
     bytes: usize,
+    /// The receiver reads the buffer itself (`Transport::lend`): counted in
+    /// `Remote::lending` while the entry lives.
+    _lent: Option<Lending>,
+}
+
+/// One announced send whose buffer a peer reads itself, counted in
+/// `Remote::lending` until it drops (answered, given up, or failed).
+#[derive(Debug)]
+struct Lending(Arc<AtomicUsize>);
+
+impl Lending {
+    fn new(count: &Arc<AtomicUsize>) -> Lending {
+        count.fetch_add(1, Ordering::Relaxed);
+        Lending(Arc::clone(count))
+    }
+}
+
+impl Drop for Lending {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
 }
 
 /// An announced send whose data the transport writes from its buffer: it
@@ -277,6 +301,7 @@ impl Remote {
             open: Mutex::new(open),
             counted: AtomicBool::new(false),
             announced: Mutex::new(HashMap::new()),
+            lending: Arc::default(),
             sending: Mutex::new(HashMap::new()),
             pulls: Mutex::new(HashMap::new()),
             sent: counters(transport.processes()),
@@ -325,6 +350,13 @@ impl Remote {
     /// Bytes of a frame are in flight on a connection (`Transport::busy`).
     pub(crate) fn transport_busy(&self) -> bool {
         self.transport.busy()
+    }
+
+    /// A copy that wants every CPU is under way: a peer reads a buffer
+    /// this process lent (it lends only large ones), or this process
+    /// reads a long payload (`Transport::copy_under_way`).
+    pub(crate) fn copy_under_way(&self) -> bool {
+        self.lending.load(Ordering::Relaxed) > 0 || self.transport.copy_under_way()
     }
 
     /// The idle workers polling the transport (see `pollers.rs`).
@@ -771,17 +803,20 @@ fn announce<N: Node>(
         payload: Vec::new(),
     };
     let bytes = src.bytes();
+    let mut lent = None;
     if let Some(contiguous) = src.as_bytes().filter(|_| bytes >= ZERO_COPY) {
         // The receiver may read the data itself when a receive matches
         // (`Transport::lend`); the send waits as usual until it says so.
         if let Some(handle) = remote.transport.lend(to, contiguous.base as usize, bytes) {
             frame.payload = handle;
+            lent = Some(Lending::new(&remote.lending));
         }
     }
     let entry = Announced {
         src: src.clone(),
         completion,
         bytes,
+        _lent: lent,
     };
     lock(&remote.announced).insert(id, entry);
     match remote.send(to, &frame) {
@@ -1466,6 +1501,32 @@ mod tests {
         assert!(clean(&members, &left).is_none(), "1 did not see 2 leave");
         left[1].as_mut().unwrap().open[2] = false;
         assert!(clean(&members, &left).is_some());
+    }
+
+    /// A send whose buffer a peer reads itself counts as a copy under way
+    /// (idle workers leave the CPUs to it) until its entry goes: answered,
+    /// or given up by its owner (`forget`).
+    #[test]
+    fn a_lent_buffer_counts_as_a_copy_until_its_send_is_forgotten() {
+        let remote = Remote::new(Loopback::join(2).remove(0));
+        let data = [7u64; 4];
+        let completion = Completion::new(0);
+        let entry = |lent| Announced {
+            src: Layout::of(&data[..]),
+            completion: &completion,
+            bytes: 32,
+            _lent: lent,
+        };
+        lock(&remote.announced).insert(1, entry(None));
+        assert!(
+            !remote.copy_under_way(),
+            "an announcement that lent nothing"
+        );
+        lock(&remote.announced).insert(2, entry(Some(Lending::new(&remote.lending))));
+        assert!(remote.copy_under_way());
+        assert!(remote.forget(&completion));
+        assert!(remote.forget(&completion));
+        assert!(!remote.copy_under_way());
     }
 
     /// The verdict needs two consecutive clean waves with the same counts:

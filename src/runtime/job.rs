@@ -449,6 +449,10 @@ impl sched::Host for Job {
         self.remote().is_some_and(|remote| remote.transport_busy())
     }
 
+    fn copy_under_way(&self) -> bool {
+        self.remote().is_some_and(|remote| remote.copy_under_way())
+    }
+
     fn polling(&self, polling: bool, to_sleep: bool) {
         if let Some(remote) = self.remote() {
             if polling {

@@ -133,6 +133,13 @@ pub(crate) trait Host: Send + Sync + 'static {
     fn transfer_under_way(&self) -> bool {
         false
     }
+
+    /// A copy between processes that wants every CPU is under way (see
+    /// `Transport::copy_under_way`): an idle worker does not poll on for
+    /// messages that may come, it leaves the CPU to the copy.
+    fn copy_under_way(&self) -> bool {
+        false
+    }
 }
 
 /// How the layer that owns the communicators names one by its context id

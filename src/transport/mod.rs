@@ -367,6 +367,15 @@ pub(crate) trait Transport: Send + Sync + fmt::Debug {
         false
     }
 
+    /// A copy between processes that wants every CPU is under way in this
+    /// process (a long read that a helper thread shares): an idle worker
+    /// that would poll on only for a message that may come (not for a
+    /// transfer it takes part in, [`busy`](Self::busy)) sleeps instead.
+    /// A hint; `false` by default.
+    fn copy_under_way(&self) -> bool {
+        false
+    }
+
     /// A completion found but not handed back yet (an [`Incoming::Sent`]
     /// that a write finishing a borrowed payload queued for the end of the
     /// poll): its sender is about to run, so the process must not answer a

@@ -274,6 +274,10 @@ impl Transport for Routed {
         self.shm.busy() || (!self.all_shm && self.tcp.busy())
     }
 
+    fn copy_under_way(&self) -> bool {
+        self.shm.copy_under_way()
+    }
+
     fn holds_completions(&self) -> bool {
         // Shared memory hands a `Sent` as it reads the `done` record.
         self.tcp.holds_completions()

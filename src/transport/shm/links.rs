@@ -808,6 +808,13 @@ impl ShmLinks {
                 })
     }
 
+    /// A read of a peer's payload of at least `cma::SHARED_READ` is under
+    /// way: its helper thread wants the other core (see
+    /// `Transport::copy_under_way`).
+    pub(crate) fn copy_under_way(&self) -> bool {
+        self.reader.reading_long()
+    }
+
     /// About to sleep: marks every inbound ring sleeping. `false` if
     /// something is there to do (then do not sleep); call
     /// [`awake`](Self::awake) either way.
