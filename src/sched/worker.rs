@@ -452,8 +452,21 @@ const SPIN_TRANSFER: std::time::Duration = std::time::Duration::from_millis(20);
 
 /// How long an idle worker polls on while another worker is busy (it may
 /// publish work any moment, and waking this one would cost more than the
-/// poll): well above a wake-up here (~50-500 µs), short enough that a worker
-/// beside one that computes for long soon sleeps.
+/// poll), or, in a job of several processes, while it has a CPU of its own
+/// (a peer process may send any moment): well above a wake-up here
+/// (~50-500 µs), short enough that a worker beside one that computes for
+/// long soon sleeps.
+///
+/// Between processes: a worker that slept after [`SPIN`] when its peer
+/// process was preempted for a few tens of microseconds (a tick, a kernel
+/// thread) had to be woken through the progress thread and the doorbell,
+/// which preempted a polling worker in turn. In a 1 B ping-pong between
+/// 2 processes of 1 worker (1.3 s), the workers were off their CPUs 320
+/// ms (1,100 sleeps, 2,700 preemptions), 20 ms with this poll and the
+/// progress thread's doubling pause (`p2p/pollers.rs`). Not while a copy
+/// that wants every CPU is under way (`Host::copy_under_way`: a peer
+/// reads 16 MiB this process lent, with a helper thread): polling on then
+/// made a 16 MiB ping-pong 1.6× slower.
 const SPIN_BUSY: std::time::Duration = std::time::Duration::from_millis(1);
 
 /// Involuntary context switches of the calling thread so far (`None` if
@@ -1102,8 +1115,10 @@ impl Worker<'_> {
     /// thread costs tens of microseconds on a VM, a message from another
     /// worker usually arrives sooner. Polls on (up to [`SPIN_BUSY`]) while
     /// another worker is busy, if the workers have a CPU each (see
-    /// `sched::idle`) and this thread is not preempted meanwhile (other
-    /// processes want the CPU). Returns `true` if work appeared.
+    /// `sched::idle`), or in a job of several processes if this worker
+    /// polls the transport on a CPU of its own and no copy wants the CPUs,
+    /// as long as this thread is not preempted meanwhile (other processes
+    /// want the CPU). Returns `true` if work appeared.
     fn spin(&self) -> bool {
         let sleep = &self.sched.sleep;
         let me = self.local.index;
@@ -1134,7 +1149,12 @@ impl Worker<'_> {
                     deadline = now + SPIN;
                     continue;
                 }
-                if self.spin_while_busy && since < SPIN_BUSY && sleep.others_busy(me) {
+                // Another worker that is busy may publish work any moment;
+                // in a job of several processes (this worker polling the
+                // transport on a CPU of its own), a peer process may send.
+                let awaited = (self.spin_while_busy && sleep.others_busy(me))
+                    || (self.local.polls.is_some() && !self.hooks.copy_under_way());
+                if since < SPIN_BUSY && awaited {
                     // Only while this thread has its CPU to itself: once it
                     // was preempted since the last look, the machine is
                     // oversubscribed (other processes) and the poll would
