@@ -94,7 +94,7 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, TryLockError};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use super::completion::{Completion, Fault, Outcome};
@@ -107,6 +107,7 @@ use crate::error::{CommError, Error};
 use crate::identity::{ProcessId, Processes, WorldRank};
 use crate::sched::{self, Scheduler};
 use crate::sync::spin::SpinGuard;
+use crate::sync::spin::SpinLock;
 use crate::transport::frame::{self, Frame, InPlace, Kind};
 use crate::transport::{Borrowed, Incoming, Place, SendError, Sink, Transport};
 
@@ -118,7 +119,10 @@ pub(crate) struct Remote {
     acks: Mutex<HashMap<u64, SyncSend>>,
     next_id: AtomicU64,
     /// Held by the one thread handing arrived frames to the mailboxes.
-    progress: Mutex<()>,
+    /// Only ever tried (who finds it taken has nothing to do), on every
+    /// poll of a polling loop: a spin lock, given back with a store where
+    /// a mutex gives it back with a swap (it must look for sleepers).
+    progress: SpinLock<()>,
     /// Peers that may still send (no goodbye, not lost), by process.
     open: Mutex<Vec<bool>>,
     /// The transport counts as an external waker of the scheduler (no
@@ -295,7 +299,7 @@ impl Remote {
         Remote {
             acks: Mutex::new(HashMap::new()),
             next_id: AtomicU64::new(1),
-            progress: Mutex::new(()),
+            progress: SpinLock::new(()),
             pollers: Pollers::new(),
             goodbye_pending: AtomicBool::new(false),
             open: Mutex::new(open),
@@ -384,10 +388,8 @@ impl Remote {
             return Some(BUSY);
         }
         // Frames are handled under this lock: none arrives while we look.
-        let _turn = match self.progress.try_lock() {
-            Ok(turn) => turn,
-            Err(TryLockError::Poisoned(turn)) => turn.into_inner(),
-            Err(TryLockError::WouldBlock) => return Some(BACKOFF.0),
+        let Some(_turn) = self.progress.try_lock() else {
+            return Some(BACKOFF.0);
         };
         let open = lock(&self.open).clone();
         let this = self.transport.this().get() as usize;
@@ -956,10 +958,8 @@ pub(crate) fn progress<N: Node>(node: &N) -> bool {
     let Some(remote) = node.p2p().remote() else {
         return false;
     };
-    let _turn = match remote.progress.try_lock() {
-        Ok(turn) => turn,
-        Err(TryLockError::Poisoned(turn)) => turn.into_inner(),
-        Err(TryLockError::WouldBlock) => return false,
+    let Some(_turn) = remote.progress.try_lock() else {
+        return false;
     };
     remote.transport.poll(&mut Arrivals { node, remote }) > 0
 }

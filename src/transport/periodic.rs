@@ -8,9 +8,15 @@ use std::time::{Duration, Instant};
 
 /// Whether the next look is due: at most once per `period`, the clock read
 /// only every `every`th call (reading it is not free either).
+///
+/// Asked on every poll of a polling loop, so the common answer costs no
+/// read-modify-write and no division: the call count is a plain load and
+/// store (threads that count at once may lose a call, which only moves
+/// the next clock reading by one), `every` a power of two.
 #[derive(Debug)]
 pub(crate) struct Periodic {
-    every: u32,
+    /// `every` - 1, `every` a power of two.
+    mask: u32,
     period_ns: u64,
     calls: AtomicU32,
     /// When a call last answered `true`, in nanoseconds since `start`.
@@ -20,10 +26,10 @@ pub(crate) struct Periodic {
 
 impl Periodic {
     /// Due at most once per `period`, the clock read every `every`th call
-    /// (at least every call).
+    /// (`every` rounded up to a power of two; at least every call).
     pub(crate) fn new(every: u32, period: Duration) -> Periodic {
         Periodic {
-            every: every.max(1),
+            mask: every.max(1).next_power_of_two() - 1,
             period_ns: period.as_nanos().min(u64::MAX as u128) as u64,
             calls: AtomicU32::new(0),
             looked: AtomicU64::new(0),
@@ -34,7 +40,9 @@ impl Periodic {
     /// Whether this call should look: `period` has passed since the last
     /// call that did (one caller wins when several ask at once).
     pub(crate) fn due(&self) -> bool {
-        if self.calls.fetch_add(1, Ordering::Relaxed) % self.every != 0 {
+        let calls = self.calls.load(Ordering::Relaxed);
+        self.calls.store(calls.wrapping_add(1), Ordering::Relaxed);
+        if calls & self.mask != 0 {
             return false;
         }
         let now = self.start.elapsed().as_nanos() as u64;
