@@ -799,3 +799,70 @@ fn small_messages_between_workers_arrive_whole_cut_or_refused() {
         })
         .unwrap();
 }
+
+/// Messages of a MiB and more between ranks of two workers (whose copy the
+/// idle worker may share, `p2p::shared_copy`) arrive whole, whether the
+/// receive was posted first or the message came first, with pieces that do
+/// not divide them; one too large for its buffer fills exactly the buffer
+/// and is a truncation error.
+#[test]
+fn large_messages_between_workers_arrive_whole_or_cut_at_the_buffer() {
+    const MIB: usize = 1 << 20;
+    let pattern = |len: usize, salt: usize| -> Vec<u8> {
+        (0..len).map(|i| (i.wrapping_mul(7) ^ salt) as u8).collect()
+    };
+    myriad::Runtime::builder()
+        .ranks(2)
+        .workers(2)
+        .run(|universe| {
+            let world = universe.world();
+            let peer = world.process_at_rank(1 - world.rank());
+            for (k, len) in [MIB - 1, MIB + 3, 5 * MIB + 12_345].into_iter().enumerate() {
+                for posted_first in [true, false] {
+                    if world.rank() == 0 {
+                        if !posted_first {
+                            // The message waits for its receive.
+                            let data = pattern(len, k);
+                            request::scope(|scope| {
+                                let request = peer.immediate_send(scope, &data[..]);
+                                world.barrier();
+                                request.wait();
+                            });
+                        } else {
+                            world.barrier();
+                            peer.send(&pattern(len, k)[..]);
+                        }
+                    } else {
+                        let mut buf = vec![0u8; len];
+                        if posted_first {
+                            request::scope(|scope| {
+                                let request = peer.immediate_receive_into(scope, &mut buf[..]);
+                                world.barrier();
+                                request.wait();
+                            });
+                        } else {
+                            world.barrier();
+                            peer.receive_into(&mut buf[..]);
+                        }
+                        assert!(
+                            buf == pattern(len, k),
+                            "{len} bytes, posted first {posted_first}"
+                        );
+                    }
+                }
+            }
+            // Three MiB into two: the first two arrive, nothing past them.
+            if world.rank() == 0 {
+                peer.send(&pattern(3 * MIB, 9)[..]);
+            } else {
+                let mut buf = vec![0xAAu8; 3 * MIB];
+                let err = peer
+                    .try_receive_into_with_tag(&mut buf[..2 * MIB], ANY_TAG)
+                    .unwrap_err();
+                assert!(matches!(err, Error::Truncate { .. }), "{err}");
+                assert!(buf[..2 * MIB] == pattern(3 * MIB, 9)[..2 * MIB]);
+                assert!(buf[2 * MIB..].iter().all(|&b| b == 0xAA));
+            }
+        })
+        .unwrap();
+}

@@ -64,6 +64,7 @@ pub(crate) mod eager;
 pub(crate) mod mailbox;
 pub(crate) mod pollers;
 pub(crate) mod remote;
+mod shared_copy;
 mod status;
 
 use std::panic::Location;
@@ -488,7 +489,7 @@ fn queue_unexpected(
 /// message, callgrind).
 #[inline(always)]
 fn deliver(ep: Endpoint<'_, impl Node>, env: &Envelope, src: &Layout, posted: &Posted) {
-    let outcome = transfer(env, src, &posted.dst);
+    let outcome = transfer(ep, env, src, &posted.dst);
     // SAFETY: the receiver keeps its completion alive until it is done; we
     // claimed the descriptor, so we are its only completer. A receiver
     // spinning on its completion needs no wake-up (`completion`'s docs).
@@ -500,7 +501,7 @@ fn deliver(ep: Endpoint<'_, impl Node>, env: &Envelope, src: &Layout, posted: &P
 /// `#[inline(always)]`: with the small copy inlined, LLVM moved it out of
 /// line from [`deliver`] (+16 instructions a message, callgrind).
 #[inline(always)]
-fn transfer(env: &Envelope, src: &Layout, dst: &Layout) -> Outcome {
+fn transfer(ep: Endpoint<'_, impl Node>, env: &Envelope, src: &Layout, dst: &Layout) -> Outcome {
     let bytes = src.bytes();
     let mut outcome = Outcome {
         source: env.source,
@@ -514,13 +515,37 @@ fn transfer(env: &Envelope, src: &Layout, dst: &Layout) -> Outcome {
         return outcome;
     }
     let capacity = dst.bytes();
-    // SAFETY: both buffers are kept alive by their (waiting) owners, see the
-    // module docs; they belong to different operations so do not overlap.
-    unsafe { copy::copy(src, dst) };
+    if bytes >= shared_copy::SHARED_COPY && capacity >= shared_copy::SHARED_COPY {
+        transfer_large(ep, src, dst);
+    } else {
+        // SAFETY: both buffers are kept alive by their (waiting) owners, see
+        // the module docs; they belong to different operations so do not
+        // overlap.
+        unsafe { copy::copy(src, dst) };
+    }
     if bytes > capacity {
         outcome.fault = Some(Fault::Truncated { buffer: capacity });
     }
     outcome
+}
+
+/// The copy of [`transfer`] for large messages: shared with idle workers
+/// where both buffers are contiguous (`shared_copy`). Out of line: it
+/// keeps the path of small messages short.
+#[inline(never)]
+fn transfer_large(ep: Endpoint<'_, impl Node>, src: &Layout, dst: &Layout) {
+    match (src.as_bytes(), dst.as_bytes()) {
+        (Some(from), Some(to)) => {
+            let len = from.count.min(to.count);
+            // SAFETY: as in `transfer`: both buffers live, `len` bytes in
+            // each, not overlapping, and no one else writes them meanwhile.
+            unsafe { shared_copy::copy(ep.sched(), ep.world, from.base, to.base as *mut u8, len) };
+        }
+        // SAFETY: as in `transfer`.
+        _ => unsafe {
+            copy::copy(src, dst);
+        },
+    }
 }
 
 fn type_fault(src: &Layout, dst: &Layout) -> Option<Fault> {
@@ -570,7 +595,7 @@ fn consume(ep: Endpoint<'_, impl Node>, msg: Unexpected, dst: &Layout) -> Outcom
         }
         Payload::Remote(remote) => remote::receive(ep.node, &msg.env, *remote, dst),
         Payload::Rendezvous { src, completion } => {
-            let outcome = transfer(&msg.env, &src, dst);
+            let outcome = transfer(ep, &msg.env, &src, dst);
             let sent = Outcome {
                 bytes: src.bytes(),
                 ..Outcome::default()

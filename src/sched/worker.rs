@@ -141,6 +141,9 @@ struct WorkerLocal {
     /// job's workers have a CPU each ([`spin_while_busy`]), or (one
     /// worker) the job has a transport, which the spin then polls.
     spin_in_rank: bool,
+    /// Idle workers may take a share of a rank's work ([`spin_while_busy`]:
+    /// several workers, each with a CPU of its own).
+    helped: bool,
     /// The job, whose transport a spinning rank polls, when it has one.
     polls: Option<*const dyn Host>,
 }
@@ -357,6 +360,16 @@ fn spin_in_rank(local: &WorkerLocal, sched: &Scheduler, mut done: impl FnMut() -
     if let Some(host) = polls {
         host.polling(false, false);
     }
+}
+
+/// Whether the calling thread is a worker of `sched` whose idle fellows may
+/// take a share of its work (micro-tasks) to run beside it: the job has
+/// several workers, each with a CPU of its own. Elsewhere (one worker,
+/// oversubscribed, not a worker) a shared piece would wait for a CPU.
+pub(crate) fn idle_workers_help(sched: &Scheduler) -> bool {
+    let local = WORKER.with(|w| w.get());
+    // SAFETY: as in `schedule`.
+    unsafe { local.as_ref() }.is_some_and(|local| ptr::eq(local.sched, sched) && local.helped)
 }
 
 /// Requeues woken tasks `tasks` of worker `worker`: one push to the local
@@ -632,6 +645,7 @@ pub(crate) fn run(args: WorkerArgs<'_>) {
         idle: RefCell::new(VecDeque::new()),
         spawned: RefCell::new(Vec::new()),
         spin_in_rank: spin_while_busy || polls,
+        helped: spin_while_busy,
         polls: polls.then_some(host as *const dyn Host),
     };
     WORKER.with(|w| w.set(&local));
