@@ -1,4 +1,4 @@
-//! Large gets copied by every worker: in one process a get is a CPU copy
+//! Large gets copied by the idle workers too: in one process a get is a CPU copy
 //! made by the origin's worker, and a resize that shrinks to a few ranks
 //! has its targets on few workers (ranks are dealt to workers by block:
 //! the 20 targets of 160 -> 20 all live on worker 0), so the copy that
@@ -34,7 +34,7 @@ pub(crate) const SPLIT_BYTES: usize = 4 * PIECE_BYTES;
 const PIECE_BYTES: usize = 64 << 10;
 
 /// One split copy, shared by the origin and its helpers.
-struct Copy {
+struct SplitCopy {
     dst: *mut u8,
     src: *const u8,
     len: usize,
@@ -48,11 +48,11 @@ struct Copy {
 // SAFETY: the pointers are only dereferenced inside a claimed piece (each
 // piece claimed once, by the atomic `next`), while the origin waits for
 // every claimed piece (`done`) before its borrows of both ranges end.
-unsafe impl Send for Copy {}
+unsafe impl Send for SplitCopy {}
 // SAFETY: as above.
-unsafe impl Sync for Copy {}
+unsafe impl Sync for SplitCopy {}
 
-impl Copy {
+impl SplitCopy {
     /// Claims and copies pieces until none is left.
     fn work(&self) {
         loop {
@@ -103,7 +103,7 @@ pub(crate) unsafe fn load(
         return;
     }
     let pieces = len.div_ceil(PIECE_BYTES);
-    let copy = Arc::new(Copy {
+    let copy = Arc::new(SplitCopy {
         dst,
         src,
         len,
