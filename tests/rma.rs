@@ -220,6 +220,56 @@ fn accumulates_are_atomic_and_compare_and_swap_elects_one() {
     }
 }
 
+/// Large gets, which idle workers help copy in pieces: four ranks on two
+/// workers read ranges of each other's byte windows, from odd
+/// displacements and of lengths that are no multiple of a piece, first
+/// one rank at a time (the others wait in a barrier: their worker idles
+/// and helps), then all at once; every byte lands, nothing around the
+/// ranges moves.
+#[test]
+fn large_gets_land_whole_from_odd_offsets() {
+    const LEN: usize = (1 << 20) + 13;
+    let byte = |owner: usize, i: usize| (owner * 31 + i * 7 + i / 4096) as u8;
+    let out = myriad::Runtime::builder()
+        .ranks(4)
+        .workers(2)
+        .run(move |universe| {
+            let world = universe.world();
+            let (rank, size) = (world.rank(), world.size());
+            let mut data: Vec<u8> = (0..LEN).map(|i| byte(rank as usize, i)).collect();
+            world
+                .with_window(&mut data, |win| {
+                    let read_all = || {
+                        let epoch = win.lock_all_with(LockAssert::NoCheck).unwrap();
+                        for t in 0..size {
+                            for (from, len) in [(0, LEN), (3, 600 * 1024 + 5), (4097, 256 * 1024)] {
+                                let mut out = vec![0xA5u8; len + 2];
+                                epoch.get(t, from, &mut out[1..len + 1]).unwrap();
+                                assert_eq!(out[0], 0xA5);
+                                assert_eq!(out[len + 1], 0xA5);
+                                let wrong = (0..len)
+                                    .filter(|&i| out[1 + i] != byte(t as usize, from + i))
+                                    .count();
+                                assert_eq!(wrong, 0, "target {t}, from {from}, len {len}");
+                            }
+                        }
+                        epoch.unlock_all();
+                    };
+                    for reader in 0..size {
+                        if rank == reader {
+                            read_all();
+                        }
+                        world.barrier();
+                    }
+                    read_all();
+                })
+                .unwrap();
+            rank
+        })
+        .unwrap();
+    assert_eq!(out, [0, 1, 2, 3]);
+}
+
 /// `lock_all` + gets + flush: seed 000's RMA2 redistribution, each rank
 /// reading a block of every other rank's data; and RMA1 with shared +
 /// nocheck locks.

@@ -95,6 +95,7 @@
 //! also load and store directly.
 
 pub(crate) mod access;
+mod split;
 mod target;
 
 pub(crate) use target::{Elements, Placed};
@@ -790,8 +791,18 @@ impl WinShared {
         bytes: usize,
     ) -> Result<(), Error> {
         self.with_target(comm, "get", target, disp, bytes, element, |at| {
-            // SAFETY: as in `put`, roles swapped.
-            unsafe { access::load_streaming(dst, at, bytes) }
+            let origin = if bytes >= split::SPLIT_BYTES {
+                sched::rank::with_current(|ctx| ctx.map(|ctx| ctx.rank))
+            } else {
+                None
+            };
+            match origin {
+                // SAFETY: as in `put`, roles swapped; the gate is held
+                // until the split copy returns.
+                Some(rank) => unsafe { split::load(comm.job().sched(), rank, dst, at, bytes) },
+                // SAFETY: as in `put`, roles swapped.
+                None => unsafe { access::load_streaming(dst, at, bytes) },
+            }
         })
     }
 

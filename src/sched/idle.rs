@@ -120,6 +120,16 @@ impl Sleep {
         })
     }
 
+    /// How many workers are idle: polling for work or announced asleep (a
+    /// hint, read like [`others_busy`](Self::others_busy)'s flags).
+    pub(crate) fn idle(&self) -> usize {
+        (0..self.sleeping.len())
+            .filter(|&w| {
+                self.polling[w].load(Ordering::Relaxed) || self.sleeping[w].load(Ordering::Relaxed)
+            })
+            .count()
+    }
+
     /// Whether every worker has announced sleep.
     pub(crate) fn all_asleep(&self) -> bool {
         self.sleepers.load(Ordering::SeqCst) == self.sleeping.len()

@@ -226,6 +226,12 @@ impl Scheduler {
         self.slots.ranks()
     }
 
+    /// How many workers have nothing to run right now (a hint): those a
+    /// queued micro-task would find at once.
+    pub(crate) fn idle_workers(&self) -> usize {
+        self.sleep.idle()
+    }
+
     /// Number of worker threads of the job.
     #[inline]
     pub(crate) fn worker_count(&self) -> usize {
