@@ -26,6 +26,7 @@ pub(crate) mod locals;
 pub(crate) mod micro;
 pub(crate) mod park;
 pub(crate) mod rank;
+pub(crate) mod shared_copy;
 pub(crate) mod slots;
 pub(crate) mod stack;
 pub(crate) mod task;
