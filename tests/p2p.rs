@@ -817,7 +817,10 @@ fn large_messages_between_workers_arrive_whole_or_cut_at_the_buffer() {
         .run(|universe| {
             let world = universe.world();
             let peer = world.process_at_rank(1 - world.rank());
-            for (k, len) in [MIB - 1, MIB + 3, 5 * MIB + 12_345].into_iter().enumerate() {
+            // 33 MiB: past half of a last-level cache up to 64 MiB, where
+            // the copy stores around the caches (`datatype::bulk`).
+            let sizes = [MIB - 1, MIB + 3, 5 * MIB + 12_345, 33 * MIB + 7];
+            for (k, len) in sizes.into_iter().enumerate() {
                 for posted_first in [true, false] {
                     if world.rank() == 0 {
                         if !posted_first {

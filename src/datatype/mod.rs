@@ -90,6 +90,7 @@
 //! `indexed` selection into a struct.
 mod array;
 mod buffer;
+pub(crate) mod bulk;
 pub(crate) mod copy;
 mod derived;
 mod dynbuf;

@@ -76,6 +76,7 @@ pub use status::Status;
 pub(crate) use mailbox::MatchSpec;
 use mailbox::{Envelope, Mailbox, Payload, Posted, Unexpected};
 
+use crate::datatype::bulk;
 use crate::datatype::copy::{self, Layout};
 use crate::datatype::signature_mismatch;
 use crate::error::{CommError, Error, TypeError};
@@ -555,6 +556,13 @@ fn transfer_large(ep: Endpoint<'_, impl Node>, src: &Layout, dst: &Layout) {
     match (src.as_bytes(), dst.as_bytes()) {
         (Some(from), Some(to)) => {
             let len = from.count.min(to.count);
+            // A copy larger than half the last-level cache stores around
+            // it, in every piece (`datatype::bulk`).
+            let piece_copy = if len >= bulk::streaming_from() {
+                bulk::copy_streaming
+            } else {
+                memcpy
+            };
             // SAFETY: as in `transfer`: both buffers live, `len` bytes in
             // each, not overlapping, and no one else writes them meanwhile.
             unsafe {
@@ -565,7 +573,7 @@ fn transfer_large(ep: Endpoint<'_, impl Node>, src: &Layout, dst: &Layout) {
                     to.base as *mut u8,
                     from.base,
                     len,
-                    memcpy,
+                    piece_copy,
                 )
             };
         }
