@@ -339,6 +339,18 @@ impl std::fmt::Display for Row {
     }
 }
 
+/// Whether seed 000 compares this variant in its total times (Figure 9):
+/// the RMA methods ran only under Threading and Wait Targets there, and
+/// Threading's were left out of the totals for their ω. RMA under
+/// Non-blocking is ours (in one process its `rget`s complete when issued,
+/// so it is Wait Targets without the barrier).
+fn in_seed_figure_9(method: Method, strategy: Strategy) -> bool {
+    match method {
+        Method::Collective => true,
+        _ => matches!(strategy, Strategy::Blocking | Strategy::WaitTargets),
+    }
+}
+
 /// Issue 13's targets, counted over the rows that ran.
 fn targets(table: &[Row], pairs: &[(usize, usize)], strategies: &[Strategy]) {
     let find = |ns, nt, m, s| {
@@ -381,7 +393,7 @@ fn targets(table: &[Row], pairs: &[(usize, usize)], strategies: &[Strategy]) {
             );
         }
     }
-    let (mut lowest, mut lowest_strict, mut of) = (0, 0, 0);
+    let (mut lowest, mut lowest_strict, mut lowest_seed, mut of) = (0, 0, 0, 0);
     for &(ns, nt) in pairs {
         let Some(wt) = find(ns, nt, Method::RmaLockAll, Strategy::WaitTargets) else {
             continue;
@@ -393,6 +405,12 @@ fn targets(table: &[Row], pairs: &[(usize, usize)], strategies: &[Strategy]) {
             .map(|r| r.total_ms)
             .fold(f64::INFINITY, f64::min);
         lowest += usize::from(wt.total_ms <= best);
+        let best_seed = table
+            .iter()
+            .filter(|r| r.ns == ns && r.nt == nt && in_seed_figure_9(r.method, r.strategy))
+            .map(|r| r.total_ms)
+            .fold(f64::INFINITY, f64::min);
+        lowest_seed += usize::from(wt.total_ms <= best_seed);
         let best_strict = table
             .iter()
             .filter(|r| r.ns == ns && r.nt == nt)
@@ -404,6 +422,11 @@ fn targets(table: &[Row], pairs: &[(usize, usize)], strategies: &[Strategy]) {
         println!(
             "# target: RMA2-WT has the lowest total_ms: {lowest} of {of} pairs \
              ({lowest_strict} with N_it over every background case)"
+        );
+        println!(
+            "# (seed) RMA2-WT has the lowest total_ms among seed 000's Figure 9 variants \
+             (COL B/T/NB/WT, RMA1 B/WT, RMA2 B/WT: no RMA NB, RMA T left out for its omega): \
+             {lowest_seed} of {of} pairs"
         );
     }
     for &s in strategies {
