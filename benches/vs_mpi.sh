@@ -21,10 +21,11 @@
 # two CPUs handing a counter through one cache line): the floor of a
 # one-way message between two workers, which on a VM moves with where the
 # host puts the vCPUs; its median and range head the first table, with the
-# time of one memcpy of the largest size (pingpong's own reference): the
-# floor of a copy by one thread, against which MPI's two copies run (on 2
-# workers myriad shares copies of 1 MiB and more between them, so its
-# 2-worker column can beat it).
+# time of one memcpy of the largest size (pingpong's own reference): glibc's
+# copy by one thread, against which MPI's two copies run (myriad copies
+# messages larger than half the last-level cache with non-temporal stores,
+# which this glibc uses only from 240 MiB, and on 2 workers shares copies
+# of 1 MiB and more between them, so both its columns can beat it).
 # The MPI tools are called by their full names (mpicc.mpich, mpiexec.mpich,
 # mpicc.openmpi, mpirun.openmpi): the plain mpicc/mpirun alternatives may
 # point at either. Open MPI runs as root here, so the script allows it.
@@ -159,7 +160,7 @@ fi
 if [ -s "$out/memcpy" ]; then
     sort -k2,2g "$out/memcpy" | awk '{ b = $1; v[++n] = $2 } END {
         med = (n % 2) ? v[(n + 1) / 2] : (v[n / 2] + v[n / 2 + 1]) / 2
-        printf "# memcpy of %d B, one thread, warm buffers: %.1f us (median of %d; %.1f-%.1f): no copy by one thread is faster\n", b, med, n, v[1], v[n] }'
+        printf "# memcpy of %d B, one thread, warm buffers: %.1f us (median of %d; %.1f-%.1f) (glibc; messages larger than half the last-level cache go through non-temporal stores, datatype/bulk.rs)\n", b, med, n, v[1], v[n] }'
 fi
 table myriad_1w myriad_2w myriad_shm2p -- myriad_1w myriad_2w myriad_shm2p mpich_shm ompi_shm
 echo "# TCP loopback: 2 processes each"
