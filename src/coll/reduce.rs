@@ -58,6 +58,7 @@ pub(crate) fn check(
 }
 
 /// Reduces `send` of every rank into `recv` at `root` (`None`: all ranks).
+#[inline]
 pub(crate) fn reduce(
     call: &Call<'_>,
     root: Option<Rank>,

@@ -940,7 +940,10 @@ impl std::ops::Deref for Joined<'_> {
 
 impl Rounds {
     /// The round of call `call.seq`, created by the first rank to ask, and
-    /// whether this call created it.
+    /// whether this call created it. (Inlined: the common case, the round
+    /// the worker's last rank found, takes a few loads; the ring is out of
+    /// line.)
+    #[inline]
     fn join_created(&self, call: &Call<'_>, readers: Option<Readers>) -> (Joined<'_>, bool) {
         // A rank on a worker: its worker's last round may be the one. (An
         // OS thread acting for a rank runs beside the worker: it takes the
@@ -962,6 +965,18 @@ impl Rounds {
                 }
             }
         }
+        self.join_ring(call, readers, last)
+    }
+
+    /// [`join_created`](Self::join_created) through the ring: the first
+    /// rank of each worker (or an OS thread) in the call.
+    #[inline(never)]
+    fn join_ring<'r>(
+        &'r self,
+        call: &Call<'_>,
+        readers: Option<Readers>,
+        last: Option<&Last>,
+    ) -> (Joined<'r>, bool) {
         let size = call.comm.size() as u32;
         let joined = self.ring.join(call.seq, |spare| {
             let workers = call.comm.job().sched().worker_count();

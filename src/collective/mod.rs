@@ -88,7 +88,11 @@ fn begin_boxed<'a>(
     signature: Signature,
     site: &'static Location<'static>,
 ) -> Result<Call<'a>, Box<Error>> {
-    coll::begin(core, signature, Algorithm::Auto, site).map_err(Box::new)
+    // `begin_as` inlined here, with the caller's context: the call is
+    // written once, into the `Result`, without a frame of `coll::begin`'s.
+    let ctx = core.caller().map_err(Box::new)?;
+    let mut signature = signature;
+    coll::begin_as(core, ctx, &mut signature, Algorithm::Auto, site).map_err(Box::new)
 }
 
 /// Runs `body` inside the call's trace span (a traced rank).
