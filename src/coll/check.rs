@@ -50,6 +50,7 @@ impl Signature {
     }
 
     /// The same, also checking the type signature of `data`.
+    #[inline]
     pub(crate) fn typed(mut self, data: &Layout) -> Signature {
         self.types = Some(type_hash(data.ty.map()));
         self

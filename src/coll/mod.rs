@@ -235,7 +235,10 @@ fn inter_collective(comm: &CommCore, kind: Collective) -> Error {
     ))
 }
 
-/// [`begin`] for a known caller context.
+/// [`begin`] for a known caller context. (Inlined: the blocking entry
+/// `collective::begin_boxed` then writes the call once, in place, with one
+/// frame less.)
+#[inline(always)]
 pub(crate) fn begin_as<'a>(
     comm: &'a CommCore,
     ctx: &'a RankCtx,

@@ -126,7 +126,7 @@ impl SystemOperation {
     /// Whether the operation is defined for base type `kind` (MPI 3.1
     /// §5.9.2: arithmetic on numbers, logical on integers and `bool`,
     /// bitwise on integers).
-    fn supports(&self, kind: BaseKind) -> bool {
+    pub(crate) fn supports(&self, kind: BaseKind) -> bool {
         if matches!(kind, BaseKind::C32 | BaseKind::C64) {
             // MPI defines only these on complex numbers.
             return matches!(self.0, System::Sum | System::Product);

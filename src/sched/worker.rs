@@ -844,7 +844,15 @@ impl Worker<'_> {
                         let victim = &workers[(self.local.index + k) % n];
                         // Leave a worker its last unstarted rank: it will start
                         // it itself, and small jobs keep their placement.
-                        if victim.stealer.len() < 2 {
+                        // Nor from a worker that has started none yet: its
+                        // thread is still waking from the start barrier (on
+                        // a busy machine, for milliseconds), and the first
+                        // worker up took all but one of its ranks (`coll_bench
+                        // --ranks 256`, 2 workers, load 4: 255:1, 1:255 and
+                        // three more of 190:66 or worse in 16 runs, then 2 of
+                        // 28; a run at 255:1 had a broadcast latency of 12 µs,
+                        // its root starting 9 µs after the first reader).
+                        if victim.stealer.len() < 2 || victim.hosted.load(Ordering::Relaxed) == 0 {
                             continue;
                         }
                         match victim.stealer.steal_batch_and_pop(&self.deque) {
