@@ -819,13 +819,13 @@ fn blocking_completion(ctx: &RankCtx) -> Completion {
 /// Waits (the party of `ctx`) until `completion` is done: as any wait when
 /// its completer always wakes it; else spinning on it first, then
 /// announcing the park (`completion`'s docs).
-#[inline]
+#[inline(always)]
 fn wait_for(ctx: &RankCtx, info: &WaitInfo, completion: &Completion) -> Result<(), Error> {
     match completion.waiting() {
         Waiting::Done => Ok(()),
         Waiting::Woken => {
             while {
-                sched::park_once(ctx, info)?;
+                sched::park_once_inline(ctx, info)?;
                 !completion.is_done()
             } {}
             Ok(())

@@ -986,6 +986,7 @@ impl Worker<'_> {
 
     /// Resumes the rank or task at `index` until it suspends or ends;
     /// `true` if it parked.
+    #[inline(always)]
     fn resume(&mut self, index: u32) -> bool {
         let Some(task) = self.tasks[index as usize].as_mut() else {
             return false; // a stale wake-up of a finished rank
