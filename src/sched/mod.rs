@@ -451,8 +451,9 @@ pub(crate) fn spin(ctx: &RankCtx, done: impl FnMut() -> bool) {
 
 /// [`park_once`] inlined into its caller: for the wait of the blocking
 /// point-to-point calls (`p2p::wait_for`), where the call to [`park`]
-/// cost its prologue, epilogue and a `Result` returned through memory
-/// (~15 instructions a message of a 1-worker ping-pong, callgrind).
+/// cost its prologue, epilogue and a `Result` returned through memory,
+/// and one more return right after the switch back to the rank (see
+/// `worker::Worker::resume`).
 #[inline(always)]
 pub(crate) fn park_once_inline(ctx: &RankCtx, info: &WaitInfo) -> Result<(), Error> {
     park_body(ctx, info, true)
