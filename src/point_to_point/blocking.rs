@@ -37,7 +37,9 @@ fn send_error(core: &CommCore, dest: Rank, tag: Tag, mode: SendMode) -> Result<(
 }
 
 /// Blocking receive from `source` (or `ANY_SOURCE`) in the point-to-point
-/// context.
+/// context. `#[inline(always)]`, into the caller's code: see
+/// `p2p::receive`.
+#[inline(always)]
 pub(super) fn receive(
     core: &CommCore,
     source: Rank,

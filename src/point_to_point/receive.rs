@@ -48,12 +48,16 @@ pub trait Source: AsCore + AsCommunicator {
     /// # Panics
     ///
     /// If the message is longer than `buf` (truncation) or of another type.
+    // `#[inline(always)]`, as the two below: a rank that waits here
+    // switches away from its caller's frame (`p2p::receive`).
+    #[inline(always)]
     #[track_caller]
     fn receive_into<Buf: BufferMut + ?Sized>(&self, buf: &mut Buf) -> Status {
         self.receive_into_with_tag(buf, ANY_TAG)
     }
 
     /// Receives into `buf` with `tag`.
+    #[inline(always)]
     #[track_caller]
     fn receive_into_with_tag<Buf: BufferMut + ?Sized>(&self, buf: &mut Buf, tag: Tag) -> Status {
         self.try_receive_into_with_tag(buf, tag).or_raise()
@@ -61,6 +65,7 @@ pub trait Source: AsCore + AsCommunicator {
 
     /// Like [`receive_into_with_tag`](Self::receive_into_with_tag),
     /// returning errors (truncation: the part that fits was copied).
+    #[inline(always)]
     #[track_caller]
     fn try_receive_into_with_tag<Buf: BufferMut + ?Sized>(
         &self,

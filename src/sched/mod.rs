@@ -449,9 +449,25 @@ pub(crate) fn spin(ctx: &RankCtx, done: impl FnMut() -> bool) {
     }
 }
 
+/// [`park_once`] inlined into its caller: for the wait of the blocking
+/// point-to-point calls (`p2p::wait_for`), where the call to [`park`]
+/// cost its prologue, epilogue and a `Result` returned through memory,
+/// and one more return right after the switch back to the rank (see
+/// `worker::Worker::resume`).
+#[inline(always)]
+pub(crate) fn park_once_inline(ctx: &RankCtx, info: &WaitInfo) -> Result<(), Error> {
+    park_body(ctx, info, true)
+}
+
 /// [`park_once`], spinning on the park state first if `spin`.
 #[inline]
 fn park(ctx: &RankCtx, info: &WaitInfo, spin: bool) -> Result<(), Error> {
+    park_body(ctx, info, spin)
+}
+
+/// The body of [`park`].
+#[inline(always)]
+fn park_body(ctx: &RankCtx, info: &WaitInfo, spin: bool) -> Result<(), Error> {
     if ctx.is_thread() {
         return thread::park_once(ctx, info);
     }
