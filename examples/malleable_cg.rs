@@ -398,6 +398,10 @@ fn targets(table: &[Row], pairs: &[(usize, usize)], strategies: &[Strategy]) {
         let Some(wt) = find(ns, nt, Method::RmaLockAll, Strategy::WaitTargets) else {
             continue;
         };
+        // Lowest of one is no comparison: count pairs where others ran.
+        if table.iter().filter(|r| r.ns == ns && r.nt == nt).count() < 2 {
+            continue;
+        }
         of += 1;
         let best = table
             .iter()
