@@ -107,8 +107,9 @@
 //!   difference is inside the run-to-run spread (spin loops).
 //! * **Timings** (`malleable_cg --repeat 5`, medians of 5): RMA2-WT's total
 //!   was below RMA1-WT's in 6 of 12 pairs on a quiet host (2026-12-03
-//!   08:04), 7 of 12 at load 3.6 (09:06); their `redist_lo..redist_hi`
-//!   ranges overlapped in 12 of 12 both times, the medians 1-18 % apart
+//!   08:04), 7 of 12 at load 3.6 (09:06), 3 of 12 at load 4-6 (09:30, the
+//!   `(spread)` line); their `redist_lo..redist_hi` ranges overlapped in
+//!   12 of 12 every time, the medians 1-18 % apart
 //!   (up to 40 % loaded) in both directions: a coin toss, as seed 000
 //!   found on MPICH (totals within 0.4 s; it recommends RMA2 for its
 //!   simplicity).
@@ -123,7 +124,8 @@
 //!   (RMA1/RMA2 x NB/WT) make the same copies: equal costs give RMA2-WT
 //!   the lowest total in about 3 of 12 pairs against every variant and 6
 //!   of 12 against the seed's (08:04, every variant: 1 and 6 of 12; 09:06,
-//!   RMA1/RMA2 x NB/WT only: 3 and 7 of 12).
+//!   RMA1/RMA2 x NB/WT only: 3 and 7 of 12; 09:30, every variant: 0 and 3
+//!   of 12, an RMA NB or WT variant lowest in 12 of 12, NB in 8).
 //! * **Placement.** Spawned ranks go to whichever worker takes them from
 //!   the scheduler's queue of spawned ranks: a grow from 20 to 160 ran
 //!   12:148, 32:128, 150:10 ranks per worker from one run to the next, so
