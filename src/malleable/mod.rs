@@ -85,6 +85,62 @@
 //!   communicator smaller than a side (`PlanRanks`), a buffer shorter than
 //!   the rank's block (`RedistributionBuffer`), the Threading strategy
 //!   without [`Threading::Multiple`](crate::Threading) (`Unsupported`).
+//!
+//! ## RMA1 and RMA2 in one process
+//!
+//! They cost the same here, within noise, and nothing in the seed's
+//! methods separates them in one address space:
+//!
+//! * **The same copies.** Both read through the same `rget`s (a target's
+//!   gets of 256 KiB or more shared with idle workers alike), completed by
+//!   one `test_all` (or at issue, blocking): RMA1 does not wait per source.
+//!   The only difference is the epochs, and with `NOCHECK` neither a lock
+//!   nor `lock_all` touches a shared word: both are the origin's own
+//!   bookkeeping (80 instructions per RMA1 unlock, callgrind). A target of
+//!   160 -> 20 reads 8 sources, so RMA1 adds about a microsecond at most to
+//!   a 4-8 ms redistribution. Without `NOCHECK` (`rma_bench`, 160 ranks,
+//!   8 B, load 3): get 8-15 ns, lock + get + unlock 23-31 ns, `lock_all` +
+//!   160 gets + `unlock_all` 1.3-2.1 us.
+//! * **Whole jobs** (`malleable_cg --strategies WT --iters 1` under
+//!   callgrind): 160 -> 20 RMA1 1,086 and 1,076 M instructions in two runs,
+//!   RMA2 1,077 and 1,083 M; 20 -> 160 RMA1 821 M, RMA2 823 M: the
+//!   difference is inside the run-to-run spread (spin loops).
+//! * **Timings** (`malleable_cg --repeat 5`, medians of 5): RMA2-WT's total
+//!   was below RMA1-WT's in 6 of 12 pairs on a quiet host (2026-12-03
+//!   08:04), 7 of 12 at load 3.6 (09:06), 3 of 12 at load 4-6 (09:30, the
+//!   `(spread)` line); their `redist_lo..redist_hi` ranges overlapped in
+//!   12 of 12 every time, the medians 1-18 % apart
+//!   (up to 40 % loaded) in both directions: a coin toss, as seed 000
+//!   found on MPICH (totals within 0.4 s; it recommends RMA2 for its
+//!   simplicity).
+//! * **No iteration to quantize.** With unbounded tests every RMA case
+//!   under Non-blocking and Wait Targets completes before the sources'
+//!   first iteration (median `iters_during` 0 in all 48 such rows of the
+//!   quiet run, 47 of 48 at load 3.6): the total is the copy of the
+//!   constant data, the window's creation and free, and the variable
+//!   data's blocking moves. Wait Targets adds the immediate barrier and
+//!   one more agreement of the sources to Non-blocking, so RMA under Non-blocking (ours; the seed ran none) is
+//!   at least as fast as RMA2-WT by construction, and four variants
+//!   (RMA1/RMA2 x NB/WT) make the same copies: equal costs give RMA2-WT
+//!   the lowest total in about 3 of 12 pairs against every variant and 6
+//!   of 12 against the seed's (08:04, every variant: 1 and 6 of 12; 09:06,
+//!   RMA1/RMA2 x NB/WT only: 3 and 7 of 12; 09:30, every variant: 0 and 3
+//!   of 12, an RMA NB or WT variant lowest in 12 of 12, NB in 8).
+//! * **Placement.** Spawned ranks go to whichever worker takes them from
+//!   the scheduler's queue of spawned ranks: a grow from 20 to 160 ran
+//!   12:148, 32:128, 150:10 ranks per worker from one run to the next, so
+//!   most targets' copies share one core (partly helped by `shared_copy`),
+//!   for every method alike. Taking them one at a time instead of in
+//!   batches did not balance them (71:89, 150:10, 133:27, 134:26): a
+//!   worker starts a child, which parks in `merge` at once, and takes the
+//!   next before the other worker looks; dealing them to workers (as
+//!   `RankOrder::Cyclic` deals the job's first ranks) should (untried:
+//!   the scheduler is not this module's).
+//!
+//! What would separate them is a transport where an epoch costs a message
+//! per target (between processes or nodes: a lock request, or the flush of
+//! each unlock), which `lock_all` pays once; and the seed's ω, lower for
+//! RMA2 with fewer epochs on MPICH, which epochs here do not change.
 
 mod helper;
 mod plan;
