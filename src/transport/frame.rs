@@ -394,19 +394,34 @@ impl Frame {
     }
 }
 
-/// Bytes of a short eager frame's fixed header ([`Frame::encode_short`]).
+/// Bytes of a short eager frame's fixed header ([`Frame::short_head`]).
 pub(crate) const SHORT_HEADER: usize = 32;
 /// Bytes of a short frame's signature run (base kind u8, count u32).
 const SHORT_RUN: usize = 5;
 /// The largest payload a short frame carries.
 pub(crate) const SHORT_PAYLOAD: usize = 256;
 
+/// A short frame's header and run ([`Frame::short_head`]).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ShortHead {
+    bytes: [u8; SHORT_HEADER + SHORT_RUN],
+    len: usize,
+}
+
+impl ShortHead {
+    /// Its bytes.
+    pub(crate) fn bytes(&self) -> &[u8] {
+        &self.bytes[..self.len]
+    }
+}
+
 impl Frame {
-    /// Appends the short form of this `Eager` frame, with `signature` and
-    /// a payload of `payload_len` bytes (written after it by the caller),
-    /// to `out`, `mark` in bytes 4..7 (a transport's own record magic and
-    /// type, which tell it from a frame); returns `false` (and appends
-    /// nothing) where the frame does not fit the short form: not `Eager`,
+    /// The header of the short form of this `Eager` frame, with
+    /// `signature` and a payload of `payload_len` bytes (written after it
+    /// by the caller), `mark` in bytes 4..7 (a transport's own record
+    /// magic and type, which tell it from a frame), in an array of its own
+    /// (a sender writes it into a ring from the stack); `None` where the
+    /// frame does not fit the short form: not `Eager`,
     /// an `id` or `reply` (a synchronous send, a trace's flow), more than
     /// one run, a count or run count above `u32`, or a payload above
     /// [`SHORT_PAYLOAD`].
@@ -427,13 +442,13 @@ impl Frame {
     /// over two or three cache lines of a shared-memory ring, each of
     /// which moves from the sender's core to the receiver's; a short one
     /// and its ring word fit one line.
-    pub(crate) fn encode_short(
+    #[inline]
+    pub(crate) fn short_head(
         &self,
         signature: &[Run],
         payload_len: usize,
         mark: [u8; 3],
-        out: &mut Vec<u8>,
-    ) -> bool {
+    ) -> Option<ShortHead> {
         let fits = self.kind == Kind::Eager
             && self.id == 0
             && self.reply == 0
@@ -442,11 +457,11 @@ impl Frame {
             && u32::try_from(self.count).is_ok()
             && signature.iter().all(|r| u32::try_from(r.count).is_ok());
         if !fits {
-            return false;
+            return None;
         }
-        let len = SHORT_HEADER + SHORT_RUN * signature.len() + payload_len;
+        let head_len = SHORT_HEADER + SHORT_RUN * signature.len();
         let mut head = [0u8; SHORT_HEADER + SHORT_RUN];
-        head[0..4].copy_from_slice(&((len - 4) as u32).to_le_bytes());
+        head[0..4].copy_from_slice(&((head_len + payload_len - 4) as u32).to_le_bytes());
         head[4..7].copy_from_slice(&mark);
         head[7] = signature.len() as u8;
         head[8..16].copy_from_slice(&self.context.to_le_bytes());
@@ -458,11 +473,13 @@ impl Frame {
             head[32] = kind_code(run.kind);
             head[33..37].copy_from_slice(&(run.count as u32).to_le_bytes());
         }
-        out.extend_from_slice(&head[..SHORT_HEADER + SHORT_RUN * signature.len()]);
-        true
+        Some(ShortHead {
+            bytes: head,
+            len: head_len,
+        })
     }
 
-    /// Decodes a short frame ([`encode_short`](Self::encode_short)), the
+    /// Decodes a short frame ([`short_head`](Self::short_head)), the
     /// whole of `bytes`, in place (its mark not looked at): an `Eager`
     /// frame whose payload is the end of `bytes`.
     pub(crate) fn decode_short(bytes: &[u8]) -> Result<InPlace<'_>, FrameError> {
@@ -863,16 +880,14 @@ mod tests {
             kind: BaseKind::F64,
             count: 2,
         }];
-        let (mut out, mut short) = (Vec::new(), Vec::new());
-        assert!(!f.encode_short(&one, 48, mark, &mut out), "an id");
+        assert!(f.short_head(&one, 48, mark).is_none(), "an id");
         f.id = 0;
-        assert!(!f.encode_short(&one, 48, mark, &mut out), "a flow id");
+        assert!(f.short_head(&one, 48, mark).is_none(), "a flow id");
         f.reply = 0;
-        assert!(!f.encode_short(&f.signature, 48, mark, &mut out), "2 runs");
-        assert!(!f.encode_short(&one, SHORT_PAYLOAD + 16, mark, &mut out));
-        assert!(out.is_empty());
+        assert!(f.short_head(&f.signature, 48, mark).is_none(), "2 runs");
+        assert!(f.short_head(&one, SHORT_PAYLOAD + 16, mark).is_none());
         f.signature = one.to_vec();
-        assert!(f.encode_short(&one, 48, mark, &mut short));
+        let mut short = f.short_head(&one, 48, mark).unwrap().bytes().to_vec();
         assert_eq!(short.len(), SHORT_HEADER + SHORT_RUN);
         assert_eq!(&short[4..7], &mark);
         short.extend_from_slice(&f.payload);

@@ -17,7 +17,7 @@
 //!   announce:  8 address, 16 length, 24 token (u64 each), 32… the frame's
 //!              header and signature, its payload length the data's
 //!   done:      8 token
-//!   small:     a frame's short form (`Frame::encode_short`: an eager
+//!   small:     a frame's short form (`Frame::short_head`: an eager
 //!              message of at most 256 bytes, no id or flow, one run)
 //! ```
 //!
@@ -57,7 +57,7 @@ const RECORD_MAGIC: u16 = 0x6d53;
 const ANNOUNCE: u8 = 1;
 /// A record saying a CMA read is done.
 const DONE: u8 = 2;
-/// A small eager message in a frame's short form (`Frame::encode_short`).
+/// A small eager message in a frame's short form (`Frame::short_head`).
 const SMALL: u8 = 3;
 /// Bytes 4..7 of a [`SMALL`] record.
 const SMALL_MARK: [u8; 3] = [
@@ -256,12 +256,19 @@ impl ShmLinks {
         let mut out = lock(&peer.out);
         let mut scratch = std::mem::take(&mut out.scratch);
         scratch.clear();
-        if !frame.encode_short(signature, payload.len(), SMALL_MARK, &mut scratch) {
-            frame.encode_head_with(signature, payload.len(), &mut scratch);
-        }
+        // A small message's short header from the stack, else the frame's
+        // header encoded in `scratch`.
+        let short = frame.short_head(signature, payload.len(), SMALL_MARK);
+        let head: &[u8] = match &short {
+            Some(short) => short.bytes(),
+            None => {
+                frame.encode_head_with(signature, payload.len(), &mut scratch);
+                &scratch
+            }
+        };
         if out.queue.is_empty() {
             // The common case: straight into the ring, no allocation; the
-            // header from `scratch`, the payload from the caller, as one
+            // header from where it was encoded, the payload from the caller, as one
             // chunk (each byte copied once).
             let (n, sleeping) = {
                 let (control, bytes) = peer.theirs.ring(peer.outbound);
@@ -270,7 +277,7 @@ impl ShmLinks {
                     bytes: &bytes,
                 };
                 let parts = [
-                    (scratch.as_ptr(), scratch.len()),
+                    (head.as_ptr(), head.len()),
                     (payload.as_ptr(), payload.len()),
                 ];
                 // SAFETY: both parts are readable for their lengths; the
@@ -280,9 +287,9 @@ impl ShmLinks {
             if sleeping {
                 peer.bell.ring();
             }
-            if n < scratch.len() + payload.len() {
-                let rest = match n.checked_sub(scratch.len()) {
-                    None => [&scratch[n..], payload].concat(),
+            if n < head.len() + payload.len() {
+                let rest = match n.checked_sub(head.len()) {
+                    None => [&head[n..], payload].concat(),
                     Some(sent) => payload[sent..].to_vec(),
                 };
                 out.queue.push_back(Chunk::Owned(rest));
@@ -290,8 +297,7 @@ impl ShmLinks {
                 self.flush(peer, to, &mut out);
             }
         } else {
-            out.queue
-                .push_back(Chunk::Owned([&scratch[..], payload].concat()));
+            out.queue.push_back(Chunk::Owned([head, payload].concat()));
             self.flush(peer, to, &mut out);
         }
         out.scratch = scratch;

@@ -104,6 +104,13 @@ pub(crate) unsafe trait Bytes {
         (pos % self.capacity() as u64) as usize
     }
 
+    /// A hint that the length word at offset `at` is read soon (no effect
+    /// by default).
+    #[inline]
+    fn prefetch(&self, at: usize) {
+        let _ = at;
+    }
+
     /// The length word at offset `at` (a multiple of 8, below the capacity).
     fn word(&self, at: usize) -> &AtomicU64;
 
@@ -405,13 +412,19 @@ impl<B: Bytes> Consumer<'_, B> {
         if len == 0 || at + len > capacity {
             return Ok(None);
         }
+        // The next chunk's length word, which the caller looks at next: on
+        // a line of its own (chunks on lines), last written by the
+        // producer, a miss that would come after `take` (the hand-over of
+        // this one) where it can come beside it.
+        let next = advance(self.bytes, len);
+        self.bytes.prefetch(self.bytes.offset(head + next));
         // SAFETY: the chunk's bytes were published by the producer (the
         // Acquire load in `chunk`), which does not write them until `head`
         // passes them, below, after the slice is gone.
         let Some(taken) = (unsafe { self.bytes.slice(at, len) }).and_then(take) else {
             return Ok(None);
         };
-        Ok(Some((taken, self.release(advance(self.bytes, len)))))
+        Ok(Some((taken, self.release(next))))
     }
 
     /// Moves `head` on by `by` bytes read; returns whether the producer

@@ -229,6 +229,22 @@ unsafe impl Bytes for SharedBytes<'_> {
         (pos & (self.len as u64 - 1)) as usize
     }
 
+    #[inline]
+    fn prefetch(&self, at: usize) {
+        #[cfg(target_arch = "x86_64")]
+        if at < self.len {
+            // SAFETY: a prefetch is a hint that neither faults nor changes
+            // memory; the address is inside the mapping anyway (checked).
+            unsafe {
+                std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
+                    self.ptr.add(at).cast::<i8>(),
+                )
+            };
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        let _ = at;
+    }
+
     fn word(&self, at: usize) -> &AtomicU64 {
         assert!(at % 8 == 0 && at < self.len);
         // SAFETY: 8 bytes inside the area (checked), 8-aligned (the area
