@@ -20,15 +20,20 @@ use loom::thread;
 use crate::shm_ring::{Bytes, Consumer, Control, Line, Pair, Producer};
 use crate::sync::{AtomicU64, UnsafeCell};
 
-/// The ring's data, one loom cell per byte, and its length words, one
-/// atomic per 8 bytes.
-struct Cells(Vec<UnsafeCell<u8>>, Vec<AtomicU64>);
+/// The ring's data, one loom cell per byte, its length words, one atomic
+/// per 8 bytes, and where its chunks start (8, or more as the segment's
+/// cache lines).
+struct Cells(Vec<UnsafeCell<u8>>, Vec<AtomicU64>, usize);
 
 // SAFETY: every access goes through loom's cells and atomics, which check
 // them.
 unsafe impl Bytes for Cells {
     fn capacity(&self) -> usize {
         self.0.len()
+    }
+
+    fn align(&self) -> usize {
+        self.2
     }
 
     fn word(&self, at: usize) -> &AtomicU64 {
@@ -84,9 +89,10 @@ struct Shared {
     producer_bell: Doorbell,
 }
 
-/// `message` through a ring of `capacity` bytes, written `piece` bytes at
-/// a time at most, read 4 bytes at a time.
-fn model(capacity: usize, message: &'static [u8], piece: usize) {
+/// `message` through a ring of `capacity` bytes whose chunks start on
+/// multiples of `align`, written `piece` bytes at a time at most, read
+/// `read` bytes at a time.
+fn model(capacity: usize, align: usize, message: &'static [u8], piece: usize, read: usize) {
     loom::model(move || {
         let shared = Arc::new(Shared {
             control: Control {
@@ -103,6 +109,7 @@ fn model(capacity: usize, message: &'static [u8], piece: usize) {
                 (0..capacity / 8)
                     .map(|i| AtomicU64::new(if i == 0 { 0 } else { 8 }))
                     .collect(),
+                align,
             ),
             consumer_bell: Doorbell::default(),
             producer_bell: Doorbell::default(),
@@ -133,7 +140,7 @@ fn model(capacity: usize, message: &'static [u8], piece: usize) {
         };
         let mut got = Vec::new();
         while got.len() < message.len() {
-            let mut buf = [0u8; 4];
+            let mut buf = vec![0u8; read];
             // SAFETY: `buf` is writable; one consumer.
             let (n, waiting) = unsafe { c.read(buf.as_mut_ptr(), buf.len()) }.unwrap();
             if waiting {
@@ -157,7 +164,7 @@ fn model(capacity: usize, message: &'static [u8], piece: usize) {
 /// reads the first in two pieces, finds the ring empty and sleeps.
 #[test]
 fn bytes_cross_a_small_ring_in_order_without_a_lost_wake_up() {
-    model(24, b"abcdefghij", usize::MAX);
+    model(24, 8, b"abcdefghij", usize::MAX, 4);
 }
 
 /// Chunks of 1 byte (16 in the ring each) through a ring of 24: the
@@ -166,11 +173,29 @@ fn bytes_cross_a_small_ring_in_order_without_a_lost_wake_up() {
 /// stale length, for "nothing yet".
 #[test]
 fn small_chunks_lap_the_ring_without_a_stale_length() {
-    model(24, b"ab", 1);
+    model(24, 8, b"ab", 1, 4);
 }
 
 /// One byte, the consumer's sleep racing the producer's only write.
 #[test]
 fn a_consumer_going_to_sleep_sees_the_byte_or_is_woken() {
-    model(24, b"x", usize::MAX);
+    model(24, 8, b"x", usize::MAX, 4);
+}
+
+/// Chunks on 16-byte steps (as the segment's cache lines), through a ring
+/// of 48, 12 bytes at a time, read 16 at a time: the first chunk takes
+/// two steps, the producer waits for room, the second chunk's 9 bytes
+/// wrap at the ring's end; the consumer must find the zeroed length word at the next aligned
+/// step, not a stale one in between.
+#[test]
+fn aligned_chunks_cross_a_small_ring_in_order() {
+    model(48, 16, b"abcdefghijklmnopqrstu", 12, 16);
+}
+
+/// 1-byte chunks on 16-byte steps through a ring of 32: each takes a
+/// whole step, the second waits for the first to be read and its next
+/// length word laps the ring.
+#[test]
+fn aligned_small_chunks_lap_the_ring_without_a_stale_length() {
+    model(32, 16, b"ab", 1, 4);
 }

@@ -5,19 +5,27 @@
 //! ## What a ring carries
 //!
 //! A byte stream, like a TCP connection: frames as `transport::frame`
-//! encodes them, and two records of this transport's own, told apart from
-//! frames by their magic (bytes 4..6, where a frame has its own):
+//! encodes them, and three records of this transport's own, told apart
+//! from frames by their magic (bytes 4..6, where a frame has its own):
 //!
 //! ```text
 //! offset  size  field
 //!      0     4  length of the rest of the record
 //!      4     2  RECORD_MAGIC ("Sm")
-//!      6     1  type: 1 = CMA announce, 2 = CMA done
+//!      6     1  type: 1 = CMA announce, 2 = CMA done, 3 = small message
 //!      7     1  0
 //!   announce:  8 address, 16 length, 24 token (u64 each), 32… the frame's
 //!              header and signature, its payload length the data's
 //!   done:      8 token
+//!   small:     a frame's short form (`Frame::short_head`: an eager
+//!              message of at most 256 bytes, no id or flow, one run)
 //! ```
+//!
+//! A small eager message goes as `small`: its 32-byte header, its run and
+//! the ring's length word put a 1-byte message on one cache line of the
+//! ring, where the 64-byte header and 9-byte run of a frame spread it over
+//! two or three (each a line the receiver's core fetches from the
+//! sender's).
 //!
 //! A large borrowed payload ([`send_borrowed`](ShmLinks::send_borrowed))
 //! to a peer that can read this process's memory travels as an announce:
@@ -49,6 +57,14 @@ const RECORD_MAGIC: u16 = 0x6d53;
 const ANNOUNCE: u8 = 1;
 /// A record saying a CMA read is done.
 const DONE: u8 = 2;
+/// A small eager message in a frame's short form (`Frame::short_head`).
+const SMALL: u8 = 3;
+/// Bytes 4..7 of a [`SMALL`] record.
+const SMALL_MARK: [u8; 3] = [
+    RECORD_MAGIC.to_le_bytes()[0],
+    RECORD_MAGIC.to_le_bytes()[1],
+    SMALL,
+];
 /// Byte 7 of a `done` record: the read was one the reader did alone
 /// (below `cma::SHARED_READ`; see [`ShmLinks::busy`]).
 const SHORT: u8 = 1;
@@ -240,10 +256,19 @@ impl ShmLinks {
         let mut out = lock(&peer.out);
         let mut scratch = std::mem::take(&mut out.scratch);
         scratch.clear();
-        frame.encode_head_with(signature, payload.len(), &mut scratch);
+        // A small message's short header from the stack, else the frame's
+        // header encoded in `scratch`.
+        let short = frame.short_head(signature, payload.len(), SMALL_MARK);
+        let head: &[u8] = match &short {
+            Some(short) => short.bytes(),
+            None => {
+                frame.encode_head_with(signature, payload.len(), &mut scratch);
+                &scratch
+            }
+        };
         if out.queue.is_empty() {
             // The common case: straight into the ring, no allocation; the
-            // header from `scratch`, the payload from the caller, as one
+            // header from where it was encoded, the payload from the caller, as one
             // chunk (each byte copied once).
             let (n, sleeping) = {
                 let (control, bytes) = peer.theirs.ring(peer.outbound);
@@ -252,7 +277,7 @@ impl ShmLinks {
                     bytes: &bytes,
                 };
                 let parts = [
-                    (scratch.as_ptr(), scratch.len()),
+                    (head.as_ptr(), head.len()),
                     (payload.as_ptr(), payload.len()),
                 ];
                 // SAFETY: both parts are readable for their lengths; the
@@ -262,9 +287,9 @@ impl ShmLinks {
             if sleeping {
                 peer.bell.ring();
             }
-            if n < scratch.len() + payload.len() {
-                let rest = match n.checked_sub(scratch.len()) {
-                    None => [&scratch[n..], payload].concat(),
+            if n < head.len() + payload.len() {
+                let rest = match n.checked_sub(head.len()) {
+                    None => [&head[n..], payload].concat(),
                     Some(sent) => payload[sent..].to_vec(),
                 };
                 out.queue.push_back(Chunk::Owned(rest));
@@ -272,8 +297,7 @@ impl ShmLinks {
                 self.flush(peer, to, &mut out);
             }
         } else {
-            out.queue
-                .push_back(Chunk::Owned([&scratch[..], payload].concat()));
+            out.queue.push_back(Chunk::Owned([head, payload].concat()));
             self.flush(peer, to, &mut out);
         }
         out.scratch = scratch;
@@ -497,7 +521,11 @@ impl ShmLinks {
                     return None;
                 }
                 // Not a frame (a record), or not all of one: `None`.
-                let frame = Frame::decode_in_place(bytes).ok()?;
+                let frame = if bytes.get(4..7) == Some(&SMALL_MARK[..]) {
+                    Frame::decode_short(bytes).ok()?
+                } else {
+                    Frame::decode_in_place(bytes).ok()?
+                };
                 sink.take_in_place(from, frame);
                 Some(())
             };
@@ -734,6 +762,13 @@ impl ShmLinks {
                 let mut out = lock(&peer.out);
                 out.queue.push_back(Chunk::Owned(done));
                 self.flush(peer, from, &mut out);
+                Ok(())
+            }
+            SMALL => {
+                let frame = Frame::decode_short(record)
+                    .map_err(|err| format!("a bad short frame: {err}"))?
+                    .into_frame();
+                sink.take(Incoming::Frame(from, frame));
                 Ok(())
             }
             other => Err(format!("a record of unknown type {other}")),

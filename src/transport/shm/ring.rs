@@ -8,7 +8,8 @@
 //! ## Chunks: the reader polls the data itself
 //!
 //! Each write is a chunk: an 8-byte length word, then the bytes, padded
-//! to 8. The producer writes the bytes, zeroes the length word of the
+//! to the area's [alignment](Bytes::align) (8, or a cache line in shared
+//! memory: a small chunk then sits on one line, not across two). The producer writes the bytes, zeroes the length word of the
 //! *next* chunk, and publishes the chunk by storing its length last
 //! (Release). The consumer polls the length word at its position: 0 is
 //! nothing yet, anything else a whole chunk whose bytes are there
@@ -46,9 +47,6 @@ pub(crate) const WAITING: u64 = 1 << 63;
 const POSITION: u64 = !(1 << 63);
 /// Bytes of a chunk's length word (and the alignment of chunks).
 const WORD: usize = 8;
-/// The least room a chunk takes: its length word, 8 bytes, the next
-/// chunk's zeroed length word.
-const MIN_ROOM: usize = 3 * WORD;
 
 /// One atomic word on its own cache line.
 #[repr(C, align(64))]
@@ -90,12 +88,27 @@ pub(crate) unsafe trait Bytes {
     /// Bytes in the ring (a multiple of 8).
     fn capacity(&self) -> usize;
 
+    /// Where chunks start: a multiple of 8 that divides the capacity
+    /// (shared memory aligns them on cache lines, so that a small chunk,
+    /// its length word included, is one line that moves between cores).
+    #[inline]
+    fn align(&self) -> usize {
+        WORD
+    }
+
     /// The offset of ring position `pos`: `pos` modulo the capacity. An
     /// area whose capacity is a power of two masks instead (a division
     /// costs a dozen cycles or more, and a message takes several).
     #[inline]
     fn offset(&self, pos: u64) -> usize {
         (pos % self.capacity() as u64) as usize
+    }
+
+    /// A hint that the length word at offset `at` is read soon (no effect
+    /// by default).
+    #[inline]
+    fn prefetch(&self, at: usize) {
+        let _ = at;
     }
 
     /// The length word at offset `at` (a multiple of 8, below the capacity).
@@ -152,9 +165,16 @@ fn pieces<B: Bytes>(bytes: &B, pos: u64, len: usize) -> [(usize, usize, usize); 
     [(at, 0, first), (0, first, len - first)]
 }
 
-/// `n` rounded up to a multiple of [`WORD`].
-fn padded(n: usize) -> usize {
-    n.next_multiple_of(WORD)
+/// How far a chunk of `n` bytes moves the position: its length word and
+/// its bytes, padded to the area's alignment.
+fn advance<B: Bytes>(bytes: &B, n: usize) -> u64 {
+    (WORD + n).next_multiple_of(bytes.align()) as u64
+}
+
+/// The most bytes a chunk may carry in an empty ring: the chunk and the
+/// next one's zeroed length word (a whole aligned step) fit.
+fn largest<B: Bytes>(bytes: &B) -> usize {
+    bytes.capacity().saturating_sub(bytes.align() + WORD)
 }
 
 impl<B: Bytes> Producer<'_, B> {
@@ -163,10 +183,14 @@ impl<B: Bytes> Producer<'_, B> {
     fn room(&self, tail: u64, head: u64) -> usize {
         let used = tail.wrapping_sub(head) as usize;
         let free = self.bytes.capacity().saturating_sub(used);
-        if free < MIN_ROOM {
+        // Positions move in aligned steps, so `free` is a multiple of the
+        // alignment: a chunk of `free - align - WORD` bytes ends one step
+        // short of the head, room for the next chunk's length word.
+        let align = self.bytes.align();
+        if free < align + 2 * WORD {
             0
         } else {
-            (free - 2 * WORD) & !(WORD - 1)
+            (free - align - WORD) & !(WORD - 1)
         }
     }
 
@@ -210,25 +234,27 @@ impl<B: Bytes> Producer<'_, B> {
         if n == 0 {
             return (0, false);
         }
-        let mut at = tail + WORD as u64;
-        let mut left = n;
-        for &(src, part) in parts {
-            let take = part.min(left);
-            for (to, from, count) in pieces(self.bytes, at, take) {
-                if count > 0 {
-                    // SAFETY: `from + count` ≤ `take` ≤ the part's length;
-                    // the ring bytes of this chunk (`n` ≤ `room`) are the
-                    // producer's alone until published below.
-                    unsafe { self.bytes.put(to, src.add(from), count) };
+        let first = self.bytes.offset(tail + WORD as u64);
+        if n == len && first + n <= self.bytes.capacity() {
+            // The common case, a whole chunk that does not wrap: each part
+            // where it goes, without cutting it at the ring's end.
+            let mut to = first;
+            for &(src, part) in parts {
+                if part > 0 {
+                    // SAFETY: `src` is readable for `part` bytes (the
+                    // caller's contract); the chunk's ring bytes (`n` ≤
+                    // `room`, below the capacity) are the producer's alone
+                    // until published below.
+                    unsafe { self.bytes.put(to, src, part) };
+                    to += part;
                 }
             }
-            at += take as u64;
-            left -= take;
-            if left == 0 {
-                break;
-            }
+        } else {
+            // SAFETY: the parts are readable (the caller's contract); the
+            // `n` ≤ `room` bytes after the length word are the producer's.
+            unsafe { self.write_cut(parts, tail + WORD as u64, n) };
         }
-        let next = tail + (WORD + padded(n)) as u64;
+        let next = tail + advance(self.bytes, n);
         // The next chunk's length word (room checked): 0 until it is there.
         self.bytes
             .word(self.bytes.offset(next))
@@ -242,6 +268,33 @@ impl<B: Bytes> Producer<'_, B> {
         // The other half of the consumer's `sleep` (see the module docs).
         let flags = self.control.sleep.0.fetch_add(0, Ordering::AcqRel);
         (n, flags & SLEEPING != 0)
+    }
+
+    /// Copies the first `n` bytes of `parts` to the ring from position
+    /// `at`, cut where the ring wraps.
+    ///
+    /// # Safety
+    ///
+    /// As [`write_parts`](Self::write_parts); the `n` bytes from `at` are
+    /// room the producer owns.
+    unsafe fn write_cut(&self, parts: &[(*const u8, usize)], mut at: u64, n: usize) {
+        let mut left = n;
+        for &(src, part) in parts {
+            let take = part.min(left);
+            for (to, from, count) in pieces(self.bytes, at, take) {
+                if count > 0 {
+                    // SAFETY: `from + count` ≤ `take` ≤ the part's length;
+                    // the ring bytes of this chunk (`n` ≤ `room`) are the
+                    // producer's alone until `write_parts` publishes them.
+                    unsafe { self.bytes.put(to, src.add(from), count) };
+                }
+            }
+            at += take as u64;
+            left -= take;
+            if left == 0 {
+                break;
+            }
+        }
     }
 
     /// There is no room: tells the consumer to wake this side when it
@@ -260,13 +313,12 @@ impl<B: Bytes> Consumer<'_, B> {
     /// The length of the chunk at `head`, 0 if none is there yet, or an
     /// error if it is impossible (the shared memory was scribbled on).
     fn chunk(&self, head: u64) -> Result<usize, &'static str> {
-        let capacity = self.bytes.capacity();
         // Acquire: the chunk's bytes are there.
         let len = self
             .bytes
             .word(self.bytes.offset(head))
             .load(Ordering::Acquire);
-        if len > (capacity - MIN_ROOM + WORD) as u64 {
+        if len > largest(self.bytes) as u64 {
             return Err("the shared ring's chunk lengths are corrupt");
         }
         Ok(len as usize)
@@ -319,7 +371,7 @@ impl<B: Bytes> Consumer<'_, B> {
             got += n;
             done += n;
             if done == chunk {
-                head += (WORD + padded(chunk)) as u64;
+                head += advance(self.bytes, chunk);
                 done = 0;
             }
         }
@@ -360,13 +412,19 @@ impl<B: Bytes> Consumer<'_, B> {
         if len == 0 || at + len > capacity {
             return Ok(None);
         }
+        // The next chunk's length word, which the caller looks at next: on
+        // a line of its own (chunks on lines), last written by the
+        // producer, a miss that would come after `take` (the hand-over of
+        // this one) where it can come beside it.
+        let next = advance(self.bytes, len);
+        self.bytes.prefetch(self.bytes.offset(head + next));
         // SAFETY: the chunk's bytes were published by the producer (the
         // Acquire load in `chunk`), which does not write them until `head`
         // passes them, below, after the slice is gone.
         let Some(taken) = (unsafe { self.bytes.slice(at, len) }).and_then(take) else {
             return Ok(None);
         };
-        Ok(Some((taken, self.release((WORD + padded(len)) as u64))))
+        Ok(Some((taken, self.release(next))))
     }
 
     /// Moves `head` on by `by` bytes read; returns whether the producer

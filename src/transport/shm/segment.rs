@@ -25,13 +25,16 @@ use super::ring::{Bytes, Control};
 use crate::sync::AtomicU64;
 use crate::transport::epoll::Doorbell;
 
-/// The first word of every segment ("myriadS2": the layout with chunked
-/// rings; a peer of another layout is not mapped, it goes through TCP).
-pub(crate) const MAGIC: u64 = u64::from_le_bytes(*b"myriadS2");
+/// The first word of every segment ("myriadS3": chunked rings whose
+/// chunks start on cache lines; a peer of another layout is not mapped, it
+/// goes through TCP).
+pub(crate) const MAGIC: u64 = u64::from_le_bytes(*b"myriadS3");
 /// Bytes before the first ring.
 const HEADER: usize = 64;
 /// Bytes of a ring's [`Control`].
 const CONTROL: usize = 256;
+/// A cache line: where a ring's chunks start.
+const LINE: usize = 64;
 
 fn cvt(ret: libc::c_long) -> io::Result<libc::c_long> {
     if ret < 0 {
@@ -125,10 +128,10 @@ impl Segment {
     fn map(fd: OwnedFd, len: usize, slots: usize, ring: usize) -> io::Result<Segment> {
         // A power of two: the rings' positions are masked, not divided
         // (`SharedBytes::offset`), and each ring stays 64-aligned.
-        if !ring.is_power_of_two() || ring < 64 {
+        if !ring.is_power_of_two() || ring < 4 * LINE {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
-                format!("rings of {ring} bytes (not a power of two of at least 64)"),
+                format!("rings of {ring} bytes (not a power of two of at least 256)"),
             ));
         }
         // SAFETY: maps `len` bytes of the open memfd (at least that long);
@@ -212,10 +215,34 @@ unsafe impl Bytes for SharedBytes<'_> {
         self.len
     }
 
+    /// Chunks on cache lines: a small message and its length word are one
+    /// line that moves from the sender's core to the receiver's (a 1-byte
+    /// message in the short form, `links.rs`), not two or three.
+    #[inline]
+    fn align(&self) -> usize {
+        LINE
+    }
+
     #[inline]
     fn offset(&self, pos: u64) -> usize {
         // A power of two (checked when the segment was mapped).
         (pos & (self.len as u64 - 1)) as usize
+    }
+
+    #[inline]
+    fn prefetch(&self, at: usize) {
+        #[cfg(target_arch = "x86_64")]
+        if at < self.len {
+            // SAFETY: a prefetch is a hint that neither faults nor changes
+            // memory; the address is inside the mapping anyway (checked).
+            unsafe {
+                std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
+                    self.ptr.add(at).cast::<i8>(),
+                )
+            };
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        let _ = at;
     }
 
     fn word(&self, at: usize) -> &AtomicU64 {

@@ -106,6 +106,73 @@ fn frames_from_each_peer_arrive_in_order_through_wrapping_rings() {
     }
 }
 
+/// Eager messages of 0 to 300 bytes (a short form up to 256, a frame's
+/// beyond; one run or none, with or without an id) through a small ring
+/// that wraps: each arrives as it was sent, whether it was decoded where it
+/// lay in the ring or, cut by the ring's end, from the input buffer.
+#[test]
+fn small_eager_messages_arrive_whole_in_short_form_or_not() {
+    let t = routed(
+        2,
+        Settings {
+            ring: 4096,
+            cma: true,
+        },
+    );
+    let run = |count| crate::datatype::Run {
+        kind: crate::datatype::BaseKind::U8,
+        count,
+    };
+    let sent = |i: usize| {
+        let len = i % 301;
+        let mut f = Frame::control(Kind::Eager);
+        f.context = 0x1234_5678_9abc + i as u64;
+        f.source = i as i32 % 7 - 1;
+        f.tag = -(i as i32);
+        f.dest = i as u32;
+        f.count = if len == 0 { (i % 3) as u64 } else { 1 };
+        f.id = if i % 5 == 0 { i as u64 } else { 0 };
+        f.signature = if len == 0 && i % 2 == 0 {
+            Vec::new()
+        } else {
+            vec![run(len)]
+        };
+        if len == 0 && f.signature.len() == 1 {
+            f.signature = vec![run(3)];
+            f.count = 0;
+        }
+        f.payload = (0..len).map(|j| (i * 3 + j) as u8).collect();
+        f
+    };
+    const N: usize = 1500;
+    let mut got = Vec::new();
+    std::thread::scope(|s| {
+        let t = &t;
+        s.spawn(move || {
+            for i in 0..N {
+                let f = sent(i);
+                t[1].send_parts(id(0), &f, &f.signature, &f.payload)
+                    .unwrap();
+                while t[1].busy() {
+                    t[1].poll(&mut |_: Incoming| {});
+                    t[1].wait(Some(Duration::from_millis(50)));
+                }
+            }
+        });
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while got.len() < N {
+            assert!(Instant::now() < deadline, "frames missing");
+            t[0].poll(&mut |i| match i {
+                Incoming::Frame(_, f) => got.push(f),
+                other => panic!("{other:?}"),
+            });
+        }
+    });
+    for (i, f) in got.iter().enumerate() {
+        assert_eq!(f, &sent(i), "message {i}");
+    }
+}
+
 /// A receiver asleep in `wait` wakes up when a frame arrives: the sender
 /// saw the sleeping flag and rang its doorbell (without it, each wait
 /// would last its whole 30 s).
@@ -497,6 +564,76 @@ fn bench_send_poll() {
         while lb.poll(&mut sink) == 0 {}
     }
     assert_eq!(sink.0, n * len);
+}
+
+/// Timing harness (not a test of behaviour): `MYRIAD_SHM_PINGPONG=N,LEN`
+/// round trips of LEN-byte eager messages between two threads through two
+/// sets of links, each thread polling its links in a loop (no scheduler,
+/// no matching): the transport's part of a one-way between processes.
+/// Prints the one-way time. Run with `--ignored --nocapture`.
+#[test]
+#[ignore]
+fn bench_pingpong_links() {
+    let spec = std::env::var("MYRIAD_SHM_PINGPONG").unwrap_or_else(|_| "200000,1".into());
+    let mut it = spec.split(',').map(|v| v.parse::<usize>().unwrap());
+    let (n, len) = (it.next().unwrap(), it.next().unwrap());
+    let t = routed(
+        2,
+        Settings {
+            ring: DEFAULT_RING,
+            cma: true,
+        },
+    );
+    let mut f = Frame::control(Kind::Eager);
+    let signature = [crate::datatype::Run {
+        kind: crate::datatype::BaseKind::U8,
+        count: 1,
+    }];
+    f.count = len as u64;
+    let f = &f;
+    struct Got(usize, Vec<u8>);
+    impl Sink for Got {
+        fn take(&mut self, _: Incoming) {
+            self.0 += 1;
+        }
+        fn take_in_place(&mut self, _: crate::identity::ProcessId, f: frame::InPlace<'_>) {
+            self.1[..f.payload.len()].copy_from_slice(f.payload);
+            self.0 += 1;
+        }
+    }
+    let side = |me: usize, first: bool| {
+        let t = &t;
+        let signature = &signature;
+        move || {
+            let data = vec![me as u8; len];
+            let mut got = Got(0, vec![0; len]);
+            let to = id(1 - me as u32);
+            let start = Instant::now();
+            for i in 0..n {
+                if first {
+                    t[me].send_parts(to, f, signature, &data).unwrap();
+                }
+                while got.0 <= i {
+                    std::hint::spin_loop();
+                    t[me].poll(&mut got);
+                }
+                if !first {
+                    t[me].send_parts(to, f, signature, &data).unwrap();
+                }
+            }
+            start.elapsed()
+        }
+    };
+    let elapsed = std::thread::scope(|s| {
+        let b = s.spawn(side(1, false));
+        let a = side(0, true)();
+        b.join().unwrap();
+        a
+    });
+    println!(
+        "links ping-pong {len} B: {:.4} us one-way",
+        elapsed.as_secs_f64() * 1e6 / n as f64 / 2.0
+    );
 }
 
 /// Ring positions are masked, not divided: a segment whose rings are not
