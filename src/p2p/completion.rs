@@ -48,6 +48,7 @@
 
 use std::mem::MaybeUninit;
 
+use crate::datatype::BaseKind;
 use crate::sync::{AtomicU8, Ordering, UnsafeCell};
 
 const PENDING: u8 = 0;
@@ -85,10 +86,12 @@ pub(crate) enum Fault {
     /// The message did not fit; `buffer` bytes were copied.
     Truncated { buffer: usize },
     /// The type signatures differ at base value `index`; nothing was copied.
+    /// The kinds, not their names (two `&str`): the outcome, which every
+    /// completer writes, is two words shorter.
     Type {
         index: usize,
-        sent: &'static str,
-        expected: &'static str,
+        sent: BaseKind,
+        expected: BaseKind,
     },
 }
 

@@ -350,7 +350,11 @@ pub(crate) fn start_send(
     mode: SendMode,
     completion: &Completion,
 ) -> Started {
-    if send_to(ep, route, tag, src, mode, completion) {
+    let flow = match ep.sched().tracer() {
+        None => 0,
+        Some(_) => sched::trace_flow_out(),
+    };
+    if send_to(ep, route, tag, src, mode, completion, flow) {
         Started::Done(Outcome {
             bytes: src.bytes(),
             ..Outcome::default()
@@ -372,15 +376,13 @@ fn send_to(
     src: &Layout,
     mode: SendMode,
     completion: &Completion,
+    flow: u64,
 ) -> bool {
     let env = Envelope {
         context: route.context,
         source: route.source,
         tag,
-        flow: match ep.sched().tracer() {
-            None => 0,
-            Some(_) => sched::trace_flow_out(),
-        },
+        flow,
     };
     let arrival = Arrival::Local {
         src,
@@ -605,8 +607,8 @@ fn signature_fault(src: &Layout, dst: &Layout) -> Option<Fault> {
     signature_mismatch(src.ty.map(), src.count, dst.ty.map()).map(|(index, sent, expected)| {
         Fault::Type {
             index,
-            sent: sent.name(),
-            expected: expected.name(),
+            sent,
+            expected,
         }
     })
 }
@@ -752,8 +754,8 @@ fn fault_error(rank: Rank, outcome: &Outcome, fault: Fault) -> Error {
             source: outcome.source,
             tag: outcome.tag,
             index,
-            sent,
-            expected,
+            sent: sent.name(),
+            expected: expected.name(),
         }),
     }
 }
@@ -992,7 +994,14 @@ pub(crate) fn send(
         src.bytes(),
     );
     let completion = blocking_completion(ctx);
-    match send_to(ep, route, tag, src, mode, &completion) {
+    // The flow of a traced sender: read from its own recorder, which the
+    // span above looked at already (the job's tracer, a `OnceLock`, cost
+    // a load and a test more a message).
+    let flow = match ctx.recorder() {
+        None => 0,
+        Some(_) => sched::trace_flow_out(),
+    };
+    match send_to(ep, route, tag, src, mode, &completion, flow) {
         true => Ok(()),
         false => send_wait(ep, ctx, route, tag, mode, site, &completion),
     }

@@ -503,9 +503,11 @@ fn park_body(ctx: &RankCtx, info: &WaitInfo, spin: bool) -> Result<(), Error> {
         });
         // Where its stack ends, about: its worker prefetches the frames
         // above it before resuming it (`Worker::prefetch_next`).
+        // (The address of a local, without `black_box`: forcing the byte
+        // into memory and reading its address back cost 4 instructions a
+        // park, callgrind.)
         let marker = 0u8;
-        ctx.parked_at
-            .set(std::hint::black_box(&marker) as *const u8 as usize);
+        ctx.parked_at.set(&marker as *const u8 as usize);
         ctx.suspend(Suspend::Parked);
         // No `resumed()`: the unparker took the slot back to `RUNNING`, or
         // left a notification that the next `try_park` consumes (`park.rs`).
