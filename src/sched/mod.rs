@@ -478,7 +478,7 @@ fn park_body(ctx: &RankCtx, info: &WaitInfo, spin: bool) -> Result<(), Error> {
     if sched.is_aborting() {
         return aborted(ctx);
     }
-    let slot = sched.slots.get(ctx.slot);
+    let slot = ctx.park_slot();
     slot.set_wait(info);
     // Briefly, while its worker has nothing else to run: a wake-up from
     // another worker then costs no switch and no requeue (`worker.rs`).
