@@ -863,7 +863,8 @@ fn wait_for(ctx: &RankCtx, info: &WaitInfo, completion: &Completion) -> Result<(
             } {}
             Ok(())
         }
-        Waiting::Spinning => wait_spinning(ctx, info, completion),
+        // A copy on its path (see `sched::park_once_inline`'s body).
+        Waiting::Spinning => wait_spinning(ctx, &{ *info }, completion),
     }
 }
 

@@ -468,11 +468,16 @@ fn park(ctx: &RankCtx, info: &WaitInfo, spin: bool) -> Result<(), Error> {
 /// The body of [`park`].
 #[inline(always)]
 fn park_body(ctx: &RankCtx, info: &WaitInfo, spin: bool) -> Result<(), Error> {
+    // The out-of-line paths get the fields they read, or a copy of
+    // `info` made on their path (`&{ *info }`): a blocking call's
+    // `WaitInfo`, whose address escaped to them, was written to its stack
+    // on every wait, before its fields were stored into the slot
+    // (callgrind).
     if ctx.is_thread() {
-        return thread::park_once(ctx, info);
+        return thread::park_once(ctx, &{ *info });
     }
     if std::thread::panicking() {
-        return Err(unwinding(ctx, info));
+        return Err(unwinding(ctx, info.op, info.site));
     }
     let sched = ctx.sched();
     if sched.is_aborting() {
@@ -614,11 +619,11 @@ fn aborted(ctx: &RankCtx) -> Result<(), Error> {
 /// during unwinding: destructors that communicate should use the `try_`
 /// forms.
 #[cold]
-fn unwinding(ctx: &RankCtx, info: &WaitInfo) -> Error {
+fn unwinding(ctx: &RankCtx, op: WaitOp, site: &'static Location<'static>) -> Error {
     Error::Comm(CommError::WaitWhileUnwinding {
         rank: ctx.rank.as_rank(),
-        op: info.op.describe(),
-        site: info.site,
+        op: op.describe(),
+        site,
     })
 }
 
