@@ -1004,7 +1004,7 @@ pub(crate) fn send(
     };
     match send_to(ep, route, tag, src, mode, &completion, flow) {
         true => Ok(()),
-        false => send_wait(ep, ctx, route, tag, mode, site, &completion),
+        false => send_wait(ep, ctx, &{ route }, tag, mode, site, &completion),
     }
 }
 
@@ -1016,7 +1016,7 @@ pub(crate) fn send(
 fn send_wait(
     ep: Endpoint<'_, impl Node>,
     ctx: &RankCtx,
-    route: Route,
+    route: &Route,
     tag: Tag,
     mode: SendMode,
     site: &'static Location<'static>,
