@@ -180,7 +180,9 @@ impl Queues {
         if self.posted.is_empty() {
             return None;
         }
-        self.take_posted_queued(env, aborting)
+        // A copy on this path: given `env` itself, the caller wrote the
+        // envelope to its stack on every send (callgrind).
+        self.take_posted_queued(&{ *env }, aborting)
     }
 
     /// [`take_posted`](Self::take_posted) in the queue after `first`.
@@ -211,7 +213,15 @@ impl Queues {
         spec: &MatchSpec,
         aborting: impl FnOnce() -> bool,
     ) -> Option<Unexpected> {
-        claim::claim(&mut self.unexpected, |u| spec.matches(&u.env), aborting)
+        // The closure holds a copy (`move`): made by reference, it kept
+        // the caller's `spec` on its stack, for the search past the
+        // front, on every receive (callgrind).
+        let spec = *spec;
+        claim::claim(
+            &mut self.unexpected,
+            move |u| spec.matches(&u.env),
+            aborting,
+        )
     }
 
     /// The first unexpected message matching `spec`, left in place.

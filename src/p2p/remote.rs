@@ -1396,8 +1396,8 @@ fn unpack_checked(
     if let Some((index, sent, expected)) = mismatch {
         outcome.fault = Some(Fault::Type {
             index,
-            sent: sent.name(),
-            expected: expected.name(),
+            sent,
+            expected,
         });
     } else {
         // SAFETY: `data` holds `len` packed bytes; `dst` is the receiver's

@@ -5,8 +5,28 @@
 
 use super::*;
 
-/// Blocking send to `dest` in the point-to-point context.
+/// Blocking send to `dest` in the point-to-point context, out of line:
+/// for the send modes other than the standard blocking send's, and
+/// `send_receive` (see [`send_inline`]).
+#[inline(never)]
 pub(super) fn send(
+    core: &CommCore,
+    dest: Rank,
+    tag: Tag,
+    src: &Layout,
+    mode: SendMode,
+    site: &'static Location<'static>,
+) -> Result<(), Error> {
+    send_inline(core, dest, tag, src, mode, site)
+}
+
+/// [`send`] inlined into the caller's code: the standard blocking send
+/// (`Destination::send`). As a call, it cost a prologue and an epilogue
+/// of six saved registers, the spills of its arguments and their set-up
+/// at the call site (1-worker ping-pong, 1 B: see `p2p::send`). A send
+/// that must wait (rendezvous, synchronous) waits out of line.
+#[inline(always)]
+pub(super) fn send_inline(
     core: &CommCore,
     dest: Rank,
     tag: Tag,

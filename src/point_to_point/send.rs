@@ -10,12 +10,14 @@ pub trait Destination: AsCore + AsCommunicator {
 
     /// Sends `buf` with tag 0 (`MPI_Send`). Returns once `buf` may be reused:
     /// at once for small messages (eager), when matched for large ones.
+    #[inline(always)]
     #[track_caller]
     fn send<Buf: Buffer + ?Sized>(&self, buf: &Buf) {
         self.send_with_tag(buf, 0)
     }
 
     /// Sends `buf` with `tag`.
+    #[inline(always)]
     #[track_caller]
     fn send_with_tag<Buf: Buffer + ?Sized>(&self, buf: &Buf, tag: Tag) {
         if let Err(err) = self.try_send_with_tag(buf, tag) {
@@ -25,9 +27,10 @@ pub trait Destination: AsCore + AsCommunicator {
 
     /// Like [`send_with_tag`](Self::send_with_tag), returning errors (a
     /// myriad extension).
+    #[inline(always)]
     #[track_caller]
     fn try_send_with_tag<Buf: Buffer + ?Sized>(&self, buf: &Buf, tag: Tag) -> Result<(), Error> {
-        blocking::send(
+        blocking::send_inline(
             self.core(),
             self.destination_rank(),
             tag,

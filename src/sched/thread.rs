@@ -185,6 +185,7 @@ fn create(
             rank,
             local,
             slot,
+            park_slot: sched.slots.get(slot),
             worker,
             spins: false,
             yielder: ptr::null(),
