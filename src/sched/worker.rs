@@ -92,7 +92,7 @@ pub(crate) struct WorkerShared {
     /// where others steal): a started rank stays on its worker for good,
     /// and whoever is idle when a job grows is not who should run half of
     /// it. A worker busy with ranks of its own starts them a little later
-    /// instead (`examples` probe, 20 parents busy 100 µs each after
+    /// instead (a probe: 20 parents busy 100 µs each after
     /// spawning 140: 0:140 or 2:138 per worker taking from one shared
     /// queue, 27:113 to 38:102 with thieves taking half once the owner
     /// took some, 70:70 now).
