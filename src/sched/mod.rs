@@ -59,10 +59,10 @@ pub(crate) struct Scheduler {
     slots: slots::Slots,
     workers: Box<[worker::WorkerShared]>,
     sleep: idle::Sleep,
-    /// Ranks spawned while the job runs, not taken by a worker yet (by
-    /// local index; any thread may push, unlike the workers' deques).
-    spawned: crossbeam_deque::Injector<u32>,
-    /// Ranks not started yet (in the deques and `spawned`).
+    /// Where the next spawned rank is dealt: spawned ranks go round the
+    /// workers' `spawned` queues from here (`spawn_ranks`).
+    deal: AtomicUsize,
+    /// Ranks not started yet (in the workers' deques and `spawned` queues).
     unstarted: AtomicUsize,
     /// Ranks and tasks not finished yet.
     live: AtomicUsize,
@@ -169,7 +169,7 @@ impl Scheduler {
             slots: slots::Slots::new(ranks),
             workers,
             sleep: idle::Sleep::new(count),
-            spawned: crossbeam_deque::Injector::new(),
+            deal: AtomicUsize::new(0),
             unstarted: AtomicUsize::new(ranks_here),
             live: AtomicUsize::new(ranks_here),
             timers: AtomicUsize::new(0),
@@ -215,8 +215,14 @@ impl Scheduler {
         let locals = self.slots.grow(n, world);
         self.live.fetch_add(n, Ordering::SeqCst);
         self.unstarted.fetch_add(n, Ordering::SeqCst);
-        for local in locals.clone() {
-            self.spawned.push(local as u32);
+        // Dealt round the workers, as `RankOrder::Cyclic` deals a job's
+        // first ranks (why: `WorkerShared::spawned`).
+        let workers = self.workers.len();
+        let first = self.deal.fetch_add(n, Ordering::Relaxed);
+        for (k, local) in locals.clone().enumerate() {
+            self.workers[(first + k) % workers]
+                .spawned
+                .push(local as u32);
         }
         self.wake_all();
         locals
@@ -754,6 +760,34 @@ mod tests {
             rank,
             message: format!("rank {rank}'s panic"),
         }
+    }
+
+    /// Spawned ranks go round the workers, each spawn going on where the
+    /// last one stopped. Fails if the ranks of a spawn pile up on one
+    /// worker.
+    #[test]
+    fn spawned_ranks_are_dealt_round_the_workers() {
+        let workers = (0..3)
+            .map(|_| {
+                worker::WorkerShared::new(crossbeam_deque::Worker::<u32>::new_fifo().stealer())
+            })
+            .collect();
+        let ranks = (0..2).map(WorldRank::new);
+        let sched = Scheduler::new(ranks, workers, Threading::Single, |c| c.to_string());
+        let first = sched.spawn_ranks(7, |i| WorldRank::new(i as u32));
+        assert_eq!(first, 2..9);
+        assert_eq!(sched.spawn_ranks(4, |i| WorldRank::new(i as u32)), 9..13);
+        let queued = |w: usize| {
+            let mut ranks = Vec::new();
+            while let crossbeam_deque::Steal::Success(rank) = sched.workers[w].spawned.steal() {
+                ranks.push(rank);
+            }
+            ranks
+        };
+        assert_eq!(queued(0), [2, 5, 8, 11]);
+        assert_eq!(queued(1), [3, 6, 9, 12]);
+        assert_eq!(queued(2), [4, 7, 10]);
+        assert_eq!(sched.unstarted.load(Ordering::Relaxed), 2 + 11);
     }
 
     #[test]
