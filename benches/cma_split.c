@@ -19,6 +19,13 @@
  *   1 two receiver threads: 4.87 (4.00-11.8), 3.49 (2.83-4.13), 3.72 (2.88-4.28) ms
  *   2 receiver half + sender half: 2.69 (2.12-5.80), 1.72 (1.61-2.96), 2.29 (1.90-4.51) ms
  * with huge pages on both (HUGE=3): 1.88, 1.94, 1.18 ms.
+ *
+ * Since 2026-12-04 the sender sleeps (200 us naps) under modes 0 and 1, as
+ * a sender's worker does while its 4 MiB+ buffer is read, so that the
+ * receiver's second thread has the other core. 00:08 UTC, quiet, fast
+ * state, 20 reps, medians (min) of two runs: 0 whole 1.93 (1.87), 1.85
+ * (1.81); 1 two receiver threads 1.89 (1.02), 1.91 (1.09); 2 receiver +
+ * sender 0.97 (0.93), 0.97 (0.92) ms. What src/transport/shm/split.rs does.
  */
 #define _GNU_SOURCE
 #include <stdio.h>
@@ -70,7 +77,7 @@ int main(int argc,char**argv){int huge=argc>1?atoi(argv[1]):0; int reps=argc>2?a
  while(!c->dst||!c->rpid) {}
  c->src=src;
  long seen=0;
- for(;;){ long g; while((g=c->go)==seen); if(g<0)break; seen=g;
+ for(;;){ long g; while((g=c->go)==seen) { if (c->mode==1 || c->mode==0) usleep(200); } if(g<0)break; seen=g;
    if(c->mode==2){ wr(c->rpid,c->dst+N/2,src+N/2,N/2); c->done_s=1; }
  }
  wait(0);
