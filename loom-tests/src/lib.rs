@@ -16,7 +16,8 @@
 //! `ring_models`; the progress thread standing aside for polling workers
 //! (`src/p2p/pollers.rs`) in `pollers_models`; the shared-memory ring between
 //! processes and its sleep/wake flags (`src/transport/shm/ring.rs`) in
-//! `shm_ring_models`. A collective's wake-up handed to another worker
+//! `shm_ring_models`; a large copy shared by its reader and its lender
+//! (`src/transport/shm/split.rs`) in `shm_split_models`. A collective's wake-up handed to another worker
 //! (`Round::wake_all`, `sched::unpark_on`), the workers' sleep and the
 //! deadlock check, end to end, in `wake_models`. The hand-over from a
 //! one-worker job's solo mode (plain loads and stores on park states and
@@ -73,11 +74,19 @@ mod pollers;
 #[path = "../../src/transport/shm/ring.rs"]
 mod shm_ring;
 
+#[cfg(loom)]
+#[allow(dead_code)]
+#[path = "../../src/transport/shm/split.rs"]
+mod shm_split;
+
 #[cfg(all(loom, test))]
 mod models;
 
 #[cfg(all(loom, test))]
 mod shm_ring_models;
+
+#[cfg(all(loom, test))]
+mod shm_split_models;
 
 #[cfg(all(loom, test))]
 mod pollers_models;

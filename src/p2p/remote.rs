@@ -214,19 +214,39 @@ struct Announced {
 
 /// One announced send whose buffer a peer reads itself, counted in
 /// `Remote::lending` until it drops (answered, given up, or failed).
-#[derive(Debug)]
-struct Lending(Arc<AtomicUsize>);
+struct Lending {
+    count: Arc<AtomicUsize>,
+    /// The transport it was lent to, the peer and the buffer's address
+    /// (`Transport::unlend` when the entry goes; `None` in tests).
+    lent: Option<(Arc<dyn Transport>, ProcessId, usize)>,
+}
+
+impl std::fmt::Debug for Lending {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Lending").finish_non_exhaustive()
+    }
+}
 
 impl Lending {
-    fn new(count: &Arc<AtomicUsize>) -> Lending {
+    fn new(
+        count: &Arc<AtomicUsize>,
+        lent: Option<(Arc<dyn Transport>, ProcessId, usize)>,
+    ) -> Lending {
         count.fetch_add(1, Ordering::Relaxed);
-        Lending(Arc::clone(count))
+        Lending {
+            count: Arc::clone(count),
+            lent,
+        }
     }
 }
 
 impl Drop for Lending {
     fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::Relaxed);
+        // The transport lets go of the memory before its owner can.
+        if let Some((transport, to, address)) = self.lent.take() {
+            transport.unlend(to, address);
+        }
+        self.count.fetch_sub(1, Ordering::Relaxed);
     }
 }
 
@@ -811,7 +831,10 @@ fn announce<N: Node>(
         // (`Transport::lend`); the send waits as usual until it says so.
         if let Some(handle) = remote.transport.lend(to, contiguous.base as usize, bytes) {
             frame.payload = handle;
-            lent = Some(Lending::new(&remote.lending));
+            lent = Some(Lending::new(
+                &remote.lending,
+                Some((Arc::clone(&remote.transport), to, contiguous.base as usize)),
+            ));
         }
     }
     let entry = Announced {
@@ -1522,7 +1545,7 @@ mod tests {
             !remote.copy_under_way(),
             "an announcement that lent nothing"
         );
-        lock(&remote.announced).insert(2, entry(Some(Lending::new(&remote.lending))));
+        lock(&remote.announced).insert(2, entry(Some(Lending::new(&remote.lending, None))));
         assert!(remote.copy_under_way());
         assert!(remote.forget(&completion));
         assert!(remote.forget(&completion));

@@ -323,6 +323,13 @@ pub(crate) trait Transport: Send + Sync + fmt::Debug {
         None
     }
 
+    /// The memory at `address` lent to process `to` ([`lend`](Self::lend))
+    /// is taken back (its send completed or was given up): the transport
+    /// touches it no more once this returns.
+    fn unlend(&self, to: ProcessId, address: usize) {
+        let _ = (to, address);
+    }
+
     /// Reads the `len` bytes that process `from` lent with `handle`
     /// ([`lend`](Self::lend)) into `dst`; the error says why not (the
     /// lender is gone, a garbled handle). A

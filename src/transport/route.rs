@@ -238,6 +238,14 @@ impl Transport for Routed {
         }
     }
 
+    fn unlend(&self, to: ProcessId, address: usize) {
+        if self.shm.reaches(to) {
+            self.shm.unlend(to, address);
+        } else {
+            self.tcp.unlend(to, address);
+        }
+    }
+
     unsafe fn fetch(
         &self,
         from: ProcessId,

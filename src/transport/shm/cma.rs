@@ -69,6 +69,47 @@ pub(crate) unsafe fn read(pid: u32, remote: u64, dst: *mut u8, len: usize) -> io
     Ok(())
 }
 
+/// Writes the `len` bytes at `src` into process `pid`'s memory at
+/// `remote`.
+///
+/// # Safety
+///
+/// `src` is valid for reads of `len` bytes.
+pub(crate) unsafe fn write(pid: u32, remote: u64, src: *const u8, len: usize) -> io::Result<()> {
+    let mut done = 0usize;
+    while done < len {
+        let local = libc::iovec {
+            // SAFETY: inside `src` (done < len); the kernel only reads it.
+            iov_base: unsafe { src.add(done) } as *mut libc::c_void,
+            iov_len: len - done,
+        };
+        let far = libc::iovec {
+            iov_base: (remote as usize).wrapping_add(done) as *mut libc::c_void,
+            iov_len: len - done,
+        };
+        // SAFETY: one local iovec of readable memory (the caller's
+        // contract), one remote iovec the kernel checks against the peer's
+        // mappings.
+        let n = unsafe { libc::process_vm_writev(pid as libc::pid_t, &local, 1, &far, 1, 0) };
+        match n {
+            n if n > 0 => done += n as usize,
+            0 => {
+                return Err(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    "the peer's memory ended",
+                ))
+            }
+            _ => {
+                let err = io::Error::last_os_error();
+                if err.kind() != io::ErrorKind::Interrupted {
+                    return Err(err);
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
 /// Whether this process can read process `pid`'s memory: reads the word at
 /// `remote` and compares it with `expected`.
 pub(crate) fn probe(pid: u32, remote: u64, expected: u64) -> Result<(), String> {
@@ -213,6 +254,14 @@ impl Reader {
     /// wants (see `ShmLinks::busy`).
     pub(crate) fn reading_long(&self) -> bool {
         self.long.load(Ordering::Relaxed) > 0
+    }
+
+    /// Counts a long copy made without the helper (a split copy,
+    /// `split.rs`) for [`reading_long`](Self::reading_long) while the
+    /// result lives.
+    pub(crate) fn long_copy(&self) -> impl Drop + '_ {
+        self.long.fetch_add(1, Ordering::Relaxed);
+        Long(&self.long)
     }
 
     /// Starts the helper once; `false` if there is none.

@@ -12,11 +12,14 @@
 //! offset  size  field
 //!      0     4  length of the rest of the record
 //!      4     2  RECORD_MAGIC ("Sm")
-//!      6     1  type: 1 = CMA announce, 2 = CMA done, 3 = small message
+//!      6     1  type: 1 = CMA announce, 2 = CMA done, 3 = small message,
+//!                     4 = split copy
 //!      7     1  0
 //!   announce:  8 address, 16 length, 24 token (u64 each), 32… the frame's
 //!              header and signature, its payload length the data's
 //!   done:      8 token
+//!   split:     8 generation, 16 the lent address, 24 length, 32 the
+//!              destination in the reader's memory (u64 each)
 //!   small:     a frame's short form (`Frame::short_head`: an eager
 //!              message of at most 256 bytes, no id or flow, one run)
 //! ```
@@ -36,15 +39,25 @@
 //! the sender. To a peer that cannot (CMA refused), the payload streams
 //! through the ring from the sender's memory, and the receiver copies it
 //! from the ring into the place: two copies, as MPICH's shared memory.
+//!
+//! A buffer lent for the receiver to read ([`lend`](ShmLinks::lend), at
+//! least `cma::SHARED_READ` bytes) is read by the receiver and its lender
+//! together where the lender may reach the receiver's memory: the
+//! receiver's `fetch` asks with a `split` record, and the lender writes
+//! pieces into the destination with `process_vm_writev` while the
+//! receiver reads others (`split.rs`). The lender writes only from a
+//! buffer still lent ([`unlend`](ShmLinks::unlend) waits for a piece
+//! under way), so a request naming anything else copies nothing.
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use super::cma;
 use super::ring::{Consumer, Producer};
 use super::segment::Segment;
+use super::split;
 use crate::datatype::Run;
 use crate::identity::ProcessId;
 use crate::transport::epoll::Doorbell;
@@ -59,6 +72,8 @@ const ANNOUNCE: u8 = 1;
 const DONE: u8 = 2;
 /// A small eager message in a frame's short form (`Frame::short_head`).
 const SMALL: u8 = 3;
+/// A reader asks the lender to write part of a lent buffer (`split.rs`).
+const SPLIT: u8 = 4;
 /// Bytes 4..7 of a [`SMALL`] record.
 const SMALL_MARK: [u8; 3] = [
     RECORD_MAGIC.to_le_bytes()[0],
@@ -97,6 +112,10 @@ pub(crate) struct Peer {
     input: Mutex<Input>,
     /// Held while this process reads a buffer the peer lent (`fetch`).
     fetching: Mutex<()>,
+    /// Buffers this process lent the peer (`lend`), address and length,
+    /// until `unlend`: the only memory a `split` request may make this
+    /// process write from. Held while writing a piece.
+    lent: Mutex<Vec<(u64, u64)>>,
 }
 
 impl Peer {
@@ -121,6 +140,7 @@ impl Peer {
             out: Mutex::default(),
             input: Mutex::default(),
             fetching: Mutex::default(),
+            lent: Mutex::default(),
         }
     }
 }
@@ -180,6 +200,9 @@ pub(crate) struct ShmLinks {
     /// Payloads announced for CMA that the peer reads alone (below
     /// `cma::SHARED_READ`) and has not said `done` for.
     short_reads: AtomicUsize,
+    /// Bytes this process wrote into peers' memory for their reads of
+    /// buffers it lent (`split` records), for tests and reports.
+    helped: AtomicU64,
 }
 
 impl ShmLinks {
@@ -196,7 +219,14 @@ impl ShmLinks {
             queued: AtomicBool::new(false),
             reader: cma::Reader::new(),
             short_reads: AtomicUsize::new(0),
+            helped: AtomicU64::new(0),
         }
+    }
+
+    /// Bytes this process wrote for peers reading buffers it lent.
+    #[cfg(test)]
+    pub(crate) fn helped(&self) -> u64 {
+        self.helped.load(Ordering::Relaxed)
     }
 
     /// Whether frames to and from process `p` go through shared memory.
@@ -367,7 +397,18 @@ impl ShmLinks {
         let mut handle = Vec::with_capacity(16);
         handle.extend_from_slice(&(address as u64).to_le_bytes());
         handle.extend_from_slice(&(len as u64).to_le_bytes());
+        lock(&peer.lent).push((address as u64, len as u64));
         Some(handle)
+    }
+
+    /// The buffer at `address` lent to `to` ([`lend`](Self::lend)) is
+    /// taken back: returns once no piece of it is being written.
+    pub(crate) fn unlend(&self, to: ProcessId, address: usize) {
+        let Ok(peer) = self.peer(to) else { return };
+        let mut lent = lock(&peer.lent);
+        if let Some(i) = lent.iter().position(|&(a, _)| a == address as u64) {
+            lent.swap_remove(i);
+        }
     }
 
     /// Reads the `len` bytes that `from` lent with `handle` ([`lend`](Self::lend))
@@ -399,13 +440,71 @@ impl ShmLinks {
             ));
         }
         let _fetching = lock(&peer.fetching);
-        // SAFETY: the caller's contract.
-        unsafe { self.reader.read(peer.pid, address, dst, len) }.map_err(|err| {
+        let failed = |err: std::io::Error| {
             format!(
                 "reading {len} bytes of its memory (process_vm_readv, pid {}) failed: {err}",
                 peer.pid
             )
-        })
+        };
+        if peer.cma {
+            // The lender may reach this process's memory: it writes part.
+            // SAFETY: the caller's contract.
+            if unsafe { self.fetch_split(peer, from, address, dst, len) }? {
+                return Ok(());
+            }
+        }
+        // SAFETY: the caller's contract.
+        unsafe { self.reader.read(peer.pid, address, dst, len) }.map_err(failed)
+    }
+
+    /// Reads `len` bytes at `address` of `peer` into `dst` with its help
+    /// (`split.rs`): `true` when every byte arrived, `false` when a piece
+    /// of the lender's failed (the caller then reads it all).
+    ///
+    /// # Safety
+    ///
+    /// As [`fetch`](Self::fetch).
+    unsafe fn fetch_split(
+        &self,
+        peer: &Peer,
+        from: ProcessId,
+        address: u64,
+        dst: *mut u8,
+        len: usize,
+    ) -> Result<bool, String> {
+        let _long = self.reader.long_copy();
+        let line = self.own.split(peer.inbound);
+        let copy = split::Receiver::start(line, len as u64);
+        let mut record = Vec::with_capacity(40);
+        record.extend_from_slice(&36u32.to_le_bytes());
+        record.extend_from_slice(&RECORD_MAGIC.to_le_bytes());
+        record.extend_from_slice(&[SPLIT, 0]);
+        for word in [copy.generation(), address, len as u64, dst as u64] {
+            record.extend_from_slice(&word.to_le_bytes());
+        }
+        {
+            let mut out = lock(&peer.out);
+            out.queue.push_back(Chunk::Owned(record));
+            self.flush(peer, from, &mut out);
+        }
+        // The lender is woken by its doorbell if it sleeps; meanwhile this
+        // side takes pieces, and all of them if the lender never comes.
+        copy.copy(
+            |at, n| {
+                // SAFETY: `[at, at + n)` lies inside `dst`'s `len` bytes
+                // (claims stay below the length), writable by the
+                // caller's contract; each piece is claimed by one side.
+                unsafe { cma::read(peer.pid, address + at, dst.add(at as usize), n as usize) }
+                    .map_err(|err| {
+                        format!(
+                            "reading {len} bytes of its memory (process_vm_readv, pid {}) \
+                             failed: {err}",
+                            peer.pid
+                        )
+                    })
+            },
+            || process_alive(peer.pid),
+        )
     }
 
     /// Writes what the ring takes of `peer`'s queue; returns whether it
@@ -764,6 +863,29 @@ impl ShmLinks {
                 self.flush(peer, from, &mut out);
                 Ok(())
             }
+            SPLIT if record.len() == 40 => {
+                let (generation, address, len, dst) = (word(8), word(16), word(24), word(32));
+                // Only from a buffer lent to this peer, whole: the lock
+                // keeps it lent while a piece is written.
+                let lent = lock(&peer.lent);
+                if !lent.iter().any(|&(a, l)| a == address && l == len) {
+                    return Ok(());
+                }
+                let line = peer.theirs.split(peer.outbound);
+                let wrote = split::help(line, generation, len, |at, n| {
+                    // SAFETY: `[address + at, + n)` lies inside a buffer
+                    // this process lent and has not taken back (`lent`,
+                    // held), readable until `unlend`; the kernel checks
+                    // the peer's range.
+                    unsafe {
+                        cma::write(peer.pid, dst + at, (address + at) as *const u8, n as usize)
+                    }
+                    .is_ok()
+                });
+                drop(lent);
+                self.helped.fetch_add(wrote, Ordering::Relaxed);
+                Ok(())
+            }
             SMALL => {
                 let frame = Frame::decode_short(record)
                     .map_err(|err| format!("a bad short frame: {err}"))?
@@ -917,4 +1039,29 @@ impl ShmLinks {
         }
         self.closed.store(true, Ordering::Release);
     }
+}
+
+/// Whether process `pid` is still running (not exited, not a zombie).
+fn process_alive(pid: u32) -> bool {
+    // SAFETY: a plain system call with integer arguments.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid as libc::pid_t, 0) };
+    if fd < 0 {
+        // Gone (ESRCH), or pidfds unavailable: then only `kill` can tell.
+        // SAFETY: signal 0 checks the process exists and sends nothing.
+        return std::io::Error::last_os_error().raw_os_error() != Some(libc::ESRCH)
+            && unsafe { libc::kill(pid as libc::pid_t, 0) } == 0;
+    }
+    let mut poll = libc::pollfd {
+        fd: fd as i32,
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: one valid pollfd; the descriptor is ours and closed after.
+    let ready = unsafe {
+        let ready = libc::poll(&mut poll, 1, 0);
+        libc::close(fd as i32);
+        ready
+    };
+    // A pidfd is readable once its process has exited.
+    ready == 0
 }

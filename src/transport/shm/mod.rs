@@ -7,6 +7,7 @@
 //! | `ring.rs` | the single-producer single-consumer byte ring and its sleep/wake protocol (modelled in `loom-tests`) |
 //! | `segment.rs` | a process's segment (memfd, mapped shared), its doorbell (eventfd), reaching a peer's (`pidfd_getfd`) |
 //! | `cma.rs` | `process_vm_readv`: reading a peer's memory (large reads shared with a helper thread), and the probe that says whether the kernel allows it |
+//! | `split.rs` | a large copy shared by receiver and sender (`process_vm_readv` and `process_vm_writev` on pieces claimed from one shared word) |
 //! | `links.rs` | one process's links to its peers: output queues, input parsing, the CMA records |
 //!
 //! ## Setting up ([`set_up`], at a job's start, after the TCP mesh)
@@ -45,6 +46,7 @@ mod cma;
 mod links;
 pub(crate) mod ring;
 mod segment;
+mod split;
 
 use std::fmt::Write as _;
 

@@ -10,7 +10,8 @@
 //!      8                 8        slots: the job's processes on this host
 //!     16                 8        ring bytes (a power of two)
 //!     64 + s * stride  256        ring of the sender of local slot s: Control
-//!    320 + s * stride  ring       its data            (stride = 256 + ring)
+//!    320 + s * stride   64        its copies shared with this process (Split)
+//!    384 + s * stride  ring       its data            (stride = 320 + ring)
 //! ```
 //!
 //! The memory starts zeroed (a fresh memfd), which is every ring empty and
@@ -22,17 +23,18 @@ use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 
 use super::ring::{Bytes, Control};
+use super::split::Split;
 use crate::sync::AtomicU64;
 use crate::transport::epoll::Doorbell;
 
-/// The first word of every segment ("myriadS3": chunked rings whose
-/// chunks start on cache lines; a peer of another layout is not mapped, it
-/// goes through TCP).
-pub(crate) const MAGIC: u64 = u64::from_le_bytes(*b"myriadS3");
+/// The first word of every segment ("myriadS4": chunked rings whose
+/// chunks start on cache lines, each ring with a [`Split`] line; a peer
+/// of another layout is not mapped, it goes through TCP).
+pub(crate) const MAGIC: u64 = u64::from_le_bytes(*b"myriadS4");
 /// Bytes before the first ring.
 const HEADER: usize = 64;
-/// Bytes of a ring's [`Control`].
-const CONTROL: usize = 256;
+/// Bytes of a ring's [`Control`] and its [`Split`] line.
+const CONTROL: usize = 256 + 64;
 /// A cache line: where a ring's chunks start.
 const LINE: usize = 64;
 
@@ -189,6 +191,18 @@ impl Segment {
             _segment: std::marker::PhantomData,
         };
         (control, bytes)
+    }
+
+    /// The [`Split`] line of ring `slot` (beside its control).
+    pub(crate) fn split(&self, slot: usize) -> &Split {
+        assert!(slot < self.slots, "slot {slot} of {}", self.slots);
+        let at = HEADER + slot * (CONTROL + self.ring) + std::mem::size_of::<Control>();
+        const _: () =
+            assert!(std::mem::size_of::<Control>() + std::mem::size_of::<Split>() <= CONTROL);
+        // SAFETY: inside the mapping (the ring's control area, checked
+        // above), 64-aligned (`Control` is whole lines), and `Split` is
+        // atomic words, valid for any bit pattern (zero at first).
+        unsafe { &*self.ptr.add(at).cast::<Split>() }
     }
 }
 

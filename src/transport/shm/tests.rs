@@ -328,6 +328,73 @@ fn large_payloads_are_lent_to_cma_readers_and_fetched_whole() {
     assert!(t[0].lend(id(1), at, len).is_none(), "no CMA");
 }
 
+/// A lent buffer read while its lender polls: the lender writes part of
+/// it into the reader's buffer (`split.rs`), and the bytes arrive exact.
+/// Taken back (`unlend`), a buffer is not written from any more: the
+/// reader then reads it all. Fails if the lender never helps, helps from
+/// a buffer taken back, or a piece is lost or misplaced.
+#[test]
+fn a_lender_that_polls_writes_part_of_a_lent_buffer() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let set_ups = joined_in_threads(
+        2,
+        Settings {
+            ring: DEFAULT_RING,
+            cma: true,
+        },
+    )
+    .unwrap();
+    let links: Vec<_> = set_ups
+        .into_iter()
+        .map(|s| s.links.expect("links"))
+        .collect();
+    let len = 4 * super::cma::SHARED_READ + 12345;
+    let data: Vec<u8> = (0..len).map(|i| (i % 251) as u8).collect();
+    let at = data.as_ptr() as usize;
+    /// Stops the lender's poller however the test ends (a failed
+    /// assertion must not leave the scope waiting for it).
+    struct Stop<'a>(&'a AtomicBool);
+    impl Drop for Stop<'_> {
+        fn drop(&mut self) {
+            self.0.store(true, Ordering::Relaxed);
+        }
+    }
+    let stop = AtomicBool::new(false);
+    std::thread::scope(|s| {
+        let lender = &links[0];
+        let _stop = Stop(&stop);
+        let stop = &stop;
+        s.spawn(move || {
+            while !stop.load(Ordering::Relaxed) {
+                lender.poll(&mut |_: Incoming| {});
+            }
+        });
+        let mut helped_once = false;
+        for round in 0..6 {
+            let handle = links[0].lend(id(1), at, len).expect("lent");
+            let before = links[0].helped();
+            let mut buf = vec![0u8; len];
+            // SAFETY: `buf` has `len` writable bytes, ours alone.
+            unsafe { links[1].fetch(id(0), &handle, buf.as_mut_ptr(), len) }.unwrap();
+            assert!(buf == data, "round {round}: the fetched bytes differ");
+            links[0].unlend(id(1), at);
+            helped_once |= links[0].helped() > before;
+        }
+        assert!(helped_once, "the lender never wrote a piece");
+        // Not lent any more: the request is refused, the reader reads all.
+        let handle = links[0].lend(id(1), at, len).expect("lent");
+        links[0].unlend(id(1), at);
+        let before = links[0].helped();
+        let mut buf = vec![0u8; len];
+        // SAFETY: as above.
+        unsafe { links[1].fetch(id(0), &handle, buf.as_mut_ptr(), len) }.unwrap();
+        assert!(buf == data, "read alone");
+        // Let a late request be seen before the count is checked.
+        std::thread::sleep(Duration::from_millis(20));
+        assert_eq!(links[0].helped(), before, "wrote from a buffer taken back");
+    });
+}
+
 /// A peer's frames written before its TCP stream closed are handed over
 /// before its loss.
 #[test]
