@@ -35,38 +35,9 @@ pub(crate) fn allow_peers() {
 ///
 /// `dst` is valid for writes of `len` bytes.
 pub(crate) unsafe fn read(pid: u32, remote: u64, dst: *mut u8, len: usize) -> io::Result<()> {
-    let mut done = 0usize;
-    while done < len {
-        let local = libc::iovec {
-            // SAFETY: inside `dst` (done < len).
-            iov_base: unsafe { dst.add(done) }.cast(),
-            iov_len: len - done,
-        };
-        let far = libc::iovec {
-            iov_base: (remote as usize).wrapping_add(done) as *mut libc::c_void,
-            iov_len: len - done,
-        };
-        // SAFETY: one local iovec of writable memory (the caller's
-        // contract), one remote iovec the kernel checks against the peer's
-        // mappings.
-        let n = unsafe { libc::process_vm_readv(pid as libc::pid_t, &local, 1, &far, 1, 0) };
-        match n {
-            n if n > 0 => done += n as usize,
-            0 => {
-                return Err(io::Error::new(
-                    io::ErrorKind::UnexpectedEof,
-                    "the peer's memory ended",
-                ))
-            }
-            _ => {
-                let err = io::Error::last_os_error();
-                if err.kind() != io::ErrorKind::Interrupted {
-                    return Err(err);
-                }
-            }
-        }
-    }
-    Ok(())
+    // SAFETY: `process_vm_readv` writes the local range, which the
+    // caller's contract makes writable.
+    unsafe { transfer(libc::process_vm_readv, pid, remote, dst, len) }
 }
 
 /// Writes the `len` bytes at `src` into process `pid`'s memory at
@@ -76,21 +47,50 @@ pub(crate) unsafe fn read(pid: u32, remote: u64, dst: *mut u8, len: usize) -> io
 ///
 /// `src` is valid for reads of `len` bytes.
 pub(crate) unsafe fn write(pid: u32, remote: u64, src: *const u8, len: usize) -> io::Result<()> {
+    // SAFETY: `process_vm_writev` only reads the local range, which the
+    // caller's contract makes readable.
+    unsafe { transfer(libc::process_vm_writev, pid, remote, src.cast_mut(), len) }
+}
+
+/// `process_vm_readv` or `process_vm_writev`, by the signature they share.
+type Syscall = unsafe extern "C" fn(
+    libc::pid_t,
+    *const libc::iovec,
+    libc::c_ulong,
+    *const libc::iovec,
+    libc::c_ulong,
+    libc::c_ulong,
+) -> libc::ssize_t;
+
+/// Moves `len` bytes between `local` and `remote` in process `pid` with
+/// `call`, resuming after partial transfers and interruptions.
+///
+/// # Safety
+///
+/// `local` is valid for `len` bytes of what `call` does to it (writes
+/// for a read of the peer, reads for a write into it).
+unsafe fn transfer(
+    call: Syscall,
+    pid: u32,
+    remote: u64,
+    local: *mut u8,
+    len: usize,
+) -> io::Result<()> {
     let mut done = 0usize;
     while done < len {
-        let local = libc::iovec {
-            // SAFETY: inside `src` (done < len); the kernel only reads it.
-            iov_base: unsafe { src.add(done) } as *mut libc::c_void,
+        let near = libc::iovec {
+            // SAFETY: inside `local` (done < len).
+            iov_base: unsafe { local.add(done) }.cast(),
             iov_len: len - done,
         };
         let far = libc::iovec {
             iov_base: (remote as usize).wrapping_add(done) as *mut libc::c_void,
             iov_len: len - done,
         };
-        // SAFETY: one local iovec of readable memory (the caller's
+        // SAFETY: one local iovec valid for the access (the caller's
         // contract), one remote iovec the kernel checks against the peer's
         // mappings.
-        let n = unsafe { libc::process_vm_writev(pid as libc::pid_t, &local, 1, &far, 1, 0) };
+        let n = unsafe { call(pid as libc::pid_t, &near, 1, &far, 1, 0) };
         match n {
             n if n > 0 => done += n as usize,
             0 => {
