@@ -825,7 +825,7 @@ impl<'a, N: Node> PendingGuard<'a, N> {
     }
 
     /// Waits for completion (parking the rank), for a caller that then
-    /// reads the outcome in place ([`Completion::outcome_ref`]).
+    /// reads the outcome in place ([`Completion::outcome_ref_done`]).
     /// `#[inline(always)]`: see [`receive`].
     #[inline(always)]
     pub(crate) fn wait_done(self, ctx: &RankCtx, info: &WaitInfo) -> Result<(), Error> {
@@ -845,7 +845,8 @@ fn blocking_completion(ctx: &RankCtx) -> Completion {
 
 /// Waits (the party of `ctx`) until `completion` is done: as any wait when
 /// its completer always wakes it; else spinning on it first, then
-/// announcing the park (`completion`'s docs).
+/// announcing the park (`completion`'s docs). `Ok` only once it saw
+/// `DONE` with `Acquire` ordering or stronger ([`receive`] relies on it).
 ///
 /// `#[inline(always)]`, with the park of the woken wait inlined into it
 /// (`sched::park_once_inline`): the blocking receive then switches to its
@@ -1090,7 +1091,9 @@ pub(crate) fn receive(
             guard.wait_done(ctx, &info)?;
             // Read in place: a copy of the whole `Outcome` out of the
             // completion cost ~15 instructions a message (callgrind).
-            let outcome = completion.outcome_ref();
+            // SAFETY: `wait_done` returned `Ok`, so `wait_for` saw the
+            // completion done with `Acquire` (or `AcqRel`) ordering.
+            let outcome = unsafe { completion.outcome_ref_done() };
             if let Some(span) = &mut span {
                 span.set_bytes(outcome.bytes);
             }

@@ -479,9 +479,9 @@ fn park_body(ctx: &RankCtx, info: &WaitInfo, spin: bool) -> Result<(), Error> {
     // `WaitInfo`, whose address escaped to them, was written to its stack
     // on every wait, before its fields were stored into the slot
     // (callgrind).
-    if ctx.is_thread() {
+    let Some(yielder) = ctx.coroutine() else {
         return thread::park_once(ctx, &{ *info });
-    }
+    };
     if std::thread::panicking() {
         return Err(unwinding(ctx, info.op, info.site));
     }
@@ -519,7 +519,7 @@ fn park_body(ctx: &RankCtx, info: &WaitInfo, spin: bool) -> Result<(), Error> {
         // park, callgrind.)
         let marker = 0u8;
         ctx.parked_at.set(&marker as *const u8 as usize);
-        ctx.suspend(Suspend::Parked);
+        yielder.suspend(Suspend::Parked);
         // No `resumed()`: the unparker took the slot back to `RUNNING`, or
         // left a notification that the next `try_park` consumes (`park.rs`).
         if sched.is_aborting() {
