@@ -992,6 +992,26 @@ pub(crate) fn send(
     mode: SendMode,
     site: &'static Location<'static>,
 ) -> Result<(), Error> {
+    // One test of the recorder: the untraced send then has no span to
+    // store and drop, nor a second test for the flow (callgrind).
+    match ctx.recorder() {
+        None => send_body(ep, ctx, route, tag, src, mode, site, 0),
+        Some(_) => send_traced(ep, ctx, route, tag, src, mode, site),
+    }
+}
+
+/// [`send`] by a traced rank: its span, and the flow its message carries.
+#[cold]
+#[inline(never)]
+fn send_traced(
+    ep: Endpoint<'_, impl Node>,
+    ctx: &RankCtx,
+    route: Route,
+    tag: Tag,
+    src: &Layout,
+    mode: SendMode,
+    site: &'static Location<'static>,
+) -> Result<(), Error> {
     let _span = trace::span(
         ctx.recorder(),
         trace::Op::Send,
@@ -999,14 +1019,24 @@ pub(crate) fn send(
         tag,
         src.bytes(),
     );
+    let flow = sched::trace_flow_out();
+    send_body(ep, ctx, route, tag, src, mode, site, flow)
+}
+
+/// The body of [`send`], the message carrying `flow` (0: untraced).
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+fn send_body(
+    ep: Endpoint<'_, impl Node>,
+    ctx: &RankCtx,
+    route: Route,
+    tag: Tag,
+    src: &Layout,
+    mode: SendMode,
+    site: &'static Location<'static>,
+    flow: u64,
+) -> Result<(), Error> {
     let completion = blocking_completion(ctx);
-    // The flow of a traced sender: read from its own recorder, which the
-    // span above looked at already (the job's tracer, a `OnceLock`, cost
-    // a load and a test more a message).
-    let flow = match ctx.recorder() {
-        None => 0,
-        Some(_) => sched::trace_flow_out(),
-    };
     match send_to(ep, route, tag, src, mode, &completion, flow) {
         true => Ok(()),
         false => send_wait(ep, ctx, &{ route }, tag, mode, site, &completion),
@@ -1069,7 +1099,40 @@ pub(crate) fn receive(
     dst: &Layout,
     site: &'static Location<'static>,
 ) -> Result<Status, Error> {
-    let mut span = trace::span(ctx.recorder(), trace::Op::Receive, spec.source, spec.tag, 0);
+    // One test of the recorder: the untraced receive then has no span to
+    // store, update and drop (callgrind).
+    match ctx.recorder() {
+        None => receive_body(ep, ctx, rank, spec, dst, site, None),
+        Some(_) => receive_traced(ep, ctx, rank, spec, dst, site),
+    }
+}
+
+/// [`receive`] by a traced rank, in its span.
+#[cold]
+#[inline(never)]
+fn receive_traced(
+    ep: Endpoint<'_, impl Node>,
+    ctx: &RankCtx,
+    rank: Rank,
+    spec: MatchSpec,
+    dst: &Layout,
+    site: &'static Location<'static>,
+) -> Result<Status, Error> {
+    let span = trace::span(ctx.recorder(), trace::Op::Receive, spec.source, spec.tag, 0);
+    receive_body(ep, ctx, rank, spec, dst, site, span)
+}
+
+/// The body of [`receive`], in `span` (`None`: untraced).
+#[inline(always)]
+fn receive_body<'a>(
+    ep: Endpoint<'_, impl Node>,
+    ctx: &'a RankCtx,
+    rank: Rank,
+    spec: MatchSpec,
+    dst: &Layout,
+    site: &'static Location<'static>,
+    mut span: Option<trace::Span<'a>>,
+) -> Result<Status, Error> {
     let completion = blocking_completion(ctx);
     match start_receive(ep, spec, dst, &completion) {
         Started::Done(outcome) => {
