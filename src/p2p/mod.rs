@@ -720,7 +720,16 @@ pub(crate) fn receive_result(rank: Rank, outcome: Outcome) -> Result<Status, Err
 /// receive reads a parked receive's outcome in its completion.
 #[inline(always)]
 fn status_of(rank: Rank, outcome: &Outcome) -> Result<Status, Error> {
-    if outcome.flow != 0 {
+    status_traced(rank, outcome, true)
+}
+
+/// [`status_of`] by a receiver traced (`traced`: its flow recorded) or
+/// not (`false`, known to the blocking receive: the flow's test, 3
+/// instructions a message, folds away; an untraced receiver records
+/// nothing of a traced sender's flow anyway: `sched::trace_flow_in`).
+#[inline(always)]
+fn status_traced(rank: Rank, outcome: &Outcome, traced: bool) -> Result<Status, Error> {
+    if traced && outcome.flow != 0 {
         sched::trace_flow_in(outcome.flow);
     }
     if outcome.cancelled {
@@ -1139,7 +1148,7 @@ fn receive_body<'a>(
             if let Some(span) = &mut span {
                 span.set_bytes(outcome.bytes);
             }
-            status_of(rank, &outcome)
+            status_traced(rank, &outcome, span.is_some())
         }
         Started::Pending => {
             let guard = PendingGuard::new(ep, Queued::Receive(ep.world), &completion);
@@ -1160,7 +1169,7 @@ fn receive_body<'a>(
             if let Some(span) = &mut span {
                 span.set_bytes(outcome.bytes);
             }
-            status_of(rank, outcome)
+            status_traced(rank, outcome, span.is_some())
         }
     }
 }
