@@ -720,7 +720,16 @@ pub(crate) fn receive_result(rank: Rank, outcome: Outcome) -> Result<Status, Err
 /// receive reads a parked receive's outcome in its completion.
 #[inline(always)]
 fn status_of(rank: Rank, outcome: &Outcome) -> Result<Status, Error> {
-    if outcome.flow != 0 {
+    status_traced(rank, outcome, true)
+}
+
+/// [`status_of`] by a receiver traced (`traced`: its flow recorded) or
+/// not (`false`, known to the blocking receive: the flow's test, 3
+/// instructions a message, folds away; an untraced receiver records
+/// nothing of a traced sender's flow anyway: `sched::trace_flow_in`).
+#[inline(always)]
+fn status_traced(rank: Rank, outcome: &Outcome, traced: bool) -> Result<Status, Error> {
+    if traced && outcome.flow != 0 {
         sched::trace_flow_in(outcome.flow);
     }
     if outcome.cancelled {
@@ -825,7 +834,7 @@ impl<'a, N: Node> PendingGuard<'a, N> {
     }
 
     /// Waits for completion (parking the rank), for a caller that then
-    /// reads the outcome in place ([`Completion::outcome_ref`]).
+    /// reads the outcome in place ([`Completion::outcome_ref_done`]).
     /// `#[inline(always)]`: see [`receive`].
     #[inline(always)]
     pub(crate) fn wait_done(self, ctx: &RankCtx, info: &WaitInfo) -> Result<(), Error> {
@@ -845,7 +854,8 @@ fn blocking_completion(ctx: &RankCtx) -> Completion {
 
 /// Waits (the party of `ctx`) until `completion` is done: as any wait when
 /// its completer always wakes it; else spinning on it first, then
-/// announcing the park (`completion`'s docs).
+/// announcing the park (`completion`'s docs). `Ok` only once it saw
+/// `DONE` with `Acquire` ordering or stronger ([`receive`] relies on it).
 ///
 /// `#[inline(always)]`, with the park of the woken wait inlined into it
 /// (`sched::park_once_inline`): the blocking receive then switches to its
@@ -991,6 +1001,26 @@ pub(crate) fn send(
     mode: SendMode,
     site: &'static Location<'static>,
 ) -> Result<(), Error> {
+    // One test of the recorder: the untraced send then has no span to
+    // store and drop, nor a second test for the flow (callgrind).
+    match ctx.recorder() {
+        None => send_body(ep, ctx, route, tag, src, mode, site, 0),
+        Some(_) => send_traced(ep, ctx, route, tag, src, mode, site),
+    }
+}
+
+/// [`send`] by a traced rank: its span, and the flow its message carries.
+#[cold]
+#[inline(never)]
+fn send_traced(
+    ep: Endpoint<'_, impl Node>,
+    ctx: &RankCtx,
+    route: Route,
+    tag: Tag,
+    src: &Layout,
+    mode: SendMode,
+    site: &'static Location<'static>,
+) -> Result<(), Error> {
     let _span = trace::span(
         ctx.recorder(),
         trace::Op::Send,
@@ -998,14 +1028,24 @@ pub(crate) fn send(
         tag,
         src.bytes(),
     );
+    let flow = sched::trace_flow_out();
+    send_body(ep, ctx, route, tag, src, mode, site, flow)
+}
+
+/// The body of [`send`], the message carrying `flow` (0: untraced).
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+fn send_body(
+    ep: Endpoint<'_, impl Node>,
+    ctx: &RankCtx,
+    route: Route,
+    tag: Tag,
+    src: &Layout,
+    mode: SendMode,
+    site: &'static Location<'static>,
+    flow: u64,
+) -> Result<(), Error> {
     let completion = blocking_completion(ctx);
-    // The flow of a traced sender: read from its own recorder, which the
-    // span above looked at already (the job's tracer, a `OnceLock`, cost
-    // a load and a test more a message).
-    let flow = match ctx.recorder() {
-        None => 0,
-        Some(_) => sched::trace_flow_out(),
-    };
     match send_to(ep, route, tag, src, mode, &completion, flow) {
         true => Ok(()),
         false => send_wait(ep, ctx, &{ route }, tag, mode, site, &completion),
@@ -1068,14 +1108,47 @@ pub(crate) fn receive(
     dst: &Layout,
     site: &'static Location<'static>,
 ) -> Result<Status, Error> {
-    let mut span = trace::span(ctx.recorder(), trace::Op::Receive, spec.source, spec.tag, 0);
+    // One test of the recorder: the untraced receive then has no span to
+    // store, update and drop (callgrind).
+    match ctx.recorder() {
+        None => receive_body(ep, ctx, rank, spec, dst, site, None),
+        Some(_) => receive_traced(ep, ctx, rank, spec, dst, site),
+    }
+}
+
+/// [`receive`] by a traced rank, in its span.
+#[cold]
+#[inline(never)]
+fn receive_traced(
+    ep: Endpoint<'_, impl Node>,
+    ctx: &RankCtx,
+    rank: Rank,
+    spec: MatchSpec,
+    dst: &Layout,
+    site: &'static Location<'static>,
+) -> Result<Status, Error> {
+    let span = trace::span(ctx.recorder(), trace::Op::Receive, spec.source, spec.tag, 0);
+    receive_body(ep, ctx, rank, spec, dst, site, span)
+}
+
+/// The body of [`receive`], in `span` (`None`: untraced).
+#[inline(always)]
+fn receive_body<'a>(
+    ep: Endpoint<'_, impl Node>,
+    ctx: &'a RankCtx,
+    rank: Rank,
+    spec: MatchSpec,
+    dst: &Layout,
+    site: &'static Location<'static>,
+    mut span: Option<trace::Span<'a>>,
+) -> Result<Status, Error> {
     let completion = blocking_completion(ctx);
     match start_receive(ep, spec, dst, &completion) {
         Started::Done(outcome) => {
             if let Some(span) = &mut span {
                 span.set_bytes(outcome.bytes);
             }
-            status_of(rank, &outcome)
+            status_traced(rank, &outcome, span.is_some())
         }
         Started::Pending => {
             let guard = PendingGuard::new(ep, Queued::Receive(ep.world), &completion);
@@ -1090,11 +1163,13 @@ pub(crate) fn receive(
             guard.wait_done(ctx, &info)?;
             // Read in place: a copy of the whole `Outcome` out of the
             // completion cost ~15 instructions a message (callgrind).
-            let outcome = completion.outcome_ref();
+            // SAFETY: `wait_done` returned `Ok`, so `wait_for` saw the
+            // completion done with `Acquire` (or `AcqRel`) ordering.
+            let outcome = unsafe { completion.outcome_ref_done() };
             if let Some(span) = &mut span {
                 span.set_bytes(outcome.bytes);
             }
-            status_of(rank, outcome)
+            status_traced(rank, outcome, span.is_some())
         }
     }
 }

@@ -479,9 +479,9 @@ fn park_body(ctx: &RankCtx, info: &WaitInfo, spin: bool) -> Result<(), Error> {
     // `WaitInfo`, whose address escaped to them, was written to its stack
     // on every wait, before its fields were stored into the slot
     // (callgrind).
-    if ctx.is_thread() {
+    let Some(yielder) = ctx.coroutine() else {
         return thread::park_once(ctx, &{ *info });
-    }
+    };
     if std::thread::panicking() {
         return Err(unwinding(ctx, info.op, info.site));
     }
@@ -504,14 +504,6 @@ fn park_body(ctx: &RankCtx, info: &WaitInfo, spin: bool) -> Result<(), Error> {
         slot.park.try_park()
     };
     if parked {
-        let _span = ctx.recorder().map(|r| {
-            r.park(
-                info.op.label(),
-                info.label.unwrap_or(&""),
-                info.peer,
-                info.tag,
-            )
-        });
         // Where its stack ends, about: its worker prefetches the frames
         // above it before resuming it (`Worker::prefetch_next`).
         // (The address of a local, without `black_box`: forcing the byte
@@ -519,7 +511,12 @@ fn park_body(ctx: &RankCtx, info: &WaitInfo, spin: bool) -> Result<(), Error> {
         // park, callgrind.)
         let marker = 0u8;
         ctx.parked_at.set(&marker as *const u8 as usize);
-        ctx.suspend(Suspend::Parked);
+        // The park's span out of line: an untraced park then stores and
+        // drops no empty span (callgrind).
+        match ctx.recorder() {
+            None => yielder.suspend(Suspend::Parked),
+            Some(rec) => suspend_traced(rec, &{ *info }, yielder),
+        }
         // No `resumed()`: the unparker took the slot back to `RUNNING`, or
         // left a notification that the next `try_park` consumes (`park.rs`).
         if sched.is_aborting() {
@@ -527,6 +524,24 @@ fn park_body(ctx: &RankCtx, info: &WaitInfo, spin: bool) -> Result<(), Error> {
         }
     }
     Ok(())
+}
+
+/// Suspends a parked rank whose recorder is `rec`, in the span of its
+/// park.
+#[cold]
+#[inline(never)]
+fn suspend_traced(
+    rec: &crate::trace::Recorder,
+    info: &WaitInfo,
+    yielder: &corosensei::Yielder<(), Suspend>,
+) {
+    let _span = rec.park(
+        info.op.label(),
+        info.label.unwrap_or(&""),
+        info.peer,
+        info.tag,
+    );
+    yielder.suspend(Suspend::Parked);
 }
 
 /// Where a message leaving the running party starts its flow: the flow's

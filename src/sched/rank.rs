@@ -385,6 +385,17 @@ impl RankCtx {
         self.yielder.is_null()
     }
 
+    /// The yielder of the rank's coroutine, to suspend it with; `None` for
+    /// an OS thread's context ([`is_thread`](Self::is_thread)). For a
+    /// caller that checks once and suspends later: [`suspend`](Self::suspend)
+    /// tested the pointer again (2 instructions a park, callgrind).
+    #[inline]
+    pub(crate) fn coroutine(&self) -> Option<&Yielder<(), Suspend>> {
+        // SAFETY: as in `suspend`: a non-null yielder belongs to the
+        // coroutine running this rank, which is the code calling us.
+        unsafe { self.yielder.as_ref() }
+    }
+
     /// Suspends the rank, returning control to its worker. (An OS thread's
     /// context only yields its thread: its waits go through
     /// `sched::thread::park_once`.)
