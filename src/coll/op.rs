@@ -347,6 +347,7 @@ pub(crate) fn check_supported(op: &OpRef<'_>, map: &TypeMap) -> Result<(), Error
 /// `input` must be valid for reads and `inout` for reads and writes of
 /// `count` elements laid out as `map`, and must not overlap;
 /// `check_supported` must have accepted `op` for `map`.
+#[inline]
 pub(crate) unsafe fn apply(
     op: &OpRef<'_>,
     map: &TypeMap,
@@ -354,6 +355,25 @@ pub(crate) unsafe fn apply(
     inout: *mut u8,
     count: usize,
 ) {
+    if let (OpRef::System(op), true, [run]) = (op, map.is_contiguous(), map.signature()) {
+        // The usual case, inlined: contiguous elements of one run (every
+        // primitive), `run.count` values of its kind per element.
+        // SAFETY: contiguous data of one base kind: that many values at
+        // each pointer (the caller's contract).
+        unsafe { apply_values(*op, run.kind, input, inout, count * run.count) };
+        return;
+    }
+    // SAFETY: the caller's contract, passed on.
+    unsafe { apply_any(op, map, input, inout, count) }
+}
+
+/// [`apply`] of any operation and type map.
+///
+/// # Safety
+///
+/// As for [`apply`].
+#[inline(never)]
+unsafe fn apply_any(op: &OpRef<'_>, map: &TypeMap, input: *const u8, inout: *mut u8, count: usize) {
     match op {
         // SAFETY: the caller's contract: `count` elements of `map` at
         // each pointer, `inout` accessed only through the second buffer.
@@ -411,7 +431,20 @@ unsafe fn apply_values(op: SystemOperation, kind: BaseKind, a: *const u8, b: *mu
             let (a, b) = (a as *const $t, b as *mut $t);
             // One loop per operation: the match is outside the loop.
             macro_rules! each {
-                (|$x:ident, $y:ident| $e:expr) => {
+                (|$x:ident, $y:ident| $e:expr) => {{
+                    if n == 1 {
+                        // One value (the usual small reduction): no loop,
+                        // whose set-up for vectors costs more than the
+                        // value.
+                        // SAFETY: one value in bounds of both (the
+                        // caller's contract).
+                        unsafe {
+                            let $x = a.read_unaligned();
+                            let $y = b.read_unaligned();
+                            b.write_unaligned($e);
+                        }
+                        return;
+                    }
                     for i in 0..n {
                         // SAFETY: `i < n` values are in bounds of both
                         // (the caller's contract).
@@ -421,7 +454,7 @@ unsafe fn apply_values(op: SystemOperation, kind: BaseKind, a: *const u8, b: *mu
                             b.add(i).write_unaligned($e);
                         }
                     }
-                };
+                }};
             }
             match op.0 {
                 System::Max => each!(|x, y| if x > y { x } else { y }),
