@@ -22,7 +22,7 @@ use super::doubling::Doubling;
 use super::exchange::Exchange;
 use super::op::{self, OpRef};
 use super::operand::{combine, copy_same, Scratch};
-use super::round::{Accumulator, Readers, Round};
+use super::round::{Accumulator, Failed, Readers, Round};
 use super::{bcast, Algorithm, Call};
 use crate::datatype::copy::Layout;
 use crate::error::{CountError, Error, TypeError};
@@ -150,33 +150,29 @@ fn shm(
     } else {
         rounds.join_published(call, Readers::One)?
     };
+    // A one-word error until the round is left (an `Error` would be
+    // copied whole, Ok or not, from one frame's room to the next).
     let result = if commutative {
-        shm_commutative(
-            call,
-            &round,
-            op,
-            send,
-            recv.map(|r| r.slice(0, send.count)),
-            None,
-        )
+        shm_commutative(call, &round, op, send, recv, None)
     } else {
         shm_in_order(call, &round, op, send, recv)
     };
     rounds.leave(call, round);
-    result
+    Ok(result?)
 }
 
 /// Folds `send` into this worker's partial result; the last rank to arrive
 /// combines the workers' partials into `round.acc` and wakes everyone. Then
-/// `recv` gets the result (or block `block.0` of `block.1` elements of it).
+/// `recv` gets the result (or block `block.0` of `block.1` elements of it;
+/// without a block, `send.count` elements: `recv` may hold more).
 fn shm_commutative(
     call: &Call<'_>,
     round: &Round,
     op: &OpRef<'_>,
     send: &Layout,
-    recv: Option<Layout>,
+    recv: Option<&Layout>,
     block: Option<(usize, usize)>,
-) -> Result<(), Error> {
+) -> Result<(), Failed> {
     let bytes = send.ty.map().span(send.count);
     fold(round.own_partial(call), op, send, bytes);
     if round.arrive() {
@@ -193,12 +189,13 @@ fn shm_commutative(
         false => round.result().lock(),
     };
     if !total.all_like(send) {
-        return Err(contributions_differ(call, send));
+        return Err(contributions_differ(call, send).into());
     }
     let src = total.layout(send);
     match block {
-        None => copy_same(&src, &recv),
-        Some((index, len)) => copy_same(&src.slice(index * len, len), &recv),
+        // The copy stops at the shorter of the two: `send.count` elements.
+        None => copy_same(&src, recv),
+        Some((index, len)) => copy_same(&src.slice(index * len, len), recv),
     }
     Ok(())
 }
@@ -285,7 +282,7 @@ fn shm_in_order(
     op: &OpRef<'_>,
     send: &Layout,
     recv: Option<&Layout>,
-) -> Result<(), Error> {
+) -> Result<(), Failed> {
     let n = round.size() as usize;
     // Returns once the reducer is done with every buffer.
     round.publish(call, call.rank() as usize, send, || {
@@ -319,7 +316,7 @@ fn shm_in_order(
     let mut acc = round.result().lock();
     if acc.contributions() != round.size() {
         // The reducer found an operand that differs (and names it).
-        return Err(contributions_differ(call, send));
+        return Err(contributions_differ(call, send).into());
     }
     if let Some(recv) = recv {
         let src = acc.layout(send);
@@ -514,16 +511,9 @@ pub(crate) fn reduce_scatter_block(
             // The shared-memory all-reduce, then each rank takes its block.
             let rounds = &call.comm.coll().rounds;
             let round = rounds.join_checked(call)?;
-            let result = shm_commutative(
-                call,
-                &round,
-                op,
-                send,
-                Some(recv.clone()),
-                Some((rank, block)),
-            );
+            let result = shm_commutative(call, &round, op, send, Some(recv), Some((rank, block)));
             rounds.leave(call, round);
-            result
+            Ok(result?)
         }
     }
 }
