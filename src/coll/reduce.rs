@@ -191,11 +191,10 @@ fn shm_commutative(
     if !total.all_like(send) {
         return Err(contributions_differ(call, send).into());
     }
-    let src = total.layout(send);
     match block {
         // The copy stops at the shorter of the two: `send.count` elements.
-        None => copy_same(&src, recv),
-        Some((index, len)) => copy_same(&src.slice(index * len, len), recv),
+        None => total.copy_to(send, recv),
+        Some((index, len)) => copy_same(&total.layout(send).slice(index * len, len), recv),
     }
     Ok(())
 }
@@ -263,12 +262,7 @@ fn fold(part: &SpinLock<Accumulator>, op: &OpRef<'_>, send: &Layout, bytes: usiz
     let Some(first) = acc.admit(send, bytes) else {
         return;
     };
-    let target = acc.layout(send);
-    if first {
-        copy_same(send, &target);
-    } else {
-        combine(op, send, &target);
-    }
+    acc.fold_in(op, send, first);
     acc.count(1);
 }
 

@@ -90,11 +90,12 @@ use std::ptr::NonNull;
 use std::sync::atomic::{AtomicPtr, AtomicU32, AtomicU8, Ordering};
 use std::sync::Arc;
 
+use super::op::{self, OpRef};
 use super::operand::AlignedBytes;
 use super::parts::Parts;
 use super::published::Gate;
 use super::Call;
-use crate::datatype::copy::Layout;
+use crate::datatype::copy::{self, Layout};
 use crate::datatype::TypeHandle;
 use crate::error::Error;
 use crate::sched;
@@ -462,6 +463,41 @@ impl Accumulator {
             return None;
         }
         Some(first)
+    }
+
+    /// Reduces the contribution `send` into it: copies it if it is the
+    /// `first` ([`admit`](Self::admit)), else combines it with `op`. (A
+    /// contiguous type by address, without a layout of the accumulator.)
+    #[inline]
+    pub(crate) fn fold_in(&mut self, op: &OpRef<'_>, send: &Layout, first: bool) {
+        let (dst, map) = (self.ptr(), send.ty.map());
+        if !first {
+            // SAFETY: the accumulator holds `send.count` elements of its
+            // type (started for the shape `send` fits, `admit`), apart
+            // from `send`; the operation was checked for the type
+            // (`reduce::check`).
+            unsafe { op::apply(op, map, send.base, dst, send.count) };
+        } else if map.is_contiguous() {
+            // SAFETY: as above: room for `send.bytes()` bytes at `dst`.
+            unsafe { copy::copy_bytes(send.base, dst, send.bytes()) };
+        } else {
+            super::operand::copy_same(send, &self.layout(send));
+        }
+    }
+
+    /// Copies the result, `like.count` elements of `like`'s type, into
+    /// `recv` (of that type, holding at least as many).
+    #[inline]
+    pub(crate) fn copy_to(&mut self, like: &Layout, recv: &Layout) {
+        if like.ty.map().is_contiguous() && recv.ty.map().is_contiguous() {
+            let n = like.bytes().min(recv.bytes());
+            // SAFETY: the accumulator holds `like.bytes()` bytes of data
+            // (started for `like`'s shape, `all_like`); `recv` is a
+            // writable buffer of `recv.bytes()` bytes, apart from it.
+            unsafe { copy::copy_bytes(self.ptr(), recv.base as *mut u8, n) };
+        } else {
+            super::operand::copy_same(&self.layout(like), recv);
+        }
     }
 
     /// Makes it a copy of the completed result `total`, laid out like
