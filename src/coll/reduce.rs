@@ -137,6 +137,7 @@ fn not_shared(
     }
 }
 
+#[inline]
 fn shm(
     call: &Call<'_>,
     op: &OpRef<'_>,
@@ -165,6 +166,7 @@ fn shm(
 /// combines the workers' partials into `round.acc` and wakes everyone. Then
 /// `recv` gets the result (or block `block.0` of `block.1` elements of it;
 /// without a block, `send.count` elements: `recv` may hold more).
+#[inline]
 fn shm_commutative(
     call: &Call<'_>,
     round: &Round,
