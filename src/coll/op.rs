@@ -126,20 +126,76 @@ impl SystemOperation {
     /// Whether the operation is defined for base type `kind` (MPI 3.1
     /// §5.9.2: arithmetic on numbers, logical on integers and `bool`,
     /// bitwise on integers).
+    /// (A bit in a table made from [`defined`] at compile time: a few
+    /// instructions in the check of every reduction.)
+    #[inline]
     pub(crate) fn supports(&self, kind: BaseKind) -> bool {
-        if matches!(kind, BaseKind::C32 | BaseKind::C64) {
-            // MPI defines only these on complex numbers.
-            return matches!(self.0, System::Sum | System::Product);
-        }
-        let float = matches!(kind, BaseKind::F32 | BaseKind::F64);
-        let boolean = kind == BaseKind::Bool;
-        match self.0 {
-            System::Max | System::Min | System::Sum | System::Product => !boolean,
-            System::LogicalAnd | System::LogicalOr | System::LogicalXor => !float,
-            System::BitwiseAnd | System::BitwiseOr | System::BitwiseXor => !float && !boolean,
-        }
+        SUPPORTED[self.0 as usize] >> (kind as u32) & 1 != 0
     }
 }
+
+/// Whether `op` is defined for base type `kind` ([`SystemOperation::supports`]).
+const fn defined(op: System, kind: BaseKind) -> bool {
+    if matches!(kind, BaseKind::C32 | BaseKind::C64) {
+        // MPI defines only these on complex numbers.
+        return matches!(op, System::Sum | System::Product);
+    }
+    let float = matches!(kind, BaseKind::F32 | BaseKind::F64);
+    let boolean = matches!(kind, BaseKind::Bool);
+    match op {
+        System::Max | System::Min | System::Sum | System::Product => !boolean,
+        System::LogicalAnd | System::LogicalOr | System::LogicalXor => !float,
+        System::BitwiseAnd | System::BitwiseOr | System::BitwiseXor => !float && !boolean,
+    }
+}
+
+/// Per operation (by discriminant), bit `kind as u32` set where
+/// [`defined`].
+const SUPPORTED: [u32; 10] = {
+    const OPS: [System; 10] = [
+        System::Max,
+        System::Min,
+        System::Sum,
+        System::Product,
+        System::LogicalAnd,
+        System::BitwiseAnd,
+        System::LogicalOr,
+        System::BitwiseOr,
+        System::LogicalXor,
+        System::BitwiseXor,
+    ];
+    const KINDS: [BaseKind; 13] = [
+        BaseKind::Bool,
+        BaseKind::I8,
+        BaseKind::U8,
+        BaseKind::I16,
+        BaseKind::U16,
+        BaseKind::I32,
+        BaseKind::U32,
+        BaseKind::I64,
+        BaseKind::U64,
+        BaseKind::F32,
+        BaseKind::F64,
+        BaseKind::C32,
+        BaseKind::C64,
+    ];
+    let mut table = [0u32; 10];
+    let mut o = 0;
+    while o < OPS.len() {
+        // The table is indexed by discriminant: OPS lists them in order.
+        assert!(OPS[o] as usize == o);
+        let mut k = 0;
+        while k < KINDS.len() {
+            assert!((KINDS[k] as u32) < 32);
+            if defined(OPS[o], KINDS[k]) {
+                table[o] |= 1 << (KINDS[k] as u32);
+            }
+            k += 1;
+        }
+        o += 1;
+    }
+    table
+};
 
 impl Operation for SystemOperation {
     fn is_commutative(&self) -> bool {

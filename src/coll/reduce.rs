@@ -259,6 +259,7 @@ fn contributions_differ(call: &Call<'_>, send: &Layout) -> Error {
 
 /// Reduces `send` into `part`: the first contribution is copied; one of
 /// another type or count is left out and marks the partial.
+#[inline]
 fn fold(part: &SpinLock<Accumulator>, op: &OpRef<'_>, send: &Layout, bytes: usize) {
     let mut acc = part.lock();
     let Some(first) = acc.admit(send, bytes) else {

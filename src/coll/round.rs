@@ -444,6 +444,7 @@ impl Accumulator {
 
     /// Prepares it, before any contribution, for `bytes` bytes of
     /// contributions shaped like `like`.
+    #[inline(never)]
     pub(crate) fn start(&mut self, like: &Layout, bytes: usize) {
         self.reserve(bytes, like.ty.map().align());
         self.shape = Some(Shape::of(like));
@@ -454,6 +455,7 @@ impl Accumulator {
     /// `Some(false)` for a later one of the first's shape (combine it),
     /// `None` for one of another shape, which is left out and marks the
     /// result.
+    #[inline]
     pub(crate) fn admit(&mut self, like: &Layout, bytes: usize) -> Option<bool> {
         let first = self.contributions == 0;
         if first {
@@ -518,6 +520,7 @@ impl Accumulator {
 
     /// Whether no contribution was left out and the first was like
     /// `like`.
+    #[inline]
     pub(crate) fn all_like(&self, like: &Layout) -> bool {
         !self.mismatched && self.shape.as_ref().is_some_and(|s| s.fits(like))
     }
