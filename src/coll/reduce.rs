@@ -176,7 +176,8 @@ fn shm_commutative(
     block: Option<(usize, usize)>,
 ) -> Result<(), Failed> {
     let bytes = send.ty.map().span(send.count);
-    fold(round.own_partial(call), op, send, bytes);
+    let own = round.own_partial(call);
+    fold(own, op, send, bytes);
     if round.arrive() {
         complete(call, round, op, send, bytes);
     }
@@ -187,7 +188,7 @@ fn shm_commutative(
     round.wait_ready(call)?;
     let mut total = match bytes <= SPREAD_BYTES {
         // A copy on this worker's line (`complete`).
-        true => round.own_partial(call).lock(),
+        true => own.lock(),
         false => round.result().lock(),
     };
     if !total.all_like(send) {
