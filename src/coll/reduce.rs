@@ -186,11 +186,18 @@ fn shm_commutative(
         return Ok(());
     };
     round.wait_ready(call)?;
-    let mut total = match bytes <= SPREAD_BYTES {
+    let total = match bytes <= SPREAD_BYTES {
         // A copy on this worker's line (`complete`).
-        true => own.lock(),
-        false => round.result().lock(),
+        true => own,
+        false => round.result(),
     };
+    // SAFETY: once the round is ready nothing writes either: every rank
+    // arrived, so every fold is done, and the last arrival's `complete`
+    // wrote the result and the partials' copies before `set_ready`, whose
+    // release `wait_ready` acquired; the next writer resets the round,
+    // which takes it whole (`&mut`), once nobody holds it. Readers (every
+    // rank here, after `wait_ready`) only read, without the lock.
+    let total = unsafe { total.get_frozen() };
     if !total.all_like(send) {
         return Err(contributions_differ(call, send).into());
     }
@@ -212,7 +219,7 @@ fn complete(call: &Call<'_>, round: &Round, op: &OpRef<'_>, send: &Layout, bytes
         total.start(send, bytes);
         let dst = total.layout(send);
         for part in round.partials() {
-            let mut part = part.lock();
+            let part = part.lock();
             if part.contributions() == 0 {
                 continue;
             }
@@ -311,7 +318,7 @@ fn shm_in_order(
         acc.count(round.size());
         Ok(())
     })?;
-    let mut acc = round.result().lock();
+    let acc = round.result().lock();
     if acc.contributions() != round.size() {
         // The reducer found an operand that differs (and names it).
         return Err(contributions_differ(call, send).into());

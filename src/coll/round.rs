@@ -490,13 +490,13 @@ impl Accumulator {
     /// Copies the result, `like.count` elements of `like`'s type, into
     /// `recv` (of that type, holding at least as many).
     #[inline]
-    pub(crate) fn copy_to(&mut self, like: &Layout, recv: &Layout) {
+    pub(crate) fn copy_to(&self, like: &Layout, recv: &Layout) {
         if like.ty.map().is_contiguous() && recv.ty.map().is_contiguous() {
             let n = like.bytes().min(recv.bytes());
             // SAFETY: the accumulator holds `like.bytes()` bytes of data
             // (started for `like`'s shape, `all_like`); `recv` is a
             // writable buffer of `recv.bytes()` bytes, apart from it.
-            unsafe { copy::copy_bytes(self.ptr(), recv.base as *mut u8, n) };
+            unsafe { copy::copy_bytes(self.data.as_ptr(), recv.base as *mut u8, n) };
         } else {
             super::operand::copy_same(&self.layout(like), recv);
         }
@@ -540,9 +540,9 @@ impl Accumulator {
 
     /// The accumulated elements, described with the type and count of
     /// `like` (an operand).
-    pub(crate) fn layout(&mut self, like: &Layout) -> Layout {
+    pub(crate) fn layout(&self, like: &Layout) -> Layout {
         Layout {
-            base: self.ptr(),
+            base: self.data.as_ptr(),
             ..like.clone()
         }
     }
