@@ -88,23 +88,29 @@
 //!
 //! All-reduce of 8 B (2026-12-04, same count, `coll_count all_reduce N
 //! 1024 1`; barrier 633 counted so on `main` 6600496, all-reduce 1,064):
-//! 1,064 → 826. Now `reduce_body` 263 (the shared-memory reduction and
+//! 1,064 → 815. Now `reduce_body` 263 (the shared-memory reduction and
 //! `Rounds::join` inlined into it), `all_reduce_into` 79, `begin_boxed`
-//! 119, `Round::wait` 105 and `wait_info` 16, the scheduler 206 (`run`
-//! 140, `prefetch_next` 33, `unpark_many` 33), the example's loop 33. What
-//! paid: `op::apply`'s usual case (a predefined operation, contiguous
-//! elements of one run) inlined, one value without `apply_values`' loop,
-//! a one-run `type_hash` inlined, a contiguous `span` without walking
-//! segments (−70); the reduction's result held as a one-word [`Failed`]
-//! across `Rounds::leave` instead of a 120-byte `Result` copied whole, the
-//! receive layout by reference (−32); folding into and copying out of the
-//! accumulator by address, no layout built and dropped (−26); `shm` and
-//! `shm_commutative` inlined into `reduce_body`, two frames fewer on the
-//! parked stack (−25); `supports` as a table bit, `admit` and `fold`
-//! inlined (−44); no drop glue for a wake-up's `Ok` in `wait`, the worker's
-//! partial looked up once (−15); the result read without its lock once the
-//! round is ready ([`SpinLock::get_frozen`], −13); one 8-byte sum inline
-//! (−7); a type handle as an address and an optional `Arc` (−6).
+//! 119, `Round::wait` 110 (`Call::wait_info` inlined), the scheduler 206
+//! (`run` 140, `prefetch_next` 33, `unpark_many` 33), the example's loop
+//! 33. What paid: `op::apply`'s usual case (a predefined operation,
+//! contiguous elements of one run) inlined, one value without
+//! `apply_values`' loop, a one-run `type_hash` inlined, a contiguous
+//! `span` without walking segments (−70); the reduction's result held as a
+//! one-word [`Failed`] across `Rounds::leave` instead of a 120-byte
+//! `Result` copied whole, the receive layout by reference (−32); folding
+//! into and copying out of the accumulator by address, no layout built and
+//! dropped (−26); `shm` and `shm_commutative` inlined into `reduce_body`,
+//! two frames fewer on the parked stack (−25); `supports` as a table bit,
+//! `admit` and `fold` inlined (−44); no drop glue for a wake-up's `Ok` in
+//! `wait`, the worker's partial looked up once (−15); the result read
+//! without its lock once the round is ready (`SpinLock::get_frozen`, −13);
+//! one 8-byte sum inline (−7); a type handle as an address and an optional
+//! `Arc` (−6); `Call::wait_info` inlined (−11). What did not:
+//! `reduce_body` as `#[inline(always)]` (+10: `reduce` and `blocking` went
+//! out of line instead). Time (`coll_bench --ranks 1024 --sizes 8`, 2
+//! workers, 6 alternating runs each, 04:08 UTC, load 3.5): all-reduce
+//! 81.0–97.7 µs (median 82.6) → 62.0–75.9 (median 68.9), barrier in both
+//! 53–65: the 60 µs goal not yet met.
 
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicPtr, AtomicU32, AtomicU8, Ordering};
