@@ -80,13 +80,29 @@ impl fmt::Display for Signature {
     }
 }
 
+/// FNV-1a's offset basis and prime.
+const FNV_BASIS: u64 = 0xcbf2_9ce4_8422_2325;
+const FNV_PRIME: u64 = 0x0100_0000_01b3;
+
 /// A hash of a type signature, equal for types with the same sequence of
 /// base types per element (FNV-1a: a few instructions for a primitive).
+/// (Inlined for a signature of one run, every primitive's: what
+/// [`type_hash_runs`] gives it, without a call.)
+#[inline]
 pub(crate) fn type_hash(map: &TypeMap) -> u64 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    match map.signature() {
+        [run] => (FNV_BASIS ^ (run.kind as u64 + 1)).wrapping_mul(FNV_PRIME),
+        _ => type_hash_runs(map),
+    }
+}
+
+/// [`type_hash`] of any signature.
+#[inline(never)]
+fn type_hash_runs(map: &TypeMap) -> u64 {
+    let mut h: u64 = FNV_BASIS;
     let mut mix = |v: u64| {
         h ^= v;
-        h = h.wrapping_mul(0x0100_0000_01b3);
+        h = h.wrapping_mul(FNV_PRIME);
     };
     match map.uniform_kind() {
         Some(kind) => mix(kind as u64 + 1),

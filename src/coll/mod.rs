@@ -199,6 +199,7 @@ impl<'a> Call<'a> {
         Some(rec.span(op, crate::trace::NO_PEER, crate::trace::NO_TAG, bytes))
     }
 
+    #[inline]
     pub(crate) fn wait_info(&self) -> WaitInfo {
         WaitInfo {
             op: WaitOp::Collective,

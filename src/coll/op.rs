@@ -126,20 +126,76 @@ impl SystemOperation {
     /// Whether the operation is defined for base type `kind` (MPI 3.1
     /// §5.9.2: arithmetic on numbers, logical on integers and `bool`,
     /// bitwise on integers).
+    /// (A bit in a table made from [`defined`] at compile time: a few
+    /// instructions in the check of every reduction.)
+    #[inline]
     pub(crate) fn supports(&self, kind: BaseKind) -> bool {
-        if matches!(kind, BaseKind::C32 | BaseKind::C64) {
-            // MPI defines only these on complex numbers.
-            return matches!(self.0, System::Sum | System::Product);
-        }
-        let float = matches!(kind, BaseKind::F32 | BaseKind::F64);
-        let boolean = kind == BaseKind::Bool;
-        match self.0 {
-            System::Max | System::Min | System::Sum | System::Product => !boolean,
-            System::LogicalAnd | System::LogicalOr | System::LogicalXor => !float,
-            System::BitwiseAnd | System::BitwiseOr | System::BitwiseXor => !float && !boolean,
-        }
+        SUPPORTED[self.0 as usize] >> (kind as u32) & 1 != 0
     }
 }
+
+/// Whether `op` is defined for base type `kind` ([`SystemOperation::supports`]).
+const fn defined(op: System, kind: BaseKind) -> bool {
+    if matches!(kind, BaseKind::C32 | BaseKind::C64) {
+        // MPI defines only these on complex numbers.
+        return matches!(op, System::Sum | System::Product);
+    }
+    let float = matches!(kind, BaseKind::F32 | BaseKind::F64);
+    let boolean = matches!(kind, BaseKind::Bool);
+    match op {
+        System::Max | System::Min | System::Sum | System::Product => !boolean,
+        System::LogicalAnd | System::LogicalOr | System::LogicalXor => !float,
+        System::BitwiseAnd | System::BitwiseOr | System::BitwiseXor => !float && !boolean,
+    }
+}
+
+/// Per operation (by discriminant), bit `kind as u32` set where
+/// [`defined`].
+const SUPPORTED: [u32; 10] = {
+    const OPS: [System; 10] = [
+        System::Max,
+        System::Min,
+        System::Sum,
+        System::Product,
+        System::LogicalAnd,
+        System::BitwiseAnd,
+        System::LogicalOr,
+        System::BitwiseOr,
+        System::LogicalXor,
+        System::BitwiseXor,
+    ];
+    const KINDS: [BaseKind; 13] = [
+        BaseKind::Bool,
+        BaseKind::I8,
+        BaseKind::U8,
+        BaseKind::I16,
+        BaseKind::U16,
+        BaseKind::I32,
+        BaseKind::U32,
+        BaseKind::I64,
+        BaseKind::U64,
+        BaseKind::F32,
+        BaseKind::F64,
+        BaseKind::C32,
+        BaseKind::C64,
+    ];
+    let mut table = [0u32; 10];
+    let mut o = 0;
+    while o < OPS.len() {
+        // The table is indexed by discriminant: OPS lists them in order.
+        assert!(OPS[o] as usize == o);
+        let mut k = 0;
+        while k < KINDS.len() {
+            assert!((KINDS[k] as u32) < 32);
+            if defined(OPS[o], KINDS[k]) {
+                table[o] |= 1 << (KINDS[k] as u32);
+            }
+            k += 1;
+        }
+        o += 1;
+    }
+    table
+};
 
 impl Operation for SystemOperation {
     fn is_commutative(&self) -> bool {
@@ -347,6 +403,7 @@ pub(crate) fn check_supported(op: &OpRef<'_>, map: &TypeMap) -> Result<(), Error
 /// `input` must be valid for reads and `inout` for reads and writes of
 /// `count` elements laid out as `map`, and must not overlap;
 /// `check_supported` must have accepted `op` for `map`.
+#[inline]
 pub(crate) unsafe fn apply(
     op: &OpRef<'_>,
     map: &TypeMap,
@@ -354,6 +411,46 @@ pub(crate) unsafe fn apply(
     inout: *mut u8,
     count: usize,
 ) {
+    if let (OpRef::System(op), true, [run]) = (op, map.is_contiguous(), map.signature()) {
+        // The usual case, inlined: contiguous elements of one run (every
+        // primitive), `run.count` values of its kind per element.
+        let n = count * run.count;
+        if n == 1 && op.0 == System::Sum {
+            // The commonest of all, one 8-byte sum, without a call.
+            // SAFETY: one value of `run.kind` at each pointer (the
+            // caller's contract), read and written unaligned.
+            unsafe {
+                match run.kind {
+                    BaseKind::I64 | BaseKind::U64 => {
+                        let (a, b) = (input as *const u64, inout as *mut u64);
+                        b.write_unaligned(a.read_unaligned().wrapping_add(b.read_unaligned()));
+                        return;
+                    }
+                    BaseKind::F64 => {
+                        let (a, b) = (input as *const f64, inout as *mut f64);
+                        b.write_unaligned(a.read_unaligned() + b.read_unaligned());
+                        return;
+                    }
+                    _ => {}
+                }
+            }
+        }
+        // SAFETY: contiguous data of one base kind: `n` values at each
+        // pointer (the caller's contract).
+        unsafe { apply_values(*op, run.kind, input, inout, n) };
+        return;
+    }
+    // SAFETY: the caller's contract, passed on.
+    unsafe { apply_any(op, map, input, inout, count) }
+}
+
+/// [`apply`] of any operation and type map.
+///
+/// # Safety
+///
+/// As for [`apply`].
+#[inline(never)]
+unsafe fn apply_any(op: &OpRef<'_>, map: &TypeMap, input: *const u8, inout: *mut u8, count: usize) {
     match op {
         // SAFETY: the caller's contract: `count` elements of `map` at
         // each pointer, `inout` accessed only through the second buffer.
@@ -411,7 +508,20 @@ unsafe fn apply_values(op: SystemOperation, kind: BaseKind, a: *const u8, b: *mu
             let (a, b) = (a as *const $t, b as *mut $t);
             // One loop per operation: the match is outside the loop.
             macro_rules! each {
-                (|$x:ident, $y:ident| $e:expr) => {
+                (|$x:ident, $y:ident| $e:expr) => {{
+                    if n == 1 {
+                        // One value (the usual small reduction): no loop,
+                        // whose set-up for vectors costs more than the
+                        // value.
+                        // SAFETY: one value in bounds of both (the
+                        // caller's contract).
+                        unsafe {
+                            let $x = a.read_unaligned();
+                            let $y = b.read_unaligned();
+                            b.write_unaligned($e);
+                        }
+                        return;
+                    }
                     for i in 0..n {
                         // SAFETY: `i < n` values are in bounds of both
                         // (the caller's contract).
@@ -421,7 +531,7 @@ unsafe fn apply_values(op: SystemOperation, kind: BaseKind, a: *const u8, b: *mu
                             b.add(i).write_unaligned($e);
                         }
                     }
-                };
+                }};
             }
             match op.0 {
                 System::Max => each!(|x, y| if x > y { x } else { y }),
@@ -640,6 +750,22 @@ mod tests {
         let mut i = [0i64, 3];
         reduce(SystemOperation::logical_or(), &[0, 0], &mut i);
         assert_eq!(i, [0, 1]);
+    }
+
+    #[test]
+    fn one_value_sums_take_the_short_path_with_the_same_results() {
+        let mut i = [i64::MAX];
+        reduce(SystemOperation::sum(), &[1i64], &mut i);
+        assert_eq!(i, [i64::MIN], "integer sums wrap");
+        let mut u = [7u64];
+        reduce(SystemOperation::sum(), &[u64::MAX], &mut u);
+        assert_eq!(u, [6]);
+        let mut f = [0.25f64];
+        reduce(SystemOperation::sum(), &[1.5], &mut f);
+        assert_eq!(f, [1.75]);
+        let mut m = [3u64];
+        reduce(SystemOperation::max(), &[9], &mut m);
+        assert_eq!(m, [9], "other operations on one value");
     }
 
     #[test]

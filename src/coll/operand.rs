@@ -61,6 +61,11 @@ impl AlignedBytes {
         self.align
     }
 
+    /// The aligned start, for reads.
+    pub(crate) fn as_ptr(&self) -> *const u8 {
+        (self.data.as_ptr() as *const u8).wrapping_add(self.offset)
+    }
+
     /// The aligned start.
     pub(crate) fn as_mut_ptr(&mut self) -> *mut u8 {
         (self.data.as_mut_ptr() as *mut u8).wrapping_add(self.offset)

@@ -22,7 +22,7 @@ use super::doubling::Doubling;
 use super::exchange::Exchange;
 use super::op::{self, OpRef};
 use super::operand::{combine, copy_same, Scratch};
-use super::round::{Accumulator, Readers, Round};
+use super::round::{Accumulator, Failed, Readers, Round};
 use super::{bcast, Algorithm, Call};
 use crate::datatype::copy::Layout;
 use crate::error::{CountError, Error, TypeError};
@@ -137,6 +137,7 @@ fn not_shared(
     }
 }
 
+#[inline]
 fn shm(
     call: &Call<'_>,
     op: &OpRef<'_>,
@@ -150,35 +151,33 @@ fn shm(
     } else {
         rounds.join_published(call, Readers::One)?
     };
+    // A one-word error until the round is left (an `Error` would be
+    // copied whole, Ok or not, from one frame's room to the next).
     let result = if commutative {
-        shm_commutative(
-            call,
-            &round,
-            op,
-            send,
-            recv.map(|r| r.slice(0, send.count)),
-            None,
-        )
+        shm_commutative(call, &round, op, send, recv, None)
     } else {
         shm_in_order(call, &round, op, send, recv)
     };
     rounds.leave(call, round);
-    result
+    Ok(result?)
 }
 
 /// Folds `send` into this worker's partial result; the last rank to arrive
 /// combines the workers' partials into `round.acc` and wakes everyone. Then
-/// `recv` gets the result (or block `block.0` of `block.1` elements of it).
+/// `recv` gets the result (or block `block.0` of `block.1` elements of it;
+/// without a block, `send.count` elements: `recv` may hold more).
+#[inline]
 fn shm_commutative(
     call: &Call<'_>,
     round: &Round,
     op: &OpRef<'_>,
     send: &Layout,
-    recv: Option<Layout>,
+    recv: Option<&Layout>,
     block: Option<(usize, usize)>,
-) -> Result<(), Error> {
+) -> Result<(), Failed> {
     let bytes = send.ty.map().span(send.count);
-    fold(round.own_partial(call), op, send, bytes);
+    let own = round.own_partial(call);
+    fold(own, op, send, bytes);
     if round.arrive() {
         complete(call, round, op, send, bytes);
     }
@@ -187,18 +186,25 @@ fn shm_commutative(
         return Ok(());
     };
     round.wait_ready(call)?;
-    let mut total = match bytes <= SPREAD_BYTES {
+    let total = match bytes <= SPREAD_BYTES {
         // A copy on this worker's line (`complete`).
-        true => round.own_partial(call).lock(),
-        false => round.result().lock(),
+        true => own,
+        false => round.result(),
     };
+    // SAFETY: once the round is ready nothing writes either: every rank
+    // arrived, so every fold is done, and the last arrival's `complete`
+    // wrote the result and the partials' copies before `set_ready`, whose
+    // release `wait_ready` acquired; the next writer resets the round,
+    // which takes it whole (`&mut`), once nobody holds it. Readers (every
+    // rank here, after `wait_ready`) only read, without the lock.
+    let total = unsafe { total.get_frozen() };
     if !total.all_like(send) {
-        return Err(contributions_differ(call, send));
+        return Err(contributions_differ(call, send).into());
     }
-    let src = total.layout(send);
     match block {
-        None => copy_same(&src, &recv),
-        Some((index, len)) => copy_same(&src.slice(index * len, len), &recv),
+        // The copy stops at the shorter of the two: `send.count` elements.
+        None => total.copy_to(send, recv),
+        Some((index, len)) => copy_same(&total.layout(send).slice(index * len, len), recv),
     }
     Ok(())
 }
@@ -213,7 +219,7 @@ fn complete(call: &Call<'_>, round: &Round, op: &OpRef<'_>, send: &Layout, bytes
         total.start(send, bytes);
         let dst = total.layout(send);
         for part in round.partials() {
-            let mut part = part.lock();
+            let part = part.lock();
             if part.contributions() == 0 {
                 continue;
             }
@@ -261,17 +267,13 @@ fn contributions_differ(call: &Call<'_>, send: &Layout) -> Error {
 
 /// Reduces `send` into `part`: the first contribution is copied; one of
 /// another type or count is left out and marks the partial.
+#[inline]
 fn fold(part: &SpinLock<Accumulator>, op: &OpRef<'_>, send: &Layout, bytes: usize) {
     let mut acc = part.lock();
     let Some(first) = acc.admit(send, bytes) else {
         return;
     };
-    let target = acc.layout(send);
-    if first {
-        copy_same(send, &target);
-    } else {
-        combine(op, send, &target);
-    }
+    acc.fold_in(op, send, first);
     acc.count(1);
 }
 
@@ -285,7 +287,7 @@ fn shm_in_order(
     op: &OpRef<'_>,
     send: &Layout,
     recv: Option<&Layout>,
-) -> Result<(), Error> {
+) -> Result<(), Failed> {
     let n = round.size() as usize;
     // Returns once the reducer is done with every buffer.
     round.publish(call, call.rank() as usize, send, || {
@@ -316,10 +318,10 @@ fn shm_in_order(
         acc.count(round.size());
         Ok(())
     })?;
-    let mut acc = round.result().lock();
+    let acc = round.result().lock();
     if acc.contributions() != round.size() {
         // The reducer found an operand that differs (and names it).
-        return Err(contributions_differ(call, send));
+        return Err(contributions_differ(call, send).into());
     }
     if let Some(recv) = recv {
         let src = acc.layout(send);
@@ -514,16 +516,9 @@ pub(crate) fn reduce_scatter_block(
             // The shared-memory all-reduce, then each rank takes its block.
             let rounds = &call.comm.coll().rounds;
             let round = rounds.join_checked(call)?;
-            let result = shm_commutative(
-                call,
-                &round,
-                op,
-                send,
-                Some(recv.clone()),
-                Some((rank, block)),
-            );
+            let result = shm_commutative(call, &round, op, send, Some(recv), Some((rank, block)));
             rounds.leave(call, round);
-            result
+            Ok(result?)
         }
     }
 }

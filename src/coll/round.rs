@@ -85,16 +85,43 @@
 //! `Shape::fits` by address inlined (−89). What did not: `begin_as`
 //! merely inlined into `begin` (no frame merged) cost +24 until
 //! `begin_boxed` called it itself (then −1 on the two frames).
+//!
+//! All-reduce of 8 B (2026-12-04, same count, `coll_count all_reduce N
+//! 1024 1`; barrier 633 counted so on `main` 6600496, all-reduce 1,064):
+//! 1,064 → 815. Now `reduce_body` 263 (the shared-memory reduction and
+//! `Rounds::join` inlined into it), `all_reduce_into` 79, `begin_boxed`
+//! 119, `Round::wait` 110 (`Call::wait_info` inlined), the scheduler 206
+//! (`run` 140, `prefetch_next` 33, `unpark_many` 33), the example's loop
+//! 33. What paid: `op::apply`'s usual case (a predefined operation,
+//! contiguous elements of one run) inlined, one value without
+//! `apply_values`' loop, a one-run `type_hash` inlined, a contiguous
+//! `span` without walking segments (−70); the reduction's result held as a
+//! one-word [`Failed`] across `Rounds::leave` instead of a 120-byte
+//! `Result` copied whole, the receive layout by reference (−32); folding
+//! into and copying out of the accumulator by address, no layout built and
+//! dropped (−26); `shm` and `shm_commutative` inlined into `reduce_body`,
+//! two frames fewer on the parked stack (−25); `supports` as a table bit,
+//! `admit` and `fold` inlined (−44); no drop glue for a wake-up's `Ok` in
+//! `wait`, the worker's partial looked up once (−15); the result read
+//! without its lock once the round is ready (`SpinLock::get_frozen`, −13);
+//! one 8-byte sum inline (−7); a type handle as an address and an optional
+//! `Arc` (−6); `Call::wait_info` inlined (−11). What did not:
+//! `reduce_body` as `#[inline(always)]` (+10: `reduce` and `blocking` went
+//! out of line instead). Time (`coll_bench --ranks 1024 --sizes 8`, 2
+//! workers, 6 alternating runs each, 04:08 UTC, load 3.5): all-reduce
+//! 81.0–97.7 µs (median 82.6) → 62.0–75.9 (median 68.9), barrier in both
+//! 53–65: the 60 µs goal not yet met.
 
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicPtr, AtomicU32, AtomicU8, Ordering};
 use std::sync::Arc;
 
+use super::op::{self, OpRef};
 use super::operand::AlignedBytes;
 use super::parts::Parts;
 use super::published::Gate;
 use super::Call;
-use crate::datatype::copy::Layout;
+use crate::datatype::copy::{self, Layout};
 use crate::datatype::TypeHandle;
 use crate::error::Error;
 use crate::sched;
@@ -443,6 +470,7 @@ impl Accumulator {
 
     /// Prepares it, before any contribution, for `bytes` bytes of
     /// contributions shaped like `like`.
+    #[inline(never)]
     pub(crate) fn start(&mut self, like: &Layout, bytes: usize) {
         self.reserve(bytes, like.ty.map().align());
         self.shape = Some(Shape::of(like));
@@ -453,6 +481,7 @@ impl Accumulator {
     /// `Some(false)` for a later one of the first's shape (combine it),
     /// `None` for one of another shape, which is left out and marks the
     /// result.
+    #[inline]
     pub(crate) fn admit(&mut self, like: &Layout, bytes: usize) -> Option<bool> {
         let first = self.contributions == 0;
         if first {
@@ -462,6 +491,41 @@ impl Accumulator {
             return None;
         }
         Some(first)
+    }
+
+    /// Reduces the contribution `send` into it: copies it if it is the
+    /// `first` ([`admit`](Self::admit)), else combines it with `op`. (A
+    /// contiguous type by address, without a layout of the accumulator.)
+    #[inline]
+    pub(crate) fn fold_in(&mut self, op: &OpRef<'_>, send: &Layout, first: bool) {
+        let (dst, map) = (self.ptr(), send.ty.map());
+        if !first {
+            // SAFETY: the accumulator holds `send.count` elements of its
+            // type (started for the shape `send` fits, `admit`), apart
+            // from `send`; the operation was checked for the type
+            // (`reduce::check`).
+            unsafe { op::apply(op, map, send.base, dst, send.count) };
+        } else if map.is_contiguous() {
+            // SAFETY: as above: room for `send.bytes()` bytes at `dst`.
+            unsafe { copy::copy_bytes(send.base, dst, send.bytes()) };
+        } else {
+            super::operand::copy_same(send, &self.layout(send));
+        }
+    }
+
+    /// Copies the result, `like.count` elements of `like`'s type, into
+    /// `recv` (of that type, holding at least as many).
+    #[inline]
+    pub(crate) fn copy_to(&self, like: &Layout, recv: &Layout) {
+        if like.ty.map().is_contiguous() && recv.ty.map().is_contiguous() {
+            let n = like.bytes().min(recv.bytes());
+            // SAFETY: the accumulator holds `like.bytes()` bytes of data
+            // (started for `like`'s shape, `all_like`); `recv` is a
+            // writable buffer of `recv.bytes()` bytes, apart from it.
+            unsafe { copy::copy_bytes(self.data.as_ptr(), recv.base as *mut u8, n) };
+        } else {
+            super::operand::copy_same(&self.layout(like), recv);
+        }
     }
 
     /// Makes it a copy of the completed result `total`, laid out like
@@ -482,6 +546,7 @@ impl Accumulator {
 
     /// Whether no contribution was left out and the first was like
     /// `like`.
+    #[inline]
     pub(crate) fn all_like(&self, like: &Layout) -> bool {
         !self.mismatched && self.shape.as_ref().is_some_and(|s| s.fits(like))
     }
@@ -501,9 +566,9 @@ impl Accumulator {
 
     /// The accumulated elements, described with the type and count of
     /// `like` (an operand).
-    pub(crate) fn layout(&mut self, like: &Layout) -> Layout {
+    pub(crate) fn layout(&self, like: &Layout) -> Layout {
         Layout {
-            base: self.ptr(),
+            base: self.data.as_ptr(),
             ..like.clone()
         }
     }
@@ -795,6 +860,9 @@ impl Round {
             if parked.is_err() {
                 return Err(Failed::take(&mut parked));
             }
+            // `Ok(())`: nothing to drop (the compiler called the `Error`'s
+            // drop glue for it on every wake-up, 10 instructions).
+            std::mem::forget(parked);
         }
     }
 

@@ -153,19 +153,30 @@ pub(crate) unsafe fn copy(src: &Layout, dst: &Layout) -> usize {
     if src.ty.map().is_contiguous() && dst.ty.map().is_contiguous() {
         // SAFETY: both layouts are `total` contiguous bytes at least (the
         // caller's contract), and do not overlap.
-        unsafe {
-            if total <= 16 {
-                // A 1-byte message's call to libc's `memcpy` (through the
-                // PLT) cost ~20 instructions (callgrind, `pingpong --sizes 1`).
-                copy_small(src.base, dst.base as *mut u8, total);
-            } else {
-                ptr::copy_nonoverlapping(src.base, dst.base as *mut u8, total);
-            }
-        }
+        unsafe { copy_bytes(src.base, dst.base as *mut u8, total) };
         return total;
     }
     // SAFETY: the caller's contract.
     unsafe { copy_runs(src, dst, total) }
+}
+
+/// Copies `n` contiguous bytes (the data of a contiguous layout).
+///
+/// # Safety
+///
+/// `src` readable and `dst` writable for `n` bytes, not overlapping.
+#[inline(always)]
+pub(crate) unsafe fn copy_bytes(src: *const u8, dst: *mut u8, n: usize) {
+    // SAFETY: the caller's contract.
+    unsafe {
+        if n <= 16 {
+            // A 1-byte message's call to libc's `memcpy` (through the
+            // PLT) cost ~20 instructions (callgrind, `pingpong --sizes 1`).
+            copy_small(src, dst, n);
+        } else {
+            ptr::copy_nonoverlapping(src, dst, n);
+        }
+    }
 }
 
 /// Copies `n` ≤ 16 bytes with at most two (overlapping) loads and stores

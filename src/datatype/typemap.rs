@@ -387,7 +387,12 @@ impl TypeMap {
     /// `count` elements: `count * extent`, or more when the data reaches
     /// beyond the upper bound (a type resized to a smaller extent). What
     /// scratch space for `count` elements needs.
+    #[inline]
     pub(crate) fn span(&self, count: usize) -> usize {
+        if self.contiguous {
+            // One segment filling the extent: the data ends at the extent.
+            return count * self.extent;
+        }
         if count == 0 {
             return 0;
         }

@@ -79,6 +79,24 @@ impl<T> SpinLock<T> {
         SpinGuard { lock: self }
     }
 
+    /// The value, read without taking the lock, by a caller that knows
+    /// it no longer changes (many threads at once: `T: Sync`).
+    ///
+    /// # Safety
+    ///
+    /// While the reference lives nobody may take the lock (a guard is a
+    /// `&mut`) or otherwise write the value, and every earlier write of it
+    /// happens before this call.
+    #[inline]
+    pub(crate) unsafe fn get_frozen(&self) -> &T
+    where
+        T: Sync,
+    {
+        // SAFETY: the caller's contract: no writer and no guard while the
+        // shared reference lives, earlier writes visible.
+        self.value.with(|v| unsafe { &*v })
+    }
+
     #[cold]
     fn lock_slow(&self) {
         let mut spins = 0;
