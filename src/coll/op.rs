@@ -164,31 +164,17 @@ const SUPPORTED: [u32; 10] = {
         System::LogicalXor,
         System::BitwiseXor,
     ];
-    const KINDS: [BaseKind; 13] = [
-        BaseKind::Bool,
-        BaseKind::I8,
-        BaseKind::U8,
-        BaseKind::I16,
-        BaseKind::U16,
-        BaseKind::I32,
-        BaseKind::U32,
-        BaseKind::I64,
-        BaseKind::U64,
-        BaseKind::F32,
-        BaseKind::F64,
-        BaseKind::C32,
-        BaseKind::C64,
-    ];
     let mut table = [0u32; 10];
     let mut o = 0;
     while o < OPS.len() {
         // The table is indexed by discriminant: OPS lists them in order.
         assert!(OPS[o] as usize == o);
         let mut k = 0;
-        while k < KINDS.len() {
-            assert!((KINDS[k] as u32) < 32);
-            if defined(OPS[o], KINDS[k]) {
-                table[o] |= 1 << (KINDS[k] as u32);
+        while k < BaseKind::ALL.len() {
+            let kind = BaseKind::ALL[k];
+            assert!((kind as u32) < 32);
+            if defined(OPS[o], kind) {
+                table[o] |= 1 << (kind as u32);
             }
             k += 1;
         }

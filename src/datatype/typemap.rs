@@ -63,6 +63,51 @@ pub enum BaseKind {
 }
 
 impl BaseKind {
+    /// Every base kind, in declaration order (tables indexed by kind are
+    /// built from it: `coll::op`'s supported operations).
+    pub(crate) const ALL: [BaseKind; 13] = {
+        const ALL: [BaseKind; 13] = [
+            BaseKind::Bool,
+            BaseKind::I8,
+            BaseKind::U8,
+            BaseKind::I16,
+            BaseKind::U16,
+            BaseKind::I32,
+            BaseKind::U32,
+            BaseKind::I64,
+            BaseKind::U64,
+            BaseKind::F32,
+            BaseKind::F64,
+            BaseKind::C32,
+            BaseKind::C64,
+        ];
+        // A kind added to the enum fails this match until it is listed
+        // above (and the array's length raised).
+        const fn listed(kind: BaseKind) -> bool {
+            match kind {
+                BaseKind::Bool
+                | BaseKind::I8
+                | BaseKind::U8
+                | BaseKind::I16
+                | BaseKind::U16
+                | BaseKind::I32
+                | BaseKind::U32
+                | BaseKind::I64
+                | BaseKind::U64
+                | BaseKind::F32
+                | BaseKind::F64
+                | BaseKind::C32
+                | BaseKind::C64 => true,
+            }
+        }
+        let mut i = 0;
+        while i < ALL.len() {
+            assert!(listed(ALL[i]) && ALL[i] as usize == i);
+            i += 1;
+        }
+        ALL
+    };
+
     /// Size in bytes.
     pub const fn size(self) -> usize {
         match self {

@@ -387,12 +387,13 @@ impl RankCtx {
 
     /// The yielder of the rank's coroutine, to suspend it with; `None` for
     /// an OS thread's context ([`is_thread`](Self::is_thread)). For a
-    /// caller that checks once and suspends later: [`suspend`](Self::suspend)
-    /// tested the pointer again (2 instructions a park, callgrind).
+    /// caller that checks once and suspends later (the park: testing the
+    /// pointer again cost 2 instructions a park, callgrind).
     #[inline]
     pub(crate) fn coroutine(&self) -> Option<&Yielder<(), Suspend>> {
-        // SAFETY: as in `suspend`: a non-null yielder belongs to the
-        // coroutine running this rank, which is the code calling us.
+        // SAFETY: a non-null yielder belongs to the coroutine running this
+        // rank, which is the code calling us (contexts are only reachable
+        // while their rank runs).
         unsafe { self.yielder.as_ref() }
     }
 
@@ -401,7 +402,7 @@ impl RankCtx {
     /// `sched::thread::park_once`.)
     #[inline]
     pub(crate) fn suspend(&self, why: Suspend) {
-        if self.is_thread() {
+        let Some(yielder) = self.coroutine() else {
             debug_assert_ne!(
                 why,
                 Suspend::Parked,
@@ -409,11 +410,7 @@ impl RankCtx {
             );
             std::thread::yield_now();
             return;
-        }
-        // SAFETY: the yielder belongs to the coroutine running this rank,
-        // which is the code calling us (contexts are only reachable while
-        // their rank runs).
-        let yielder = unsafe { &*self.yielder };
+        };
         yielder.suspend(why);
     }
 }
