@@ -28,7 +28,8 @@ use std::fmt;
 
 use crate::error::ViewProblem;
 
-/// The base types of MPI type signatures.
+/// The base types of MPI type signatures. (Their declaration order is their
+/// wire code between processes, `transport::frame`: new kinds go last.)
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum BaseKind {
@@ -64,7 +65,9 @@ pub enum BaseKind {
 
 impl BaseKind {
     /// Every base kind, in declaration order (tables indexed by kind are
-    /// built from it: `coll::op`'s supported operations).
+    /// built from it: `coll::op`'s supported operations). A kind's place
+    /// here is also its wire code between processes (`transport::frame`):
+    /// new kinds go last.
     pub(crate) const ALL: [BaseKind; 13] = {
         const ALL: [BaseKind; 13] = [
             BaseKind::Bool,

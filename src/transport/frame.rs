@@ -745,33 +745,17 @@ pub(crate) fn frame_len(bytes: &[u8]) -> Result<Option<usize>, FrameError> {
     Ok(Some(len))
 }
 
+/// A base kind's wire code: its place in [`BaseKind::ALL`] (the enum's
+/// declaration order, checked there at compile time), so a cast, not a
+/// search, on the send path. Codes are part of the format: kinds are only
+/// ever appended.
 fn kind_code(kind: BaseKind) -> u8 {
-    BASE_KINDS
-        .iter()
-        .position(|&k| k == kind)
-        .expect("every base kind has a code") as u8
+    kind as u8
 }
 
 fn kind_of(code: u8) -> Option<BaseKind> {
-    BASE_KINDS.get(code as usize).copied()
+    BaseKind::ALL.get(code as usize).copied()
 }
-
-/// Base kinds by wire code (append only: codes are part of the format).
-const BASE_KINDS: [BaseKind; 13] = [
-    BaseKind::Bool,
-    BaseKind::I8,
-    BaseKind::U8,
-    BaseKind::I16,
-    BaseKind::U16,
-    BaseKind::I32,
-    BaseKind::U32,
-    BaseKind::I64,
-    BaseKind::U64,
-    BaseKind::F32,
-    BaseKind::F64,
-    BaseKind::C32,
-    BaseKind::C64,
-];
 
 struct Reader<'a> {
     bytes: &'a [u8],
@@ -867,6 +851,32 @@ mod tests {
             reply: 5,
             payload: (0..48).collect(),
         }
+    }
+
+    #[test]
+    fn base_kind_wire_codes_are_fixed() {
+        // Part of the format between processes: a reordered enum must not
+        // change them.
+        let codes = [
+            (BaseKind::Bool, 0),
+            (BaseKind::I8, 1),
+            (BaseKind::U8, 2),
+            (BaseKind::I16, 3),
+            (BaseKind::U16, 4),
+            (BaseKind::I32, 5),
+            (BaseKind::U32, 6),
+            (BaseKind::I64, 7),
+            (BaseKind::U64, 8),
+            (BaseKind::F32, 9),
+            (BaseKind::F64, 10),
+            (BaseKind::C32, 11),
+            (BaseKind::C64, 12),
+        ];
+        for (kind, code) in codes {
+            assert_eq!(kind_code(kind), code, "{kind:?}");
+            assert_eq!(kind_of(code), Some(kind));
+        }
+        assert_eq!(kind_of(13), None);
     }
 
     /// The short form: what fits it comes back whole; what does not is
