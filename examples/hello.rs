@@ -20,7 +20,8 @@
 //! then every rank in the barrier (all started), out of it, out of the
 //! all-reduce, and `run` returned (the ranks finished, teardown done).
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::cell::Cell;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::Instant;
 
 use myriad::traits::*;
@@ -28,21 +29,49 @@ use myriad::traits::*;
 mod common;
 use common::rss_bytes;
 
-/// The moments (nanoseconds since the start) the last rank passed each step
-/// (`--phases`).
-struct Phases {
-    start: Instant,
+/// Shards of [`Phases`]' moments: a worker thread writes its own shard (one
+/// 128-byte block, two cache lines), not a line every rank of every worker
+/// writes (which bounced between the workers at every rank and step).
+const SHARDS: usize = 16;
+
+/// The shard of this thread: threads take them in turn as they first
+/// record a moment (more threads than shards share).
+fn shard() -> usize {
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    thread_local! {
+        static SHARD: Cell<usize> = const { Cell::new(usize::MAX) };
+    }
+    SHARD.with(|s| {
+        if s.get() == usize::MAX {
+            s.set(NEXT.fetch_add(1, Ordering::Relaxed) % SHARDS);
+        }
+        s.get()
+    })
+}
+
+/// One shard: the earliest first-rank moment and the latest moment of each
+/// step its threads saw.
+#[derive(Default)]
+#[repr(align(128))]
+struct Shard {
     first_rank: AtomicU64,
     steps: [AtomicU64; 3],
 }
 
+/// The moments (nanoseconds since the start) the last rank passed each step
+/// (`--phases`).
+struct Phases {
+    start: Instant,
+    shards: [Shard; SHARDS],
+}
+
 impl Phases {
     fn new(start: Instant) -> Phases {
-        Phases {
-            start,
-            first_rank: AtomicU64::new(u64::MAX),
-            steps: Default::default(),
+        let shards: [Shard; SHARDS] = Default::default();
+        for shard in &shards {
+            shard.first_rank.store(u64::MAX, Ordering::Relaxed);
         }
+        Phases { start, shards }
     }
 
     fn now(&self) -> u64 {
@@ -50,21 +79,36 @@ impl Phases {
     }
 
     fn entered(&self) {
-        self.first_rank.fetch_min(self.now(), Ordering::Relaxed);
+        let first = &self.shards[shard()].first_rank;
+        let now = self.now();
+        if now < first.load(Ordering::Relaxed) {
+            first.fetch_min(now, Ordering::Relaxed);
+        }
     }
 
     fn passed(&self, step: usize) {
-        self.steps[step].fetch_max(self.now(), Ordering::Relaxed);
+        self.shards[shard()].steps[step].fetch_max(self.now(), Ordering::Relaxed);
     }
 
     fn print(&self, returned: f64) {
-        let s = |ns: &AtomicU64| ns.load(Ordering::Relaxed) as f64 * 1e-9;
+        let s = |ns: u64| ns as f64 * 1e-9;
+        let first = self
+            .shards
+            .iter()
+            .map(|sh| sh.first_rank.load(Ordering::Relaxed));
+        let step = |i: usize| {
+            self.shards
+                .iter()
+                .map(|sh| sh.steps[i].load(Ordering::Relaxed))
+                .max()
+                .unwrap_or(0)
+        };
         println!(
             "hello-phases: first_rank_s={:.3} all_started_s={:.3} barrier_s={:.3} all_reduce_s={:.3} returned_s={returned:.3}",
-            s(&self.first_rank),
-            s(&self.steps[0]),
-            s(&self.steps[1]),
-            s(&self.steps[2]),
+            s(first.min().unwrap_or(0)),
+            s(step(0)),
+            s(step(1)),
+            s(step(2)),
         );
     }
 }

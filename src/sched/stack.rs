@@ -20,15 +20,23 @@
 //! context and first frames; the rank usually needs no other page). While
 //! many ranks wait to start, a worker takes [`StackPool::allocate_batch`]
 //! stacks at once (at most [`StackPool::BATCH`]): adjacent fresh slots,
-//! whose guards are installed and whose top pages are populated
-//! (`MADV_POPULATE_WRITE`) by one `process_madvise` call each, on the
-//! calling process itself (`PIDFD_SELF`, Linux ≥ 6.14 with any advice).
-//! Measured on the 2-core VM of the README's figures, this takes a guard
-//! from ~0.5–1.0 to ~0.35–0.65 µs and a top page from a ~2.6 µs fault to
-//! ~1.8 µs. Adjacent slots also keep the two workers off each other's page
-//! table pages (the page-table lock and its cache line were a hot spot when
-//! they took alternate slots). Where `process_madvise` refuses, the pool
-//! falls back to one `madvise` per guard and leaves the top pages to fault.
+//! whose guards are installed by one `process_madvise` call, on the calling
+//! process itself (`PIDFD_SELF`, Linux ≥ 6.14 with any advice). Measured on
+//! the 2-core VM of the README's figures, this takes a guard from ~0.5–1.0
+//! to ~0.35–0.65 µs. Adjacent slots also keep the two workers off each
+//! other's page table pages (the page-table lock and its cache line were a
+//! hot spot when they took alternate slots). Where `process_madvise`
+//! refuses, the pool falls back to one `madvise` per guard.
+//!
+//! The top pages are left to fault at the coroutine's first write. They
+//! were populated with the guards (`MADV_POPULATE_WRITE` through the same
+//! vectored call), which measured ~1.8 µs against a ~2.6 µs fault on an
+//! earlier kernel; on Linux 6.18 (2026-12-04, load 4–6) the populate costs
+//! more than the fault it saves (`get_user_pages` looks each page up before
+//! and after faulting it in): `hello --ranks 4000000`, 4 alternating pairs
+//! in both orders, each pair faster faulting: system time 12.2–18.1 s faulting against 15.0–22.2 s
+//! populating, wall 23.1–28.5 s against 25.6–37.3 s; at 1,000,000 ranks
+//! 2.39–2.62 s against 2.66–2.81 s of system time in 5 pairs.
 //!
 //! Stacks of finished ranks are kept for the next rank started on the same
 //! worker (their pages stay warm); all memory is unmapped when the pool drops,
@@ -53,7 +61,8 @@
 //! 500,000 ranks, ~5.3 µs of CPU per rank in all (linear from 250,000 to
 //! 2,000,000 ranks): the guard installs and top-page populates of this pool
 //! take 42% (populate 31%: page allocation, zeroing, the cgroup charge and
-//! an LRU drain per page; guards 8%, their page-table pages included);
+//! an LRU drain per page; guards 8%, their page-table pages included; the
+//! populates have since given way to faults, see above);
 //! the barrier and all-reduce 29% of the workers' time (cache and TLB
 //! misses on each rank's stack page and park slot); the final `munmap`
 //! 6.6%, on one thread after the workers end, as the set-up (2%, the page
@@ -66,6 +75,23 @@
 //! (fewer page-table pages: ~5% less CPU, not a default to change). The page tables, ~0.5 KiB per rank with the
 //! default 256 KiB slots (1 GB at 2,000,000 ranks), are not in the RSS
 //! `hello` reports.
+//!
+//! At 4,000,000 ranks (2026-12-04, quiet, load ~2; `hello --ranks 4000000
+//! --phases`, best of 4 warm runs 9.0 s start to exit, RSS 4.33 KiB a rank):
+//! set-up 0.37 s (populating 1.3 GB of per-rank tables, mostly the
+//! mailboxes), ranks started 5.85 s later, barrier +0.52 s, all-reduce
+//! +0.70 s, `run` returned +0.21 s, the process's exit 1.35 s (freeing
+//! 17 GB of stacks and 2 GB of page tables). The same kernel work in C
+//! (`benches/fault_floor.c` with a guard installed per slot, 64 per
+//! `process_madvise`, from two threads, right beside): 4.5–5.0 s for the
+//! guards and faults (3.9–4.2 s faults alone), an exit of 1.3–1.5 s. So
+//! the stacks are ~80% of the start and the exit is all kernel: a guard
+//! costs ~0.4 µs of CPU whatever the batch (64 or 1,024 ranges a call),
+//! and on this VM most of a page fault is the host backing fresh guest
+//! memory (`clear_page_erms` was 38–50% of all CPU samples): the first run
+//! after an idle spell takes 16–20 s. The rest of the start (~0.5 µs of
+//! worker time a rank) is the rank's body up to its barrier arrival;
+//! `Worker::start` itself is the first write to the stack (the fault).
 //!
 //! ## Touched pages (`MYRIAD_REPORT_MEMORY`)
 //!
@@ -388,15 +414,15 @@ impl StackPool {
     }
 
     /// The most stacks [`allocate_batch`](Self::allocate_batch) hands out at
-    /// once: 64 slots of the default size span 16 MiB, so a worker holds at
-    /// most 63 spare (populated) top pages, 252 KiB.
+    /// once: 64 slots of the default size span 16 MiB (eight page-table
+    /// pages), whose 64 guards one system call installs.
     pub(crate) const BATCH: usize = 64;
 
     /// Appends `want` stacks (1 to [`BATCH`](Self::BATCH)) to `into`, in
     /// the order to use them (pop from the back): stacks handed back first,
     /// then adjacent fresh slots of one chunk (fewer if the chunk ends),
-    /// their guards installed and their top pages populated in a few system
-    /// calls (see the module's note). At least one stack on success.
+    /// their guards installed in one system call (see the module's note).
+    /// At least one stack on success.
     pub(crate) fn allocate_batch(
         &self,
         want: usize,
@@ -424,7 +450,6 @@ impl StackPool {
         drop(chunks);
         let fresh = &fresh[..n];
         self.install_guards(fresh)?;
-        self.populate_tops(fresh);
         // Lowest fresh slot used first, then the reused ones.
         into.extend(fresh.iter().rev().map(|&slot| PooledStack { slot, size }));
         into.extend(reused.into_iter().map(|slot| PooledStack { slot, size }));
@@ -498,20 +523,6 @@ impl StackPool {
             }
         }
         slots.iter().try_for_each(|&slot| self.install_guard(slot))
-    }
-
-    /// Populates the top page of each of the fresh `slots`, the page its
-    /// coroutine writes first; best effort (an error leaves it to fault).
-    fn populate_tops(&self, slots: &[usize]) {
-        if slots.len() > 1 {
-            let pages = slots
-                .iter()
-                .map(|&slot| (slot + self.slot_size - self.page, self.page));
-            // SAFETY: each range is the top page of a slot inside a mapping
-            // owned by the pool and not handed out yet; populating writes
-            // nothing visible (the page reads as zeros, as when it faults).
-            unsafe { advise_pages(pages, libc::MADV_POPULATE_WRITE) };
-        }
     }
 }
 
@@ -821,13 +832,12 @@ mod tests {
     /// `PM_GUARD_REGION` (Linux 6.15).
     const GUARD: u64 = 1 << 58;
 
-    /// Every stack of a batch has its own guard page, and (where
-    /// `process_madvise` works) a populated top page and nothing else
-    /// populated: a batch must not cost more memory than its ranks touch.
-    /// Fails if a guard of the batch is missing (pagemap marks guard pages
-    /// on Linux ≥ 6.15) or if the populate call covers more than the tops.
+    /// Every stack of a batch has its own guard page and no page populated:
+    /// a batch must not cost more memory than its ranks touch. Fails if a
+    /// guard of the batch is missing (pagemap marks guard pages on Linux ≥
+    /// 6.15) or if installing the guards populated any page of a stack.
     #[test]
-    fn a_batch_of_stacks_is_guarded_and_only_its_tops_populated() {
+    fn a_batch_of_stacks_is_guarded_and_nothing_populated() {
         let pool = StackPool::new(16 * 1024, 1000, None).unwrap();
         let mut stacks = Vec::new();
         pool.allocate_batch(8, &mut stacks).unwrap();
@@ -843,15 +853,11 @@ mod tests {
         let probe = pool.allocate().unwrap();
         let shows_guards = pagemap(probe.slot) & GUARD != 0;
         for stack in &stacks {
-            let top = stack.base().get() - page;
             if pool.mode() == GuardMode::Madvise && shows_guards {
                 assert_ne!(pagemap(stack.slot) & GUARD, 0, "guard of {:#x}", stack.slot);
             }
-            if VECTORED.load(Ordering::Relaxed) {
-                assert_ne!(pagemap(top) & PRESENT, 0, "top page of {:#x}", stack.slot);
-            }
-            for below in (stack.slot + page..top).step_by(page) {
-                assert_eq!(pagemap(below) & PRESENT, 0, "page {below:#x} below the top");
+            for page in (stack.slot + page..stack.base().get()).step_by(page) {
+                assert_eq!(pagemap(page) & PRESENT, 0, "page {page:#x} of a stack");
             }
         }
         // A batch stops at the end of its chunk; the next starts a chunk.
