@@ -160,6 +160,30 @@ pub(crate) unsafe fn copy(src: &Layout, dst: &Layout) -> usize {
     unsafe { copy_runs(src, dst, total) }
 }
 
+/// [`copy`] of `total` bytes between two layouts of one type map, whose
+/// sizes the caller knows already (`p2p`'s delivery of a message of the
+/// receive's own type): one test of contiguity, no second computation of
+/// the sizes (~5 instructions a message of a 1-worker ping-pong,
+/// callgrind).
+///
+/// # Safety
+///
+/// As [`copy`]; `src` and `dst` have the same type map, and `total` is at
+/// most both layouts' sizes.
+#[inline(always)]
+pub(crate) unsafe fn copy_one_type(src: &Layout, dst: &Layout, total: usize) {
+    debug_assert!(ptr::eq(src.ty.map(), dst.ty.map()));
+    debug_assert!(total <= src.bytes() && total <= dst.bytes());
+    if src.ty.map().is_contiguous() {
+        // SAFETY: one contiguous map on both sides, `total` bytes within
+        // both, not overlapping (the caller's contract).
+        unsafe { copy_bytes(src.base, dst.base as *mut u8, total) };
+    } else {
+        // SAFETY: the caller's contract.
+        unsafe { copy_runs(src, dst, total) };
+    }
+}
+
 /// Copies `n` contiguous bytes (the data of a contiguous layout).
 ///
 /// # Safety

@@ -206,6 +206,13 @@ impl TypeHandle {
         }
     }
 
+    /// Whether the handle holds a reference count (a shared map), which its
+    /// drop releases; `false` for a static map, whose handle owns nothing.
+    #[inline]
+    pub(crate) fn is_counted(&self) -> bool {
+        self.keep.is_some()
+    }
+
     /// The map, if it is static.
     fn as_static(&self) -> Option<&'static TypeMap> {
         // SAFETY: without a reference count the address is a static map's

@@ -301,14 +301,15 @@ fn not_here(world: WorldRank, process: ProcessId) -> ! {
 /// A message of this process as it reaches a mailbox ([`arrive`]); frames
 /// from other processes arrive through `remote`'s twin of it.
 #[derive(Debug)]
-pub(crate) enum Arrival<'s> {
+pub(crate) enum Arrival<'s, C> {
     /// In the sender's buffer, in this process: copied straight into a
     /// posted receive, else packed into an eager buffer or queued as a
-    /// rendezvous descriptor (the sender then waits on `completion`).
+    /// rendezvous descriptor (the sender then waits on the completion
+    /// `completion` gives, called only then).
     Local {
         src: &'s Layout,
         mode: SendMode,
-        completion: &'s Completion,
+        completion: C,
     },
 }
 
@@ -354,7 +355,7 @@ pub(crate) fn start_send(
         None => 0,
         Some(_) => sched::trace_flow_out(),
     };
-    if send_to(ep, route, tag, src, mode, completion, flow) {
+    if send_to(ep, route, tag, src, mode, || completion, flow) {
         Started::Done(Outcome {
             bytes: src.bytes(),
             ..Outcome::default()
@@ -368,14 +369,20 @@ pub(crate) fn start_send(
 /// pending). The blocking send uses it: it has no use for the `Outcome`,
 /// which, returned through `Started`, was built and stored on every
 /// message (callgrind).
+///
+/// `completion` gives the completion a pending send waits on: called only
+/// when the send is not done at once (a rendezvous queued, a message to
+/// another process), so that the blocking send, which makes its completion
+/// there, makes none for a message delivered or packed at once (6
+/// instructions a message, callgrind).
 #[inline(always)]
-fn send_to(
+fn send_to<'c>(
     ep: Endpoint<'_, impl Node>,
     route: Route,
     tag: Tag,
     src: &Layout,
     mode: SendMode,
-    completion: &Completion,
+    completion: impl FnOnce() -> &'c Completion,
     flow: u64,
 ) -> bool {
     let env = Envelope {
@@ -384,13 +391,15 @@ fn send_to(
         tag,
         flow,
     };
-    let arrival = Arrival::Local {
-        src,
-        mode,
-        completion,
-    };
     match ep.destination(route.dest_world) {
-        Destination::Local(index) => arrive(ep, ep.mailbox(index), env, arrival),
+        Destination::Local(index) => {
+            let arrival = Arrival::Local {
+                src,
+                mode,
+                completion,
+            };
+            arrive(ep, ep.mailbox(index), env, arrival)
+        }
         Destination::Remote(process) => matches!(
             remote::send(
                 ep.node,
@@ -399,7 +408,7 @@ fn send_to(
                 route.dest_world,
                 src,
                 mode,
-                completion
+                completion()
             ),
             Started::Done(_)
         ),
@@ -418,11 +427,11 @@ fn send_to(
 /// spilled registers (~17 instructions each, callgrind). Its only
 /// caller is [`start_send`].
 #[inline(always)]
-pub(crate) fn arrive(
+pub(crate) fn arrive<'c>(
     ep: Endpoint<'_, impl Node>,
     mailbox: &Mailbox,
     env: Envelope,
-    msg: Arrival<'_>,
+    msg: Arrival<'_, impl FnOnce() -> &'c Completion>,
 ) -> bool {
     let Arrival::Local {
         src,
@@ -434,7 +443,7 @@ pub(crate) fn arrive(
     // copied once more on the stack (callgrind).
     if let Some(posted) = &queues.take_posted(&env, || ep.is_aborting()) {
         drop(queues);
-        deliver(ep, &env, src, posted);
+        deliver(ep, &env, src, &posted.dst, posted.completion);
         return true;
     }
     queue_unexpected(ep, queues, env, src, mode, completion)
@@ -447,13 +456,13 @@ pub(crate) fn arrive(
 /// Out of line: it keeps `arrive` (and the sends it is inlined into)
 /// small on the path of a receive already posted.
 #[inline(never)]
-fn queue_unexpected(
+fn queue_unexpected<'c>(
     ep: Endpoint<'_, impl Node>,
     mut queues: SpinGuard<'_, mailbox::Queues>,
     env: Envelope,
     src: &Layout,
     mode: SendMode,
-    completion: &Completion,
+    completion: impl FnOnce() -> &'c Completion,
 ) -> bool {
     let bytes = src.bytes();
     let eager = match mode {
@@ -475,7 +484,7 @@ fn queue_unexpected(
     } else {
         Payload::Rendezvous {
             src: src.clone(),
-            completion,
+            completion: completion(),
         }
     };
     queues.unexpected.push_back(Unexpected { env, payload });
@@ -487,25 +496,62 @@ fn queue_unexpected(
     eager
 }
 
-/// Copies a message into a claimed posted receive and completes it.
-/// (`#[inline(always)]`: its one caller is [`arrive`].) By reference: moved
-/// in, the descriptor was copied once more on the stack (6 instructions a
-/// message, callgrind).
+/// Copies a message into the buffer `dst` of a claimed posted receive and
+/// completes the receive's `completion`. (`#[inline(always)]`: its one
+/// caller is [`arrive`].)
 #[inline(always)]
-fn deliver(ep: Endpoint<'_, impl Node>, env: &Envelope, src: &Layout, posted: &Posted) {
-    let outcome = transfer(ep, env, src, &posted.dst);
+fn deliver(
+    ep: Endpoint<'_, impl Node>,
+    env: &Envelope,
+    src: &Layout,
+    dst: &Layout,
+    completion: *const Completion,
+) {
+    let outcome = transfer(ep, env, src, dst);
     // SAFETY: the receiver keeps its completion alive until it is done; we
     // claimed the descriptor, so we are its only completer. A receiver
     // spinning on its completion needs no wake-up (`completion`'s docs).
-    if let Some(waiter) = unsafe { (*posted.completion).finish(outcome) } {
+    if let Some(waiter) = unsafe { (*completion).finish(outcome) } {
         sched::unpark(ep.sched(), waiter);
     }
 }
+
 /// Checks signatures and sizes and copies `src` into `dst`.
 /// `#[inline(always)]`: with the small copy inlined, LLVM moved it out of
 /// line from [`deliver`] (+16 instructions a message, callgrind).
+/// Two layouts of one type map (the common case: one type on both sides)
+/// need no signature check, and copy with one test of contiguity
+/// ([`copy::copy_one_type`]); two maps are compared out of line
+/// ([`transfer_mixed`]).
 #[inline(always)]
 fn transfer(ep: Endpoint<'_, impl Node>, env: &Envelope, src: &Layout, dst: &Layout) -> Outcome {
+    if std::ptr::eq(src.ty.map(), dst.ty.map()) {
+        transfer_body(ep, env, src, dst, true)
+    } else {
+        transfer_mixed(ep, env, src, dst)
+    }
+}
+
+/// [`transfer`] between layouts of two type maps.
+#[inline(never)]
+fn transfer_mixed(
+    ep: Endpoint<'_, impl Node>,
+    env: &Envelope,
+    src: &Layout,
+    dst: &Layout,
+) -> Outcome {
+    transfer_body(ep, env, src, dst, false)
+}
+
+/// The body of [`transfer`]; `same_map`: `src` and `dst` have one type map.
+#[inline(always)]
+fn transfer_body(
+    ep: Endpoint<'_, impl Node>,
+    env: &Envelope,
+    src: &Layout,
+    dst: &Layout,
+    same_map: bool,
+) -> Outcome {
     let bytes = src.bytes();
     let mut outcome = Outcome {
         source: env.source,
@@ -514,23 +560,43 @@ fn transfer(ep: Endpoint<'_, impl Node>, env: &Envelope, src: &Layout, dst: &Lay
         flow: env.flow,
         ..Outcome::default()
     };
-    if let Some(fault) = type_fault(src, dst) {
-        outcome.fault = Some(fault);
-        return outcome;
+    if !same_map {
+        if let Some(fault) = type_fault(src, dst) {
+            outcome.fault = Some(fault);
+            return outcome;
+        }
     }
     let capacity = dst.bytes();
-    if bytes >= SHARED_COPY.from && capacity >= SHARED_COPY.from {
+    // Both at least `SHARED_COPY.from`: one test of what the copy takes.
+    let copied = bytes.min(capacity);
+    if copied >= SHARED_COPY.from {
         transfer_large(ep, src, dst);
-    } else {
+    } else if same_map {
         // SAFETY: both buffers are kept alive by their (waiting) owners, see
         // the module docs; they belong to different operations so do not
-        // overlap.
+        // overlap; one type map on both sides, and at most the bytes of
+        // each.
+        unsafe { copy::copy_one_type(src, dst, copied) };
+    } else {
+        // SAFETY: as above (the signatures match, `type_fault`).
         unsafe { copy::copy(src, dst) };
     }
     if bytes > capacity {
-        outcome.fault = Some(Fault::Truncated { buffer: capacity });
+        return truncated(outcome, capacity);
     }
     outcome
+}
+
+/// `outcome` of a message truncated to `buffer` bytes. Out of line: set
+/// in place, the fault's variant made every delivery copy its undefined
+/// bytes into the completion (4 instructions a message, callgrind).
+#[cold]
+#[inline(never)]
+fn truncated(outcome: Outcome, buffer: usize) -> Outcome {
+    Outcome {
+        fault: Some(Fault::Truncated { buffer }),
+        ..outcome
+    }
 }
 
 /// How a large message's copy is shared with idle workers
@@ -832,15 +898,31 @@ impl<'a, N: Node> PendingGuard<'a, N> {
         std::mem::forget(self);
         Ok(outcome)
     }
+}
 
+/// The [`PendingGuard`] of the blocking receive, whose descriptor is a
+/// posted receive in the caller's own mailbox (`ep.world`): it keeps no
+/// [`Queued`], two stores fewer a receive (callgrind).
+struct ReceiveGuard<'a, N: Node> {
+    ep: Endpoint<'a, N>,
+    completion: &'a Completion,
+}
+
+impl<N: Node> ReceiveGuard<'_, N> {
     /// Waits for completion (parking the rank), for a caller that then
     /// reads the outcome in place ([`Completion::outcome_ref_done`]).
     /// `#[inline(always)]`: see [`receive`].
     #[inline(always)]
-    pub(crate) fn wait_done(self, ctx: &RankCtx, info: &WaitInfo) -> Result<(), Error> {
+    fn wait_done(self, ctx: &RankCtx, info: &WaitInfo) -> Result<(), Error> {
         wait_for(ctx, info, self.completion)?;
         std::mem::forget(self);
         Ok(())
+    }
+}
+
+impl<N: Node> Drop for ReceiveGuard<'_, N> {
+    fn drop(&mut self) {
+        settle(self.ep, Queued::Receive(self.ep.world), self.completion);
     }
 }
 
@@ -1045,8 +1127,14 @@ fn send_body(
     site: &'static Location<'static>,
     flow: u64,
 ) -> Result<(), Error> {
-    let completion = blocking_completion(ctx);
-    match send_to(ep, route, tag, src, mode, &completion, flow) {
+    // Made only if the send waits (`send_to`).
+    let mut completion = None;
+    let slot = &mut completion;
+    let make = move || {
+        let slot = slot; // Moved: `FnOnce`, lending `completion` for good.
+        &*slot.insert(blocking_completion(ctx))
+    };
+    match send_to(ep, route, tag, src, mode, make, flow) {
         true => Ok(()),
         false => send_wait(ep, ctx, &{ route }, tag, mode, site, &completion),
     }
@@ -1064,8 +1152,11 @@ fn send_wait(
     tag: Tag,
     mode: SendMode,
     site: &'static Location<'static>,
-    completion: &Completion,
+    completion: &Option<Completion>,
 ) -> Result<(), Error> {
+    let completion = completion
+        .as_ref()
+        .expect("a pending send made its completion");
     let guard = PendingGuard::new(ep, Queued::Send(route.dest_world), completion);
     let info = WaitInfo {
         op: if mode == SendMode::Synchronous {
@@ -1087,7 +1178,7 @@ fn send_wait(
 /// whose rank in the communicator is `rank` (checked by the caller, as
 /// `spec`).
 ///
-/// `#[inline(always)]`, with its wait ([`PendingGuard::wait_done`],
+/// `#[inline(always)]`, with its wait ([`ReceiveGuard::wait_done`],
 /// `wait_for`, `sched::park_once_inline`) and the public blocking
 /// receives above it (`point_to_point::blocking::receive`,
 /// `Source::receive_into*`), down to the caller's code: a rank that parks
@@ -1151,7 +1242,10 @@ fn receive_body<'a>(
             status_traced(rank, &outcome, span.is_some())
         }
         Started::Pending => {
-            let guard = PendingGuard::new(ep, Queued::Receive(ep.world), &completion);
+            let guard = ReceiveGuard {
+                ep,
+                completion: &completion,
+            };
             let info = WaitInfo {
                 op: WaitOp::Receive,
                 label: None,

@@ -75,6 +75,19 @@ pub(super) fn receive(
     p2p::receive(core.endpoint(), ctx, core.rank(), spec, dst, site)
 }
 
+/// [`receive`] as a call: for layouts that own a reference count (user
+/// datatypes), which the blocking receive does not inline.
+#[inline(never)]
+pub(super) fn receive_out_of_line(
+    core: &CommCore,
+    source: Rank,
+    tag: Tag,
+    dst: &Layout,
+    site: &'static Location<'static>,
+) -> Result<Status, Error> {
+    receive(core, source, tag, dst, site)
+}
+
 /// The error of a receive that [`CommCore::receive_ok`] refused; out of
 /// line, as [`send_error`].
 #[cold]

@@ -72,14 +72,12 @@ pub trait Source: AsCore + AsCommunicator {
         buf: &mut Buf,
         tag: Tag,
     ) -> Result<Status, Error> {
-        let layout = recv_layout(buf);
-        blocking::receive(
-            self.core(),
-            self.source_rank(),
-            tag,
-            &layout,
-            Location::caller(),
-        )
+        let (core, source, site) = (self.core(), self.source_rank(), Location::caller());
+        match without_drop(recv_layout(buf)) {
+            Ok(layout) => blocking::receive(core, source, tag, &layout, site),
+            // A user datatype's layout: out of line.
+            Err(layout) => blocking::receive_out_of_line(core, source, tag, &layout, site),
+        }
     }
 
     /// Receives a message of any length into a new `Vec`, with any tag.

@@ -30,14 +30,12 @@ pub trait Destination: AsCore + AsCommunicator {
     #[inline(always)]
     #[track_caller]
     fn try_send_with_tag<Buf: Buffer + ?Sized>(&self, buf: &Buf, tag: Tag) -> Result<(), Error> {
-        blocking::send_inline(
-            self.core(),
-            self.destination_rank(),
-            tag,
-            &send_layout(buf),
-            SendMode::Standard,
-            Location::caller(),
-        )
+        let (core, dest, site) = (self.core(), self.destination_rank(), Location::caller());
+        match without_drop(send_layout(buf)) {
+            Ok(layout) => blocking::send_inline(core, dest, tag, &layout, SendMode::Standard, site),
+            // A user datatype's layout: out of line (`blocking::send`).
+            Err(layout) => blocking::send(core, dest, tag, &layout, SendMode::Standard, site),
+        }
     }
 
     /// Sends `buf` with tag 0, copying it so the call never waits
