@@ -167,6 +167,28 @@ pub(crate) struct Call<'a> {
 }
 
 impl<'a> Call<'a> {
+    /// The call `signature` describes, once [`begin_settle`] gave it its
+    /// sequence number and algorithm (its kind is the signature's).
+    #[inline(always)]
+    pub(crate) fn settled(
+        comm: &'a CommCore,
+        ctx: &'a RankCtx,
+        seq: u32,
+        algorithm: Algorithm,
+        site: &'static Location<'static>,
+        signature: Signature,
+    ) -> Call<'a> {
+        Call {
+            comm,
+            ctx,
+            seq,
+            kind: signature.kind,
+            algorithm,
+            site,
+            signature,
+        }
+    }
+
     /// The tag of this call's messages in the collective context.
     pub(crate) fn tag(&self) -> i32 {
         (self.seq & 0x7fff_ffff) as i32
@@ -236,9 +258,9 @@ fn inter_collective(comm: &CommCore, kind: Collective) -> Error {
     ))
 }
 
-/// [`begin`] for a known caller context. (Inlined: the blocking entry
-/// `collective::begin_boxed` then writes the call once, in place, with one
-/// frame less.)
+/// [`begin`] for a known caller context. (The blocking entry,
+/// `collective::begin_boxed`, calls [`begin_settle`] and builds the call in
+/// its caller's frame itself.)
 #[inline(always)]
 pub(crate) fn begin_as<'a>(
     comm: &'a CommCore,
@@ -247,6 +269,22 @@ pub(crate) fn begin_as<'a>(
     requested: Algorithm,
     site: &'static Location<'static>,
 ) -> Result<Call<'a>, Error> {
+    let (seq, algorithm) = begin_settle(comm, signature, requested, site)?;
+    Ok(Call::settled(comm, ctx, seq, algorithm, site, *signature))
+}
+
+/// What [`begin_as`] settles for a call: its sequence number and
+/// algorithm (written into `signature` too), after the checks. The caller
+/// builds the [`Call`] itself, in place (`collective::blocking`: a `Call`
+/// returned in a `Result` was built in the callee's frame and copied, field
+/// by field, twice).
+#[inline(always)]
+pub(crate) fn begin_settle(
+    comm: &CommCore,
+    signature: &mut Signature,
+    requested: Algorithm,
+    site: &'static Location<'static>,
+) -> Result<(u32, Algorithm), Error> {
     if comm.shared().is_inter() && signature.kind != Collective::CommCreate {
         return Err(inter_collective(comm, signature.kind));
     }
@@ -269,15 +307,7 @@ pub(crate) fn begin_as<'a>(
     if algorithm != Algorithm::SharedMemory {
         check_in(comm, seq, signature, site)?;
     }
-    Ok(Call {
-        comm,
-        ctx,
-        seq,
-        kind: signature.kind,
-        algorithm,
-        site,
-        signature: *signature,
-    })
+    Ok((seq, algorithm))
 }
 
 /// The communicator-wide check of a call of a message-based algorithm

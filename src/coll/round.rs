@@ -121,6 +121,35 @@
 //! (`worker::run` 5.01 → 3.01 M of the barrier's 66.5 M). The wakes were
 //! already batched (one `unpark_on` post per other worker, one
 //! `schedule_batch` extend on the caller's).
+//!
+//! 2026-12-04 (same count, `main` a979448 as the base: all-reduce 764,
+//! barrier 583): one frame from the API's function to the park. The
+//! blocking call's steps were four frames (the API's with `blocking`,
+//! `begin_boxed`, the body, `Round::wait`), each with its prologue and
+//! epilogue, the body's `Result<(), Error>` returned through memory and
+//! the `Call` returned in a `Result` built in `begin_boxed`'s frame and
+//! copied twice. Now `blocking` builds the `Call` from three words that
+//! `begin_boxed` settles (764 -> 743), `wait` is inlined into the waits a
+//! barrier and an all-reduce park in (-> 733), the bodies (`reduce_body`,
+//! `barrier::barrier`, with `Rounds::join`) into the API's function (->
+//! 678), and `begin_boxed` too (-> 631); `Worker::prefetch_next` inlined
+//! (-> 618). Barrier 583 -> 443, broadcast 588 -> 523, reduce 530 -> 438.
+//! The one frame is larger (all-reduce 768 bytes, the error paths' room
+//! among them) but the stack from the API's function to the park shorter
+//! (the three frames parked there took 992), and L1 misses fell (cachegrind, 16,384
+//! ranks, 10 calls: 27.2 -> 21.8 a rank and call). `wake_all` wakes the
+//! other workers' waiters before the caller's: the other worker starts on
+//! its own while the caller requeues its. Time (`coll_bench --ranks 1024
+//! --sizes 8`, 2 workers, 20 rounds alternating with the base's build,
+//! 06:37-06:39 UTC, load 0.5-1.1): in the fast state all-reduce
+//! 63.1-66.2 µs (median 63.8) -> 55.1-74.2 (median 57.2), barrier
+//! 54.3-59.0 (55.2) -> 44.3-54.0 (45.3); in the slow state all-reduce
+//! 131.5 -> 113.9, barrier 106.7 -> 92.4 (medians). 1-worker CPU time of
+//! 2,000 calls (`perf stat -e task-clock`, 6 alternating rounds):
+//! all-reduce 164.8-170.8 ms -> 129.7-134.6, barrier 136.1-144.1 ->
+//! 104.1-113.4. What did not pay: `arrived` on a line of its own, away
+//! from `root_ready` and `size` (barrier slower in 9 of 10 rounds: its
+//! wait reads `arrived` and `size`, then two lines; all-reduce the same).
 
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicPtr, AtomicU32, AtomicU8, Ordering};
@@ -744,10 +773,12 @@ impl Round {
     }
 
     /// Counts an arrival (after this rank's deposit); `true` for the last.
+    #[inline]
     pub(crate) fn arrive(&self) -> bool {
         self.arrived.fetch_add(1, Ordering::AcqRel) + 1 == self.size
     }
 
+    #[inline]
     pub(crate) fn all_arrived(&self) -> bool {
         self.arrived.load(Ordering::Acquire) == self.size
     }
@@ -761,7 +792,7 @@ impl Round {
             self.wake_all(call);
             return Ok(());
         }
-        self.wait(call, || self.all_arrived())
+        self.wait_inline(call, || self.all_arrived())
     }
 
     /// Publishes `value` as rank `rank`'s deposit, runs `body` (this rank's
@@ -849,11 +880,17 @@ impl Round {
     /// visible after.
     #[inline]
     pub(crate) fn wait_ready(&self, call: &Call<'_>) -> Result<(), Failed> {
-        self.wait(call, || self.root_ready.load(Ordering::Acquire) != 0)
+        self.wait_inline(call, || self.root_ready.load(Ordering::Acquire) != 0)
     }
 
     /// Parks the caller until `ready()` holds.
     pub(crate) fn wait(&self, call: &Call<'_>, ready: impl Fn() -> bool) -> Result<(), Failed> {
+        self.wait_inline(call, ready)
+    }
+
+    /// [`wait`](Self::wait) inlined into its caller.
+    #[inline(always)]
+    fn wait_inline(&self, call: &Call<'_>, ready: impl Fn() -> bool) -> Result<(), Failed> {
         let info = call.wait_info();
         loop {
             if ready() {
@@ -882,10 +919,19 @@ impl Round {
     /// time goes to one push per worker, not to a park state and a home per
     /// waiter on another core's lines, which cross to the caller's core and
     /// back).
+    ///
+    /// The other workers' waiters first, the caller's own last: another
+    /// worker, idle since its ranks parked, starts requeueing and running
+    /// its own while the caller requeues its (at 1,024 ranks on 2 workers,
+    /// ~500 unparks, some 2 µs, that the other worker waited out before).
     pub(crate) fn wake_all(&self, call: &Call<'_>) {
         let sched = call.comm.job().sched();
         let mine = (!call.ctx.is_thread()).then_some(call.ctx.worker as usize);
-        for (worker, list) in self.workers.iter().map(|on| &on.waiters).enumerate() {
+        let n = self.workers.len();
+        // From the worker after the caller's round to the caller's.
+        let first = mine.map_or(0, |w| w + 1);
+        for worker in (first..first + n).map(|w| w % n) {
+            let list = &self.workers[worker].waiters;
             let mut waiters = {
                 let mut list = list.lock();
                 if list.is_empty() {
@@ -1127,7 +1173,7 @@ impl Rounds {
     /// checker, where calls of message-based algorithms are checked (see
     /// `Checker::check`): a different collective at the same sequence number
     /// is caught on whichever side comes second.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn join_checked(&self, call: &Call<'_>) -> Result<Joined<'_>, Failed> {
         self.join(call, None)
     }
@@ -1142,7 +1188,7 @@ impl Rounds {
         self.join(call, Some(readers))
     }
 
-    #[inline]
+    #[inline(always)]
     fn join(&self, call: &Call<'_>, readers: Option<Readers>) -> Result<Joined<'_>, Failed> {
         let (round, created) = self.join_created(call, readers);
         let checker = &call.comm.coll().checker;

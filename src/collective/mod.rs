@@ -64,35 +64,78 @@ use crate::{Count, Rank};
 /// and each of its lines is a cache miss when a rank of a million resumes
 /// (`coll/round.rs`, "Where a rank's time goes"): it holds the call and
 /// little else. The begin's `Result` (an `Error` is over 100 bytes) and a
-/// traced call's span live in frames of their own, out of line.
+/// traced call's span live in frames of their own, out of line. (Inlined
+/// into the API's function, where the signature was built: out of line,
+/// it copied the signature once more.)
+#[inline(always)]
 fn blocking(
     core: &CommCore,
     signature: Signature,
     site: &'static Location<'static>,
     body: impl FnOnce(&Call<'_>) -> Result<(), Error>,
 ) -> Result<(), Error> {
-    // The call stays where `begin_boxed` put it (bound by reference, not
-    // moved: a move copies its 80 bytes to a second place in this frame).
-    match begin_boxed(core, signature, site) {
-        Ok(ref call) if call.ctx.recorder().is_some() => traced(call, body),
-        Ok(ref call) => body(call),
+    // The call is built here, once, from what `begin_boxed` settled (two
+    // words back in registers): a whole `Call` returned in a `Result` was
+    // built in the callee's frame and copied, field by field, twice
+    // (~30 instructions a call).
+    let mut signature = signature;
+    match begin_boxed(core, &mut signature, site) {
+        Ok(Begun {
+            ctx,
+            seq,
+            algorithm,
+        }) => {
+            // Field by field, not `Call::settled`: through it LLVM wrote
+            // the call with 3 more instructions an all-reduce (callgrind,
+            // `coll_count all_reduce 100 1024 1`: 614.2 -> 617.2 a rank and
+            // call; the barrier's unchanged).
+            let call = Call {
+                comm: core,
+                ctx,
+                seq,
+                kind: signature.kind,
+                algorithm,
+                site,
+                signature,
+            };
+            if call.ctx.recorder().is_some() {
+                traced(&call, body)
+            } else {
+                body(&call)
+            }
+        }
         Err(err) => Err(*err),
     }
 }
 
-/// [`coll::begin`] with its error boxed: the `Result` fits in the call's
-/// own room in [`blocking`]'s frame.
-#[inline(never)]
+/// What [`begin_boxed`] settles for a blocking call.
+struct Begun<'a> {
+    ctx: &'a sched::rank::RankCtx,
+    seq: u32,
+    algorithm: Algorithm,
+}
+
+/// [`coll::begin`] with its error boxed, for [`blocking`]: the caller's
+/// context, the call's sequence number and algorithm (also written into
+/// `signature`), or the error, in two words. (Inlined into the blocking
+/// call's frame since its body is too: out of line, its prologue, epilogue
+/// and `Result` cost ~45 instructions a call; the frame grows by its error
+/// paths' room, yet a 16,384-rank all-reduce misses L1 less, cachegrind:
+/// 24.9 -> 21.8 misses a rank and call.)
+#[inline(always)]
 fn begin_boxed<'a>(
     core: &'a CommCore,
-    signature: Signature,
+    signature: &mut Signature,
     site: &'static Location<'static>,
-) -> Result<Call<'a>, Box<Error>> {
-    // `begin_as` inlined here, with the caller's context: the call is
-    // written once, into the `Result`, without a frame of `coll::begin`'s.
+) -> Result<Begun<'a>, Box<Error>> {
     let ctx = core.caller().map_err(Box::new)?;
-    let mut signature = signature;
-    coll::begin_as(core, ctx, &mut signature, Algorithm::Auto, site).map_err(Box::new)
+    let (seq, algorithm) =
+        coll::begin_settle(core, signature, Algorithm::Auto, site).map_err(Box::new)?;
+    Ok(Begun {
+        ctx,
+        seq,
+        algorithm,
+    })
 }
 
 /// Runs `body` inside the call's trace span (a traced rank).
@@ -133,9 +176,9 @@ fn immediate<'a, D: ?Sized, Sc: Scope<'a>>(
     let site = Location::caller();
     let ctx = core.caller().or_raise();
     let is_root = signature.root == Some(core.rank());
-    let (seq, kind, algorithm, signature) = {
+    let (seq, algorithm, signature) = {
         let call = coll::begin_as(core, ctx, &mut signature, Algorithm::Auto, site).or_raise();
-        (call.seq, call.kind, call.algorithm, call.signature)
+        (call.seq, call.algorithm, call.signature)
     };
     let pending = PendingOp::new(core, ctx.slot, Queued::Task, RequestKind::Collective);
     let completion: *const Completion = &pending.completion;
@@ -144,15 +187,8 @@ fn immediate<'a, D: ?Sized, Sc: Scope<'a>>(
     let root = is_root.then(|| PendingRoot::enter(ctx));
     let run = move || {
         sched::rank::with_current(|ctx| {
-            let call = Call {
-                comm: &comm,
-                ctx: ctx.expect("a task runs on a worker"),
-                seq,
-                kind,
-                algorithm,
-                site,
-                signature,
-            };
+            let ctx = ctx.expect("a task runs on a worker");
+            let call = Call::settled(&comm, ctx, seq, algorithm, site, signature);
             let _span = call.trace();
             // A failure fails the job (the task panics with the error).
             body(&call).or_raise();
@@ -180,6 +216,7 @@ fn bytes_of(layout: &Layout) -> Option<usize> {
 
 /// The body of a reduction, blocking or immediate: checks the operation
 /// and the buffers, then reduces to `root` (`None`: to every rank).
+#[inline(always)]
 fn reduce_body<O: Operation + ?Sized>(
     call: &Call<'_>,
     root: Option<Rank>,
