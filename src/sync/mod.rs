@@ -14,13 +14,17 @@ pub(crate) mod spin;
 pub(crate) use send_ptr::SendPtr;
 
 #[cfg(not(loom))]
-pub(crate) use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
+pub(crate) use std::sync::atomic::{
+    AtomicBool, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering,
+};
 #[cfg(not(loom))]
 #[allow(unused_imports)]
 pub(crate) use std::sync::{Arc, Mutex, MutexGuard};
 
 #[cfg(loom)]
-pub(crate) use loom::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
+pub(crate) use loom::sync::atomic::{
+    AtomicBool, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering,
+};
 #[cfg(loom)]
 #[allow(unused_imports)]
 pub(crate) use loom::sync::{Arc, Mutex, MutexGuard};

@@ -4,7 +4,14 @@
 //! across a park or a copy of message data. For sections that short a
 //! `std::sync::Mutex` costs more than the work: its unlock is a
 //! read-modify-write (to find sleepers) and its guard checks for poisoning.
-//! This lock is a `swap` to take and a plain `Release` store to give back.
+//! This lock is one atomic bit test-and-set to take and a plain `Release`
+//! store to give back.
+//!
+//! Its holder may keep *flags* in the lock word beside the lock bit
+//! ([`SpinGuard::set_flags`]), which any thread can read without the lock
+//! ([`SpinLock::flags`]): a mailbox says there that a message waits in it
+//! for its owner (`p2p::mailbox`), who then spins on the one line the
+//! sender wrote.
 //!
 //! A waiter spins on a plain load (no cache-line ping-pong) and, if the holder
 //! is slow (its thread was preempted), yields its thread after a while
@@ -13,15 +20,19 @@
 
 use std::ops::{Deref, DerefMut};
 
-use super::{spin_loop, AtomicBool, Ordering, UnsafeCell};
+use super::{spin_loop, AtomicU32, Ordering, UnsafeCell};
 
 /// Spins before yielding the thread.
 const SPINS: u32 = 64;
 
+/// The lock bit of the lock word; the other bits are the holder's flags.
+const LOCKED: u32 = 1;
+
 /// A mutual-exclusion lock that spins.
 #[derive(Debug)]
 pub(crate) struct SpinLock<T> {
-    locked: AtomicBool,
+    /// [`LOCKED`] and the flags.
+    word: AtomicU32,
     value: UnsafeCell<T>,
 }
 
@@ -41,7 +52,7 @@ impl<T> SpinLock<T> {
     /// An unlocked lock holding `value`.
     pub(crate) fn new(value: T) -> Self {
         SpinLock {
-            locked: AtomicBool::new(false),
+            word: AtomicU32::new(0),
             value: UnsafeCell::new(value),
         }
     }
@@ -53,7 +64,7 @@ impl<T> SpinLock<T> {
             Some(guard) => guard,
             None => {
                 self.lock_slow();
-                SpinGuard { lock: self }
+                self.guard()
             }
         }
     }
@@ -72,11 +83,15 @@ impl<T> SpinLock<T> {
     /// whatever another thread did with it before happens before this call.
     #[inline]
     pub(crate) unsafe fn lock_alone(&self) -> SpinGuard<'_, T> {
-        if self.locked.load(Ordering::Relaxed) {
+        let word = self.word.load(Ordering::Relaxed);
+        if word & LOCKED != 0 {
             held_twice();
         }
-        self.locked.store(true, Ordering::Relaxed);
-        SpinGuard { lock: self }
+        self.word.store(word | LOCKED, Ordering::Relaxed);
+        SpinGuard {
+            lock: self,
+            flags: word,
+        }
     }
 
     /// The value, read without taking the lock, by a caller that knows
@@ -97,12 +112,29 @@ impl<T> SpinLock<T> {
         self.value.with(|v| unsafe { &*v })
     }
 
+    /// The guard of the lock just taken, with the flags it found.
+    #[inline(always)]
+    fn guard(&self) -> SpinGuard<'_, T> {
+        // The holder's own line, just written: no other thread writes the
+        // word until the unlock.
+        let flags = self.word.load(Ordering::Relaxed) & !LOCKED;
+        SpinGuard { lock: self, flags }
+    }
+
+    /// The flags, read without the lock (`Relaxed`: a reader that acts on
+    /// them takes the lock, which orders what the holder that set them
+    /// wrote before it).
+    #[inline]
+    pub(crate) fn flags(&self) -> u32 {
+        self.word.load(Ordering::Relaxed) & !LOCKED
+    }
+
     #[cold]
     fn lock_slow(&self) {
         let mut spins = 0;
         loop {
             // Wait on a plain load: no cache-line transfer while it is held.
-            while self.locked.load(Ordering::Relaxed) {
+            while self.word.load(Ordering::Relaxed) & LOCKED != 0 {
                 if spins < SPINS {
                     spins += 1;
                     spin_loop();
@@ -122,10 +154,11 @@ impl<T> SpinLock<T> {
     pub(crate) fn try_lock(&self) -> Option<SpinGuard<'_, T>> {
         // Not `bool::then_some`: it would build (and drop, unlocking!) a
         // guard even when the lock was not taken.
-        if self.locked.swap(true, Ordering::Acquire) {
+        // `fetch_or` of one bit, its other bits unused: `lock bts` on x86.
+        if self.word.fetch_or(LOCKED, Ordering::Acquire) & LOCKED != 0 {
             None
         } else {
-            Some(SpinGuard { lock: self })
+            Some(self.guard())
         }
     }
 }
@@ -147,6 +180,28 @@ fn yield_thread() {
 #[derive(Debug)]
 pub(crate) struct SpinGuard<'a, T> {
     lock: &'a SpinLock<T>,
+    /// The flags the unlock stores.
+    flags: u32,
+}
+
+impl<T> SpinGuard<'_, T> {
+    /// The flags of the lock word, as this holder left them so far.
+    #[inline]
+    pub(crate) fn flags(&self) -> u32 {
+        self.flags
+    }
+
+    /// Sets the flags of the lock word (bits other than the lowest, which
+    /// is the lock's). They are stored by the unlock, in its one store: set
+    /// while the lock is held, a reader spinning on them would see them,
+    /// take the line, and find the lock still held, the line then going
+    /// back to the holder for its unlock and to the reader once more (two
+    /// transfers between cores more a message).
+    #[inline]
+    pub(crate) fn set_flags(&mut self, flags: u32) {
+        debug_assert_eq!(flags & LOCKED, 0, "the lowest bit is the lock's");
+        self.flags = flags;
+    }
 }
 
 impl<T> Deref for SpinGuard<'_, T> {
@@ -177,9 +232,9 @@ impl<T> Drop for SpinGuard<'_, T> {
         // partial and would let a later swap read the failed swap's `true`;
         // its model therefore unlocks with a swap.
         #[cfg(not(loom))]
-        self.lock.locked.store(false, Ordering::Release);
+        self.lock.word.store(self.flags, Ordering::Release);
         #[cfg(loom)]
-        self.lock.locked.swap(false, Ordering::Release);
+        self.lock.word.swap(self.flags, Ordering::Release);
     }
 }
 
@@ -197,6 +252,29 @@ mod tests {
             assert!(lock.try_lock().is_none(), "held");
         }
         assert_eq!(*lock.lock(), 2);
+    }
+
+    #[test]
+    fn flags_outlive_their_holder_and_the_next() {
+        let lock = SpinLock::new(());
+        assert_eq!(lock.flags(), 0);
+        {
+            let mut guard = lock.lock();
+            guard.set_flags(6);
+            assert_eq!(guard.flags(), 6);
+            assert_eq!(lock.flags(), 0, "stored by the unlock");
+            assert!(lock.try_lock().is_none(), "held");
+        }
+        assert_eq!(lock.flags(), 6, "published by the unlock");
+        drop(lock.lock());
+        assert_eq!(lock.flags(), 6, "kept by the next holder");
+        // SAFETY: the test's thread is the only one using the lock.
+        let mut guard = unsafe { lock.lock_alone() };
+        assert_eq!(guard.flags(), 6);
+        guard.set_flags(0);
+        drop(guard);
+        assert_eq!(lock.flags(), 0);
+        assert!(lock.try_lock().is_some(), "unlocked");
     }
 
     #[test]
