@@ -800,6 +800,67 @@ fn small_messages_between_workers_arrive_whole_cut_or_refused() {
         .unwrap();
 }
 
+/// Messages of up to 16 bytes, which a sender may leave in the line of its
+/// receiver's mailbox (`p2p::mailbox::Delivery`), and just past it, between
+/// ranks of two workers: received through wildcards, each keeps its
+/// sender, tag and length in the status, arrives whole in a larger buffer,
+/// and per sender in order. Each sender waits for an acknowledgement
+/// before its next message: the receive is then mostly posted first, the
+/// case of a delivery into the line.
+#[test]
+fn small_messages_keep_sender_tag_and_order_through_wildcards() {
+    const ROUNDS: u64 = 2000;
+    myriad::Runtime::builder()
+        .ranks(3)
+        .workers(2)
+        .run(|universe| {
+            let world = universe.world();
+            let me = world.rank();
+            if me == 0 {
+                let mut next = [0u64; 3];
+                for _ in 0..2 * ROUNDS {
+                    let mut buf = [u64::MAX; 4];
+                    let status = world.any_process().receive_into(&mut buf[..]);
+                    let (source, tag) = (status.source_rank(), status.tag());
+                    assert!(source == 1 || source == 2, "{source}");
+                    let round = next[source as usize];
+                    next[source as usize] += 1;
+                    let words = (round % 3 + 1) as usize; // 8, 16 or 24 bytes
+                    assert_eq!(tag, (round % 5) as i32, "from {source}, round {round}");
+                    assert_eq!(status.count(u64::equivalent_datatype()), words as i32);
+                    for (i, &w) in buf.iter().enumerate() {
+                        let want = if i < words {
+                            (source as u64) << 32 | round << 4 | i as u64
+                        } else {
+                            u64::MAX
+                        };
+                        assert_eq!(w, want, "word {i} from {source}, round {round}");
+                    }
+                    // Now and then the receiver is late: the message waits.
+                    if round % 7 == 0 {
+                        std::thread::yield_now();
+                    }
+                    // The sender waits for this before its next message, so
+                    // that most receives are posted before it comes.
+                    world.process_at_rank(source).send(&round);
+                }
+                assert_eq!(next, [0, ROUNDS, ROUNDS]);
+            } else {
+                let peer = world.process_at_rank(0);
+                for round in 0..ROUNDS {
+                    let words = (round % 3 + 1) as usize;
+                    let data: Vec<u64> = (0..words)
+                        .map(|i| (me as u64) << 32 | round << 4 | i as u64)
+                        .collect();
+                    peer.send_with_tag(&data[..], (round % 5) as i32);
+                    let (ack, _) = peer.receive::<u64>();
+                    assert_eq!(ack, round);
+                }
+            }
+        })
+        .unwrap();
+}
+
 /// Messages of a MiB and more between ranks of two workers (whose copy the
 /// idle worker may share, `p2p::shared_copy`) arrive whole, whether the
 /// receive was posted first or the message came first, with pieces that do

@@ -21,7 +21,9 @@
 //! (`Round::wake_all`, `sched::unpark_on`), the workers' sleep and the
 //! deadlock check, end to end, in `wake_models`. The hand-over from a
 //! one-worker job's solo mode (plain loads and stores on park states and
-//! mailbox locks) to read-modify-writes, in `solo_models`.
+//! mailbox locks) to read-modify-writes, in `solo_models`. A small message
+//! left in its blocking receiver's mailbox line (the lock word's flags,
+//! `src/sync/spin.rs`), in `resident_models`.
 //! myriad-alloc's remote-free list is modelled in `tests/alloc_remote_free.rs`.
 
 #[cfg(loom)]
@@ -105,3 +107,6 @@ mod wake_models;
 
 #[cfg(all(loom, test))]
 mod solo_models;
+
+#[cfg(all(loom, test))]
+mod resident_models;

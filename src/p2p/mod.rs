@@ -74,7 +74,7 @@ use eager::EagerPool;
 pub use status::Status;
 
 pub(crate) use mailbox::MatchSpec;
-use mailbox::{Envelope, Mailbox, Payload, Posted, Unexpected};
+use mailbox::{Claim, Envelope, Mailbox, MailboxGuard, Payload, Posted, Unexpected};
 
 use crate::datatype::bulk;
 use crate::datatype::copy::{self, Layout};
@@ -83,7 +83,6 @@ use crate::error::{CommError, Error, TypeError};
 use crate::grow::GrowTable;
 use crate::identity::{LocalIndex, ProcessId, Processes, WorldRank};
 use crate::sched::{self, shared_copy, RankCtx, Scheduler, WaitInfo, WaitOp};
-use crate::sync::spin::SpinGuard;
 use crate::trace;
 use crate::transport::Transport;
 use crate::{Rank, Tag};
@@ -256,7 +255,7 @@ impl<'a, N: Node> Endpoint<'a, N> {
     /// Locks `mailbox` for the calling rank: without a read-modify-write
     /// while the job is in solo mode (`Scheduler::is_solo`).
     #[inline(always)]
-    fn lock(self, mailbox: &'a Mailbox) -> SpinGuard<'a, mailbox::Queues> {
+    fn lock(self, mailbox: &'a Mailbox) -> MailboxGuard<'a> {
         if self.sched().is_solo() {
             // SAFETY: solo mode holds, so this thread is the job's one
             // worker (endpoints are used by the ranks it runs) and no other
@@ -441,12 +440,15 @@ pub(crate) fn arrive<'c>(
     let mut queues = ep.lock(mailbox);
     // Matched in place (`&`): bound by value, the claimed descriptor was
     // copied once more on the stack (callgrind).
-    if let Some(posted) = &queues.take_posted(&env, || ep.is_aborting()) {
-        drop(queues);
-        deliver(ep, &env, src, &posted.dst, posted.completion);
-        return true;
+    match &queues.claim(&env, Some(src), || ep.is_aborting()) {
+        Claim::Delivered => true,
+        Claim::Posted(posted) => {
+            drop(queues);
+            deliver(ep, &env, src, &posted.dst, posted.completion);
+            true
+        }
+        Claim::None => queue_unexpected(ep, queues, env, src, mode, completion),
     }
-    queue_unexpected(ep, queues, env, src, mode, completion)
 }
 
 /// The second half of [`arrive`]: no posted receive matched, so the
@@ -458,7 +460,7 @@ pub(crate) fn arrive<'c>(
 #[inline(never)]
 fn queue_unexpected<'c>(
     ep: Endpoint<'_, impl Node>,
-    mut queues: SpinGuard<'_, mailbox::Queues>,
+    mut queues: MailboxGuard<'_>,
     env: Envelope,
     src: &Layout,
     mode: SendMode,
@@ -740,6 +742,20 @@ pub(crate) fn start_receive(
     dst: &Layout,
     completion: &Completion,
 ) -> Started {
+    start_receive_as(ep, spec, dst, completion, false)
+}
+
+/// [`start_receive`]; `resident`: the receive is its owner's blocking
+/// receive, which takes a message delivered into its mailbox's line while
+/// it waits ([`wait_resident`]).
+#[inline(always)]
+fn start_receive_as(
+    ep: Endpoint<'_, impl Node>,
+    spec: MatchSpec,
+    dst: &Layout,
+    completion: &Completion,
+    resident: bool,
+) -> Started {
     let mut queues = ep.lock(ep.own_mailbox());
     if let Some(msg) = queues.take_unexpected(&spec, || ep.is_aborting()) {
         drop(queues);
@@ -750,11 +766,14 @@ pub(crate) fn start_receive(
         }
         return Started::Done(consume(ep, msg, dst));
     }
-    queues.post(Posted {
-        spec,
-        dst: dst.clone(),
-        completion,
-    });
+    queues.post(
+        Posted {
+            spec,
+            dst: dst.clone(),
+            completion,
+        },
+        resident,
+    );
     Started::Pending
 }
 
@@ -969,6 +988,41 @@ fn wait_spinning(ctx: &RankCtx, info: &WaitInfo, completion: &Completion) -> Res
         sched::park_after_spin(ctx, info)?;
     }
     Ok(())
+}
+
+/// The wait of a resident blocking receive ([`start_receive_as`]): spins
+/// until a sender delivered its message into the mailbox's line or
+/// completed its completion; then takes the delivery (copied into `dst`:
+/// its status), or, if none came, withdraws the receive from resident
+/// delivery and waits on its completion as [`wait_spinning`] (`None`: the
+/// completion is done). Out of line: it spins anyway.
+#[inline(never)]
+fn wait_resident(
+    ep: Endpoint<'_, impl Node>,
+    ctx: &RankCtx,
+    info: &WaitInfo,
+    dst: &Layout,
+    completion: &Completion,
+) -> Result<Option<Status>, Error> {
+    let mailbox = ep.own_mailbox();
+    // Polls spaced: this line is the one the sender locks and writes.
+    sched::spin_spaced(ctx, || mailbox.has_delivery() || completion.is_done());
+    if !completion.is_done() {
+        let mut queues = ep.lock(mailbox);
+        if let Some(delivery) = queues.take_delivery(completion) {
+            drop(queues);
+            let bytes = delivery.bytes as usize;
+            // SAFETY: `dst` is this rank's buffer, writable and contiguous
+            // for at least `bytes` (the sender checked: one contiguous type
+            // map on both sides, `bytes <= dst.bytes()`).
+            unsafe { copy::copy_bytes(delivery.data.as_ptr(), dst.base as *mut u8, bytes) };
+            return Ok(Some(Status::new(delivery.source, delivery.tag, bytes)));
+        }
+    }
+    while completion.announce_park() {
+        sched::park_after_spin(ctx, info)?;
+    }
+    Ok(None)
 }
 
 impl<N: Node> Drop for PendingGuard<'_, N> {
@@ -1202,9 +1256,27 @@ pub(crate) fn receive(
     // One test of the recorder: the untraced receive then has no span to
     // store, update and drop (callgrind).
     match ctx.recorder() {
-        None => receive_body(ep, ctx, rank, spec, dst, site, None),
+        None if !ctx.spins => receive_body(ep, ctx, rank, spec, dst, site, None, false),
+        None => receive_resident(ep, ctx, rank, spec, dst, site),
         Some(_) => receive_traced(ep, ctx, rank, spec, dst, site),
     }
+}
+
+/// [`receive`] by a rank that spins before it parks (its workers have a
+/// CPU each): its receive, posted first, takes a small message in its
+/// mailbox's line ([`wait_resident`]). Out of line: the one-worker path
+/// then tests nothing of it (5 instructions a message, callgrind), and
+/// here a call is a few nanoseconds of a message's ~0.2 µs.
+#[inline(never)]
+fn receive_resident(
+    ep: Endpoint<'_, impl Node>,
+    ctx: &RankCtx,
+    rank: Rank,
+    spec: MatchSpec,
+    dst: &Layout,
+    site: &'static Location<'static>,
+) -> Result<Status, Error> {
+    receive_body(ep, ctx, rank, spec, dst, site, None, true)
 }
 
 /// [`receive`] by a traced rank, in its span.
@@ -1219,10 +1291,14 @@ fn receive_traced(
     site: &'static Location<'static>,
 ) -> Result<Status, Error> {
     let span = trace::span(ctx.recorder(), trace::Op::Receive, spec.source, spec.tag, 0);
-    receive_body(ep, ctx, rank, spec, dst, site, span)
+    receive_body(ep, ctx, rank, spec, dst, site, span, false)
 }
 
-/// The body of [`receive`], in `span` (`None`: untraced).
+/// The body of [`receive`], in `span` (`None`: untraced); `resident`:
+/// the receive takes a small message in its mailbox's line (an untraced
+/// rank that spins, [`receive_resident`]; a traced one always through its
+/// completion, which carries the message's flow).
+#[allow(clippy::too_many_arguments)]
 #[inline(always)]
 fn receive_body<'a>(
     ep: Endpoint<'_, impl Node>,
@@ -1232,9 +1308,10 @@ fn receive_body<'a>(
     dst: &Layout,
     site: &'static Location<'static>,
     mut span: Option<trace::Span<'a>>,
+    resident: bool,
 ) -> Result<Status, Error> {
     let completion = blocking_completion(ctx);
-    match start_receive(ep, spec, dst, &completion) {
+    match start_receive_as(ep, spec, dst, &completion, resident) {
         Started::Done(outcome) => {
             if let Some(span) = &mut span {
                 span.set_bytes(outcome.bytes);
@@ -1254,11 +1331,20 @@ fn receive_body<'a>(
                 comm: spec.context,
                 site,
             };
-            guard.wait_done(ctx, &info)?;
+            if resident {
+                let delivered = wait_resident(ep, ctx, &info, dst, &completion)?;
+                std::mem::forget(guard);
+                if let Some(status) = delivered {
+                    return Ok(status);
+                }
+            } else {
+                guard.wait_done(ctx, &info)?;
+            }
             // Read in place: a copy of the whole `Outcome` out of the
             // completion cost ~15 instructions a message (callgrind).
-            // SAFETY: `wait_done` returned `Ok`, so `wait_for` saw the
-            // completion done with `Acquire` (or `AcqRel`) ordering.
+            // SAFETY: `wait_done` (or `wait_resident`, with no delivery)
+            // returned `Ok`, so it saw the completion done with `Acquire`
+            // (or `AcqRel`) ordering (`is_done`, `announce_park`).
             let outcome = unsafe { completion.outcome_ref_done() };
             if let Some(span) = &mut span {
                 span.set_bytes(outcome.bytes);

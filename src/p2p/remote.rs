@@ -98,7 +98,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use super::completion::{Completion, Fault, Outcome};
-use super::mailbox::{Envelope, Mailbox, Payload, Queues, Unexpected};
+use super::mailbox::{Envelope, Mailbox, MailboxGuard, Payload, Unexpected};
 use super::pollers::Pollers;
 use super::{Node, SendMode, Started};
 use crate::datatype::copy::{self, Layout};
@@ -106,7 +106,6 @@ use crate::datatype::{runs_mismatch, Run};
 use crate::error::{CommError, Error};
 use crate::identity::{ProcessId, Processes, WorldRank};
 use crate::sched::{self, Scheduler};
-use crate::sync::spin::SpinGuard;
 use crate::sync::spin::SpinLock;
 use crate::transport::frame::{self, Frame, InPlace, Kind};
 use crate::transport::{Borrowed, Incoming, Place, SendError, Sink, Transport};
@@ -1366,7 +1365,7 @@ fn arrive<N: Node>(node: &N, mailbox: &Mailbox, env: Envelope, msg: RemoteMessag
 /// posted receive matched it) and wakes the ranks probing there.
 fn queue_unexpected<N: Node>(
     node: &N,
-    mut queues: SpinGuard<'_, Queues>,
+    mut queues: MailboxGuard<'_>,
     env: Envelope,
     msg: RemoteMessage,
 ) {

@@ -24,6 +24,7 @@ pub(crate) mod join;
 mod level;
 pub(crate) mod locals;
 pub(crate) mod micro;
+mod pace;
 pub(crate) mod park;
 pub(crate) mod rank;
 pub(crate) mod shared_copy;
@@ -452,6 +453,22 @@ pub(crate) fn park_after_spin(ctx: &RankCtx, info: &WaitInfo) -> Result<(), Erro
 pub(crate) fn spin(ctx: &RankCtx, done: impl FnMut() -> bool) {
     if ctx.spins {
         worker::spin_until(ctx.sched(), done);
+    }
+}
+
+/// [`spin`] polling `done` about every 100 ns (`pace`), for a flag in a
+/// line its setter locks and writes first: polled at every `pause`, the
+/// line is taken from the setter in the middle of its writes.
+pub(crate) fn spin_spaced(ctx: &RankCtx, mut done: impl FnMut() -> bool) {
+    if ctx.spins {
+        let pauses = pace::pauses_per_poll();
+        worker::spin_until(ctx.sched(), || {
+            // `spin_until` pauses once a look.
+            for _ in 1..pauses {
+                std::hint::spin_loop();
+            }
+            done()
+        });
     }
 }
 
