@@ -16,7 +16,7 @@
  *   data in the completion (mode 2): as mode 0, but the byte travels in the
  *     completion and the receiver copies it into its buffer (tried in the
  *     runtime twice, on 2026-12-02 and 2026-12-04: no gain, as here).
- *   resident (mode 1, a design not built yet): the sender leaves the outcome
+ *   resident (mode 1): the sender leaves the outcome
  *     and the byte in the taken receive's place in the mailbox line and
  *     releases the lock with a "delivered" bit, on which the receiver spins:
  *     one line, taken by the sender's lock and read back by the receiver, as
@@ -26,7 +26,12 @@
  *     bit (what a sound build in Rust would do: the record then lives in the
  *     lock's data, never read while another thread holds the guard). Faster
  *     still than mode 1: the receiver's lock takes the line for writing, which
- *     its next post needs anyway.
+ *     its next post needs anyway. Built in the runtime (2026-12-04, blocking
+ *     receives of up to 16 bytes: `p2p::mailbox::Delivery`), it read mode 0's
+ *     time until the receiver polled the line every ~100 ns instead of every
+ *     `pause` (`sched/pace.rs`): the runtime's sender holds the line for a few
+ *     dozen instructions, this model's for a few stores, and a poll in the
+ *     middle takes the line away from it.
  *
  * Prints the one-way time in microseconds. Run it beside `line_floor` and
  * `pingpong --workers 2 --sizes 1`. On the development VM (2026-12-04
