@@ -458,17 +458,11 @@ pub(crate) fn spin(ctx: &RankCtx, done: impl FnMut() -> bool) {
 
 /// [`spin`] polling `done` about every 100 ns (`pace`), for a flag in a
 /// line its setter locks and writes first: polled at every `pause`, the
-/// line is taken from the setter in the middle of its writes.
-pub(crate) fn spin_spaced(ctx: &RankCtx, mut done: impl FnMut() -> bool) {
+/// line is taken from the setter in the middle of its writes. (At every
+/// `pause` still where the spin also polls a transport.)
+pub(crate) fn spin_spaced(ctx: &RankCtx, done: impl FnMut() -> bool) {
     if ctx.spins {
-        let pauses = pace::pauses_per_poll();
-        worker::spin_until(ctx.sched(), || {
-            // `spin_until` pauses once a look.
-            for _ in 1..pauses {
-                std::hint::spin_loop();
-            }
-            done()
-        });
+        worker::spin_until_spaced(ctx.sched(), pace::pauses_per_poll(), done);
     }
 }
 
