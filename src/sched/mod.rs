@@ -687,31 +687,61 @@ pub(crate) fn unpark(sched: &Scheduler, slot: u32) {
 
 /// Wakes every slot of `slots` (see [`unpark`]), requeueing the woken ones
 /// in batches per worker (slots of one worker in a row cost one push).
+///
+/// Batches are gathered in a small array on the stack, not a `Vec`: the
+/// wake-ups of a collective's last arrival allocated and grew one (seven
+/// `realloc`s for 130 ranks) while the other worker did the same, and the
+/// two met on glibc's arena lock, which sleeps in the kernel (a broadcast's
+/// readers at 256 ranks waited 5–30 µs for their worker to requeue them).
 pub(crate) fn unpark_many(sched: &Scheduler, slots: &[u32]) {
-    let mut batch: Vec<u32> = Vec::new();
+    let mut batch = [0u32; BATCH];
+    let mut len = 0;
     let mut batch_worker = usize::MAX;
+    // Whether part of this worker's batch was requeued already (the rest
+    // follows it, even one task alone, which would otherwise run next).
+    let mut split = false;
+    let flush = |worker: usize, tasks: &[u32], split: bool| match split {
+        false => worker::schedule_batch(sched, worker, tasks),
+        true => worker::schedule_rest(sched, worker, tasks),
+    };
     for &id in slots {
-        let slot = sched.slots.get(id);
-        if !slot.park.unpark() {
+        let Some((worker, task)) = unpark_one(sched, id) else {
             continue;
-        }
-        let (worker, task) = slot.home();
-        if worker == thread::HOME {
-            thread::wake(sched, id);
-            continue;
-        }
+        };
         if worker != batch_worker {
-            if !batch.is_empty() {
-                worker::schedule_batch(sched, batch_worker, &batch);
-                batch.clear();
+            if len > 0 {
+                flush(batch_worker, &batch[..len], split);
             }
-            batch_worker = worker;
+            (len, split, batch_worker) = (0, false, worker);
+        } else if len == BATCH {
+            flush(batch_worker, &batch[..len], split);
+            (len, split) = (0, true);
         }
-        batch.push(task as u32);
+        batch[len] = task;
+        len += 1;
     }
-    if !batch.is_empty() {
-        worker::schedule_batch(sched, batch_worker, &batch);
+    if len > 0 {
+        flush(batch_worker, &batch[..len], split);
     }
+}
+
+/// Slots [`unpark_many`] requeues in one push at most.
+const BATCH: usize = 32;
+
+/// Unparks slot `id`: the `(worker, task)` to requeue if it was parked on a
+/// worker; a woken OS thread is woken here.
+#[inline(always)]
+fn unpark_one(sched: &Scheduler, id: u32) -> Option<(usize, u32)> {
+    let slot = sched.slots.get(id);
+    if !slot.park.unpark() {
+        return None;
+    }
+    let (worker, task) = slot.home();
+    if worker == thread::HOME {
+        thread::wake(sched, id);
+        return None;
+    }
+    Some((worker, task as u32))
 }
 
 /// Wakes every slot of `slots`, parties that wait on worker `worker`

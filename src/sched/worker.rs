@@ -438,8 +438,20 @@ pub(crate) fn idle_workers_help(sched: &Scheduler) -> bool {
 }
 
 /// Requeues woken tasks `tasks` of worker `worker`: one push to the local
-/// run queue, or one inbox lock and one wake-up for another worker.
+/// run queue, or one inbox lock and one wake-up for another worker. One
+/// task alone is a hand-off on the local worker (see [`schedule`]).
 pub(crate) fn schedule_batch(sched: &Scheduler, worker: usize, tasks: &[u32]) {
+    requeue(sched, worker, tasks, true);
+}
+
+/// [`schedule_batch`] for the rest of a batch whose start was requeued
+/// already: to the back of the local queue after it, even one task alone.
+pub(crate) fn schedule_rest(sched: &Scheduler, worker: usize, tasks: &[u32]) {
+    requeue(sched, worker, tasks, false);
+}
+
+/// The body of [`schedule_batch`] (`hand_off`: a task alone runs next).
+fn requeue(sched: &Scheduler, worker: usize, tasks: &[u32], hand_off: bool) {
     if tasks.is_empty() {
         return;
     }
@@ -448,7 +460,7 @@ pub(crate) fn schedule_batch(sched: &Scheduler, worker: usize, tasks: &[u32]) {
     if let Some(local) = unsafe { local.as_ref() } {
         if ptr::eq(local.sched, sched) && local.index == worker {
             match tasks {
-                [task] => local.hand_off(*task),
+                [task] if hand_off => local.hand_off(*task),
                 _ => local.ready.borrow_mut().extend(tasks.iter().copied()),
             }
             return;
