@@ -728,6 +728,25 @@ pub(crate) fn unpark_many(sched: &Scheduler, slots: &[u32]) {
 /// Slots [`unpark_many`] requeues in one push at most.
 const BATCH: usize = 32;
 
+/// [`unpark_many`] for worker `worker` unparking the slots another thread
+/// asked it to (`unpark_on`): the woken parties that live on `worker` are
+/// appended to `own`, in order, for the caller to requeue (it runs them
+/// before its run queue); any other is requeued as [`unpark`] does.
+pub(crate) fn unpark_many_into(
+    sched: &Scheduler,
+    worker: usize,
+    slots: &[u32],
+    own: &mut Vec<u32>,
+) {
+    for &id in slots {
+        match unpark_one(sched, id) {
+            Some((home, task)) if home == worker => own.push(task),
+            Some((home, task)) => worker::schedule_batch(sched, home, &[task]),
+            None => {}
+        }
+    }
+}
+
 /// Unparks slot `id`: the `(worker, task)` to requeue if it was parked on a
 /// worker; a woken OS thread is woken here.
 #[inline(always)]
