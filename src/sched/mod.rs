@@ -730,8 +730,8 @@ const BATCH: usize = 32;
 
 /// [`unpark_many`] for worker `worker` unparking the slots another thread
 /// asked it to (`unpark_on`): the woken parties that live on `worker` are
-/// appended to `own`, in order, for the caller to requeue (it runs them
-/// before its run queue); any other is requeued as [`unpark`] does.
+/// appended to `own`, in order, for the caller to requeue (at the front of
+/// its run queue); any other is requeued as [`unpark`] does.
 pub(crate) fn unpark_many_into(
     sched: &Scheduler,
     worker: usize,

@@ -4,10 +4,10 @@
 //! of preference:
 //!
 //! 1. the rank the running rank woke last on this worker (`next`), then
-//!    ranks woken from other threads (through its inbox, or unparked by
-//!    it for them), then its local run queue (ranks woken in batches by
-//!    ranks of the same worker); after [`HANDOFFS`] ranks in a row from the
-//!    first two, the queue's head gets a turn;
+//!    ranks woken from other threads through its inbox, then its local run
+//!    queue (ranks woken in batches by ranks of the same worker, and at its
+//!    front those it unparked for other threads); after [`HANDOFFS`] ranks
+//!    in a row from the first two, the queue's head gets a turn;
 //! 2. ranks whose `sleep` timer expired;
 //! 3. a rank that has not started yet: from its own deque, else from its
 //!    queue of spawned ranks (`Scheduler::spawn_ranks` deals them round
@@ -870,21 +870,25 @@ impl Worker<'_> {
         drop(woken);
         // Slots to unpark, copied out (the list keeps its buffer, as the
         // inbox does) and unparked here, where their lines live. The ranks
-        // woken run before the queue, in order, as those of the inbox: the
-        // queue may hold ranks an earlier wake-up released (a barrier), yet
-        // to start waiting, while these got what they waited for (a root's
-        // data). Behind the queue, the readers of a broadcast that parked
-        // before its root came waited for all of it (256 ranks: 30–70 µs in
-        // a quarter to half of the calls).
+        // woken go to the front of the queue, in order: it may hold ranks
+        // an earlier wake-up released (a barrier), yet to start waiting,
+        // while these got what they waited for (a root's data). Behind it,
+        // the readers of a broadcast that parked before its root came
+        // waited for all of it (256 ranks: 30–70 µs in a quarter to half of
+        // the calls). In the queue, not among the inbox's wake-ups
+        // (`woken`), they resume in a row with the next one prefetched
+        // (`run_hand_offs`, `prefetch_next`), as ranks a local wake-up
+        // queued do: a million ranks released by a barrier would each take
+        // a round through the run loop otherwise.
         let mut slots = std::mem::take(&mut self.unparks);
         slots.extend(shared.unparks.lock().drain(..));
         if !slots.is_empty() {
             shared.pending.fetch_sub(slots.len(), Ordering::SeqCst);
             let mut own = std::mem::take(&mut self.unparked);
             super::unpark_many_into(self.sched, self.local.index, &slots, &mut own);
-            let mut woken = self.local.woken.borrow_mut();
+            let mut ready = self.local.ready.borrow_mut();
             for &task in own.iter().rev() {
-                woken.push_front(task);
+                ready.push_front(task);
             }
             own.clear();
             self.unparked = own;
