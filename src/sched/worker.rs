@@ -172,6 +172,26 @@ struct WorkerLocal {
 const HANDOFFS: u32 = 64;
 
 impl WorkerLocal {
+    /// Worker `index` of `sched` with empty queues, neither spinning in its
+    /// ranks nor helped, polling no transport.
+    fn new(sched: *const Scheduler, index: usize) -> WorkerLocal {
+        WorkerLocal {
+            sched,
+            index,
+            ready: RefCell::new(VecDeque::new()),
+            next: Cell::new(None),
+            woken: RefCell::new(VecDeque::new()),
+            handoffs: Cell::new(0),
+            timers: RefCell::new(BinaryHeap::new()),
+            yielded: Cell::new(false),
+            idle: RefCell::new(VecDeque::new()),
+            spawned: RefCell::new(Vec::new()),
+            spin_in_rank: false,
+            helped: false,
+            polls: None,
+        }
+    }
+
     /// Makes `task` the next to run; a previous one goes to the back of the
     /// queue. `#[inline]`: it is the whole requeue of a same-worker wake-up.
     #[inline]
@@ -719,19 +739,10 @@ pub(crate) fn run(args: WorkerArgs<'_>) {
     }
     let _ = sched.workers[index].thread.set(std::thread::current());
     let local = WorkerLocal {
-        sched,
-        index,
-        ready: RefCell::new(VecDeque::new()),
-        next: Cell::new(None),
-        woken: RefCell::new(VecDeque::new()),
-        handoffs: Cell::new(0),
-        timers: RefCell::new(BinaryHeap::new()),
-        yielded: Cell::new(false),
-        idle: RefCell::new(VecDeque::new()),
-        spawned: RefCell::new(Vec::new()),
         spin_in_rank: spin_while_busy || polls,
         helped: spin_while_busy,
         polls: polls.then_some(host as *const dyn Host),
+        ..WorkerLocal::new(sched, index)
     };
     WORKER.with(|w| w.set(&local));
     // Before any rank starts (the barrier orders it before every worker's
@@ -1447,21 +1458,7 @@ mod tests {
 
     /// A worker's queues, without a job (`pop_ready` touches only these).
     fn local() -> WorkerLocal {
-        WorkerLocal {
-            sched: ptr::null(),
-            index: 0,
-            ready: RefCell::new(VecDeque::new()),
-            next: Cell::new(None),
-            woken: RefCell::new(VecDeque::new()),
-            handoffs: Cell::new(0),
-            timers: RefCell::new(BinaryHeap::new()),
-            yielded: Cell::new(false),
-            idle: RefCell::new(VecDeque::new()),
-            spawned: RefCell::new(Vec::new()),
-            spin_in_rank: false,
-            helped: false,
-            polls: None,
-        }
+        WorkerLocal::new(ptr::null(), 0)
     }
 
     fn drain(local: &WorkerLocal) -> Vec<u32> {
