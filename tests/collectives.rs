@@ -776,3 +776,54 @@ fn unsafe_user_operations_with_the_c_signature() {
         }
     }
 }
+
+/// Reductions in a row, whose contributors leave a call's round before its
+/// last arrival and arrive in the next call's: the first calls run before
+/// the communicator knows which workers its ranks are pinned to (its census,
+/// `coll/round.rs`), the later ones count their arrivals by worker, and a
+/// round made before the census and one made after may be in progress at
+/// once. Every root gets every call's sum, every all-reduce its total.
+#[test]
+fn reductions_in_a_row_across_the_census_of_workers() {
+    let (n, calls) = (48u64, 120u64);
+    let out = myriad::Runtime::builder()
+        .ranks(n as usize)
+        .workers(2)
+        .run(|universe| {
+            let world = universe.world();
+            let me = world.rank() as u64;
+            let mut got = Vec::new();
+            for call in 0..calls {
+                let root = world.process_at_rank((call % n) as i32);
+                let mine = me * 1000 + call;
+                if root.rank() == world.rank() {
+                    let mut sum = 0u64;
+                    root.reduce_into_root(&mine, &mut sum, SystemOperation::sum());
+                    got.push((call, sum));
+                } else {
+                    root.reduce_into(&mine, SystemOperation::sum());
+                }
+                if call % 5 == 0 {
+                    let mut total = 0u64;
+                    world.all_reduce_into(&(me + call), &mut total, SystemOperation::sum());
+                    got.push((call + 1_000_000, total));
+                }
+            }
+            got
+        })
+        .unwrap();
+    for (rank, got) in out.iter().enumerate() {
+        for &(key, value) in got {
+            let expect = match key.checked_sub(1_000_000) {
+                Some(call) => n * (n - 1) / 2 + n * call,
+                None => 1000 * n * (n - 1) / 2 + n * key,
+            };
+            assert_eq!(value, expect, "rank {rank}, call {key}");
+        }
+    }
+    let roots: usize = out.iter().map(|g| g.len()).sum();
+    assert_eq!(
+        roots,
+        calls as usize + n as usize * calls.div_ceil(5) as usize
+    );
+}

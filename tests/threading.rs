@@ -5,6 +5,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 
+use myriad::collective::SystemOperation;
 use myriad::traits::*;
 use myriad::{Runtime, Threading};
 
@@ -128,6 +129,42 @@ fn blocked_threads_park_themselves_not_the_worker() {
         })
         .unwrap();
     assert_eq!(out, vec![0, 1]);
+}
+
+/// OS threads of some ranks call collectives for them, beside ranks that
+/// call from their coroutines, before and after the communicator took its
+/// census of the workers its ranks are pinned to (`coll/round.rs`): a
+/// thread's arrival counts on its rank's worker, so every call completes
+/// with every rank's contribution.
+#[test]
+fn threads_and_ranks_meet_in_collectives_counted_by_worker() {
+    let (n, calls) = (8i32, 30i32);
+    let sums = Runtime::builder()
+        .ranks(n as usize)
+        .workers(2)
+        .threading(Threading::Multiple)
+        .run(|universe| {
+            let world = universe.world();
+            let me = world.rank();
+            let step = |call: i32| {
+                let mut total = 0i32;
+                world.all_reduce_into(&(me + call), &mut total, SystemOperation::sum());
+                world.barrier();
+                total
+            };
+            (0..calls)
+                .map(|call| {
+                    if (me + call) % 3 == 0 {
+                        myriad::thread::scope(|s| s.spawn(|| step(call)).join()).unwrap()
+                    } else {
+                        step(call)
+                    }
+                })
+                .collect::<Vec<_>>()
+        })
+        .unwrap();
+    let expect: Vec<i32> = (0..calls).map(|call| n * (n - 1) / 2 + n * call).collect();
+    assert!(sums.iter().all(|s| *s == expect), "{sums:?}");
 }
 
 #[test]

@@ -13,7 +13,8 @@
 //! switch, so a rank's suspension is modelled as a blocked loom thread.)
 //! The mailbox claim/withdraw protocol (`src/p2p/claim.rs`) is modelled in
 //! `claim_models`; the ring of collective rounds (`src/coll/ring.rs`) in
-//! `ring_models`; the progress thread standing aside for polling workers
+//! `ring_models`; arrivals in a round counted by worker
+//! (`src/coll/census.rs`) in `census_models`; the progress thread standing aside for polling workers
 //! (`src/p2p/pollers.rs`) in `pollers_models`; the shared-memory ring between
 //! processes and its sleep/wake flags (`src/transport/shm/ring.rs`) in
 //! `shm_ring_models`; a large copy shared by its reader and its lender
@@ -68,6 +69,11 @@ mod ring;
 
 #[cfg(loom)]
 #[allow(dead_code)]
+#[path = "../../src/coll/census.rs"]
+mod census;
+
+#[cfg(loom)]
+#[allow(dead_code)]
 #[path = "../../src/p2p/pollers.rs"]
 mod pollers;
 
@@ -95,6 +101,9 @@ mod pollers_models;
 
 #[cfg(all(loom, test))]
 mod ring_models;
+
+#[cfg(all(loom, test))]
+mod census_models;
 
 #[cfg(all(loom, test))]
 mod claim_models;

@@ -1,7 +1,8 @@
 //! Barrier algorithms.
 //!
 //! * `shm`: ranks meet in the call's round; the last to arrive wakes the
-//!   others. One lock-free count per rank and one wake-up each.
+//!   others. One count per rank on its worker's line (`census.rs`) and one
+//!   wake-up each.
 //! * `dissemination`: ⌈log2 p⌉ steps; at step k rank r notifies
 //!   r + 2^k and waits for r − 2^k (zero-byte messages).
 //! * `linear`: everyone notifies rank 0, which then releases everyone.

@@ -364,7 +364,7 @@ pub(crate) fn create(
     // instead is caught.
     let round = rounds.join_checked(&call)?;
     round.comm_create.lock().asks.push(ask);
-    let waited = if round.arrive() {
+    let waited = if round.arrive(&call) {
         let asks = std::mem::take(&mut round.comm_create.lock().asks);
         let outcome = decide(core, call.seq, asks, None);
         round.comm_create.lock().outcome = Some(outcome);

@@ -389,7 +389,7 @@ pub(crate) fn barrier(call: &Call<'_>) -> Result<(), Error> {
     let rounds = &plan.local.coll().rounds;
     let round = rounds.join_checked(&local)?;
     let result = if plan.rl == 0 {
-        let mut result = if round.arrive() {
+        let mut result = if round.arrive(&local) {
             Ok(())
         } else {
             round
@@ -403,7 +403,7 @@ pub(crate) fn barrier(call: &Call<'_>) -> Result<(), Error> {
         round.set_ready(&local);
         result
     } else {
-        if round.arrive() {
+        if round.arrive(&local) {
             round.wake_all(&local);
         }
         round.wait_ready(&local).map_err(Error::from)

@@ -45,6 +45,7 @@ pub(crate) mod allgather;
 pub(crate) mod alltoall;
 pub(crate) mod barrier;
 pub(crate) mod bcast;
+mod census;
 pub(crate) mod check;
 pub(crate) mod create;
 mod doubling;

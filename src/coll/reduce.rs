@@ -178,7 +178,7 @@ fn shm_commutative(
     let bytes = send.ty.map().span(send.count);
     let own = round.own_partial(call);
     fold(own, op, send, bytes);
-    if round.arrive() {
+    if round.arrive(call) {
         complete(call, round, op, send, bytes);
     }
     let Some(recv) = recv else {
@@ -291,7 +291,7 @@ fn shm_in_order(
     let n = round.size() as usize;
     // Returns once the reducer is done with every buffer.
     round.publish(call, call.rank() as usize, send, || {
-        if !round.arrive() {
+        if !round.arrive(call) {
             return Ok(());
         }
         let turn = round.enter(call)?;

@@ -150,11 +150,26 @@
 //! 104.1-113.4. What did not pay: `arrived` on a line of its own, away
 //! from `root_ready` and `size` (barrier slower in 9 of 10 rounds: its
 //! wait reads `arrived` and `size`, then two lines; all-reduce the same).
+//!
+//! 2026-12-04 (`main` b2c1ebd as the base, a slower state of the VM: 1,024
+//! ranks on 1 worker cost ~185 ns a rank and barrier, against ~52 in the
+//! morning's): arrivals counted by worker (`census.rs`). With 2 workers the
+//! arrival's `fetch_add` and the waits' loads of `arrived` took ~25 % of
+//! the barrier's samples (perf, cpu-clock): the line crossed cores at most
+//! arrivals. Unlike the deferred count that did not pay (above), no rank
+//! waits to add: the last of a worker's ranks, known from the census, adds
+//! them all. `coll_bench --ranks 1024 --sizes 8`, 6 alternating pairs
+//! (16:44 UTC): barrier 95–157 µs (median ~127) against 144–190 (~172),
+//! all-reduce 129–180 (~146) against 167–211 (~186), faster in 6 of 6
+//! pairs each; 1-worker CPU time (`coll_count ... 2000 1024 1`, 4 pairs)
+//! barrier 173–189 ns a rank against 181–202, all-reduce 185–196 against
+//! 213–223; broadcast at 256 ranks and oversubscribed runs unchanged.
 
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicPtr, AtomicU32, AtomicU8, Ordering};
 use std::sync::Arc;
 
+use super::census::{self, Census};
 use super::op::{self, OpRef};
 use super::operand::AlignedBytes;
 use super::parts::Parts;
@@ -393,6 +408,13 @@ struct OnWorker {
     joined: AtomicU32,
     /// How many of those left.
     left: AtomicU32,
+    /// Arrivals of the ranks pinned to this worker (`census.rs`).
+    arrived: AtomicU32,
+    /// How many of the communicator's ranks are pinned to this worker, if
+    /// the round counts arrivals by worker (the communicator's
+    /// [`Census`]); written only while the round is not shared (made or
+    /// reset).
+    expected: Option<u32>,
 }
 
 impl OnWorker {
@@ -630,13 +652,20 @@ impl<T> std::ops::Deref for Padded<T> {
 }
 
 impl Round {
-    fn new(size: u32, workers: usize, readers: Option<Readers>) -> Round {
+    fn new(size: u32, census: Option<&[u32]>, workers: usize, readers: Option<Readers>) -> Round {
         Round {
             size,
             arrived: AtomicU32::new(0),
             root_ready: AtomicU32::new(0),
             left: AtomicU32::new(0),
-            workers: (0..workers).map(|_| Padded::default()).collect(),
+            workers: (0..workers)
+                .map(|w| {
+                    Padded(OnWorker {
+                        expected: census.map(|c| c[w]),
+                        ..Default::default()
+                    })
+                })
+                .collect(),
             partials: (0..workers).map(|_| Padded::default()).collect(),
             first: std::sync::OnceLock::new(),
             // No readers: no turn is ever granted.
@@ -655,19 +684,27 @@ impl Round {
     /// for `size` ranks (keeping its allocations): to its users the same as
     /// [`Round::new`]. `false`, changing nothing, if it was made for
     /// another size or worker count.
-    fn reset(&mut self, size: u32, workers: usize, readers: Option<Readers>) -> bool {
+    fn reset(
+        &mut self,
+        size: u32,
+        census: Option<&[u32]>,
+        workers: usize,
+        readers: Option<Readers>,
+    ) -> bool {
         if self.size != size || self.workers.len() != workers {
             return false;
         }
         *self.arrived.get_mut() = 0;
         *self.root_ready.get_mut() = 0;
         *self.left.get_mut() = 0;
-        for on in self.workers.iter_mut() {
+        for (w, on) in self.workers.iter_mut().enumerate() {
             // A waiter that found its condition true after registering
             // left its slot here: it must not be woken by a later call.
             on.0.waiters.lock().clear();
             *on.0.joined.get_mut() = 0;
             *on.0.left.get_mut() = 0;
+            *on.0.arrived.get_mut() = 0;
+            on.0.expected = census.map(|c| c[w]);
         }
         for partial in self.partials.iter() {
             partial.lock().clear();
@@ -772,10 +809,30 @@ impl Round {
         Arc::clone(value).downcast::<A>().ok()
     }
 
-    /// Counts an arrival (after this rank's deposit); `true` for the last.
+    /// Counts the caller's arrival (after its deposit) by worker
+    /// (`census.rs`); `true` for the last. The last arrival of a round made
+    /// without a census takes it from the round's tallies.
     #[inline]
-    pub(crate) fn arrive(&self) -> bool {
-        self.arrived.fetch_add(1, Ordering::AcqRel) + 1 == self.size
+    pub(crate) fn arrive(&self, call: &Call<'_>) -> bool {
+        let on = &self.workers[call.ctx.worker as usize];
+        let last = census::arrive(&self.arrived, self.size, &on.arrived, on.expected);
+        if last && on.expected.is_none() {
+            self.take_census(call);
+        }
+        last
+    }
+
+    /// Records the round's tallies as the communicator's census (the last
+    /// arrival of a round without one: every rank of the communicator
+    /// counted on the worker it is pinned to, and the arrivals' additions
+    /// to `arrived` released those counts to this one).
+    #[cold]
+    fn take_census(&self, call: &Call<'_>) {
+        let tally = self
+            .workers
+            .iter()
+            .map(|on| on.arrived.load(Ordering::Relaxed));
+        call.comm.coll().rounds.census.record(tally.collect());
     }
 
     #[inline]
@@ -788,7 +845,7 @@ impl Round {
     /// frame less between a rank's call and its park, `barrier.rs`.)
     #[inline]
     pub(crate) fn arrive_and_wait(&self, call: &Call<'_>) -> Result<(), Failed> {
-        if self.arrive() {
+        if self.arrive(call) {
             self.wake_all(call);
             return Ok(());
         }
@@ -1001,6 +1058,9 @@ pub(crate) struct Rounds {
     /// join): the worker's other ranks find it there, without the ring's
     /// lock, whose line every worker's ranks would take in turn.
     last: std::sync::OnceLock<Box<[Padded<Last>]>>,
+    /// Where the communicator's ranks are pinned: given to each round
+    /// made once known ([`Round::arrive`]).
+    census: Census,
 }
 
 /// The round of call `seq`, which a rank of one worker joined: set by that
@@ -1130,12 +1190,14 @@ impl Rounds {
         let size = call.comm.size() as u32;
         let joined = self.ring.join(call.seq, |spare| {
             let workers = call.comm.job().sched().worker_count();
+            let census = self.census.of(workers);
             let reused = spare.and_then(|mut spare| {
                 Arc::get_mut(&mut spare)
-                    .is_some_and(|r| r.reset(size, workers, readers))
+                    .is_some_and(|r| r.reset(size, census, workers, readers))
                     .then_some(spare)
             });
-            let round = reused.unwrap_or_else(|| Arc::new(Round::new(size, workers, readers)));
+            let round =
+                reused.unwrap_or_else(|| Arc::new(Round::new(size, census, workers, readers)));
             // The creator's signature is the round's first, before any
             // other rank can see the round: a rank of another collective
             // that asked first would pass its own check and use a round
