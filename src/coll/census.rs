@@ -4,9 +4,10 @@
 //! completes the round (wakes the others, reduces the partials, ...). With
 //! one counter for all, each arrival is a read-modify-write of a line every
 //! worker writes: at 1,024 ranks on 2 workers the line crossed cores at
-//! most arrivals, some 18 % of a barrier's samples. A rank stays on the
-//! worker that started it for good (`sched::worker`), so a communicator's
-//! ranks fall on the workers the same way in every call: its [`Census`].
+//! most arrivals (the add and the waits' loads of the count, ~25 % of a
+//! barrier's samples). A rank stays on the worker that started it for
+//! good (`sched::worker`), so a communicator's ranks fall on the workers
+//! the same way in every call: its [`Census`].
 //! With it, an arrival counts on its worker's own line, and only the
 //! worker's last adds them all to the shared count ([`arrive`]): one
 //! read-modify-write of that line per worker and call.
