@@ -158,3 +158,75 @@ fn unknown_rank_order_is_an_error() {
         body,
     );
 }
+
+/// A started rank stays on its worker, so a worker that runs out of ranks to
+/// start takes only enough of another's to even their counts: every later
+/// collective waits for the worker with the most ranks. Rank 0 holds worker
+/// 0's thread (a blocking sleep, not a parked rank) while worker 1 has
+/// started its own share; taking half of worker 0's queue at a time, as
+/// stealing did, left worker 0 with 2 of the 400 ranks.
+#[test]
+fn a_stalled_worker_keeps_its_share_of_ranks() {
+    let body = || {
+        Runtime::builder()
+            .ranks(400)
+            .workers(2)
+            .report_bindings(true)
+            .run(|universe| {
+                use myriad::traits::*;
+                let world = universe.world();
+                if world.rank() == 0 {
+                    std::thread::sleep(std::time::Duration::from_millis(100));
+                }
+                world.barrier();
+            })
+            .unwrap();
+    };
+    if let Some(stderr) = child_stderr("a_stalled_worker_keeps_its_share_of_ranks", &[], body) {
+        let line = stderr
+            .lines()
+            .find(|l| l.starts_with("[myriad] ranks run per worker:"))
+            .unwrap_or_else(|| panic!("no report of ranks per worker\n{stderr}"));
+        assert_eq!(
+            line, "[myriad] ranks run per worker: worker 0: 200, worker 1: 200",
+            "{stderr}"
+        );
+    }
+}
+
+/// Ranks that ended leave room: a worker whose ranks all returned takes
+/// unstarted ranks from one still busy with its own (a job of short ranks
+/// that never wait for each other is balanced by work, not by count).
+#[test]
+fn a_worker_whose_ranks_ended_takes_from_a_busy_one() {
+    let body = || {
+        Runtime::builder()
+            .ranks(40)
+            .workers(2)
+            .report_bindings(true)
+            .run(|universe| {
+                use myriad::traits::*;
+                // Worker 0's share (ranks 0-19 in blocks) holds its thread.
+                if universe.world().rank() < 20 {
+                    std::thread::sleep(std::time::Duration::from_millis(10));
+                }
+            })
+            .unwrap();
+    };
+    if let Some(stderr) = child_stderr(
+        "a_worker_whose_ranks_ended_takes_from_a_busy_one",
+        &[],
+        body,
+    ) {
+        let line = stderr
+            .lines()
+            .find_map(|l| l.strip_prefix("[myriad] ranks run per worker: "))
+            .unwrap_or_else(|| panic!("no report of ranks per worker\n{stderr}"));
+        let counts: Vec<usize> = line
+            .split(", ")
+            .map(|w| w.rsplit(' ').next().unwrap().parse().unwrap())
+            .collect();
+        assert_eq!(counts.iter().sum::<usize>(), 40, "{stderr}");
+        assert!(counts[1] > 25, "worker 1 took too few: {stderr}");
+    }
+}

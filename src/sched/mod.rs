@@ -10,7 +10,8 @@
 //!
 //! A rank runs on one worker from its first resume to its end (it is
 //! *pinned*): its stack may hold values that are not `Send`. Ranks that have
-//! not started are just numbers in crossbeam deques, stolen by idle workers.
+//! not started are just numbers in crossbeam deques, stolen by idle workers
+//! only to even the workers' counts (a collective waits for the busiest).
 //! A rank that waits parks and is requeued only when woken; a worker with
 //! nothing to run spins briefly, then sleeps until work arrives. A rank that
 //! unwinds from a panic never suspends (a panic in progress belongs to the

@@ -12,7 +12,8 @@
 //! 3. a rank that has not started yet: from its own deque, else from its
 //!    queue of spawned ranks (`Scheduler::spawn_ranks` deals them round
 //!    the workers; nobody else takes them), else stolen from another
-//!    worker's deque (crossbeam-deque);
+//!    worker's deque (crossbeam-deque), only as many as even the two
+//!    workers' ranks (`WorkerShared::spare_for`);
 //!
 //! and otherwise spins briefly, then announces sleep and parks (`idle`).
 //! Before that, a rank about to park while its worker has nothing else to
@@ -103,9 +104,38 @@ pub(crate) struct WorkerShared {
     thread: OnceLock<Thread>,
     /// Ranks this worker started.
     pub(crate) hosted: AtomicUsize,
+    /// Of those, ranks that ended (written by this worker only).
+    ended: AtomicUsize,
 }
 
 impl WorkerShared {
+    /// How many of `self`'s unstarted ranks `thief` may take: half the
+    /// difference between the two workers' ranks, running (started, not
+    /// ended) or waiting to start, so that a theft evens them and never
+    /// tips them the other way.
+    ///
+    /// A started rank stays on its worker for good, so the counts at the
+    /// end of the start are those of every later call: a collective waits
+    /// for the worker with the most ranks. Stealing half of a slower
+    /// worker's queue instead, as first written, left 1,024 ranks on 2
+    /// workers at 768:256, 735:289, 642:382, 612:412 or 591:433 in 5 runs
+    /// of 8 (the first worker up starts ranks while the other still wakes,
+    /// or takes page faults). A worker that started its share waits for the others to
+    /// start theirs rather than take them; one whose ranks ended (a job of
+    /// short ranks that never wait for each other) takes from the others.
+    fn spare_for(&self, thief: &WorkerShared) -> usize {
+        let theirs = self.running() + self.stealer.len();
+        let mine = thief.running() + thief.stealer.len();
+        theirs.saturating_sub(mine) / 2
+    }
+
+    /// Ranks started here and not ended (as of two relaxed loads: a guide
+    /// for stealing, off by the ranks starting or ending meanwhile).
+    fn running(&self) -> usize {
+        let ended = self.ended.load(Ordering::Relaxed);
+        self.hosted.load(Ordering::Relaxed).saturating_sub(ended)
+    }
+
     pub(crate) fn new(stealer: Stealer<u32>) -> WorkerShared {
         WorkerShared {
             inbox: SpinLock::new(Vec::new()),
@@ -115,6 +145,7 @@ impl WorkerShared {
             spawned: Injector::new(),
             thread: OnceLock::new(),
             hosted: AtomicUsize::new(0),
+            ended: AtomicUsize::new(0),
         }
     }
 
@@ -958,20 +989,15 @@ impl Worker<'_> {
                     let mut retry = false;
                     for k in 1..n {
                         let victim = &workers[(self.local.index + k) % n];
-                        // Leave a worker its last unstarted rank: it will start
-                        // it itself, and small jobs keep their placement.
-                        // Nor from a worker that has started none yet: its
-                        // thread is still waking from the start barrier (on
-                        // a busy machine, for milliseconds), and the first
-                        // worker up took all but one of its ranks (`coll_bench
-                        // --ranks 256`, 2 workers, load 4: 255:1, 1:255 and
-                        // three more of 190:66 or worse in 16 runs, then 2 of
-                        // 28; a run at 255:1 had a broadcast latency of 12 µs,
-                        // its root starting 9 µs after the first reader).
-                        if victim.stealer.len() < 2 || victim.hosted.load(Ordering::Relaxed) == 0 {
+                        // Only to even the two workers' ranks (`spare_for`).
+                        let spare = victim.spare_for(&workers[self.local.index]);
+                        if spare == 0 {
                             continue;
                         }
-                        match victim.stealer.steal_batch_and_pop(&self.deque) {
+                        match victim
+                            .stealer
+                            .steal_batch_with_limit_and_pop(&self.deque, spare)
+                        {
                             Steal::Success(rank) => return Some(rank),
                             Steal::Retry => retry = true,
                             Steal::Empty => {}
@@ -1273,6 +1299,9 @@ impl Worker<'_> {
             let slot = slots.get(task.slot);
             slot.set_finished();
             slot.park.resumed();
+            sched.workers[self.local.index]
+                .ended
+                .fetch_add(1, Ordering::Relaxed);
         } else {
             slots.release(task.slot);
         }
@@ -1364,15 +1393,17 @@ impl Worker<'_> {
         found
     }
 
-    /// Whether another worker has unstarted ranks to spare.
+    /// Whether another worker has unstarted ranks to spare
+    /// ([`WorkerShared::spare_for`] this one).
     fn stealable(&self) -> bool {
         let sched = self.sched;
+        let me = &sched.workers[self.local.index];
         sched.unstarted.load(Ordering::SeqCst) > 0
             && sched
                 .workers
                 .iter()
                 .enumerate()
-                .any(|(i, w)| i != self.local.index && w.stealer.len() > 1)
+                .any(|(i, w)| i != self.local.index && w.spare_for(me) > 0)
     }
 
     fn sleep(&mut self) {
