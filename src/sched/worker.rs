@@ -120,9 +120,13 @@ impl WorkerShared {
     /// worker's queue instead, as first written, left 1,024 ranks on 2
     /// workers at 768:256, 735:289, 642:382, 612:412 or 591:433 in 5 runs
     /// of 8 (the first worker up starts ranks while the other still wakes,
-    /// or takes page faults). A worker that started its share waits for the others to
-    /// start theirs rather than take them; one whose ranks ended (a job of
-    /// short ranks that never wait for each other) takes from the others.
+    /// or takes page faults). A worker that started its share waits for
+    /// the others to start theirs rather than take them; one whose ranks
+    /// ended (a job of short ranks that never wait for each other) takes
+    /// from the others. The rule covers the two cases stealing made
+    /// exceptions for: a worker's last unstarted rank (small jobs keep
+    /// their placement), and a worker that has started none (its thread
+    /// still waking from the start barrier: 255:1 at 256 ranks, load 4).
     fn spare_for(&self, thief: &WorkerShared) -> usize {
         let theirs = self.running() + self.stealer.len();
         let mine = thief.running() + thief.stealer.len();
