@@ -186,6 +186,7 @@ where
         })
     })?;
     pool.check_map_budget(ranks).map_err(Error::Resources)?;
+    pool.color_stacks(ranks, workers);
     // A job of one process may grow to `max_ranks` (`Job::spawn`).
     let max_ranks = config
         .max_ranks

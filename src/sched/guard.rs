@@ -27,6 +27,9 @@ struct Region {
     len: AtomicUsize,
     slot: AtomicUsize,
     page: AtomicUsize,
+    /// The usable stack size an overflow report names: what the pool
+    /// promises, a little less than the slot above its guard.
+    stack: AtomicUsize,
     in_use: AtomicBool,
     next: AtomicPtr<Region>,
 }
@@ -38,12 +41,20 @@ static REGIONS: AtomicPtr<Region> = AtomicPtr::new(ptr::null_mut());
 pub(crate) struct Registration(&'static Region);
 
 /// Registers a chunk of `len` bytes at `start` made of slots of `slot` bytes
-/// whose lowest `page` bytes are guard pages.
-pub(crate) fn register(start: usize, len: usize, slot: usize, page: usize) -> Registration {
+/// whose lowest `page` bytes are guard pages, holding stacks of `stack`
+/// usable bytes.
+pub(crate) fn register(
+    start: usize,
+    len: usize,
+    slot: usize,
+    page: usize,
+    stack: usize,
+) -> Registration {
     let region = claim_node();
     region.len.store(len, Ordering::Relaxed);
     region.slot.store(slot, Ordering::Relaxed);
     region.page.store(page, Ordering::Relaxed);
+    region.stack.store(stack, Ordering::Relaxed);
     // Publish last: the handler only trusts the other fields after reading a
     // non-zero start with Acquire.
     region.start.store(start, Ordering::Release);
@@ -75,6 +86,7 @@ fn claim_node() -> &'static Region {
         len: AtomicUsize::new(0),
         slot: AtomicUsize::new(1),
         page: AtomicUsize::new(0),
+        stack: AtomicUsize::new(0),
         in_use: AtomicBool::new(true),
         next: AtomicPtr::new(ptr::null_mut()),
     }));
@@ -106,7 +118,7 @@ fn guard_hit(addr: usize) -> Option<usize> {
             let slot = region.slot.load(Ordering::Relaxed).max(1);
             let page = region.page.load(Ordering::Relaxed);
             if addr >= start && addr < start + len && (addr - start) % slot < page {
-                return Some(slot - page);
+                return Some(region.stack.load(Ordering::Relaxed));
             }
         }
         node = region.next.load(Ordering::Acquire);
@@ -289,9 +301,9 @@ mod tests {
 
     #[test]
     fn guard_pages_are_recognised() {
-        let reg = register(0x1000_0000, 0x10_0000, 0x4000, 0x1000);
-        assert_eq!(guard_hit(0x1000_0000), Some(0x3000));
-        assert_eq!(guard_hit(0x1000_4fff), Some(0x3000));
+        let reg = register(0x1000_0000, 0x10_0000, 0x4000, 0x1000, 0x2000);
+        assert_eq!(guard_hit(0x1000_0000), Some(0x2000));
+        assert_eq!(guard_hit(0x1000_4fff), Some(0x2000));
         assert_eq!(guard_hit(0x1000_5000), None);
         assert_eq!(guard_hit(0x2000_0000), None);
         unregister(reg);

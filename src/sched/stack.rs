@@ -55,6 +55,31 @@
 //! median 1.35 s, against 0.43–4.2 s, median 0.95 s, in one thread, six
 //! alternating runs each at a load of 10–11.)
 //!
+//! ## Colored stack tops
+//!
+//! Every slot's top is page aligned, so without more the ranks' contexts
+//! (near the top) and the frames they park in (at the same depth in every
+//! rank) sit at the same offsets in their pages, and so in the same few
+//! sets of each cache: the L2 (2 MiB, 16 ways, 2,048 sets on the README's
+//! VM) holds only 512 lines of one page offset, and 512 ranks on a worker
+//! touch that many in every collective. In a job of at most
+//! [`COLORED_RANKS_PER_WORKER`] ranks a worker, a stack starts 0 to
+//! [`COLORS`] − 1 cache lines below its slot's top (its color: consecutive
+//! slots, consecutive colors), spreading those lines over half a page's offsets:
+//! the ranks' frames stay in the top page (`hello`'s 4.34 KiB a rank is
+//! unchanged), and the slot is that much larger, so every stack still has
+//! the bytes asked for. Measured on that VM (2026-12-04, `coll_bench --ranks
+//! 1024 --sizes 8`, 4 alternating pairs): back-to-back barriers 60–63 µs
+//! against 76–80, all-reduces 80–85 against 99–120, the all-reduce after a
+//! barrier 98–101 against 109–110; one worker, 1,024 ranks (`coll_count
+//! barrier 2000 1024 1`), 0.29 s of CPU against 0.34. Whole-page colors (64)
+//! did more on one worker (0.23 s) but moved half the ranks' frames onto a
+//! second page (5.84 KiB a rank). With many ranks a worker the colors cost:
+//! the frames no longer fit in any case, and spread over every set they
+//! evict the data the ranks share instead of only each other (2 workers,
+//! all-reduce of 2,048 ranks 367–384 µs colored against 317–328, 4,096
+//! ranks 726–795 against 660–667, a million 300–318 ms against 280–299).
+//!
 //! ## Where a big job's start-up goes
 //!
 //! Profiled (`perf record -e cpu-clock`) on the 2-vCPU VM, `hello` with
@@ -163,9 +188,14 @@ pub(crate) fn page_size() -> usize {
 pub(crate) struct StackPool {
     page: usize,
     slot_size: usize,
+    /// Usable bytes every stack has at least (see
+    /// [`stack_size`](Self::stack_size)).
+    stack_size: usize,
     chunk_slots: usize,
     mode: GuardMode,
     chunks: Mutex<Chunks>,
+    /// How many colors stack tops take (1: all at the top of their slot).
+    colors: usize,
     /// Per rank slot (local index), the figures of the memory report;
     /// `None` unless it is on.
     touched: Option<Box<[RankFootprint]>>,
@@ -255,18 +285,50 @@ pub(crate) struct PooledStack {
     /// Lowest address of the slot (the guard page).
     slot: usize,
     size: usize,
+    /// Where the stack starts: the slot's top, less its color.
+    base: usize,
+}
+
+/// The colors of stack tops (see the module's note): 32 cache lines, half a
+/// page of 4 KiB.
+const COLORS: usize = 32;
+
+/// The bytes between two colors: a cache line.
+const COLOR_STEP: usize = 64;
+
+/// The most ranks per worker for which stacks are colored (see the module's
+/// note on colors).
+const COLORED_RANKS_PER_WORKER: usize = 512;
+
+/// How far below its slot's top a stack may start.
+const COLOR_SPAN: usize = (COLORS - 1) * COLOR_STEP;
+
+impl PooledStack {
+    /// The stack of the slot at `slot`, its top moved down by the slot's
+    /// color, one of `colors` (1: none): consecutive slots get consecutive
+    /// colors.
+    fn new(slot: usize, size: usize, colors: usize) -> PooledStack {
+        let color = (slot / size) % colors;
+        PooledStack {
+            slot,
+            size,
+            base: slot + size - color * COLOR_STEP,
+        }
+    }
 }
 
 // SAFETY: [1] `limit` is the low end of the slot and includes the guard page
 // installed before the slot is handed out, so an overflow faults instead of
-// writing into the slot below; [2] the usable part is `size - page` ≥ 4 KiB
-// (`StackPool::new` rounds the stack size up to at least one page + guard);
-// [3] both ends are page aligned, hence `STACK_ALIGNMENT` (16) aligned; [4] the
+// writing into the slot below; [2] the usable part, `base - slot - page`, is
+// at least `size - page - (COLORS - 1) * COLOR_STEP` ≥ 4 KiB (`StackPool::new`
+// rounds the stack size plus the colors' span up to whole pages, at least
+// one); [3] `limit` is page aligned and `base` a multiple of `COLOR_STEP`
+// below the page-aligned top, hence both `STACK_ALIGNMENT` (16) aligned; [4] the
 // memory stays mapped until the pool drops, after every coroutine using one of
 // its stacks has been dropped (the job joins its workers first).
 unsafe impl Stack for PooledStack {
     fn base(&self) -> StackPointer {
-        StackPointer::new(self.slot + self.size).expect("stack slot address is not null")
+        StackPointer::new(self.base).expect("stack slot address is not null")
     }
 
     fn limit(&self) -> StackPointer {
@@ -284,7 +346,11 @@ impl StackPool {
         mode: Option<GuardMode>,
     ) -> io::Result<StackPool> {
         let page = page_size();
-        let usable = stack_size
+        // The colors cost up to `COLOR_SPAN` bytes of a slot: added, so
+        // that every stack still has `stack_size` bytes.
+        let usable =
+            (stack_size.max(corosensei::stack::MIN_STACK_SIZE) + COLOR_SPAN).div_ceil(page) * page;
+        let stack_size = stack_size
             .max(corosensei::stack::MIN_STACK_SIZE)
             .div_ceil(page)
             * page;
@@ -305,11 +371,22 @@ impl StackPool {
         Ok(StackPool {
             page,
             slot_size,
+            stack_size,
             chunk_slots,
             mode,
             chunks: Mutex::new(Chunks::default()),
+            colors: 1,
             touched: None,
         })
+    }
+
+    /// Colors the tops of the stacks handed out from now on, if `ranks`
+    /// ranks on `workers` workers are few enough for that to pay (see the
+    /// module's note on colors).
+    pub(crate) fn color_stacks(&mut self, ranks: usize, workers: usize) {
+        if ranks.div_ceil(workers.max(1)) <= COLORED_RANKS_PER_WORKER {
+            self.colors = COLORS;
+        }
     }
 
     /// Records, for each of `ranks` rank slots, the stack bytes its rank
@@ -392,9 +469,11 @@ impl StackPool {
         self.mode
     }
 
-    /// Usable bytes per stack.
+    /// Usable bytes per stack, at least: the size asked for, in whole
+    /// pages (a stack's color takes up to [`COLOR_SPAN`] bytes of the rest
+    /// of its slot).
     pub(crate) fn stack_size(&self) -> usize {
-        self.slot_size - self.page
+        self.stack_size
     }
 
     /// With `mprotect` guards every stack splits its mapping: check that
@@ -451,8 +530,18 @@ impl StackPool {
         let fresh = &fresh[..n];
         self.install_guards(fresh)?;
         // Lowest fresh slot used first, then the reused ones.
-        into.extend(fresh.iter().rev().map(|&slot| PooledStack { slot, size }));
-        into.extend(reused.into_iter().map(|slot| PooledStack { slot, size }));
+        let colors = self.colors;
+        into.extend(
+            fresh
+                .iter()
+                .rev()
+                .map(|&slot| PooledStack::new(slot, size, colors)),
+        );
+        into.extend(
+            reused
+                .into_iter()
+                .map(|slot| PooledStack::new(slot, size, colors)),
+        );
         Ok(())
     }
 
@@ -500,7 +589,7 @@ impl StackPool {
         // SAFETY: advice on a mapping we own; failure is harmless.
         unsafe { libc::madvise(addr, len, libc::MADV_NOHUGEPAGE) };
         let addr = addr as usize;
-        let registration = guard::register(addr, len, self.slot_size, self.page);
+        let registration = guard::register(addr, len, self.slot_size, self.page, self.stack_size);
         chunks.maps.push((addr, len, registration));
         chunks.next = addr;
         chunks.end = addr + len;
@@ -749,7 +838,10 @@ mod tests {
         let a = pool.allocate().unwrap();
         let b = pool.allocate().unwrap();
         assert_ne!(a.slot, b.slot);
-        assert_eq!(a.base().get() - a.limit().get(), pool.slot_size);
+        // Every stack has the bytes asked for, whatever its color.
+        assert!(a.base().get() - a.limit().get() - pool.page >= 16 * 1024);
+        assert_eq!(pool.stack_size(), 16 * 1024);
+        assert!(pool.slot_size - pool.page - COLOR_SPAN >= pool.stack_size());
         // The usable part is writable from top to just above the guard.
         let top = a.base().get();
         // SAFETY: inside the usable part of slot `a`, owned by this test.
@@ -763,6 +855,42 @@ mod tests {
         pool.release(a);
         let c = pool.allocate().unwrap();
         assert_ne!(c.slot, b.slot);
+    }
+
+    /// In a job of few ranks per worker, adjacent stacks start at different
+    /// offsets in their pages (their tops would share the same few cache
+    /// sets otherwise), cycling through every color, and a stack given back
+    /// keeps its color; in a big job all start at the top of their slot.
+    #[test]
+    fn adjacent_stacks_start_in_different_cache_lines_in_small_jobs() {
+        fn tops(ranks: usize, workers: usize) -> (StackPool, Vec<PooledStack>, usize) {
+            let mut pool = StackPool::new(16 * 1024, 2 * COLORS, None).unwrap();
+            pool.color_stacks(ranks, workers);
+            let mut stacks = Vec::new();
+            while stacks.len() < COLORS {
+                pool.allocate_batch(COLORS - stacks.len(), &mut stacks)
+                    .unwrap();
+            }
+            let mut offsets: Vec<usize> =
+                stacks.iter().map(|s| s.base().get() % pool.page).collect();
+            offsets.sort_unstable();
+            offsets.dedup();
+            (pool, stacks, offsets.len())
+        }
+        let (pool, mut stacks, offsets) = tops(1024, 2);
+        assert_eq!(offsets, COLORS, "one stack top per cache line");
+        assert!(stacks.iter().all(|s| s.base().get() % COLOR_STEP == 0));
+        let stack = stacks.pop().unwrap();
+        let (slot, base) = (stack.slot, stack.base().get());
+        pool.release_all(std::iter::once(stack));
+        let again = pool.allocate().unwrap();
+        assert_eq!((again.slot, again.base().get()), (slot, base));
+
+        let (pool, stacks, offsets) = tops(1026, 2);
+        assert_eq!(offsets, 1, "a big job's stacks are not colored");
+        assert!(stacks
+            .iter()
+            .all(|s| s.base().get() == s.slot + pool.slot_size));
     }
 
     /// A rank that ends can leave poisoned bytes on its stack (redzones of
