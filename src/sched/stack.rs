@@ -65,15 +65,16 @@
 //! touch that many in every collective. In a job of at most
 //! [`COLORED_RANKS_PER_WORKER`] ranks a worker, a stack starts 0 to
 //! [`COLORS`] − 1 cache lines below its slot's top (its color: consecutive
-//! slots, consecutive colors), spreading those lines over half a page's offsets:
-//! the ranks' frames stay in the top page (`hello`'s 4.34 KiB a rank is
-//! unchanged), and the slot is that much larger, so every stack still has
-//! the bytes asked for. Measured on that VM (2026-12-04, `coll_bench --ranks
-//! 1024 --sizes 8`, 4 alternating pairs): back-to-back barriers 60–63 µs
-//! against 76–80, all-reduces 80–85 against 99–120, the all-reduce after a
-//! barrier 98–101 against 109–110; one worker, 1,024 ranks (`coll_count
-//! barrier 2000 1024 1`), 0.29 s of CPU against 0.34. Whole-page colors (64)
-//! did more on one worker (0.23 s) but moved half the ranks' frames onto a
+//! slots, consecutive colors), spreading those lines over half a page's
+//! offsets: the ranks' frames stay in the top page (`hello`'s 4.34 KiB a
+//! rank is unchanged), and the slot is that much larger, so every stack
+//! still has the bytes asked for. Measured on that VM (2026-12-04,
+//! `coll_bench --ranks 1024 --sizes 8`, 4 alternating pairs): back-to-back
+//! barriers 60–63 µs against 76–80, all-reduces 80–85 against 99–120, the
+//! all-reduce after a barrier 98–101 against 109–110; one worker, 512 ranks
+//! (`coll_count all_reduce 4000 512 1`), 0.23–0.24 s of CPU against 0.29.
+//! Tried on 1,024 ranks and one worker: 0.29 s against 0.34, and 0.23 s
+//! with whole-page colors (64), which move half the ranks' frames onto a
 //! second page (5.84 KiB a rank). With many ranks a worker the colors cost:
 //! the frames no longer fit in any case, and spread over every set they
 //! evict the data the ranks share instead of only each other (2 workers,
