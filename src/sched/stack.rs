@@ -347,14 +347,13 @@ impl StackPool {
         mode: Option<GuardMode>,
     ) -> io::Result<StackPool> {
         let page = page_size();
-        // The colors cost up to `COLOR_SPAN` bytes of a slot: added, so
-        // that every stack still has `stack_size` bytes.
-        let usable =
-            (stack_size.max(corosensei::stack::MIN_STACK_SIZE) + COLOR_SPAN).div_ceil(page) * page;
         let stack_size = stack_size
             .max(corosensei::stack::MIN_STACK_SIZE)
             .div_ceil(page)
             * page;
+        // The colors cost up to `COLOR_SPAN` bytes of a slot: added, so
+        // that every stack still has `stack_size` bytes.
+        let usable = (stack_size + COLOR_SPAN).div_ceil(page) * page;
         let slot_size = usable + page;
         // Chunks of at most 1 GiB of address space and at most 4096 slots: few
         // mappings for a million ranks, little waste for small jobs.
