@@ -143,7 +143,11 @@ struct Buffers<'t> {
 /// of repetitions each:
 ///
 /// * the median over repetitions of the slowest rank's time of one call,
-///   every call preceded by a barrier (the `latency_us` column);
+///   every call preceded by a barrier (the `latency_us` column). Under M:N
+///   scheduling the slowest rank's time also holds the two clock reads of
+///   every rank its worker runs meanwhile (~51 ns a pair on the README's
+///   VM: ~26 µs with 512 ranks a worker), which processes that have a core
+///   each do not serialize;
 /// * if `loop_too`, OSU's loop average over the whole job: one barrier,
 ///   `reps` calls back to back on every rank, and the span from the first
 ///   rank's start to the last rank's end divided by `reps` (the `loop_us`

@@ -98,7 +98,12 @@
 //! queue (the 2nd or 4th) instead of the next (user time at 500,000 ranks,
 //! medians of 6: 1.26 and 1.34 s against 1.25 s), glibc's `hugetlb`
 //! tunable for the per-rank tables (their faults cost more), 32 KiB stacks
-//! (fewer page-table pages: ~5% less CPU, not a default to change). The page tables, ~0.5 KiB per rank with the
+//! (fewer page-table pages: ~5% less CPU, not a default to change).
+//! Measured again on 2026-12-04 (21:45, 2 alternating pairs): with
+//! `MYRIAD_STACK_SIZE=60K` (64 KiB slots, 32 to a page-table page) a
+//! million-rank `hello` took 2.16–2.17 s start to exit against 2.21–2.22 s,
+//! system time 2.24–2.26 s against 2.31–2.33: the slot's size is not where
+//! the start-up goes. The page tables, ~0.5 KiB per rank with the
 //! default 256 KiB slots (1 GB at 2,000,000 ranks), are not in the RSS
 //! `hello` reports.
 //!
