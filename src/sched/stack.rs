@@ -534,19 +534,10 @@ impl StackPool {
         drop(chunks);
         let fresh = &fresh[..n];
         self.install_guards(fresh)?;
-        // Lowest fresh slot used first, then the reused ones.
         let colors = self.colors;
-        into.extend(
-            fresh
-                .iter()
-                .rev()
-                .map(|&slot| PooledStack::new(slot, size, colors)),
-        );
-        into.extend(
-            reused
-                .into_iter()
-                .map(|slot| PooledStack::new(slot, size, colors)),
-        );
+        // Lowest fresh slot used first, then the reused ones.
+        let slots = fresh.iter().rev().copied().chain(reused);
+        into.extend(slots.map(|slot| PooledStack::new(slot, size, colors)));
         Ok(())
     }
 
